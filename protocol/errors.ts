@@ -1,0 +1,148 @@
+/**
+ * Errors are values with codes.
+ *
+ * - {@linkcode ProtocolError} and its generated subclasses (one per error code of the contract,
+ *   see `generated/errors.ts`) are *wire* errors: a JSON-RPC error object, received from the
+ *   peer or thrown by a handler to be sent to it.
+ * - {@linkcode LocalError} subclasses are failures on this side that never crossed the wire:
+ *   the connection closed, a request timed out or was aborted, a capability was not advertised.
+ */
+
+/** A JSON-RPC 2.0 error object as it travels on the wire. */
+export interface JsonRpcErrorObject {
+  code: number;
+  message: string;
+  data?: unknown;
+}
+
+/** A JSON-RPC error: received from the peer, or thrown by a handler to answer with. */
+export class ProtocolError extends Error {
+  /** The JSON-RPC error code. */
+  readonly code: number;
+  /** The error's `data` member, if any. */
+  readonly data: unknown;
+
+  constructor(code: number, message: string, data?: unknown) {
+    super(message);
+    this.name = "ProtocolError";
+    this.code = code;
+    this.data = data;
+  }
+
+  /** `data.reason` when the error carries one (the contract's convention for a sub-code). */
+  get reason(): string | undefined {
+    const data = this.data as { reason?: unknown } | undefined;
+    return typeof data?.reason === "string" ? data.reason : undefined;
+  }
+
+  /** The error as a JSON-RPC error object. */
+  toJSON(): JsonRpcErrorObject {
+    return this.data === undefined
+      ? { code: this.code, message: this.message }
+      : { code: this.code, message: this.message, data: this.data };
+  }
+}
+
+/** A failure on this side of the connection; it never crossed the wire. */
+export class LocalError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "LocalError";
+  }
+}
+
+/** The connection ended; every request still pending on it is rejected with this. */
+export class ConnectionClosedError extends LocalError {
+  /** The WebSocket close code. */
+  readonly code: number;
+  /** The close reason. */
+  readonly reason: string;
+  constructor(code: number, reason: string) {
+    super(`connection closed (${code}${reason ? `: ${reason}` : ""})`);
+    this.name = "ConnectionClosedError";
+    this.code = code;
+    this.reason = reason;
+  }
+}
+
+/** A request got no response within its timeout. */
+export class RequestTimeoutError extends LocalError {
+  readonly method: string;
+  readonly timeoutMs: number;
+  constructor(method: string, timeoutMs: number) {
+    super(`${method} timed out after ${timeoutMs} ms`);
+    this.name = "RequestTimeoutError";
+    this.method = method;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/** A request was aborted through its `signal`; its `cause` is the signal's reason. */
+export class RequestAbortedError extends LocalError {
+  readonly method: string;
+  constructor(method: string, cause?: unknown) {
+    super(`${method} aborted`, { cause });
+    this.name = "RequestAbortedError";
+    this.method = method;
+  }
+}
+
+/** The method is gated by a capability the executor did not advertise; nothing was sent. */
+export class CapabilityNotAdvertisedError extends LocalError {
+  readonly method: string;
+  readonly capability: string;
+  constructor(method: string, capability: string) {
+    super(`${method} needs capability "${capability}", which the executor did not advertise`);
+    this.name = "CapabilityNotAdvertisedError";
+    this.method = method;
+    this.capability = capability;
+  }
+}
+
+/** The method does not exist on this connection's protocol version; nothing was sent. */
+export class MethodUnavailableError extends LocalError {
+  readonly method: string;
+  readonly protocol: string;
+  constructor(method: string, protocol: string, why: string) {
+    super(`${method} is not available on ${protocol || "this connection"}: ${why}`);
+    this.name = "MethodUnavailableError";
+    this.method = method;
+    this.protocol = protocol;
+  }
+}
+
+/** Params given to `call`/`notify` do not match the contract; nothing was sent. */
+export class InvalidOutgoingParamsError extends LocalError {
+  readonly method: string;
+  readonly issues: readonly unknown[];
+  constructor(method: string, issues: readonly unknown[]) {
+    super(`params of ${method} do not match the contract`);
+    this.name = "InvalidOutgoingParamsError";
+    this.method = method;
+    this.issues = issues;
+  }
+}
+
+/** The peer answered with a result that does not match the contract. */
+export class InvalidResultError extends LocalError {
+  readonly method: string;
+  readonly issues: readonly unknown[];
+  constructor(method: string, issues: readonly unknown[]) {
+    super(`result of ${method} does not match the contract`);
+    this.name = "InvalidResultError";
+    this.method = method;
+    this.issues = issues;
+  }
+}
+
+/** A frame is over the connection's size limit. */
+export class FrameTooLargeError extends LocalError {
+  readonly bytes: number;
+  readonly limit: number;
+  constructor(bytes: number, limit: number) {
+    super(`frame of ${bytes} bytes exceeds the ${limit}-byte limit`);
+    this.name = "FrameTooLargeError";
+    this.bytes = bytes;
+    this.limit = limit;
+  }
+}

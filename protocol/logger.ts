@@ -1,0 +1,58 @@
+/**
+ * Logging through an injected sink: library code never writes to the console. Every field set
+ * passes through {@linkcode redact}, so secrets (tokens, keys, passwords) never reach a sink.
+ */
+
+/** Structured fields attached to a log record. */
+export type LogFields = Record<string, unknown>;
+
+/** A log sink. */
+export interface Logger {
+  debug(message: string, fields?: LogFields): void;
+  info(message: string, fields?: LogFields): void;
+  warn(message: string, fields?: LogFields): void;
+  error(message: string, fields?: LogFields): void;
+}
+
+/** Drops everything: the default, so a library never logs unless asked to. */
+export const silentLogger: Logger = {
+  debug(): void {},
+  info(): void {},
+  warn(): void {},
+  error(): void {},
+};
+
+const SECRET_KEY =
+  /(^|_)(token|jwt|secret|password|passwd|authorization|cookie|key|credential|credentials|api_key|private)($|_)|token$|Token$|Key$|Secret$/i;
+
+/** The placeholder that replaces a secret value. */
+export const REDACTED = "[redacted]";
+
+/** Whether a field name names a secret (`model_token`, `environmentKey`, `authorization`, ...). */
+export function isSecretField(name: string): boolean {
+  return SECRET_KEY.test(name);
+}
+
+/**
+ * Returns a copy of `value` with every secret-named field replaced by {@linkcode REDACTED},
+ * recursively (arrays and plain objects, up to a depth of 8).
+ */
+export function redact<T>(value: T, depth = 0): T {
+  if (depth > 8 || value === null || typeof value !== "object") return value;
+  if (Array.isArray(value)) return value.map((item) => redact(item, depth + 1)) as T;
+  const out: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(value as Record<string, unknown>)) {
+    out[key] = isSecretField(key) ? REDACTED : redact(item, depth + 1);
+  }
+  return out as T;
+}
+
+/** Wraps a sink so that every record's fields are redacted before they reach it. */
+export function redactingLogger(sink: Logger): Logger {
+  return {
+    debug: (message, fields) => sink.debug(message, fields && redact(fields)),
+    info: (message, fields) => sink.info(message, fields && redact(fields)),
+    warn: (message, fields) => sink.warn(message, fields && redact(fields)),
+    error: (message, fields) => sink.error(message, fields && redact(fields)),
+  };
+}

@@ -1,0 +1,52 @@
+/** The protocol core: the contract's types and validators, the JSON-RPC peer, errors, time. */
+export * from "./generated/contract.ts";
+export * from "./generated/errors.ts";
+export {
+  CapabilityNotAdvertisedError,
+  ConnectionClosedError,
+  FrameTooLargeError,
+  InvalidOutgoingParamsError,
+  InvalidResultError,
+  type JsonRpcErrorObject,
+  LocalError,
+  MethodUnavailableError,
+  ProtocolError,
+  RequestAbortedError,
+  RequestTimeoutError,
+} from "./errors.ts";
+export {
+  type AdmissionGate,
+  type CallOptions,
+  DEFAULT_MAX_FRAME_BYTES,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  type Disposable,
+  type NotificationHandler,
+  Peer,
+  type PeerOptions,
+  type RequestContext,
+  type RequestHandler,
+  type ValidationIssue,
+} from "./peer.ts";
+export {
+  isErrorObject,
+  isJsonRpcId,
+  type JsonRpcFailure,
+  type JsonRpcId,
+  type JsonRpcMessage,
+  type JsonRpcNotification,
+  type JsonRpcRequest,
+  type JsonRpcResponse,
+  type JsonRpcSuccess,
+  utf8Length,
+} from "./jsonrpc.ts";
+export { hasCapability } from "./capabilities.ts";
+export { type Clock, ManualClock, systemClock, type TimerHandle } from "./clock.ts";
+export {
+  isSecretField,
+  type LogFields,
+  type Logger,
+  redact,
+  REDACTED,
+  redactingLogger,
+  silentLogger,
+} from "./logger.ts";

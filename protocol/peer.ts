@@ -1,0 +1,647 @@
+/**
+ * One end of a JSON-RPC 2.0 connection speaking the contract: it validates every incoming
+ * request against the contract before its handler runs, correlates responses, gates methods by
+ * protocol version and capability, and ends every pending request exactly once.
+ *
+ * It knows nothing about sockets: it reads and writes text frames through a {@linkcode Transport}.
+ */
+import { type CloseInfo, type Transport, TransportClosedError } from "../transport/transport.ts";
+import { hasCapability } from "./capabilities.ts";
+import { type Clock, systemClock, type TimerHandle } from "./clock.ts";
+import {
+  CapabilityNotAdvertisedError,
+  ConnectionClosedError,
+  FrameTooLargeError,
+  InvalidOutgoingParamsError,
+  InvalidResultError,
+  LocalError,
+  MethodUnavailableError,
+  ProtocolError,
+  RequestAbortedError,
+  RequestTimeoutError,
+} from "./errors.ts";
+import {
+  METHOD_SPECS,
+  type MethodSpec,
+  type NotificationMap,
+  type NotificationMethod,
+  type RequestMap,
+  type RequestMethod,
+} from "./generated/contract.ts";
+import { ErrorCode, protocolErrorFromWire } from "./generated/errors.ts";
+import {
+  exceedsBytes,
+  isErrorObject,
+  isJsonRpcId,
+  type JsonRpcFailure,
+  type JsonRpcId,
+  type JsonRpcResponse,
+} from "./jsonrpc.ts";
+import { type Logger, silentLogger } from "./logger.ts";
+
+/** The default limit on a frame's size: 16 MiB. */
+export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
+/** The default time a request waits for its response: 60 s. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+/** WebSocket close code for a frame over the size limit. */
+const MESSAGE_TOO_BIG = 1009;
+const V1 = "bma.executor.v1";
+
+/** Options of a {@linkcode Peer}. */
+export interface PeerOptions {
+  /**
+   * The connection's protocol version, for `x-since` gating. Default: the transport's negotiated
+   * subprotocol. On `bma.executor.v1`, methods added in v1.1 are unavailable both ways.
+   */
+  protocol?: string;
+  /** Frames over this many UTF-8 bytes close the connection with 1009. Default 16 MiB. */
+  maxFrameBytes?: number;
+  /** Default timeout of an outgoing request, in ms; `0` waits forever. Default 60 s. */
+  requestTimeoutMs?: number;
+  /** Time and timers. Default: the system clock. */
+  clock?: Clock;
+  /** Where diagnostics go. Default: nowhere. */
+  logger?: Logger;
+  /**
+   * The executor's advertised capabilities (`executor.register` params), against which methods
+   * with an `x-capability` are gated in both directions. `undefined` (not yet registered)
+   * refuses every gated method. Settable later with {@linkcode Peer.capabilities}.
+   */
+  capabilities?: unknown;
+  /** Validate params of outgoing requests and notifications against the contract. Default true. */
+  validateOutgoing?: boolean;
+}
+
+/** Per-request options of {@linkcode Peer.call}. */
+export interface CallOptions {
+  /** Aborts the request: it rejects with {@linkcode RequestAbortedError}. */
+  signal?: AbortSignal;
+  /** Overrides the peer's default timeout, in ms; `0` waits forever. */
+  timeoutMs?: number;
+  /**
+   * Sends the request under this id instead of a fresh one: a request resent after a reconnect
+   * keeps its id, so a peer that deduplicates by JSON-RPC id sees a repeat.
+   */
+  id?: JsonRpcId;
+}
+
+/** What a request handler is told besides its params. */
+export interface RequestContext {
+  /** The request's id. */
+  readonly id: JsonRpcId;
+  /** The method name. */
+  readonly method: string;
+  /** Aborted when the connection ends before the handler has answered. */
+  readonly signal: AbortSignal;
+}
+
+/** Serves one request method; throw a {@linkcode ProtocolError} to answer with its code and data. */
+export type RequestHandler<M extends RequestMethod> = (
+  params: RequestMap[M]["params"],
+  context: RequestContext,
+) => RequestMap[M]["result"] | Promise<RequestMap[M]["result"]>;
+
+/** Receives one notification method. */
+export type NotificationHandler<M extends NotificationMethod> = (
+  params: NotificationMap[M],
+) => void | Promise<void>;
+
+/** Undoes a registration. */
+export interface Disposable {
+  dispose(): void;
+}
+
+/**
+ * Decides whether an incoming message may be dispatched; returns an error to refuse it (a
+ * request is answered with it, a notification dropped), or `undefined` to admit it.
+ */
+export type AdmissionGate = (method: string, kind: "request" | "notification") =>
+  | ProtocolError
+  | undefined;
+
+interface Pending {
+  readonly method: string;
+  readonly spec: MethodSpec;
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (error: unknown) => void;
+  timer: TimerHandle | undefined;
+  detach: (() => void) | undefined;
+}
+
+type AnyRequestHandler = (params: unknown, context: RequestContext) => unknown;
+type AnyNotificationHandler = (params: unknown) => unknown;
+
+/** Issues as sent in `data.issues` of a -32602 answer. */
+export interface ValidationIssue {
+  path: (string | number)[];
+  message: string;
+  code: string;
+}
+
+function toIssues(
+  error: { issues: readonly { path: PropertyKey[]; message: string; code: string }[] },
+): ValidationIssue[] {
+  return error.issues.map((i) => ({
+    path: i.path.map((p) => (typeof p === "symbol" ? String(p) : p)),
+    message: i.message,
+    code: i.code,
+  }));
+}
+
+/** A JSON-RPC 2.0 peer bound to one transport and the contract. */
+export class Peer {
+  /** Settles when the connection has ended, with the close code and reason this side saw. */
+  readonly closed: Promise<CloseInfo>;
+  /** The connection's protocol version. */
+  readonly protocol: string;
+  /** The executor's advertised capabilities used for gating (see {@linkcode PeerOptions}). */
+  capabilities: unknown;
+  /** Optional gate consulted before any incoming request or notification is dispatched. */
+  admit: AdmissionGate | undefined;
+
+  readonly #transport: Transport;
+  readonly #clock: Clock;
+  readonly #logger: Logger;
+  readonly #maxFrameBytes: number;
+  readonly #timeoutMs: number;
+  readonly #validateOutgoing: boolean;
+  readonly #pending = new Map<JsonRpcId, Pending>();
+  readonly #abandoned = new Set<JsonRpcId>();
+  readonly #requestHandlers = new Map<string, AnyRequestHandler>();
+  readonly #notificationHandlers = new Map<string, AnyNotificationHandler>();
+  readonly #inFlight = new Set<AbortController>();
+  #nextId = 1;
+  #closeInfo: CloseInfo | undefined;
+
+  constructor(transport: Transport, options: PeerOptions = {}) {
+    this.#transport = transport;
+    this.protocol = options.protocol ?? transport.protocol;
+    this.#clock = options.clock ?? systemClock;
+    this.#logger = options.logger ?? silentLogger;
+    this.#maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+    this.#timeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    this.#validateOutgoing = options.validateOutgoing ?? true;
+    this.capabilities = options.capabilities;
+    this.closed = transport.closed.then((info) => {
+      this.#shutdown(info);
+      return info;
+    });
+    transport.listen((frame) => this.#receive(frame));
+  }
+
+  /** Whether the connection has ended. */
+  get isClosed(): boolean {
+    return this.#closeInfo !== undefined;
+  }
+
+  /** How many outgoing requests await their response. */
+  get pendingRequests(): number {
+    return this.#pending.size;
+  }
+
+  /** Serves a request method. Registering a method again replaces its handler. */
+  onRequest<M extends RequestMethod>(method: M, handler: RequestHandler<M>): Disposable {
+    this.#requireSpec(method, "request");
+    this.#requestHandlers.set(method, handler as AnyRequestHandler);
+    return {
+      dispose: () => {
+        if (this.#requestHandlers.get(method) === handler) this.#requestHandlers.delete(method);
+      },
+    };
+  }
+
+  /** Receives a notification method. Registering a method again replaces its handler. */
+  onNotification<M extends NotificationMethod>(
+    method: M,
+    handler: NotificationHandler<M>,
+  ): Disposable {
+    this.#requireSpec(method, "notification");
+    this.#notificationHandlers.set(method, handler as AnyNotificationHandler);
+    return {
+      dispose: () => {
+        if (this.#notificationHandlers.get(method) === handler) {
+          this.#notificationHandlers.delete(method);
+        }
+      },
+    };
+  }
+
+  /**
+   * Sends a request and resolves with its result, validated against the contract.
+   *
+   * Rejects with the contract's {@linkcode ProtocolError} subclass for an error response, or a
+   * {@linkcode LocalError}: {@linkcode ConnectionClosedError}, {@linkcode RequestTimeoutError},
+   * {@linkcode RequestAbortedError}, {@linkcode CapabilityNotAdvertisedError},
+   * {@linkcode MethodUnavailableError}, {@linkcode InvalidOutgoingParamsError},
+   * {@linkcode FrameTooLargeError} or {@linkcode InvalidResultError}.
+   */
+  call<M extends RequestMethod>(
+    method: M,
+    params: RequestMap[M]["params"],
+    options: CallOptions = {},
+  ): Promise<RequestMap[M]["result"]> {
+    return new Promise((resolve, reject) => {
+      const spec = this.#outgoingSpec(method, "request", params);
+      const signal = options.signal;
+      if (signal?.aborted) throw new RequestAbortedError(method, signal.reason);
+      const id = options.id ?? this.#nextId++;
+      if (this.#pending.has(id)) throw new LocalError(`request id ${JSON.stringify(id)} is in use`);
+      const frame = JSON.stringify({ jsonrpc: "2.0", id, method, params });
+      if (exceedsBytes(frame, this.#maxFrameBytes)) {
+        throw new FrameTooLargeError(frame.length, this.#maxFrameBytes);
+      }
+      const pending: Pending = {
+        method,
+        spec,
+        resolve: resolve as (value: unknown) => void,
+        reject,
+        timer: undefined,
+        detach: undefined,
+      };
+      const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
+      if (timeoutMs > 0) {
+        pending.timer = this.#clock.setTimeout(
+          () => this.#settle(id, undefined, new RequestTimeoutError(method, timeoutMs)),
+          timeoutMs,
+        );
+      }
+      if (signal) {
+        const onAbort = () =>
+          this.#settle(id, undefined, new RequestAbortedError(method, signal.reason));
+        signal.addEventListener("abort", onAbort, { once: true });
+        pending.detach = () => signal.removeEventListener("abort", onAbort);
+      }
+      this.#pending.set(id, pending);
+      this.#abandoned.delete(id);
+      try {
+        this.#transport.send(frame);
+      } catch (error) {
+        // A closed transport has settled `closed`: the shutdown rejects this request with the
+        // close code. Anything else is this request's own failure.
+        if (!(error instanceof TransportClosedError)) this.#settle(id, undefined, error);
+      }
+    });
+  }
+
+  /** Sends a notification. Throws the same local errors as {@linkcode Peer.call} would. */
+  notify<M extends NotificationMethod>(method: M, params: NotificationMap[M]): void {
+    this.#outgoingSpec(method, "notification", params);
+    const frame = JSON.stringify({ jsonrpc: "2.0", method, params });
+    if (exceedsBytes(frame, this.#maxFrameBytes)) {
+      throw new FrameTooLargeError(frame.length, this.#maxFrameBytes);
+    }
+    try {
+      this.#transport.send(frame);
+    } catch {
+      throw this.#closedError();
+    }
+  }
+
+  /** Closes the connection (default 1000). Pending requests reject with {@linkcode ConnectionClosedError}. */
+  close(code = 1000, reason = ""): Promise<CloseInfo> {
+    this.#transport.close(code, reason);
+    return this.closed;
+  }
+
+  // ---- outgoing ------------------------------------------------------------------------------
+
+  #requireSpec(method: string, kind: "request" | "notification"): MethodSpec {
+    const spec = METHOD_SPECS.get(method);
+    if (!spec) throw new LocalError(`${method} is not a method of the contract`);
+    if (spec.kind !== kind) throw new LocalError(`${method} is a ${spec.kind}, not a ${kind}`);
+    return spec;
+  }
+
+  #outgoingSpec(method: string, kind: "request" | "notification", params: unknown): MethodSpec {
+    if (this.#closeInfo) throw this.#closedError();
+    const spec = this.#requireSpec(method, kind);
+    if (spec.since !== V1 && this.protocol === V1) {
+      throw new MethodUnavailableError(method, this.protocol, `it was added in ${spec.since}`);
+    }
+    if (spec.capability && !hasCapability(this.capabilities, spec.capability)) {
+      throw new CapabilityNotAdvertisedError(method, spec.capability);
+    }
+    if (this.#validateOutgoing) {
+      const parsed = spec.params.safeParse(params);
+      if (!parsed.success) throw new InvalidOutgoingParamsError(method, toIssues(parsed.error));
+    }
+    return spec;
+  }
+
+  #closedError(): ConnectionClosedError {
+    const info = this.#closeInfo;
+    return info
+      ? new ConnectionClosedError(info.code, info.reason)
+      : new ConnectionClosedError(1006, "");
+  }
+
+  /** Ends a pending request exactly once. */
+  #settle(id: JsonRpcId, result: unknown, error?: unknown): void {
+    const pending = this.#pending.get(id);
+    if (!pending) return;
+    this.#pending.delete(id);
+    if (pending.timer !== undefined) this.#clock.clearTimeout(pending.timer);
+    pending.detach?.();
+    if (error !== undefined) {
+      if (error instanceof RequestTimeoutError || error instanceof RequestAbortedError) {
+        this.#abandon(id);
+      }
+      pending.reject(error);
+      return;
+    }
+    const checked = pending.spec.result!.safeParse(result);
+    if (checked.success) pending.resolve(checked.data);
+    else pending.reject(new InvalidResultError(pending.method, toIssues(checked.error)));
+  }
+
+  /** Remembers ids whose late responses are expected, so they are not reported as unknown. */
+  #abandon(id: JsonRpcId): void {
+    this.#abandoned.add(id);
+    if (this.#abandoned.size > 1024) this.#abandoned.delete(this.#abandoned.values().next().value!);
+  }
+
+  // ---- incoming ------------------------------------------------------------------------------
+
+  #receive(frame: string): void {
+    if (this.#closeInfo) return;
+    if (exceedsBytes(frame, this.#maxFrameBytes)) {
+      this.#logger.warn("frame over the size limit: closing", { limit: this.#maxFrameBytes });
+      this.#transport.close(MESSAGE_TOO_BIG, "frame too large");
+      return;
+    }
+    let message: unknown;
+    try {
+      message = JSON.parse(frame);
+    } catch {
+      this.#send(failure(null, ErrorCode.PARSE_ERROR, "parse error"));
+      return;
+    }
+    if (Array.isArray(message)) {
+      // The contract uses no batches: an array is one invalid request.
+      this.#send(failure(null, ErrorCode.INVALID_REQUEST, "invalid request: batches are not used"));
+      return;
+    }
+    const answer = this.#dispatch(message);
+    if (answer instanceof Promise) answer.then((response) => response && this.#send(response));
+    else if (answer) this.#send(answer);
+  }
+
+  /** Handles one message; returns the response to send, if any. Never throws or rejects. */
+  #dispatch(message: unknown): JsonRpcResponse | undefined | Promise<JsonRpcResponse | undefined> {
+    if (typeof message !== "object" || message === null) {
+      return failure(null, ErrorCode.INVALID_REQUEST, "invalid request: not an object");
+    }
+    const m = message as Record<string, unknown>;
+    const hasId = "id" in m;
+    const idOk = hasId && isJsonRpcId(m.id);
+    if (m.jsonrpc !== "2.0") {
+      // A broken response cannot be answered (that would loop between peers): drop it.
+      if (!("method" in m) && ("result" in m || "error" in m)) {
+        return this.#dropResponse(m, "jsonrpc is not 2.0");
+      }
+      return failure(
+        idOk ? m.id as JsonRpcId : null,
+        ErrorCode.INVALID_REQUEST,
+        'invalid request: jsonrpc must be "2.0"',
+      );
+    }
+    if ("method" in m) {
+      if (typeof m.method !== "string") {
+        return failure(
+          idOk ? m.id as JsonRpcId : null,
+          ErrorCode.INVALID_REQUEST,
+          "invalid request: method must be a string",
+        );
+      }
+      if (hasId && !idOk) {
+        return failure(
+          null,
+          ErrorCode.INVALID_REQUEST,
+          "invalid request: id must be a string or a number",
+        );
+      }
+      if (m.params !== undefined && (typeof m.params !== "object" || m.params === null)) {
+        return hasId
+          ? failure(
+            m.id as JsonRpcId,
+            ErrorCode.INVALID_REQUEST,
+            "invalid request: params must be an object or an array",
+          )
+          : this.#dropNotification(m.method, ErrorCode.INVALID_REQUEST);
+      }
+      return hasId
+        ? this.#serveRequest(m.id as JsonRpcId, m.method, m.params)
+        : this.#serveNotification(m.method, m.params);
+    }
+    if ("result" in m || "error" in m) {
+      this.#receiveResponse(m);
+      return undefined;
+    }
+    return failure(
+      idOk ? m.id as JsonRpcId : null,
+      ErrorCode.INVALID_REQUEST,
+      "invalid request: neither a request nor a response",
+    );
+  }
+
+  /** Checks an incoming method against the contract, version, capabilities and gate. */
+  #admission(method: string, kind: "request" | "notification"): MethodSpec | ProtocolError {
+    const spec = METHOD_SPECS.get(method);
+    if (spec && spec.kind !== kind) {
+      // A notification sent with an id, or a request without one: the envelope is wrong.
+      return new ProtocolError(
+        ErrorCode.INVALID_REQUEST,
+        `invalid request: ${method} is a ${spec.kind}`,
+      );
+    }
+    const served = kind === "request"
+      ? this.#requestHandlers.has(method)
+      : this.#notificationHandlers.has(method);
+    if (!spec || !served) {
+      return new ProtocolError(ErrorCode.METHOD_NOT_FOUND, "method not found", { method });
+    }
+    if (spec.since !== V1 && this.protocol === V1) {
+      return new ProtocolError(ErrorCode.METHOD_NOT_FOUND, "method not found", {
+        method,
+        since: spec.since,
+      });
+    }
+    const gate = this.admit?.(method, kind);
+    if (gate) return gate;
+    if (spec.capability && !hasCapability(this.capabilities, spec.capability)) {
+      return new ProtocolError(ErrorCode.CAPABILITY_MISSING, "capability missing", {
+        reason: "capability_missing",
+        capability: spec.capability,
+      });
+    }
+    return spec;
+  }
+
+  #serveRequest(
+    id: JsonRpcId,
+    method: string,
+    params: unknown,
+  ): JsonRpcResponse | Promise<JsonRpcResponse> {
+    const spec = this.#admission(method, "request");
+    if (spec instanceof ProtocolError) return failure(id, spec.code, spec.message, spec.data);
+    if (Array.isArray(params)) {
+      return failure(id, ErrorCode.INVALID_PARAMS, "invalid params: params are by name", {
+        issues: [],
+      });
+    }
+    const parsed = spec.params.safeParse(params ?? {});
+    if (!parsed.success) {
+      return failure(id, ErrorCode.INVALID_PARAMS, "invalid params", {
+        issues: toIssues(parsed.error),
+      });
+    }
+    const handler = this.#requestHandlers.get(method)!;
+    const controller = new AbortController();
+    this.#inFlight.add(controller);
+    const context: RequestContext = { id, method, signal: controller.signal };
+    const answer = (result: unknown): JsonRpcResponse => {
+      this.#inFlight.delete(controller);
+      const checked = spec.result!.safeParse(result);
+      if (!checked.success) {
+        this.#logger.error("handler returned a result outside the contract", {
+          method,
+          issues: toIssues(checked.error),
+        });
+        return failure(id, ErrorCode.INTERNAL_ERROR, "internal error");
+      }
+      return { jsonrpc: "2.0", id, result };
+    };
+    const fail = (error: unknown): JsonRpcResponse => {
+      this.#inFlight.delete(controller);
+      if (error instanceof ProtocolError) return failure(id, error.code, error.message, error.data);
+      // The exception's text stays local: it may name paths or values the peer must not see.
+      this.#logger.error("request handler failed", { method, error: describe(error) });
+      return failure(id, ErrorCode.INTERNAL_ERROR, "internal error");
+    };
+    try {
+      const result = handler(parsed.data, context);
+      if (result instanceof Promise) return result.then(answer, fail);
+      return answer(result);
+    } catch (error) {
+      return fail(error);
+    }
+  }
+
+  #serveNotification(method: string, params: unknown): undefined | Promise<undefined> {
+    const spec = this.#admission(method, "notification");
+    if (spec instanceof ProtocolError) return this.#dropNotification(method, spec.code);
+    const parsed = Array.isArray(params) ? undefined : spec.params.safeParse(params ?? {});
+    if (!parsed?.success) {
+      this.#logger.warn("notification rejected", {
+        method,
+        code: ErrorCode.INVALID_PARAMS,
+        issues: parsed ? toIssues(parsed.error) : [],
+      });
+      return undefined;
+    }
+    const failed = (error: unknown) => {
+      this.#logger.error("notification handler failed", { method, error: describe(error) });
+      return undefined;
+    };
+    try {
+      const done = this.#notificationHandlers.get(method)!(parsed.data);
+      if (done instanceof Promise) return done.then(() => undefined, failed);
+    } catch (error) {
+      failed(error);
+    }
+    return undefined;
+  }
+
+  #dropNotification(method: string, code: number): undefined {
+    this.#logger.warn("notification rejected", { method, code });
+    return undefined;
+  }
+
+  #dropResponse(m: Record<string, unknown>, why: string): undefined {
+    this.#logger.warn("malformed response dropped", { id: isJsonRpcId(m.id) ? m.id : null, why });
+    return undefined;
+  }
+
+  #receiveResponse(m: Record<string, unknown>): void {
+    const id = m.id;
+    if (!isJsonRpcId(id)) {
+      if (id === null && isErrorObject(m.error)) {
+        // The peer could not read one of our frames (it had no id to answer to).
+        this.#logger.warn("peer reported an error without an id", { code: m.error.code });
+      } else this.#dropResponse(m, "response id is not a string or a number");
+      return;
+    }
+    if (!this.#pending.has(id)) {
+      if (this.#abandoned.delete(id)) {
+        this.#logger.debug("late response to an abandoned request", { id });
+      } else this.#logger.warn("response to an unknown request id ignored", { id });
+      return;
+    }
+    if ("error" in m) {
+      if ("result" in m || !isErrorObject(m.error)) {
+        this.#settle(
+          id,
+          undefined,
+          new ProtocolError(ErrorCode.INTERNAL_ERROR, "malformed error response"),
+        );
+        return;
+      }
+      this.#settle(id, undefined, protocolErrorFromWire(m.error));
+      return;
+    }
+    this.#settle(id, m.result);
+  }
+
+  #send(response: JsonRpcResponse): void {
+    let text = JSON.stringify(response);
+    if (exceedsBytes(text, this.#maxFrameBytes)) {
+      this.#logger.error("response over the frame size limit replaced by an error", {
+        id: response.id,
+      });
+      text = JSON.stringify(
+        failure(response.id, ErrorCode.INTERNAL_ERROR, "internal error", {
+          reason: "result_too_large",
+        }),
+      );
+    }
+    this.#sendText(text);
+  }
+
+  #sendText(text: string): void {
+    if (this.#closeInfo) return;
+    try {
+      this.#transport.send(text);
+    } catch (error) {
+      this.#logger.debug("response not sent: transport closed", { error: describe(error) });
+    }
+  }
+
+  #shutdown(info: CloseInfo): void {
+    if (this.#closeInfo) return;
+    this.#closeInfo = info;
+    for (const id of [...this.#pending.keys()]) {
+      this.#settle(id, undefined, new ConnectionClosedError(info.code, info.reason));
+    }
+    for (const controller of this.#inFlight) {
+      controller.abort(new ConnectionClosedError(info.code, info.reason));
+    }
+    this.#inFlight.clear();
+  }
+}
+
+function failure(
+  id: JsonRpcId | null,
+  code: number,
+  message: string,
+  data?: unknown,
+): JsonRpcFailure {
+  return {
+    jsonrpc: "2.0",
+    id,
+    error: data === undefined ? { code, message } : { code, message, data },
+  };
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}

@@ -1,0 +1,145 @@
+/**
+ * Runs the whole suite on Node, Deno and Bun, one runtime after the other, and prints one
+ * summary line per runtime. Fails when any runtime fails or runs zero tests (Node 20 does not
+ * discover .ts files and would otherwise pass silently).
+ *
+ *   tsx scripts/test.ts [--only node,deno,bun] [file-filter...]
+ */
+import { spawn } from "node:child_process";
+import { readdirSync, statSync } from "node:fs";
+import { join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = resolve(fileURLToPath(new URL("..", import.meta.url)));
+const bin = (name: string) => join(root, "node_modules/.bin", name);
+
+function findTests(dir: string): string[] {
+  const out: string[] = [];
+  for (const entry of readdirSync(dir)) {
+    const path = join(dir, entry);
+    if (statSync(path).isDirectory()) out.push(...findTests(path));
+    else if (entry.endsWith(".test.ts")) out.push(path);
+  }
+  return out.sort();
+}
+
+interface Outcome {
+  runtime: string;
+  passed: number;
+  failed: number;
+  exitCode: number;
+  seconds: number;
+}
+
+function run(
+  runtime: string,
+  command: string,
+  args: string[],
+  parse: (out: string) => [number, number],
+): Promise<Outcome> {
+  const started = performance.now();
+  return new Promise((done) => {
+    const child = spawn(command, args, {
+      cwd: root,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, NO_COLOR: "1", FORCE_COLOR: "0" },
+    });
+    let out = "";
+    const collect = (chunk: Buffer) => {
+      const text = chunk.toString();
+      out += text;
+      process.stdout.write(text);
+    };
+    child.stdout.on("data", collect);
+    child.stderr.on("data", collect);
+    child.on("close", (code) => {
+      // deno-lint-ignore no-control-regex
+      const [passed, failed] = parse(out.replace(/\x1b\[[0-9;]*m/g, ""));
+      done({
+        runtime,
+        passed,
+        failed,
+        exitCode: code ?? 1,
+        seconds: (performance.now() - started) / 1000,
+      });
+    });
+  });
+}
+
+const last = (text: string, pattern: RegExp): number => {
+  const all = [...text.matchAll(pattern)];
+  return all.length ? Number(all[all.length - 1][1]) : 0;
+};
+
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  let only = ["node", "deno", "bun"];
+  const onlyAt = argv.indexOf("--only");
+  if (onlyAt >= 0) {
+    only = argv[onlyAt + 1].split(",");
+    argv.splice(onlyAt, 2);
+  }
+  let files = findTests(join(root, "tests"));
+  if (argv.length) files = files.filter((f) => argv.some((a) => f.includes(a)));
+  const rel = files.map((f) => "./" + relative(root, f));
+  if (rel.length === 0) {
+    console.error("no test files found");
+    process.exit(1);
+  }
+  const outcomes: Outcome[] = [];
+  if (only.includes("node")) {
+    outcomes.push(
+      await run("node", process.execPath, [
+        "--import",
+        "tsx",
+        "--test",
+        "--test-reporter=spec",
+        "--test-concurrency=1",
+        ...rel,
+      ], (out) => [
+        last(out, /^ℹ pass (\d+)/gm),
+        last(out, /^ℹ fail (\d+)/gm),
+      ]),
+    );
+  }
+  if (only.includes("deno")) {
+    outcomes.push(
+      await run("deno", bin("deno"), ["test", "-A", "--no-prompt", ...rel], (out) => {
+        const m = [
+          ...out.matchAll(
+            /^(?:ok|FAILED) \| (\d+) passed(?: \((\d+) steps?\))? \| (\d+) failed(?: \((\d+) steps?\))?/gm,
+          ),
+        ].pop();
+        return m ? [Number(m[2] ?? m[1]), Number(m[4] ?? m[3])] : [0, 0];
+      }),
+    );
+  }
+  if (only.includes("bun")) {
+    outcomes.push(
+      await run("bun", bin("bun"), ["test", "--timeout", "120000", ...rel], (out) => [
+        last(out, /^\s*(\d+) pass$/gm),
+        last(out, /^\s*(\d+) fail$/gm),
+      ]),
+    );
+  }
+  console.log("\n== test summary ==");
+  let ok = true;
+  for (const o of outcomes) {
+    const good = o.exitCode === 0 && o.failed === 0 && o.passed > 0;
+    ok &&= good;
+    console.log(
+      `${o.runtime}: ${o.passed} passed, ${o.failed} failed (exit ${o.exitCode}, ${
+        o.seconds.toFixed(1)
+      } s)${good ? "" : "  <-- FAILED"}`,
+    );
+  }
+  const passed = outcomes.reduce((n, o) => n + o.passed, 0);
+  const failed = outcomes.reduce(
+    (n, o) => n + o.failed + (o.exitCode !== 0 && o.failed === 0 ? 1 : 0),
+    0,
+  );
+  console.log(`total: ${passed} passed, ${failed} failed`);
+  process.exit(ok ? 0 : 1);
+}
+
+main();

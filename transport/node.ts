@@ -1,0 +1,253 @@
+/**
+ * WebSocket client and server on Node's APIs and the `ws` package (which Deno and Bun also run
+ * through their Node compatibility): TCP and Unix sockets, with subprotocol negotiation and the
+ * frame limit. Named pipes (`\\.\pipe\name`, Windows only) take the Unix socket code path.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
+import { unlink } from "node:fs/promises";
+import { WebSocket, WebSocketServer } from "ws";
+import { DialError, type DialOptions, type Transport } from "./transport.ts";
+import { type WebSocketLike, webSocketTransport } from "./websocket.ts";
+import { DEFAULT_MAX_FRAME_BYTES } from "../protocol/peer.ts";
+
+/** Whether a URL names a local socket (`unix:///path.sock` or a Windows named pipe). */
+export function isLocalSocketUrl(url: string): boolean {
+  return url.startsWith("unix:") || url.startsWith("\\\\.\\pipe\\") || url.startsWith("pipe:");
+}
+
+/** The socket path of a `unix:///path.sock` URL, or a named pipe path as given. */
+export function localSocketPath(url: string): string {
+  if (url.startsWith("\\\\.\\pipe\\")) return url;
+  if (url.startsWith("pipe:")) return `\\\\.\\pipe\\${url.replace(/^pipe:\/*/, "")}`;
+  return decodeURIComponent(url.replace(/^unix:(\/\/)?/, ""));
+}
+
+/** Opens a WebSocket connection with `ws`: `ws://`, `wss://`, `unix:///path.sock`, `\\.\pipe\name`. */
+export function dialWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
+  const protocols = options.protocols ?? [];
+  const maxPayload = (options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES) + 1024;
+  return new Promise((resolve, reject) => {
+    if (options.signal?.aborted) {
+      reject(new DialError("dial aborted", undefined, { cause: options.signal.reason }));
+      return;
+    }
+    let socket: WebSocket;
+    try {
+      if (isLocalSocketUrl(url)) {
+        const path = localSocketPath(url);
+        socket = new WebSocket(
+          "ws://localhost/",
+          protocols,
+          {
+            headers: options.headers,
+            maxPayload,
+            // Unix sockets and named pipes share this path: node:net connects to either.
+            socketPath: path,
+          } as ConstructorParameters<typeof WebSocket>[2],
+        );
+      } else {
+        socket = new WebSocket(url, protocols, { headers: options.headers, maxPayload });
+      }
+    } catch (error) {
+      reject(new DialError(`cannot dial ${redactUrl(url)}`, undefined, { cause: error }));
+      return;
+    }
+    let settled = false;
+    const onAbort = () => {
+      if (settled) return;
+      settled = true;
+      socket.terminate();
+      reject(new DialError("dial aborted", undefined, { cause: options.signal?.reason }));
+    };
+    options.signal?.addEventListener("abort", onAbort, { once: true });
+    socket.once("unexpected-response", (_req, res) => {
+      if (settled) return;
+      settled = true;
+      options.signal?.removeEventListener("abort", onAbort);
+      reject(new DialError(`upgrade refused with HTTP ${res.statusCode}`, res.statusCode));
+      res.resume();
+      socket.terminate();
+    });
+    socket.once("error", (error) => {
+      if (settled) return;
+      settled = true;
+      options.signal?.removeEventListener("abort", onAbort);
+      reject(new DialError(`cannot connect to ${redactUrl(url)}`, undefined, { cause: error }));
+    });
+    // Wrap before "open" so no frame sent right after the handshake is missed.
+    const transport = webSocketTransport(socket as unknown as WebSocketLike);
+    socket.once("open", () => {
+      if (settled) return;
+      settled = true;
+      options.signal?.removeEventListener("abort", onAbort);
+      resolve(transport);
+    });
+  });
+}
+
+/** Drops credentials and query (which may carry tokens) from a URL before it is shown. */
+function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.protocol}//${parsed.host}${parsed.pathname}`;
+  } catch {
+    return "(url)";
+  }
+}
+
+/** The decision on one upgrade request. */
+export type UpgradeDecision =
+  | { accept: true; protocol: string; onOpen: (transport: Transport) => void }
+  | { accept: false; response: Response };
+
+/** Options of {@linkcode serveWebSocket}. */
+export interface ServeWebSocketOptions {
+  /** Where to listen: a TCP host and port (default 127.0.0.1:0) or a Unix socket / pipe path. */
+  hostname?: string;
+  port?: number;
+  /** A Unix socket path or `\\.\pipe\name`; replaces hostname/port. */
+  path?: string;
+  /** Frames over this many bytes close the connection with 1009. */
+  maxFrameBytes?: number;
+  /** Decides on a WebSocket upgrade (authenticate, pick a subprotocol from `protocols`). */
+  upgrade(request: Request, protocols: string[]): Promise<UpgradeDecision>;
+  /** Serves plain HTTP requests (token endpoint, brain API). Default: 404. */
+  fetch?(request: Request): Promise<Response>;
+}
+
+/** A running server. */
+export interface RunningServer {
+  /** `ws://host:port` or `unix:///path.sock`. */
+  readonly url: string;
+  /** `http://host:port` for plain HTTP, or the socket path. */
+  readonly httpUrl: string;
+  /** Stops listening and closes every connection with 1001. */
+  close(): Promise<void>;
+}
+
+/** Serves WebSocket upgrades and plain HTTP on Node's `http` server with `ws`. */
+export async function serveWebSocket(options: ServeWebSocketOptions): Promise<RunningServer> {
+  const maxPayload = (options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES) + 1024;
+  const chosen = new WeakMap<IncomingMessage, string>();
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload,
+    handleProtocols: (_offered, req) => chosen.get(req) ?? false,
+  });
+  const server: Server = createServer((req, res) => {
+    void handleHttp(req, res, options.fetch);
+  });
+  server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    socket.on("error", () => socket.destroy());
+    const offered = String(req.headers["sec-websocket-protocol"] ?? "")
+      .split(",").map((p) => p.trim()).filter(Boolean);
+    options.upgrade(toRequest(req, base), offered).then((decision) => {
+      if (!decision.accept) {
+        void writeRawResponse(socket, decision.response);
+        return;
+      }
+      chosen.set(req, decision.protocol);
+      wss.handleUpgrade(req, socket, head, (ws) => {
+        decision.onOpen(
+          webSocketTransport(ws as unknown as WebSocketLike, { protocol: decision.protocol }),
+        );
+      });
+    }, () => {
+      void writeRawResponse(socket, new Response("internal error", { status: 500 }));
+    });
+  });
+  let base: string;
+  let url: string;
+  if (options.path) {
+    if (!options.path.startsWith("\\\\.\\pipe\\")) await unlink(options.path).catch(() => {});
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(options.path, () => resolve());
+    });
+    base = "http://localhost";
+    url = options.path.startsWith("\\\\.\\pipe\\") ? options.path : `unix://${options.path}`;
+  } else {
+    const hostname = options.hostname ?? "127.0.0.1";
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(options.port ?? 0, hostname, () => resolve());
+    });
+    const address = server.address() as { port: number };
+    const host = hostname.includes(":") ? `[${hostname}]` : hostname;
+    base = `http://${host}:${address.port}`;
+    url = `ws://${host}:${address.port}`;
+  }
+  return {
+    url,
+    httpUrl: options.path ? url : base,
+    close: async () => {
+      for (const client of wss.clients) client.close(1001, "server shutting down");
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections?.();
+        // Sockets still draining their close handshake get a moment, then are cut.
+        setTimeout(() => {
+          for (const client of wss.clients) client.terminate();
+        }, 1000).unref?.();
+      });
+      wss.close();
+      if (options.path && !options.path.startsWith("\\\\.\\pipe\\")) {
+        await unlink(options.path).catch(() => {});
+      }
+    },
+  };
+}
+
+function toRequest(req: IncomingMessage, base: string, body?: Uint8Array): Request {
+  const headers = new Headers();
+  for (const [key, value] of Object.entries(req.headers)) {
+    if (Array.isArray(value)) { for (const v of value) headers.append(key, v); }
+    else if (value !== undefined) headers.set(key, value);
+  }
+  return new Request(new URL(req.url ?? "/", base), {
+    method: req.method,
+    headers,
+    body: body && req.method !== "GET" && req.method !== "HEAD" ? (body as BodyInit) : undefined,
+  });
+}
+
+async function handleHttp(
+  req: IncomingMessage,
+  res: ServerResponse,
+  fetch: ((request: Request) => Promise<Response>) | undefined,
+): Promise<void> {
+  try {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of req) {
+      size += (chunk as Buffer).length;
+      if (size > 64 * 1024 * 1024) {
+        res.writeHead(413).end();
+        return;
+      }
+      chunks.push(chunk as Buffer);
+    }
+    const host = req.headers.host ?? "localhost";
+    const request = toRequest(req, `http://${host}`, new Uint8Array(Buffer.concat(chunks)));
+    const response = fetch ? await fetch(request) : new Response("not found", { status: 404 });
+    const headers: Record<string, string> = {};
+    response.headers.forEach((value, key) => (headers[key] = value));
+    res.writeHead(response.status, headers);
+    res.end(new Uint8Array(await response.arrayBuffer()));
+  } catch {
+    if (!res.headersSent) res.writeHead(500);
+    res.end();
+  }
+}
+
+async function writeRawResponse(socket: Duplex, response: Response): Promise<void> {
+  const body = new Uint8Array(await response.arrayBuffer());
+  let head = `HTTP/1.1 ${response.status} ${
+    response.statusText || "Refused"
+  }\r\nconnection: close\r\ncontent-length: ${body.byteLength}\r\n`;
+  response.headers.forEach((value, key) => {
+    if (key !== "content-length" && key !== "connection") head += `${key}: ${value}\r\n`;
+  });
+  socket.end(Buffer.concat([Buffer.from(head + "\r\n"), Buffer.from(body)]));
+}

@@ -1,0 +1,123 @@
+/**
+ * The transport contract: a message-oriented, text-frame channel with WebSocket close semantics.
+ *
+ * A transport knows nothing about JSON-RPC methods. Runtime adapters (WebSocket on Deno, Bun,
+ * Node and Workers; Unix sockets; named pipes) and the in-memory pair all implement it, so the
+ * protocol core runs unchanged on every runtime.
+ */
+
+/** How a connection ended: the WebSocket close code and reason seen by this side. */
+export interface CloseInfo {
+  /** WebSocket close code (1000, 1001, 1006 for an abnormal end, 4001–4005 for the protocol's own). */
+  readonly code: number;
+  /** Close reason text; empty when none was given. */
+  readonly reason: string;
+}
+
+/** Receives what arrives on a transport. */
+export interface TransportReceiver {
+  /** One complete text frame. */
+  (frame: string): void;
+}
+
+/** A bidirectional text-frame connection. */
+export interface Transport {
+  /** The negotiated WebSocket subprotocol, `""` when none was negotiated. */
+  readonly protocol: string;
+  /**
+   * Queues one complete text frame for sending. Frames are never interleaved: each call sends
+   * exactly one frame, in call order. Throws {@linkcode TransportClosedError} once closed.
+   */
+  send(frame: string): void;
+  /**
+   * Starts delivery of incoming frames to `receiver`. Frames that arrived before this call are
+   * buffered and delivered first, in order. May be called once.
+   */
+  listen(receiver: TransportReceiver): void;
+  /** Closes the connection with a WebSocket close code and reason (default 1000). Idempotent. */
+  close(code?: number, reason?: string): void;
+  /** Settles when the connection has ended, with the code and reason this side observed. */
+  readonly closed: Promise<CloseInfo>;
+}
+
+/** Thrown by {@linkcode Transport.send} after the transport has closed. */
+export class TransportClosedError extends Error {
+  /** The close code, when the transport knows it. */
+  readonly code: number | undefined;
+  constructor(code?: number, reason?: string) {
+    super(`transport closed${code === undefined ? "" : ` (${code}${reason ? ` ${reason}` : ""})`}`);
+    this.name = "TransportClosedError";
+    this.code = code;
+  }
+}
+
+/** Close code for a connection that ended without a close frame (the WebSocket convention). */
+export const ABNORMAL_CLOSURE = 1006;
+
+/** Close codes RFC 6455 lets an endpoint put in a close frame (1005, 1006 and 1015 are reserved). */
+const SENDABLE_STANDARD_CODES: ReadonlySet<number> = new Set([
+  1000,
+  1001,
+  1002,
+  1003,
+  1007,
+  1008,
+  1009,
+  1010,
+  1011,
+]);
+
+/**
+ * Checks that a close code may appear in a close frame, so every transport refuses the same
+ * codes: the sendable RFC 6455 codes and the application range 3000–4999.
+ */
+export function assertSendableCloseCode(code: number): void {
+  if (
+    !SENDABLE_STANDARD_CODES.has(code) && !(Number.isInteger(code) && code >= 3000 && code <= 4999)
+  ) {
+    throw new RangeError(`close code ${code} cannot be sent in a close frame`);
+  }
+}
+
+const encoder = new TextEncoder();
+
+/** Truncates a close reason to the 123-byte limit of a WebSocket close frame, on a char boundary. */
+export function clampCloseReason(reason: string): string {
+  if (reason.length <= 41) return reason; // 41 * 3 bytes still fits
+  if (encoder.encode(reason).byteLength <= 123) return reason;
+  let out = "";
+  let bytes = 0;
+  for (const ch of reason) {
+    const size = encoder.encode(ch).byteLength;
+    if (bytes + size > 123) break;
+    out += ch;
+    bytes += size;
+  }
+  return out;
+}
+
+/** Opening a connection failed; `status` is the HTTP status when the server refused the upgrade. */
+export class DialError extends Error {
+  /** HTTP status of a refused upgrade (401, 403, 404, ...), if the server answered. */
+  readonly status: number | undefined;
+  constructor(message: string, status?: number, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "DialError";
+    this.status = status;
+  }
+}
+
+/** Options for opening a client connection. */
+export interface DialOptions {
+  /** Subprotocols to offer, preferred first. */
+  protocols?: string[];
+  /** Extra handshake headers (e.g. `authorization`). Never logged. */
+  headers?: Record<string, string>;
+  /** Aborts the attempt. */
+  signal?: AbortSignal;
+  /** Frames over this many bytes close the connection with 1009. */
+  maxFrameBytes?: number;
+}
+
+/** Opens a client connection to a URL (`ws://`, `wss://`, `unix:///path.sock`). */
+export type Dialer = (url: string, options?: DialOptions) => Promise<Transport>;

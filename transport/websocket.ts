@@ -1,0 +1,121 @@
+/**
+ * A {@linkcode Transport} over any object with the WHATWG WebSocket interface: the global
+ * `WebSocket` of Deno, Bun, browsers and Workers (including the server end of a `WebSocketPair`),
+ * and the `ws` package's sockets on Node. One adapter, so close codes, reasons, subprotocol and
+ * the frame limit behave the same on every runtime.
+ */
+import {
+  ABNORMAL_CLOSURE,
+  assertSendableCloseCode,
+  clampCloseReason,
+  type CloseInfo,
+  type Transport,
+  TransportClosedError,
+  type TransportReceiver,
+} from "./transport.ts";
+
+/** The part of the WHATWG WebSocket interface the adapter uses. */
+export interface WebSocketLike {
+  readonly protocol: string;
+  readonly readyState: number;
+  binaryType?: string;
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+  addEventListener(type: "message", listener: (event: { data: unknown }) => void): void;
+  addEventListener(
+    type: "close",
+    listener: (event: { code: number; reason: string }) => void,
+  ): void;
+  addEventListener(type: "error", listener: (event: unknown) => void): void;
+}
+
+const OPEN = 1;
+const decoder = new TextDecoder();
+
+/** Options of {@linkcode webSocketTransport}. */
+export interface WebSocketTransportOptions {
+  /**
+   * The negotiated subprotocol, when the socket object does not report it (Deno and Workers
+   * servers report `""` even after negotiation).
+   */
+  protocol?: string;
+}
+
+/** Wraps an open WebSocket as a {@linkcode Transport}. */
+export function webSocketTransport(
+  socket: WebSocketLike,
+  options: WebSocketTransportOptions = {},
+): Transport {
+  return new WebSocketTransport(socket, options.protocol ?? socket.protocol);
+}
+
+class WebSocketTransport implements Transport {
+  readonly protocol: string;
+  readonly closed: Promise<CloseInfo>;
+  readonly #socket: WebSocketLike;
+  #receiver: TransportReceiver | undefined;
+  #buffer: string[] | undefined = [];
+  #closeInfo: CloseInfo | undefined;
+  #resolveClosed!: (info: CloseInfo) => void;
+
+  constructor(socket: WebSocketLike, protocol: string) {
+    this.#socket = socket;
+    this.protocol = protocol;
+    this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
+    if ("binaryType" in socket) socket.binaryType = "arraybuffer";
+    socket.addEventListener("message", (event) => this.#onMessage(event.data));
+    socket.addEventListener(
+      "close",
+      (event) => this.#finish(event.code || 1005, event.reason ?? ""),
+    );
+    socket.addEventListener("error", () => {
+      // An error is followed by a close event on a conforming socket; a socket that never
+      // opened, or dies without one, still ends here.
+      if (socket.readyState === 3) this.#finish(ABNORMAL_CLOSURE, "");
+    });
+    if (socket.readyState > OPEN) this.#finish(ABNORMAL_CLOSURE, "");
+  }
+
+  send(frame: string): void {
+    if (this.#closeInfo || this.#socket.readyState !== OPEN) {
+      throw new TransportClosedError(this.#closeInfo?.code, this.#closeInfo?.reason);
+    }
+    this.#socket.send(frame);
+  }
+
+  listen(receiver: TransportReceiver): void {
+    if (this.#receiver) throw new Error("listen() may be called once");
+    this.#receiver = receiver;
+    const buffered = this.#buffer!;
+    this.#buffer = undefined;
+    for (const frame of buffered) receiver(frame);
+  }
+
+  close(code = 1000, reason = ""): void {
+    assertSendableCloseCode(code);
+    if (this.#closeInfo) return;
+    try {
+      this.#socket.close(code, clampCloseReason(reason));
+    } catch {
+      // A client-side WHATWG socket refuses codes outside 1000/3000-4999: close normally then.
+      this.#socket.close(1000, clampCloseReason(reason));
+    }
+  }
+
+  #onMessage(data: unknown): void {
+    let frame: string;
+    if (typeof data === "string") frame = data;
+    else if (data instanceof ArrayBuffer) frame = decoder.decode(data);
+    else if (ArrayBuffer.isView(data)) frame = decoder.decode(data);
+    else if (Array.isArray(data)) frame = data.map((part) => decoder.decode(part)).join("");
+    else return;
+    if (this.#buffer) this.#buffer.push(frame);
+    else this.#receiver!(frame);
+  }
+
+  #finish(code: number, reason: string): void {
+    if (this.#closeInfo) return;
+    this.#closeInfo = { code, reason };
+    this.#resolveClosed(this.#closeInfo);
+  }
+}
