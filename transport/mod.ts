@@ -1,11 +1,19 @@
-/** Transports: the interface every runtime adapter implements, and the in-memory pair. */
+/** Transports: the interface every runtime adapter implements, the in-memory pair, the WebSocket adapter. */
 export {
   ABNORMAL_CLOSURE,
   assertSendableCloseCode,
   clampCloseReason,
   type CloseInfo,
+  type Dialer,
+  DialError,
+  type DialOptions,
   type Transport,
   TransportClosedError,
   type TransportReceiver,
 } from "./transport.ts";
 export { createLinkedTransportPair, type LinkedPairOptions } from "./memory.ts";
+export {
+  type WebSocketLike,
+  webSocketTransport,
+  type WebSocketTransportOptions,
+} from "./websocket.ts";

@@ -35,17 +35,11 @@ export function dialWebSocket(url: string, options: DialOptions = {}): Promise<T
     let socket: WebSocket;
     try {
       if (isLocalSocketUrl(url)) {
-        const path = localSocketPath(url);
-        socket = new WebSocket(
-          "ws://localhost/",
-          protocols,
-          {
-            headers: options.headers,
-            maxPayload,
-            // Unix sockets and named pipes share this path: node:net connects to either.
-            socketPath: path,
-          } as ConstructorParameters<typeof WebSocket>[2],
-        );
+        // Unix sockets and named pipes share this path: ws hands the socket path to node:net.
+        socket = new WebSocket(`ws+unix:${localSocketPath(url)}:/`, protocols, {
+          headers: options.headers,
+          maxPayload,
+        });
       } else {
         socket = new WebSocket(url, protocols, { headers: options.headers, maxPayload });
       }

@@ -46,11 +46,11 @@ export function webSocketTransport(
   socket: WebSocketLike,
   options: WebSocketTransportOptions = {},
 ): Transport {
-  return new WebSocketTransport(socket, options.protocol ?? socket.protocol);
+  return new WebSocketTransport(socket, options.protocol);
 }
 
 class WebSocketTransport implements Transport {
-  readonly protocol: string;
+  readonly #protocol: string | undefined;
   readonly closed: Promise<CloseInfo>;
   readonly #socket: WebSocketLike;
   #receiver: TransportReceiver | undefined;
@@ -58,9 +58,9 @@ class WebSocketTransport implements Transport {
   #closeInfo: CloseInfo | undefined;
   #resolveClosed!: (info: CloseInfo) => void;
 
-  constructor(socket: WebSocketLike, protocol: string) {
+  constructor(socket: WebSocketLike, protocol: string | undefined) {
     this.#socket = socket;
-    this.protocol = protocol;
+    this.#protocol = protocol;
     this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
     if ("binaryType" in socket) socket.binaryType = "arraybuffer";
     socket.addEventListener("message", (event) => this.#onMessage(event.data));
@@ -74,6 +74,11 @@ class WebSocketTransport implements Transport {
       if (socket.readyState === 3) this.#finish(ABNORMAL_CLOSURE, "");
     });
     if (socket.readyState > OPEN) this.#finish(ABNORMAL_CLOSURE, "");
+  }
+
+  /** Read from the socket unless given: a client socket knows it only once open. */
+  get protocol(): string {
+    return this.#protocol ?? this.#socket.protocol;
   }
 
   send(frame: string): void {

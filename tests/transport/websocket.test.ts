@@ -1,0 +1,192 @@
+/** The WebSocket transport over real sockets: TCP on 127.0.0.1 and a Unix socket in a temp dir. */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { DialError, Peer, type Transport } from "../../mod.ts";
+import { dialWebSocket, type RunningServer, serveWebSocket } from "../../transport/node.ts";
+
+const PROTOCOLS = ["bma.executor.v1.1", "bma.executor.v1"];
+
+/** A server that echoes frames, closes on command, and refuses upgrades without a token. */
+async function echoServer(where: { path?: string }, maxFrameBytes?: number): Promise<{
+  server: RunningServer;
+  accepted: Transport[];
+}> {
+  const accepted: Transport[] = [];
+  const server = await serveWebSocket({
+    ...where,
+    maxFrameBytes,
+    upgrade: (request, offered) => {
+      if (request.headers.get("authorization") !== "Bearer good") {
+        return Promise.resolve({ accept: false, response: new Response("no", { status: 401 }) });
+      }
+      const protocol = PROTOCOLS.find((p) => offered.includes(p));
+      if (!protocol) {
+        return Promise.resolve({
+          accept: false,
+          response: new Response("no protocol", { status: 400 }),
+        });
+      }
+      return Promise.resolve({
+        accept: true,
+        protocol,
+        onOpen: (transport: Transport) => {
+          accepted.push(transport);
+          transport.listen((frame) => {
+            const close = /^close (\d+) (.*)$/.exec(frame);
+            if (close) transport.close(Number(close[1]), close[2]);
+            else transport.send(`echo:${frame}`);
+          });
+        },
+      });
+    },
+    fetch: (request) => Promise.resolve(new Response(`http ${new URL(request.url).pathname}`)),
+  });
+  return { server, accepted };
+}
+
+function nextFrame(transport: Transport): () => Promise<string> {
+  const queue: string[] = [];
+  const waiters: ((f: string) => void)[] = [];
+  transport.listen((frame) => {
+    const waiter = waiters.shift();
+    if (waiter) waiter(frame);
+    else queue.push(frame);
+  });
+  return () => queue.length ? Promise.resolve(queue.shift()!) : new Promise((r) => waiters.push(r));
+}
+
+const auth = { authorization: "Bearer good" };
+
+for (const kind of ["tcp", "unix"] as const) {
+  describe(`WebSocket transport over ${kind}`, { timeout: 20_000 }, () => {
+    let dir: string;
+    let server: RunningServer;
+    let accepted: Transport[];
+    before(async () => {
+      dir = mkdtempSync(join(tmpdir(), "bma-ws-"));
+      ({ server, accepted } = await echoServer(
+        kind === "unix" ? { path: join(dir, "h.sock") } : {},
+        4096,
+      ));
+    });
+    after(async () => {
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    it("negotiates the preferred subprotocol and carries frames both ways", async () => {
+      const transport = await dialWebSocket(server.url, { protocols: PROTOCOLS, headers: auth });
+      assert.equal(transport.protocol, "bma.executor.v1.1");
+      const next = nextFrame(transport);
+      transport.send("héllo ☃");
+      assert.equal(await next(), "echo:héllo ☃");
+      transport.close(1000, "done");
+      assert.equal((await transport.closed).code, 1000);
+    });
+
+    it("accepts bma.executor.v1 when only it is offered", async () => {
+      const transport = await dialWebSocket(server.url, {
+        protocols: ["bma.executor.v1"],
+        headers: auth,
+      });
+      assert.equal(transport.protocol, "bma.executor.v1");
+      transport.close();
+      await transport.closed;
+    });
+
+    it("refuses the upgrade with the server's HTTP status: no socket", async () => {
+      const before = accepted.length;
+      const noToken = await dialWebSocket(server.url, { protocols: PROTOCOLS }).catch((e) => e);
+      assert.ok(noToken instanceof DialError);
+      assert.equal(noToken.status, 401);
+      const noProtocol = await dialWebSocket(server.url, { protocols: ["other"], headers: auth })
+        .catch((e) => e);
+      assert.equal(noProtocol.status, 400);
+      assert.equal(accepted.length, before);
+    });
+
+    for (const code of [4001, 4002, 4003, 4004, 4005, 1008, 1001]) {
+      it(`delivers close code ${code} and its reason from the server`, async () => {
+        const transport = await dialWebSocket(server.url, { protocols: PROTOCOLS, headers: auth });
+        transport.listen(() => {});
+        transport.send(`close ${code} reason ${code}`);
+        assert.deepEqual(await transport.closed, { code, reason: `reason ${code}` });
+      });
+    }
+
+    it("closes with 1009 when a frame exceeds the limit", async () => {
+      const transport = await dialWebSocket(server.url, { protocols: PROTOCOLS, headers: auth });
+      transport.listen(() => {});
+      transport.send("x".repeat(4096 + 2048));
+      assert.equal((await transport.closed).code, 1009);
+    });
+
+    it("rejects a dial that is aborted", async () => {
+      const controller = new AbortController();
+      controller.abort();
+      const error = await dialWebSocket(server.url, {
+        protocols: PROTOCOLS,
+        signal: controller.signal,
+      })
+        .catch((e) => e);
+      assert.ok(error instanceof DialError);
+    });
+  });
+}
+
+describe("two Peers over a real WebSocket", { timeout: 20_000 }, () => {
+  it("call, notify and close codes travel between an executor peer and a harness peer", async () => {
+    const served: Peer[] = [];
+    const server = await serveWebSocket({
+      upgrade: () =>
+        Promise.resolve({
+          accept: true,
+          protocol: "bma.executor.v1.1",
+          onOpen: (transport: Transport) => {
+            const harness = new Peer(transport);
+            harness.onRequest(
+              "session.ready",
+              ({ session_id }) => ({ ok: true, duplicate: session_id === "again" }),
+            );
+            harness.onNotification("tool.progress", ({ tool_call_id }) => {
+              if (tool_call_id === "bye") harness.close(4004, "replaced");
+            });
+            served.push(harness);
+          },
+        }),
+    });
+    try {
+      const executor = new Peer(await dialWebSocket(server.url, { protocols: PROTOCOLS }));
+      assert.equal(executor.protocol, "bma.executor.v1.1");
+      assert.deepEqual(await executor.call("session.ready", { session_id: "s" }), {
+        ok: true,
+        duplicate: false,
+      });
+      assert.deepEqual(await executor.call("session.ready", { session_id: "again" }), {
+        ok: true,
+        duplicate: true,
+      });
+      const pending = executor.call("session.ended", { session_id: "s" }); // unserved: -32601
+      await assert.rejects(pending, (e: any) => e.code === -32601);
+      executor.notify("tool.progress", { session_id: "s", tool_call_id: "bye" });
+      assert.deepEqual(await executor.closed, { code: 4004, reason: "replaced" });
+      assert.equal((await served[0].closed).code, 4004);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+describe("dial failures", { timeout: 10_000 }, () => {
+  it("reports a refused connection as DialError without a status", async () => {
+    const { server } = await echoServer({});
+    const url = server.url;
+    await server.close();
+    const error = await dialWebSocket(url, { protocols: PROTOCOLS, headers: auth }).catch((e) => e);
+    assert.ok(error instanceof DialError);
+    assert.equal(error.status, undefined);
+  });
+});
