@@ -51,27 +51,4 @@ export function isErrorObject(value: unknown): value is JsonRpcErrorObject {
   return Number.isInteger(e.code) && typeof e.message === "string";
 }
 
-/** The size of a string encoded as UTF-8, without allocating the encoding. */
-export function utf8Length(text: string): number {
-  let bytes = text.length;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c < 0x80) continue;
-    if (c < 0x800) bytes += 1;
-    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
-      const next = text.charCodeAt(i + 1);
-      if (next >= 0xdc00 && next <= 0xdfff) {
-        bytes += 2; // a surrogate pair is 4 bytes for 2 UTF-16 units
-        i++;
-      } else bytes += 2;
-    } else bytes += 2;
-  }
-  return bytes;
-}
-
-/** Whether `text` is over `limit` UTF-8 bytes; cheap for text far under it. */
-export function exceedsBytes(text: string, limit: number): boolean {
-  if (text.length * 3 <= limit) return false;
-  if (text.length > limit) return true;
-  return utf8Length(text) > limit;
-}
+export { exceedsBytes, utf8Length } from "../transport/bytes.ts";

@@ -6,6 +6,7 @@
  * It knows nothing about sockets: it reads and writes text frames through a {@linkcode Transport}.
  */
 import { type CloseInfo, type Transport, TransportClosedError } from "../transport/transport.ts";
+import { DEFAULT_MAX_FRAME_BYTES } from "../transport/bytes.ts";
 import { hasCapability } from "./capabilities.ts";
 import { type Clock, systemClock, type TimerHandle } from "./clock.ts";
 import {
@@ -39,8 +40,7 @@ import {
 } from "./jsonrpc.ts";
 import { type Logger, silentLogger } from "./logger.ts";
 
-/** The default limit on a frame's size: 16 MiB. */
-export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
+export { DEFAULT_MAX_FRAME_BYTES } from "../transport/bytes.ts";
 /** The default time a request waits for its response: 60 s. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 /** WebSocket close code for a frame over the size limit. */

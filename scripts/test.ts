@@ -23,6 +23,9 @@ function findTests(dir: string): string[] {
   return out.sort();
 }
 
+/** How long one runtime's whole suite may take before it is killed and counted as failed. */
+const RUNTIME_LIMIT_S = Number(process.env.BMA_TEST_RUNTIME_LIMIT_S ?? 420);
+
 interface Outcome {
   runtime: string;
   passed: number;
@@ -52,7 +55,14 @@ function run(
     };
     child.stdout.on("data", collect);
     child.stderr.on("data", collect);
+    // A hung runtime must not hang CI: node:test timeouts are not enforced alike everywhere.
+    const limit = setTimeout(() => {
+      out += `\n${runtime}: killed after ${RUNTIME_LIMIT_S} s\n`;
+      console.error(`${runtime}: killed after ${RUNTIME_LIMIT_S} s`);
+      child.kill("SIGKILL");
+    }, RUNTIME_LIMIT_S * 1000);
     child.on("close", (code) => {
+      clearTimeout(limit);
       // deno-lint-ignore no-control-regex
       const [passed, failed] = parse(out.replace(/\x1b\[[0-9;]*m/g, ""));
       done({

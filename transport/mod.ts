@@ -17,3 +17,13 @@ export {
   webSocketTransport,
   type WebSocketTransportOptions,
 } from "./websocket.ts";
+export {
+  isLocalSocketUrl,
+  isUpgradeRequest,
+  localSocketPath,
+  offeredProtocols,
+  type RunningServer,
+  type ServeWebSocketOptions,
+  type UpgradeDecision,
+  type WebSocketServe,
+} from "./server.ts";

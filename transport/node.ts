@@ -9,19 +9,17 @@ import { unlink } from "node:fs/promises";
 import { WebSocket, WebSocketServer } from "ws";
 import { DialError, type DialOptions, type Transport } from "./transport.ts";
 import { type WebSocketLike, webSocketTransport } from "./websocket.ts";
-import { DEFAULT_MAX_FRAME_BYTES } from "../protocol/peer.ts";
+import {
+  isLocalSocketUrl,
+  isNamedPipe,
+  localSocketPath,
+  offeredProtocols,
+  type RunningServer,
+  type ServeWebSocketOptions,
+} from "./server.ts";
 
-/** Whether a URL names a local socket (`unix:///path.sock` or a Windows named pipe). */
-export function isLocalSocketUrl(url: string): boolean {
-  return url.startsWith("unix:") || url.startsWith("\\\\.\\pipe\\") || url.startsWith("pipe:");
-}
-
-/** The socket path of a `unix:///path.sock` URL, or a named pipe path as given. */
-export function localSocketPath(url: string): string {
-  if (url.startsWith("\\\\.\\pipe\\")) return url;
-  if (url.startsWith("pipe:")) return `\\\\.\\pipe\\${url.replace(/^pipe:\/*/, "")}`;
-  return decodeURIComponent(url.replace(/^unix:(\/\/)?/, ""));
-}
+export type { RunningServer, ServeWebSocketOptions, UpgradeDecision } from "./server.ts";
+import { DEFAULT_MAX_FRAME_BYTES } from "./bytes.ts";
 
 /** Opens a WebSocket connection with `ws`: `ws://`, `wss://`, `unix:///path.sock`, `\\.\pipe\name`. */
 export function dialWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
@@ -90,36 +88,6 @@ function redactUrl(url: string): string {
   }
 }
 
-/** The decision on one upgrade request. */
-export type UpgradeDecision =
-  | { accept: true; protocol: string; onOpen: (transport: Transport) => void }
-  | { accept: false; response: Response };
-
-/** Options of {@linkcode serveWebSocket}. */
-export interface ServeWebSocketOptions {
-  /** Where to listen: a TCP host and port (default 127.0.0.1:0) or a Unix socket / pipe path. */
-  hostname?: string;
-  port?: number;
-  /** A Unix socket path or `\\.\pipe\name`; replaces hostname/port. */
-  path?: string;
-  /** Frames over this many bytes close the connection with 1009. */
-  maxFrameBytes?: number;
-  /** Decides on a WebSocket upgrade (authenticate, pick a subprotocol from `protocols`). */
-  upgrade(request: Request, protocols: string[]): Promise<UpgradeDecision>;
-  /** Serves plain HTTP requests (token endpoint, brain API). Default: 404. */
-  fetch?(request: Request): Promise<Response>;
-}
-
-/** A running server. */
-export interface RunningServer {
-  /** `ws://host:port` or `unix:///path.sock`. */
-  readonly url: string;
-  /** `http://host:port` for plain HTTP, or the socket path. */
-  readonly httpUrl: string;
-  /** Stops listening and closes every connection with 1001. */
-  close(): Promise<void>;
-}
-
 /** Serves WebSocket upgrades and plain HTTP on Node's `http` server with `ws`. */
 export async function serveWebSocket(options: ServeWebSocketOptions): Promise<RunningServer> {
   const maxPayload = (options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES) + 1024;
@@ -134,9 +102,8 @@ export async function serveWebSocket(options: ServeWebSocketOptions): Promise<Ru
   });
   server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on("error", () => socket.destroy());
-    const offered = String(req.headers["sec-websocket-protocol"] ?? "")
-      .split(",").map((p) => p.trim()).filter(Boolean);
-    options.upgrade(toRequest(req, base), offered).then((decision) => {
+    const request = toRequest(req, base);
+    options.upgrade(request, offeredProtocols(request)).then((decision) => {
       if (!decision.accept) {
         void writeRawResponse(socket, decision.response);
         return;
@@ -154,13 +121,13 @@ export async function serveWebSocket(options: ServeWebSocketOptions): Promise<Ru
   let base: string;
   let url: string;
   if (options.path) {
-    if (!options.path.startsWith("\\\\.\\pipe\\")) await unlink(options.path).catch(() => {});
+    if (!isNamedPipe(options.path)) await unlink(options.path).catch(() => {});
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
       server.listen(options.path, () => resolve());
     });
     base = "http://localhost";
-    url = options.path.startsWith("\\\\.\\pipe\\") ? options.path : `unix://${options.path}`;
+    url = isNamedPipe(options.path) ? options.path : `unix://${options.path}`;
   } else {
     const hostname = options.hostname ?? "127.0.0.1";
     await new Promise<void>((resolve, reject) => {
@@ -186,7 +153,7 @@ export async function serveWebSocket(options: ServeWebSocketOptions): Promise<Ru
         }, 1000).unref?.();
       });
       wss.close();
-      if (options.path && !options.path.startsWith("\\\\.\\pipe\\")) {
+      if (options.path && !isNamedPipe(options.path)) {
         await unlink(options.path).catch(() => {});
       }
     },

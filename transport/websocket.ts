@@ -13,6 +13,7 @@ import {
   TransportClosedError,
   type TransportReceiver,
 } from "./transport.ts";
+import { exceedsBytes } from "./bytes.ts";
 
 /** The part of the WHATWG WebSocket interface the adapter uses. */
 export interface WebSocketLike {
@@ -39,6 +40,11 @@ export interface WebSocketTransportOptions {
    * servers report `""` even after negotiation).
    */
   protocol?: string;
+  /**
+   * Frames over this many UTF-8 bytes close the connection with 1009, for servers whose
+   * runtime has no payload limit of its own (Deno).
+   */
+  maxFrameBytes?: number;
 }
 
 /** Wraps an open WebSocket as a {@linkcode Transport}. */
@@ -46,7 +52,7 @@ export function webSocketTransport(
   socket: WebSocketLike,
   options: WebSocketTransportOptions = {},
 ): Transport {
-  return new WebSocketTransport(socket, options.protocol);
+  return new WebSocketTransport(socket, options.protocol, options.maxFrameBytes);
 }
 
 class WebSocketTransport implements Transport {
@@ -58,9 +64,12 @@ class WebSocketTransport implements Transport {
   #closeInfo: CloseInfo | undefined;
   #resolveClosed!: (info: CloseInfo) => void;
 
-  constructor(socket: WebSocketLike, protocol: string | undefined) {
+  readonly #maxFrameBytes: number;
+
+  constructor(socket: WebSocketLike, protocol: string | undefined, maxFrameBytes = Infinity) {
     this.#socket = socket;
     this.#protocol = protocol;
+    this.#maxFrameBytes = maxFrameBytes;
     this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
     if ("binaryType" in socket) socket.binaryType = "arraybuffer";
     socket.addEventListener("message", (event) => this.#onMessage(event.data));
@@ -114,6 +123,10 @@ class WebSocketTransport implements Transport {
     else if (ArrayBuffer.isView(data)) frame = decoder.decode(data);
     else if (Array.isArray(data)) frame = data.map((part) => decoder.decode(part)).join("");
     else return;
+    if (exceedsBytes(frame, this.#maxFrameBytes)) {
+      this.close(1009, "frame too large");
+      return;
+    }
     if (this.#buffer) this.#buffer.push(frame);
     else this.#receiver!(frame);
   }

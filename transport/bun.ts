@@ -1,0 +1,227 @@
+/**
+ * WebSocket client and server on Bun's own APIs: `Bun.serve` (TCP or Unix socket) with
+ * `server.upgrade`, and the global `WebSocket` (handshake headers and `ws+unix` supported).
+ */
+import {
+  isLocalSocketUrl,
+  localSocketPath,
+  type RunningServer,
+  type ServeWebSocketOptions,
+  type UpgradeDecision,
+} from "./server.ts";
+import { DEFAULT_MAX_FRAME_BYTES } from "./bytes.ts";
+import {
+  ABNORMAL_CLOSURE,
+  assertSendableCloseCode,
+  clampCloseReason,
+  type CloseInfo,
+  DialError,
+  type DialOptions,
+  type Transport,
+  TransportClosedError,
+  type TransportReceiver,
+} from "./transport.ts";
+import { type WebSocketLike, webSocketTransport } from "./websocket.ts";
+
+export type { RunningServer, ServeWebSocketOptions, UpgradeDecision } from "./server.ts";
+
+/** Bun's server-side socket, typed locally so other checkers compile this file. */
+interface BunServerSocket {
+  readonly data: BunSocketData;
+  send(data: string): number;
+  close(code?: number, reason?: string): void;
+}
+interface BunSocketData {
+  transport?: BunServerTransport;
+  protocol: string;
+  onOpen: (transport: Transport) => void;
+}
+interface BunServer {
+  readonly port: number;
+  upgrade(
+    request: Request,
+    options: { headers?: Record<string, string>; data: BunSocketData },
+  ): boolean;
+  stop(closeActiveConnections?: boolean): void;
+}
+interface BunRuntime {
+  serve(options: {
+    hostname?: string;
+    port?: number;
+    unix?: string;
+    fetch(
+      request: Request,
+      server: BunServer,
+    ): Response | undefined | Promise<Response | undefined>;
+    websocket: {
+      maxPayloadLength?: number;
+      idleTimeout?: number;
+      open(ws: BunServerSocket): void;
+      message(ws: BunServerSocket, message: string | Uint8Array): void;
+      close(ws: BunServerSocket, code: number, reason: string): void;
+    };
+  }): BunServer;
+}
+
+function bun(): BunRuntime {
+  const value = (globalThis as { Bun?: BunRuntime }).Bun;
+  if (!value) throw new Error("transport/bun.ts needs the Bun runtime");
+  return value;
+}
+
+const decoder = new TextDecoder();
+
+/** A Transport over one of Bun's server sockets, fed by the server's websocket handlers. */
+class BunServerTransport implements Transport {
+  readonly protocol: string;
+  readonly closed: Promise<CloseInfo>;
+  readonly #socket: BunServerSocket;
+  #receiver: TransportReceiver | undefined;
+  #buffer: string[] | undefined = [];
+  #closeInfo: CloseInfo | undefined;
+  #resolve!: (info: CloseInfo) => void;
+
+  constructor(socket: BunServerSocket, protocol: string) {
+    this.#socket = socket;
+    this.protocol = protocol;
+    this.closed = new Promise((resolve) => (this.#resolve = resolve));
+  }
+  send(frame: string): void {
+    if (this.#closeInfo) {
+      throw new TransportClosedError(this.#closeInfo.code, this.#closeInfo.reason);
+    }
+    this.#socket.send(frame);
+  }
+  listen(receiver: TransportReceiver): void {
+    if (this.#receiver) throw new Error("listen() may be called once");
+    this.#receiver = receiver;
+    const buffered = this.#buffer!;
+    this.#buffer = undefined;
+    for (const frame of buffered) receiver(frame);
+  }
+  close(code = 1000, reason = ""): void {
+    assertSendableCloseCode(code);
+    if (!this.#closeInfo) this.#socket.close(code, clampCloseReason(reason));
+  }
+  deliver(message: string | Uint8Array): void {
+    const frame = typeof message === "string" ? message : decoder.decode(message);
+    if (this.#buffer) this.#buffer.push(frame);
+    else this.#receiver!(frame);
+  }
+  finish(code: number, reason: string): void {
+    if (this.#closeInfo) return;
+    this.#closeInfo = { code: code || ABNORMAL_CLOSURE, reason };
+    this.#resolve(this.#closeInfo);
+  }
+}
+
+/** Opens a WebSocket with Bun's native client: `ws://`, `wss://`, `unix:///path.sock`. */
+export function dialWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
+  const target = isLocalSocketUrl(url) ? `ws+unix://${localSocketPath(url)}` : url;
+  return new Promise((resolve, reject) => {
+    if (options.signal?.aborted) {
+      reject(new DialError("dial aborted", undefined, { cause: options.signal.reason }));
+      return;
+    }
+    const Native = globalThis.WebSocket as unknown as new (
+      url: string,
+      options: { protocols?: string[]; headers?: Record<string, string> },
+    ) => WebSocket;
+    let socket: WebSocket;
+    try {
+      socket = new Native(target, { protocols: options.protocols, headers: options.headers });
+    } catch (error) {
+      reject(new DialError("cannot dial", undefined, { cause: error }));
+      return;
+    }
+    const transport = webSocketTransport(socket as unknown as WebSocketLike);
+    let settled = false;
+    const onAbort = () => {
+      if (settled) return;
+      settled = true;
+      socket.close();
+      reject(new DialError("dial aborted", undefined, { cause: options.signal?.reason }));
+    };
+    options.signal?.addEventListener("abort", onAbort, { once: true });
+    socket.addEventListener("open", () => {
+      options.signal?.removeEventListener("abort", onAbort);
+      if (settled) return;
+      settled = true;
+      resolve(transport);
+    });
+    socket.addEventListener("error", (event) => {
+      if (settled) return;
+      settled = true;
+      const message = (event as ErrorEvent).message ?? "";
+      const status = /status(?: code)?\D{0,3}([1-5]\d\d)\b/i.exec(message)?.[1];
+      reject(new DialError("cannot connect", status ? Number(status) : undefined));
+    });
+  });
+}
+
+/** Serves WebSocket upgrades and plain HTTP with `Bun.serve`, over TCP or a Unix socket. */
+export async function serveWebSocket(options: ServeWebSocketOptions): Promise<RunningServer> {
+  const runtime = bun();
+  const open = new Set<BunServerTransport>();
+  const fetch = async (request: Request, server: BunServer): Promise<Response | undefined> => {
+    if (request.headers.get("upgrade")?.toLowerCase() !== "websocket") {
+      return options.fetch
+        ? await options.fetch(request)
+        : new Response("not found", { status: 404 });
+    }
+    const offered = (request.headers.get("sec-websocket-protocol") ?? "").split(",")
+      .map((p) => p.trim()).filter(Boolean);
+    let decision: UpgradeDecision;
+    try {
+      decision = await options.upgrade(request, offered);
+    } catch {
+      return new Response("internal error", { status: 500 });
+    }
+    if (!decision.accept) return decision.response;
+    const upgraded = server.upgrade(request, {
+      headers: { "Sec-WebSocket-Protocol": decision.protocol },
+      data: { protocol: decision.protocol, onOpen: decision.onOpen },
+    });
+    return upgraded ? undefined : new Response("upgrade failed", { status: 400 });
+  };
+  const server = runtime.serve({
+    ...(options.path
+      ? { unix: options.path }
+      : { hostname: options.hostname ?? "127.0.0.1", port: options.port ?? 0 }),
+    fetch,
+    websocket: {
+      maxPayloadLength: (options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES) + 1024,
+      idleTimeout: 0,
+      open(ws) {
+        const transport = new BunServerTransport(ws, ws.data.protocol);
+        ws.data.transport = transport;
+        open.add(transport);
+        ws.data.onOpen(transport);
+      },
+      message(ws, message) {
+        ws.data.transport?.deliver(message);
+      },
+      close(ws, code, reason) {
+        const transport = ws.data.transport;
+        if (!transport) return;
+        open.delete(transport);
+        transport.finish(code, reason);
+      },
+    },
+  });
+  const hostname = options.hostname ?? "127.0.0.1";
+  const host = hostname.includes(":") ? `[${hostname}]` : hostname;
+  const url = options.path ? `unix://${options.path}` : `ws://${host}:${server.port}`;
+  return {
+    url,
+    httpUrl: options.path ? url : `http://${host}:${server.port}`,
+    close: async () => {
+      for (const transport of open) transport.close(1001, "server shutting down");
+      await Promise.race([
+        Promise.all([...open].map((t) => t.closed)),
+        new Promise((r) => setTimeout(r, 1000)),
+      ]);
+      server.stop(true);
+    },
+  };
+}

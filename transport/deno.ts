@@ -1,0 +1,156 @@
+/**
+ * WebSocket client and server on Deno's own APIs: `Deno.serve` (TCP or Unix socket) with
+ * `Deno.upgradeWebSocket`, and the global `WebSocket` (which takes handshake headers on Deno).
+ * Deno's native client refuses `ws+unix`, so Unix-socket dials go through the `ws` path.
+ */
+import { dialWebSocket as dialWithWs } from "./node.ts";
+import { DEFAULT_MAX_FRAME_BYTES } from "./bytes.ts";
+import {
+  isLocalSocketUrl,
+  type RunningServer,
+  type ServeWebSocketOptions,
+  type UpgradeDecision,
+} from "./server.ts";
+import { DialError, type DialOptions, type Transport } from "./transport.ts";
+import { type WebSocketLike, webSocketTransport } from "./websocket.ts";
+
+export type { RunningServer, ServeWebSocketOptions, UpgradeDecision } from "./server.ts";
+
+/** The part of the Deno namespace used here, typed locally so other checkers compile it. */
+interface DenoServe {
+  serve(
+    options: {
+      hostname?: string;
+      port?: number;
+      path?: string;
+      transport?: "unix";
+      onListen?: (addr: unknown) => void;
+    },
+    handler: (request: Request, info: { remoteAddr: unknown }) => Response | Promise<Response>,
+  ): {
+    addr: { hostname?: string; port?: number; path?: string };
+    shutdown(): Promise<void>;
+    finished: Promise<void>;
+  };
+  upgradeWebSocket(request: Request, options?: { protocol?: string; idleTimeout?: number }): {
+    socket: WebSocketLike & { addEventListener(type: "open", listener: () => void): void };
+    response: Response;
+  };
+  remove(path: string): Promise<void>;
+}
+
+function deno(): DenoServe {
+  const value = (globalThis as { Deno?: DenoServe }).Deno;
+  if (!value) throw new Error("transport/deno.ts needs the Deno runtime");
+  return value;
+}
+
+/** Opens a WebSocket with Deno's native client (`ws+unix` via the `ws` package). */
+export function dialWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
+  if (isLocalSocketUrl(url)) return dialWithWs(url, options);
+  return new Promise((resolve, reject) => {
+    if (options.signal?.aborted) {
+      reject(new DialError("dial aborted", undefined, { cause: options.signal.reason }));
+      return;
+    }
+    const Native = globalThis.WebSocket as unknown as new (
+      url: string,
+      options: { protocols?: string[]; headers?: Record<string, string> },
+    ) => WebSocket;
+    let socket: WebSocket;
+    try {
+      socket = new Native(url, { protocols: options.protocols, headers: options.headers });
+    } catch (error) {
+      reject(new DialError("cannot dial", undefined, { cause: error }));
+      return;
+    }
+    const transport = webSocketTransport(socket as unknown as WebSocketLike);
+    let settled = false;
+    const fail = (error: DialError) => {
+      if (settled) return;
+      settled = true;
+      reject(error);
+    };
+    const onAbort = () => {
+      fail(new DialError("dial aborted", undefined, { cause: options.signal?.reason }));
+      socket.close();
+    };
+    options.signal?.addEventListener("abort", onAbort, { once: true });
+    socket.addEventListener("open", () => {
+      options.signal?.removeEventListener("abort", onAbort);
+      if (settled) return;
+      settled = true;
+      resolve(transport);
+    });
+    socket.addEventListener("error", (event) => {
+      // Deno reports a refused upgrade as an error event whose message names the status.
+      const message = (event as ErrorEvent).message ?? "";
+      const status = /status(?: code)?\D{0,3}([1-5]\d\d)\b/i.exec(message)?.[1];
+      fail(new DialError("cannot connect", status ? Number(status) : undefined));
+    });
+  });
+}
+
+/** Serves WebSocket upgrades and plain HTTP with `Deno.serve`, over TCP or a Unix socket. */
+export async function serveWebSocket(options: ServeWebSocketOptions): Promise<RunningServer> {
+  const runtime = deno();
+  const open = new Set<Transport>();
+  const handler = async (request: Request): Promise<Response> => {
+    if (request.headers.get("upgrade")?.toLowerCase() !== "websocket") {
+      return options.fetch
+        ? await options.fetch(request)
+        : new Response("not found", { status: 404 });
+    }
+    const offered = (request.headers.get("sec-websocket-protocol") ?? "").split(",")
+      .map((p) => p.trim()).filter(Boolean);
+    let decision: UpgradeDecision;
+    try {
+      decision = await options.upgrade(request, offered);
+    } catch {
+      return new Response("internal error", { status: 500 });
+    }
+    if (!decision.accept) return decision.response;
+    // Deno splits the offered list only on ", " (the `ws` client sends "a,b"): negotiate here
+    // and set the header on the 101 response ourselves.
+    const { socket, response } = runtime.upgradeWebSocket(request, {
+      protocol: "",
+      idleTimeout: 0,
+    });
+    response.headers.set("sec-websocket-protocol", decision.protocol);
+    const transport = webSocketTransport(socket, {
+      protocol: decision.protocol,
+      maxFrameBytes: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
+    });
+    open.add(transport);
+    transport.closed.then(() => open.delete(transport));
+    socket.addEventListener("open", () => decision.onOpen(transport));
+    return response;
+  };
+  let url: string;
+  let httpUrl: string;
+  let server: ReturnType<DenoServe["serve"]>;
+  if (options.path) {
+    await runtime.remove(options.path).catch(() => {});
+    server = runtime.serve({ transport: "unix", path: options.path, onListen: () => {} }, handler);
+    url = httpUrl = `unix://${options.path}`;
+  } else {
+    const hostname = options.hostname ?? "127.0.0.1";
+    server = runtime.serve({ hostname, port: options.port ?? 0, onListen: () => {} }, handler);
+    const host = hostname.includes(":") ? `[${hostname}]` : hostname;
+    url = `ws://${host}:${server.addr.port}`;
+    httpUrl = `http://${host}:${server.addr.port}`;
+  }
+  return {
+    url,
+    httpUrl,
+    close: async () => {
+      for (const transport of open) transport.close(1001, "server shutting down");
+      await Promise.race([
+        Promise.all([...open].map((t) => t.closed)),
+        new Promise((r) => setTimeout(r, 1000)),
+      ]);
+      await server.shutdown();
+      if (options.path) await runtime.remove(options.path).catch(() => {});
+    },
+  };
+}

@@ -1,0 +1,67 @@
+/**
+ * The runtime-neutral shape of a WebSocket server: each runtime adapter (`node.ts`, `deno.ts`,
+ * `bun.ts`) serves upgrades and plain HTTP with it, so the harness is written once.
+ */
+import type { Transport } from "./transport.ts";
+
+/** The decision on one upgrade request. */
+export type UpgradeDecision =
+  | { accept: true; protocol: string; onOpen: (transport: Transport) => void }
+  | { accept: false; response: Response };
+
+/** Options of a runtime's `serveWebSocket`. */
+export interface ServeWebSocketOptions {
+  /** TCP host to bind. Default 127.0.0.1 (never all interfaces unless asked). */
+  hostname?: string;
+  /** TCP port; 0 picks a free one. Default 0. */
+  port?: number;
+  /** A Unix socket path or `\\.\pipe\name`; replaces hostname/port. */
+  path?: string;
+  /** Frames over this many bytes close the connection with 1009. */
+  maxFrameBytes?: number;
+  /** Decides on a WebSocket upgrade (authenticate, pick a subprotocol from `protocols`). */
+  upgrade(request: Request, protocols: string[]): Promise<UpgradeDecision>;
+  /** Serves plain HTTP requests (token endpoint, brain API). Default: 404. */
+  fetch?(request: Request): Promise<Response>;
+}
+
+/** A running server. */
+export interface RunningServer {
+  /** `ws://host:port` or `unix:///path.sock`. */
+  readonly url: string;
+  /** `http://host:port`, or the `unix://` URL for a socket. */
+  readonly httpUrl: string;
+  /** Stops listening and closes every connection with 1001. */
+  close(): Promise<void>;
+}
+
+/** Starts a WebSocket server (one implementation per runtime). */
+export type WebSocketServe = (options: ServeWebSocketOptions) => Promise<RunningServer>;
+
+/** The subprotocols a client offered, from its `sec-websocket-protocol` header. */
+export function offeredProtocols(request: Request): string[] {
+  return (request.headers.get("sec-websocket-protocol") ?? "").split(",").map((p) => p.trim())
+    .filter(Boolean);
+}
+
+/** Whether a request asks for a WebSocket upgrade. */
+export function isUpgradeRequest(request: Request): boolean {
+  return request.headers.get("upgrade")?.toLowerCase() === "websocket";
+}
+
+/** Whether a URL names a local socket (`unix:///path.sock` or a Windows named pipe). */
+export function isLocalSocketUrl(url: string): boolean {
+  return url.startsWith("unix:") || url.startsWith("\\\\.\\pipe\\") || url.startsWith("pipe:");
+}
+
+/** The socket path of a `unix:///path.sock` URL, or a named pipe path as given. */
+export function localSocketPath(url: string): string {
+  if (url.startsWith("\\\\.\\pipe\\")) return url;
+  if (url.startsWith("pipe:")) return `\\\\.\\pipe\\${url.replace(/^pipe:\/*/, "")}`;
+  return decodeURIComponent(url.replace(/^unix:(\/\/)?/, ""));
+}
+
+/** Whether a path is a Windows named pipe. */
+export function isNamedPipe(path: string): boolean {
+  return path.startsWith("\\\\.\\pipe\\");
+}
