@@ -160,8 +160,13 @@ export function dialWebSocket(url: string, options: DialOptions = {}): Promise<T
 }
 
 /** Serves WebSocket upgrades and plain HTTP with `Bun.serve`, over TCP or a Unix socket. */
-export async function serveWebSocket(options: ServeWebSocketOptions): Promise<RunningServer> {
-  const runtime = bun();
+export function serveWebSocket(options: ServeWebSocketOptions): Promise<RunningServer> {
+  let runtime: BunRuntime;
+  try {
+    runtime = bun();
+  } catch (error) {
+    return Promise.reject(error);
+  }
   const open = new Set<BunServerTransport>();
   const fetch = async (request: Request, server: BunServer): Promise<Response | undefined> => {
     if (request.headers.get("upgrade")?.toLowerCase() !== "websocket") {
@@ -212,7 +217,7 @@ export async function serveWebSocket(options: ServeWebSocketOptions): Promise<Ru
   const hostname = options.hostname ?? "127.0.0.1";
   const host = hostname.includes(":") ? `[${hostname}]` : hostname;
   const url = options.path ? `unix://${options.path}` : `ws://${host}:${server.port}`;
-  return {
+  return Promise.resolve({
     url,
     httpUrl: options.path ? url : `http://${host}:${server.port}`,
     close: async () => {
@@ -223,5 +228,5 @@ export async function serveWebSocket(options: ServeWebSocketOptions): Promise<Ru
       ]);
       server.stop(true);
     },
-  };
+  });
 }
