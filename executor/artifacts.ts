@@ -1,0 +1,134 @@
+/**
+ * Artifact upload (protocol/contract/http.md): `POST {base}/v1/environments/{environment_id}/artifacts`,
+ * falling back to the legacy alias `POST {base}/v1/executors/artifacts`, with the executor JWT.
+ */
+import type { Artifact } from "../protocol/generated/contract.ts";
+import type { FetchFunction } from "./credentials.ts";
+import { ArtifactUploadError, ExecutorConfigError } from "./errors.ts";
+import type { SecretScrubber } from "./secrets.ts";
+
+/** What to upload. */
+export interface ArtifactUpload {
+  /** File name shown to users (sent URI-encoded in `x-artifact-name`). */
+  name: string;
+  /** The bytes, or text sent as UTF-8. */
+  data: Uint8Array | ArrayBuffer | Blob | string;
+  /** MIME type. Default `text/plain; charset=utf-8` for text, else `application/octet-stream`. */
+  mimeType?: string;
+  /** Aborts the upload. */
+  signal?: AbortSignal;
+}
+
+/** Uploads artifacts for one client. */
+export class ArtifactUploader {
+  readonly #baseUrl: string | undefined;
+  readonly #environmentId: string;
+  readonly #fetch: FetchFunction | undefined;
+  readonly #token: (signal?: AbortSignal) => Promise<string | undefined>;
+  readonly #scrubber: SecretScrubber;
+  #legacyOnly = false;
+
+  constructor(deps: {
+    baseUrl: string | undefined;
+    environmentId: string;
+    fetch: FetchFunction | undefined;
+    token: (signal?: AbortSignal) => Promise<string | undefined>;
+    scrubber: SecretScrubber;
+  }) {
+    this.#baseUrl = deps.baseUrl;
+    this.#environmentId = deps.environmentId;
+    this.#fetch = deps.fetch ??
+      (globalThis.fetch?.bind(globalThis) as FetchFunction | undefined);
+    this.#token = deps.token;
+    this.#scrubber = deps.scrubber;
+    // A machine-scoped executor has no environment path.
+    this.#legacyOnly = !deps.environmentId;
+  }
+
+  /** Whether an artifact endpoint is configured at all. */
+  get available(): boolean {
+    return this.#baseUrl !== undefined && this.#fetch !== undefined;
+  }
+
+  /** Uploads one artifact and returns its record. */
+  async upload(upload: ArtifactUpload): Promise<Artifact> {
+    if (!this.#baseUrl || !this.#fetch) {
+      throw new ExecutorConfigError("artifact upload needs baseUrl (and a fetch function)");
+    }
+    const text = typeof upload.data === "string";
+    const body: BodyInit = text
+      ? new TextEncoder().encode(upload.data as string)
+      : upload.data as Uint8Array | ArrayBuffer | Blob as BodyInit;
+    const mimeType = upload.mimeType ??
+      (text ? "text/plain; charset=utf-8" : "application/octet-stream");
+    const token = await this.#token(upload.signal);
+    const headers: Record<string, string> = {
+      "content-type": mimeType,
+      "x-artifact-name": encodeURIComponent(upload.name),
+      accept: "application/json",
+    };
+    if (token) headers.authorization = `Bearer ${token}`;
+    const post = (path: string) => this.#post(`${this.#baseUrl}${path}`, headers, body, upload);
+    if (!this.#legacyOnly) {
+      const response = await post(
+        `/v1/environments/${encodeURIComponent(this.#environmentId)}/artifacts`,
+      );
+      if (response.status !== 404) return await this.#read(response, upload.name);
+      await response.body?.cancel().catch(() => {});
+      this.#legacyOnly = true;
+    }
+    return await this.#read(await post("/v1/executors/artifacts"), upload.name);
+  }
+
+  async #post(
+    url: string,
+    headers: Record<string, string>,
+    body: BodyInit,
+    upload: ArtifactUpload,
+  ): Promise<Response> {
+    try {
+      return await this.#fetch!(url, { method: "POST", headers, body, signal: upload.signal });
+    } catch (error) {
+      if (upload.signal?.aborted) throw upload.signal.reason;
+      throw new ArtifactUploadError("the artifact endpoint is unreachable", undefined, {
+        cause: new Error(this.#scrubber.scrub(String((error as Error)?.message ?? error))),
+      });
+    }
+  }
+
+  async #read(response: Response, name: string): Promise<Artifact> {
+    if (response.status !== 200 && response.status !== 201) {
+      await response.body?.cancel().catch(() => {});
+      throw new ArtifactUploadError(
+        `the artifact endpoint answered HTTP ${response.status}`,
+        response.status,
+      );
+    }
+    let parsed: Record<string, unknown>;
+    try {
+      parsed = await response.json() as Record<string, unknown>;
+    } catch {
+      throw new ArtifactUploadError("the artifact endpoint sent a body that is not JSON", 201);
+    }
+    if (typeof parsed?.artifact_id !== "string" || !parsed.artifact_id) {
+      throw new ArtifactUploadError("the artifact endpoint sent no artifact_id", response.status);
+    }
+    const artifact: Artifact = { artifact_id: parsed.artifact_id, name };
+    if (typeof parsed.name === "string") artifact.name = parsed.name;
+    if (typeof parsed.size === "number" && Number.isInteger(parsed.size) && parsed.size >= 0) {
+      artifact.size = parsed.size;
+    }
+    if (typeof parsed.mime_type === "string") artifact.mime_type = parsed.mime_type;
+    if (typeof parsed.url === "string" && isUrl(parsed.url)) artifact.url = parsed.url;
+    return artifact;
+  }
+}
+
+function isUrl(text: string): boolean {
+  try {
+    new URL(text);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,293 @@
+/**
+ * The life of the executor's connection: obtain a fresh token, dial offering both subprotocols,
+ * register, serve until the connection ends, then decide by close code whether to reconnect
+ * (with exponential backoff, jitter and a cap) or stop for good.
+ *
+ * Stop for good: a received `executor.close`, close codes the contract marks `reconnect: false`
+ * (1000, 1008, 4002, 4003, 4004), a refused credential (HTTP 401 at the token endpoint or the
+ * upgrade), and a refused registration (-32010, -32012, -32001, -32602). Everything else —
+ * 1001, 1009, 1011, 4001, 4005, network failures, unknown codes — reconnects.
+ */
+import type { Clock } from "../protocol/clock.ts";
+import {
+  ConnectionClosedError,
+  InvalidOutgoingParamsError,
+  ProtocolError,
+} from "../protocol/errors.ts";
+import { type ExecutorRegisterResult, PROTOCOLS } from "../protocol/generated/contract.ts";
+import { CLOSE_CODES, ErrorCode } from "../protocol/generated/errors.ts";
+import type { Logger } from "../protocol/logger.ts";
+import type { Peer } from "../protocol/peer.ts";
+import { type CloseInfo, type Dialer, DialError, type Transport } from "../transport/transport.ts";
+import type { Credentials, ExecutorToken } from "./credentials.ts";
+import {
+  ClientStoppedError,
+  ConnectionRefusedError,
+  CredentialRejectedError,
+  ExecutorConfigError,
+} from "./errors.ts";
+import { backoffDelay, type BackoffPolicy, deferred, describeError, sleep } from "./timing.ts";
+
+/** Where the client is. */
+export type ClientState =
+  | "idle"
+  | "connecting"
+  | "connected"
+  | "waiting"
+  | "stopping"
+  | "stopped";
+
+/** Why the client stopped for good. */
+export type StopReason =
+  /** `stop()` was called. */
+  | "stopped"
+  /** The harness sent `executor.close`. */
+  | "executor_close"
+  /** The harness closed with a code that forbids reconnecting (`code` says which). */
+  | "close_code"
+  /** The token endpoint refused the credential. */
+  | "credential_rejected"
+  /** The harness refused the WebSocket upgrade (HTTP 401/403). */
+  | "connection_refused"
+  /** The harness refused `executor.register` (-32010, -32012, -32001, -32602). */
+  | "register_refused"
+  /** The client's configuration cannot work. */
+  | "config";
+
+/** How the client ended, as `client.closed` reports it. */
+export interface ExecutorClosedInfo {
+  /** Why. */
+  readonly reason: StopReason;
+  /** The WebSocket close code, when a close ended it. */
+  readonly code?: number;
+  /** The error behind it, when there is one. */
+  readonly error?: Error;
+}
+
+/** A registered connection. */
+export interface Connection {
+  readonly peer: Peer;
+  readonly token: ExecutorToken;
+  readonly registration: ExecutorRegisterResult;
+  /** The harness sent `executor.close` on it: no reconnect, whatever close follows. */
+  executorCloseReceived: boolean;
+}
+
+/** What the loop needs. */
+export interface ConnectionLoopOptions {
+  clock: Clock;
+  logger: Logger;
+  random: () => number;
+  backoff: BackoffPolicy;
+  credentials: Credentials;
+  dial: Dialer;
+  maxFrameBytes: number;
+  /** Builds the peer on the transport and sends `executor.register`; resolves once registered. */
+  register(transport: Transport, token: ExecutorToken, signal: AbortSignal): Promise<Connection>;
+  /** A connection is registered. */
+  onConnected(connection: Connection): void;
+  /** The registered connection ended. */
+  onDisconnected(connection: Connection, info: CloseInfo): void;
+  /** The loop moved to another state. */
+  onState(state: ClientState): void;
+}
+
+/** Runs connection attempts until stopped. */
+export class ConnectionLoop {
+  /** Settles when the loop has ended for good. */
+  readonly finished: Promise<ExecutorClosedInfo>;
+  readonly #options: ConnectionLoopOptions;
+  readonly #controller = new AbortController();
+  readonly #first = deferred<Connection>();
+  readonly #finished = deferred<ExecutorClosedInfo>();
+  /** Resolves the race for the current connection when this side drops it. */
+  #dropCurrent: (() => void) | undefined;
+  #current: Connection | undefined;
+  #halted = false;
+
+  constructor(options: ConnectionLoopOptions) {
+    this.#options = options;
+    this.finished = this.#finished.promise;
+    // start() may never be awaited by anyone after a fatal end; do not report it as unhandled.
+    this.#first.promise.catch(() => {});
+  }
+
+  /** Starts the loop; resolves with the first registered connection. */
+  start(): Promise<Connection> {
+    void this.#run().catch((error) => {
+      this.#options.logger.error("connection loop failed", { error: describeError(error) });
+      this.#end({ reason: "config", error: error instanceof Error ? error : undefined });
+    });
+    return this.#first.promise;
+  }
+
+  /** Stops attempting: aborts a dial or a backoff wait; the current connection is left to the caller. */
+  halt(): void {
+    if (this.#halted) return;
+    this.#halted = true;
+    this.#controller.abort(new ClientStoppedError());
+    this.#dropCurrent?.();
+  }
+
+  /** Drops the current connection (e.g. dead heartbeats) and reconnects without waiting for its close. */
+  abandon(connection: Connection, why: string): void {
+    if (this.#current !== connection) return;
+    this.#options.logger.warn("dropping the connection", { why });
+    try {
+      connection.peer.close(1001, why);
+    } catch {
+      // Already closing.
+    }
+    this.#dropCurrent?.();
+  }
+
+  async #run(): Promise<void> {
+    let failures = 0;
+    while (!this.#halted) {
+      this.#options.onState("connecting");
+      let connection: Connection;
+      try {
+        connection = await this.#attempt();
+      } catch (error) {
+        if (this.#halted) break;
+        const fatal = fatalAttemptError(error);
+        if (fatal) {
+          this.#options.logger.error("connection refused for good", {
+            reason: fatal.reason,
+            error: describeError(error),
+          });
+          this.#end(fatal);
+          return;
+        }
+        failures++;
+        this.#options.logger.warn("connection attempt failed", {
+          attempt: failures,
+          error: describeError(error),
+        });
+        if (!(await this.#wait(failures))) break;
+        continue;
+      }
+      failures = 0;
+      this.#current = connection;
+      this.#options.onState("connected");
+      this.#first.resolve(connection);
+      this.#options.onConnected(connection);
+      let droppedHere = false;
+      const dropped = new Promise<CloseInfo>((resolve) => {
+        this.#dropCurrent = () => {
+          droppedHere = true;
+          resolve({ code: 1001, reason: "dropped by the executor" });
+        };
+      });
+      const info = await Promise.race([connection.peer.closed, dropped]);
+      this.#dropCurrent = undefined;
+      this.#current = undefined;
+      this.#options.onDisconnected(connection, info);
+      if (this.#halted) break;
+      if (!droppedHere) {
+        const stop = closeDecision(connection, info);
+        if (stop) {
+          this.#options.logger.warn("the harness ended the connection for good", {
+            code: info.code,
+            reason: stop.reason,
+          });
+          this.#end(stop);
+          return;
+        }
+        this.#options.logger.info("connection closed: reconnecting", { code: info.code });
+      }
+      if (!(await this.#wait(1))) break;
+    }
+    this.#end({ reason: "stopped" });
+  }
+
+  async #attempt(): Promise<Connection> {
+    const signal = this.#controller.signal;
+    const { credentials, dial, maxFrameBytes } = this.#options;
+    const token = await credentials.fetchToken(signal);
+    const headers: Record<string, string> = {};
+    if (token.token) headers.authorization = `Bearer ${token.token}`;
+    const transport = await dial(token.url, {
+      protocols: [...PROTOCOLS],
+      headers,
+      signal,
+      maxFrameBytes,
+    });
+    if (signal.aborted) {
+      transport.close(1000, "executor stopping");
+      throw signal.reason;
+    }
+    try {
+      return await this.#options.register(transport, token, signal);
+    } catch (error) {
+      try {
+        transport.close(1000, "registration failed");
+      } catch {
+        // Already closed.
+      }
+      throw error;
+    }
+  }
+
+  /** Waits the backoff delay; false when halted meanwhile. */
+  async #wait(attempt: number): Promise<boolean> {
+    if (this.#halted) return false;
+    this.#options.onState("waiting");
+    const delay = backoffDelay(this.#options.backoff, attempt, this.#options.random);
+    try {
+      await sleep(this.#options.clock, delay, this.#controller.signal);
+      return !this.#halted;
+    } catch {
+      return false;
+    }
+  }
+
+  #end(info: ExecutorClosedInfo): void {
+    this.#halted = true;
+    this.#first.reject(info.error ?? new ClientStoppedError());
+    this.#finished.resolve(info);
+  }
+}
+
+/** The stop decision for a connection that ended; undefined to reconnect. */
+function closeDecision(connection: Connection, info: CloseInfo): ExecutorClosedInfo | undefined {
+  if (connection.executorCloseReceived) return { reason: "executor_close", code: info.code };
+  const spec = CLOSE_CODES.get(info.code);
+  if (spec && !spec.reconnect) {
+    return {
+      reason: "close_code",
+      code: info.code,
+      error: new ConnectionClosedError(info.code, info.reason),
+    };
+  }
+  return undefined;
+}
+
+const REGISTER_REFUSALS: ReadonlySet<number> = new Set([
+  ErrorCode.PROTOCOL_MISMATCH,
+  ErrorCode.CAPABILITY_MISSING,
+  ErrorCode.FORBIDDEN,
+  ErrorCode.INVALID_PARAMS,
+]);
+
+/** The stop decision for a failed attempt; undefined to retry. */
+function fatalAttemptError(error: unknown): ExecutorClosedInfo | undefined {
+  if (error instanceof CredentialRejectedError) return { reason: "credential_rejected", error };
+  if (error instanceof DialError && (error.status === 401 || error.status === 403)) {
+    return {
+      reason: "connection_refused",
+      error: new ConnectionRefusedError(error.status, { cause: error }),
+    };
+  }
+  if (error instanceof ProtocolError && REGISTER_REFUSALS.has(error.code)) {
+    return { reason: "register_refused", error };
+  }
+  if (error instanceof ConnectionClosedError) {
+    const spec = CLOSE_CODES.get(error.code);
+    if (spec && !spec.reconnect) return { reason: "close_code", code: error.code, error };
+  }
+  if (error instanceof ExecutorConfigError || error instanceof InvalidOutgoingParamsError) {
+    return { reason: "config", error };
+  }
+  return undefined;
+}

@@ -1,0 +1,310 @@
+/**
+ * Where the executor's connection token comes from: an environment key or a machine token
+ * exchanged at the token endpoint (protocol/contract/http.md), a custom token source, or none at
+ * all for a local harness (`harnessUrl`).
+ */
+import type { Clock } from "../protocol/clock.ts";
+import { CredentialRejectedError, ExecutorConfigError, TokenExchangeError } from "./errors.ts";
+import type { SecretScrubber } from "./secrets.ts";
+
+/** What a connection attempt needs: where to dial and, unless local, the JWT to present. */
+export interface ExecutorToken {
+  /** The executor JWT; absent for a local harness. */
+  readonly token?: string;
+  /** When the token expires, in ms since the epoch; absent when it does not expire. */
+  readonly expiresAt?: number;
+  /** The WebSocket channel URL: `ws://`, `wss://` or `unix:///path.sock`. */
+  readonly url: string;
+  /** The executor id the token names, when the endpoint says (machine scope). */
+  readonly executorId?: string;
+}
+
+/** What a custom {@linkcode TokenSource} returns. */
+export interface TokenSourceResult {
+  /** The executor JWT. */
+  token: string;
+  /** Its expiry: a Date, ms since the epoch, or an ISO 8601 string. */
+  expiresAt: Date | number | string;
+  /** The channel URL to dial with it. */
+  url: string;
+}
+
+/** A custom credential: returns a fresh token, carrying its own channel URL, on every call. */
+export type TokenSource = (options: { signal: AbortSignal }) => Promise<TokenSourceResult>;
+
+/** The fetch function the client uses (web-standard; injectable for tests and runtimes). */
+export type FetchFunction = (
+  input: string | URL | Request,
+  init?: RequestInit,
+) => Promise<Response>;
+
+/** The credential options of the client (see {@linkcode ExecutorClientOptions}). */
+export interface CredentialOptions {
+  baseUrl?: string;
+  environmentKey?: string;
+  environmentId?: string;
+  machineToken?: string;
+  machineId?: string;
+  tokenSource?: TokenSource;
+  harnessUrl?: string;
+}
+
+/** How the client is identified and how it obtains tokens. */
+export interface Credentials {
+  /** Which kind of credential this is. */
+  readonly scope: "environment" | "machine" | "custom" | "local";
+  /** The environment id sent in `executor.register` (`""` for a machine-scoped executor). */
+  readonly environmentId: string;
+  /** The machine id (machine scope). */
+  readonly machineId: string | undefined;
+  /** The deployment origin (token exchange, artifacts), when configured. */
+  readonly baseUrl: string | undefined;
+  /** Whether tokens expire and are refreshed (false for a local harness without a token). */
+  readonly refreshable: boolean;
+  /** Obtains a fresh token with the original credential. */
+  fetchToken(signal: AbortSignal): Promise<ExecutorToken>;
+}
+
+/** A configured base URL without trailing slashes and without a trailing `/api/v1`. */
+export function normalizeBaseUrl(baseUrl: string): string {
+  let url = baseUrl.trim().replace(/\/+$/, "");
+  if (url.endsWith("/api/v1")) url = url.slice(0, -"/api/v1".length).replace(/\/+$/, "");
+  return url;
+}
+
+/** Builds the credentials from the client's options; throws {@linkcode ExecutorConfigError}. */
+export function createCredentials(
+  options: CredentialOptions,
+  deps: { fetch: FetchFunction | undefined; clock: Clock; scrubber: SecretScrubber },
+): Credentials {
+  const baseUrl = options.baseUrl ? normalizeBaseUrl(options.baseUrl) : undefined;
+  const harnessUrl = options.harnessUrl;
+  if (options.tokenSource) {
+    return new CustomCredentials(options.tokenSource, options, baseUrl, deps);
+  }
+  if (options.machineToken !== undefined) {
+    if (!options.machineId) throw new ExecutorConfigError("machineToken needs machineId");
+    return new ExchangedCredentials("machine", options.machineToken, options, baseUrl, deps);
+  }
+  if (options.environmentKey !== undefined) {
+    if (!options.environmentId) {
+      throw new ExecutorConfigError("environmentKey needs environmentId");
+    }
+    return new ExchangedCredentials("environment", options.environmentKey, options, baseUrl, deps);
+  }
+  if (harnessUrl) {
+    return {
+      scope: "local",
+      environmentId: options.environmentId ?? "",
+      machineId: options.machineId,
+      baseUrl,
+      refreshable: false,
+      fetchToken: () => Promise.resolve({ url: harnessUrl }),
+    };
+  }
+  throw new ExecutorConfigError(
+    "no credential: give environmentKey + environmentId, machineToken + machineId, tokenSource, or harnessUrl",
+  );
+}
+
+function parseExpiry(value: Date | number | string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  if (value instanceof Date) return value.getTime();
+  if (typeof value === "number") return value;
+  const ms = Date.parse(value);
+  return Number.isNaN(ms) ? undefined : ms;
+}
+
+class CustomCredentials implements Credentials {
+  readonly scope = "custom" as const;
+  readonly environmentId: string;
+  readonly machineId: string | undefined;
+  readonly baseUrl: string | undefined;
+  readonly refreshable = true;
+  readonly #source: TokenSource;
+  readonly #harnessUrl: string | undefined;
+  readonly #scrubber: SecretScrubber;
+
+  constructor(
+    source: TokenSource,
+    options: CredentialOptions,
+    baseUrl: string | undefined,
+    deps: { scrubber: SecretScrubber },
+  ) {
+    this.#source = source;
+    this.environmentId = options.environmentId ?? "";
+    this.machineId = options.machineId;
+    this.baseUrl = baseUrl;
+    this.#harnessUrl = options.harnessUrl;
+    this.#scrubber = deps.scrubber;
+  }
+
+  async fetchToken(signal: AbortSignal): Promise<ExecutorToken> {
+    let result: TokenSourceResult;
+    try {
+      result = await this.#source({ signal });
+    } catch (error) {
+      if (error instanceof CredentialRejectedError || error instanceof TokenExchangeError) {
+        throw error;
+      }
+      throw new TokenExchangeError("the token source failed", undefined, { cause: error });
+    }
+    if (!result || typeof result.token !== "string" || !result.token) {
+      throw new TokenExchangeError("the token source returned no token");
+    }
+    this.#scrubber.add(result.token);
+    const url = this.#harnessUrl ?? result.url;
+    if (typeof url !== "string" || !url) {
+      throw new TokenExchangeError("the token source returned no channel url");
+    }
+    return { token: result.token, expiresAt: parseExpiry(result.expiresAt), url };
+  }
+}
+
+/** The token endpoint's 200 body (protocol/contract/http.md). */
+interface TokenResponseBody {
+  token?: unknown;
+  expires_at?: unknown;
+  expires_in?: unknown;
+  url?: unknown;
+  executor_id?: unknown;
+}
+
+class ExchangedCredentials implements Credentials {
+  readonly scope: "environment" | "machine";
+  readonly environmentId: string;
+  readonly machineId: string | undefined;
+  readonly baseUrl: string | undefined;
+  readonly refreshable = true;
+  readonly #secret: string;
+  readonly #harnessUrl: string | undefined;
+  readonly #fetch: FetchFunction;
+  readonly #clock: Clock;
+  readonly #scrubber: SecretScrubber;
+  /** Set once the environment path answered 404: the deployment only has the legacy alias. */
+  #legacyOnly = false;
+
+  constructor(
+    scope: "environment" | "machine",
+    secret: string,
+    options: CredentialOptions,
+    baseUrl: string | undefined,
+    deps: { fetch: FetchFunction | undefined; clock: Clock; scrubber: SecretScrubber },
+  ) {
+    if (!baseUrl) throw new ExecutorConfigError(`${scope} credentials need baseUrl`);
+    const fetchFn = deps.fetch ?? (globalThis.fetch?.bind(globalThis) as FetchFunction | undefined);
+    if (!fetchFn) throw new ExecutorConfigError("no fetch function: pass the fetch option");
+    this.scope = scope;
+    this.#secret = secret;
+    this.environmentId = scope === "environment" ? options.environmentId! : "";
+    this.machineId = options.machineId;
+    this.baseUrl = baseUrl;
+    this.#harnessUrl = options.harnessUrl;
+    this.#fetch = fetchFn;
+    this.#clock = deps.clock;
+    this.#scrubber = deps.scrubber;
+  }
+
+  async fetchToken(signal: AbortSignal): Promise<ExecutorToken> {
+    const base = this.baseUrl!;
+    if (this.scope === "machine") {
+      return await this.#exchange(
+        `${base}/v1/machines/${encodeURIComponent(this.machineId!)}/token`,
+        {},
+        signal,
+      );
+    }
+    const legacy = () =>
+      this.#exchange(`${base}/v1/executors/token`, { environment_id: this.environmentId }, signal);
+    if (this.#legacyOnly) return await legacy();
+    try {
+      return await this.#exchange(
+        `${base}/v1/environments/${encodeURIComponent(this.environmentId)}/token`,
+        {},
+        signal,
+      );
+    } catch (error) {
+      // An older deployment serves only the legacy alias.
+      if (error instanceof TokenExchangeError && error.status === 404) {
+        this.#legacyOnly = true;
+        return await legacy();
+      }
+      throw error;
+    }
+  }
+
+  async #exchange(endpoint: string, body: unknown, signal: AbortSignal): Promise<ExecutorToken> {
+    let response: Response;
+    try {
+      response = await this.#fetch(endpoint, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${this.#secret}`,
+          "content-type": "application/json",
+          accept: "application/json",
+        },
+        body: JSON.stringify(body),
+        signal,
+      });
+    } catch (error) {
+      if (signal.aborted) throw signal.reason;
+      throw new TokenExchangeError("the token endpoint is unreachable", undefined, {
+        cause: new Error(this.#scrubber.scrub(String((error as Error)?.message ?? error))),
+      });
+    }
+    if (response.status === 401 || response.status === 403) {
+      const code = await errorCode(response);
+      throw new CredentialRejectedError(response.status, code);
+    }
+    if (response.status !== 200 && response.status !== 201) {
+      await response.body?.cancel().catch(() => {});
+      // 4xx other than 404/408/429 cannot be fixed by retrying.
+      const retryable = response.status >= 500 || [404, 408, 429].includes(response.status);
+      if (!retryable) throw new CredentialRejectedError(response.status);
+      throw new TokenExchangeError(
+        `the token endpoint answered HTTP ${response.status}`,
+        response.status,
+      );
+    }
+    let parsed: TokenResponseBody;
+    try {
+      parsed = await response.json() as TokenResponseBody;
+    } catch {
+      throw new TokenExchangeError("the token endpoint sent a body that is not JSON", 200);
+    }
+    if (typeof parsed?.token !== "string" || parsed.token.length === 0) {
+      throw new TokenExchangeError("the token endpoint sent no token", 200);
+    }
+    this.#scrubber.add(parsed.token);
+    let expiresAt = typeof parsed.expires_at === "string"
+      ? parseExpiry(parsed.expires_at)
+      : undefined;
+    if (expiresAt === undefined && typeof parsed.expires_in === "number") {
+      expiresAt = this.#clock.now() + parsed.expires_in * 1000;
+    }
+    const url = this.#harnessUrl ??
+      (typeof parsed.url === "string" && parsed.url
+        ? parsed.url
+        : defaultChannelUrl(this.baseUrl!));
+    return {
+      token: parsed.token,
+      expiresAt,
+      url,
+      executorId: typeof parsed.executor_id === "string" ? parsed.executor_id : undefined,
+    };
+  }
+}
+
+async function errorCode(response: Response): Promise<string | undefined> {
+  try {
+    const body = await response.json() as { error?: unknown };
+    return typeof body?.error === "string" ? body.error.slice(0, 64) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The channel URL when the token endpoint names none: the deployment's connect path. */
+function defaultChannelUrl(baseUrl: string): string {
+  return `${baseUrl.replace(/^http/, "ws")}/v1/executors/connect`;
+}

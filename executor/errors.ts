@@ -1,0 +1,97 @@
+/**
+ * Local failures of the executor client: things that went wrong on this side and never crossed
+ * the JSON-RPC wire. Wire errors are the contract's generated classes (`ProtocolError`
+ * subclasses); `start()` rejects with those too when `executor.register` is refused.
+ *
+ * No message here ever contains a credential or a token.
+ */
+import { LocalError } from "../protocol/errors.ts";
+
+/** The options given to the client cannot work (a missing credential, dialer, or id). */
+export class ExecutorConfigError extends LocalError {
+  constructor(message: string) {
+    super(message);
+    this.name = "ExecutorConfigError";
+  }
+}
+
+/**
+ * The token endpoint refused the credential (HTTP 401, or another 4xx that retrying cannot fix).
+ * The client stops for good, as it does on close code 4002.
+ */
+export class CredentialRejectedError extends LocalError {
+  /** The HTTP status the token endpoint answered. */
+  readonly status: number;
+  /** The endpoint's `error` member, when it sent one (e.g. `invalid_credential`). */
+  readonly errorCode: string | undefined;
+  constructor(status: number, errorCode?: string) {
+    super(
+      `the token endpoint refused the credential (HTTP ${status}${
+        errorCode ? ` ${errorCode}` : ""
+      })`,
+    );
+    this.name = "CredentialRejectedError";
+    this.status = status;
+    this.errorCode = errorCode;
+  }
+}
+
+/** The token exchange failed in a way worth retrying: a 5xx, a network failure, a bad body. */
+export class TokenExchangeError extends LocalError {
+  /** The HTTP status, when the endpoint answered at all. */
+  readonly status: number | undefined;
+  constructor(message: string, status?: number, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "TokenExchangeError";
+    this.status = status;
+  }
+}
+
+/** The harness refused the WebSocket upgrade for the token (HTTP 401 or 403): the client stops. */
+export class ConnectionRefusedError extends LocalError {
+  /** The HTTP status of the refused upgrade. */
+  readonly status: number;
+  constructor(status: number, options?: { cause?: unknown }) {
+    super(`the harness refused the connection (HTTP ${status})`, options);
+    this.name = "ConnectionRefusedError";
+    this.status = status;
+  }
+}
+
+/** The client has stopped (or is stopping): the operation cannot complete. */
+export class ClientStoppedError extends LocalError {
+  constructor(message = "the executor client has stopped") {
+    super(message);
+    this.name = "ClientStoppedError";
+  }
+}
+
+/** A lossy send (a notification) was attempted while no connection is registered. */
+export class NotConnectedError extends LocalError {
+  constructor(method: string) {
+    super(`${method} not sent: the executor is not connected`);
+    this.name = "NotConnectedError";
+  }
+}
+
+/** An artifact upload failed. */
+export class ArtifactUploadError extends LocalError {
+  /** The HTTP status, when the endpoint answered. */
+  readonly status: number | undefined;
+  constructor(message: string, status?: number, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "ArtifactUploadError";
+    this.status = status;
+  }
+}
+
+/** A session id the client does not hold (never assigned, or already ended). */
+export class UnknownSessionError extends LocalError {
+  /** The session id. */
+  readonly sessionId: string;
+  constructor(sessionId: string) {
+    super(`unknown session ${JSON.stringify(sessionId)}`);
+    this.name = "UnknownSessionError";
+    this.sessionId = sessionId;
+  }
+}

@@ -1,0 +1,333 @@
+/**
+ * Durable `session.event`s: every event is kept until the harness acknowledges it, and after a
+ * reconnect the unacknowledged ones are resent in their original order, under their original
+ * JSON-RPC ids (the harness deduplicates by id), before any event sent for the first time.
+ *
+ * Within a session up to `window` events are in flight at once. One WebSocket delivers in order,
+ * so what the harness accepted of a session is always a prefix of what was sent; resending the
+ * unacknowledged rest in order keeps the session's order. A refusal worth retrying stops the
+ * session's pipeline until everything in flight has settled, then resends from the first
+ * unacknowledged event.
+ */
+import type { Clock, TimerHandle } from "../protocol/clock.ts";
+import {
+  ConnectionClosedError,
+  InvalidOutgoingParamsError,
+  ProtocolError,
+  RequestTimeoutError,
+} from "../protocol/errors.ts";
+import {
+  METHOD_SPECS,
+  type SessionEventParams,
+  type SessionEventResult,
+} from "../protocol/generated/contract.ts";
+import { ErrorCode, RETRYABLE_ERROR_CODES } from "../protocol/generated/errors.ts";
+import type { Logger } from "../protocol/logger.ts";
+import type { Peer } from "../protocol/peer.ts";
+import {
+  backoffDelay,
+  type BackoffPolicy,
+  type Deferred,
+  deferred,
+  describeError,
+} from "./timing.ts";
+
+interface EventEntry {
+  readonly id: string;
+  /** Position in the client-wide enqueue order. */
+  readonly order: number;
+  readonly params: SessionEventParams;
+  readonly done: Deferred<SessionEventResult>;
+  /** The connection the entry is in flight on; undefined when not in flight. */
+  sentOn: Peer | undefined;
+  /** Acknowledged, or given up on: nothing more to do. */
+  settled: boolean;
+}
+
+interface SessionQueue {
+  readonly sessionId: string;
+  entries: EventEntry[];
+  head: number;
+  inFlight: number;
+  /** A retryable refusal paused the pipeline. */
+  stalled: boolean;
+  /** The pause's delay has passed; resume once nothing is in flight. */
+  retryDue: boolean;
+  retryTimer: TimerHandle | undefined;
+  failures: number;
+  idleWaiters: (() => void)[];
+}
+
+/** Options of {@linkcode EventOutbox}. */
+export interface EventOutboxOptions {
+  clock: Clock;
+  logger: Logger;
+  /** Prefix of the JSON-RPC ids; unique per client instance so ids never repeat across runs. */
+  idPrefix: string;
+  /** Events of one session in flight at once. */
+  window: number;
+  /** Per-send timeout in ms. */
+  requestTimeoutMs: number;
+  /** Delay between retries after a refusal. */
+  retry: BackoffPolicy;
+  random: () => number;
+}
+
+/** The durable session-event queue of one client. */
+export class EventOutbox {
+  readonly #options: EventOutboxOptions;
+  readonly #queues = new Map<string, SessionQueue>();
+  #peer: Peer | undefined;
+  #nextOrder = 1;
+  #closedWith: unknown;
+
+  constructor(options: EventOutboxOptions) {
+    this.#options = options;
+  }
+
+  /** Events not yet acknowledged (or given up on). */
+  get pending(): number {
+    let n = 0;
+    for (const queue of this.#queues.values()) n += queue.entries.length - queue.head;
+    return n;
+  }
+
+  /**
+   * Queues one event; resolves with the harness's acknowledgement. Rejects only when the
+   * harness refuses the event for good (e.g. -32002 unknown session, -32602) or the client
+   * stops first.
+   */
+  enqueue(params: SessionEventParams): Promise<SessionEventResult> {
+    if (this.#closedWith !== undefined) return Promise.reject(this.#closedWith);
+    const checked = METHOD_SPECS.get("session.event")!.params.safeParse(params);
+    if (!checked.success) {
+      return Promise.reject(
+        new InvalidOutgoingParamsError(
+          "session.event",
+          checked.error.issues.map((i) => ({
+            path: i.path.map(String),
+            message: i.message,
+            code: i.code,
+          })),
+        ),
+      );
+    }
+    const order = this.#nextOrder++;
+    const entry: EventEntry = {
+      id: `${this.#options.idPrefix}${order}`,
+      order,
+      params,
+      done: deferred<SessionEventResult>(),
+      sentOn: undefined,
+      settled: false,
+    };
+    const queue = this.#queue(params.session_id);
+    queue.entries.push(entry);
+    this.#pump(queue);
+    return entry.done.promise;
+  }
+
+  /** Starts sending on a freshly registered connection: every unacknowledged event first. */
+  attach(peer: Peer): void {
+    this.#peer = peer;
+    const resend: [EventEntry, SessionQueue][] = [];
+    for (const queue of this.#queues.values()) {
+      queue.inFlight = 0;
+      queue.stalled = false;
+      queue.retryDue = false;
+      if (queue.retryTimer !== undefined) this.#options.clock.clearTimeout(queue.retryTimer);
+      queue.retryTimer = undefined;
+      for (let i = queue.head; i < queue.entries.length; i++) {
+        const entry = queue.entries[i];
+        entry.sentOn = undefined;
+        if (!entry.settled) resend.push([entry, queue]);
+      }
+    }
+    if (resend.length) {
+      this.#options.logger.debug("resending unacknowledged session events", {
+        count: resend.length,
+      });
+    }
+    // In the original order across sessions, regardless of the window: old before new.
+    resend.sort((a, b) => a[0].order - b[0].order);
+    for (const [entry, queue] of resend) this.#send(entry, queue, peer);
+    for (const queue of this.#queues.values()) this.#pump(queue);
+  }
+
+  /** Stops sending on a connection that ended; its unacknowledged events wait for the next. */
+  detach(peer: Peer): void {
+    if (this.#peer === peer) this.#peer = undefined;
+  }
+
+  /** Resolves once every event of `sessionId` queued so far is settled. */
+  idle(sessionId: string): Promise<void> {
+    const queue = this.#queues.get(sessionId);
+    if (!queue || queue.head >= queue.entries.length) return Promise.resolve();
+    return new Promise((resolve) => queue.idleWaiters.push(resolve));
+  }
+
+  /** Rejects every pending event with `error` (the client stopped); later enqueues reject too. */
+  close(error: unknown): void {
+    this.#closedWith = error;
+    this.#peer = undefined;
+    for (const queue of this.#queues.values()) {
+      if (queue.retryTimer !== undefined) this.#options.clock.clearTimeout(queue.retryTimer);
+      for (let i = queue.head; i < queue.entries.length; i++) {
+        const entry = queue.entries[i];
+        if (!entry.settled) {
+          entry.settled = true;
+          entry.done.reject(error);
+        }
+      }
+      queue.head = queue.entries.length;
+      this.#compact(queue);
+    }
+  }
+
+  #queue(sessionId: string): SessionQueue {
+    let queue = this.#queues.get(sessionId);
+    if (!queue) {
+      queue = {
+        sessionId,
+        entries: [],
+        head: 0,
+        inFlight: 0,
+        stalled: false,
+        retryDue: false,
+        retryTimer: undefined,
+        failures: 0,
+        idleWaiters: [],
+      };
+      this.#queues.set(sessionId, queue);
+    }
+    return queue;
+  }
+
+  #pump(queue: SessionQueue): void {
+    const peer = this.#peer;
+    if (!peer || queue.stalled) return;
+    for (let i = queue.head; i < queue.entries.length; i++) {
+      if (queue.inFlight >= this.#options.window) return;
+      const entry = queue.entries[i];
+      if (entry.settled || entry.sentOn === peer) continue;
+      this.#send(entry, queue, peer);
+    }
+  }
+
+  #send(entry: EventEntry, queue: SessionQueue, peer: Peer): void {
+    entry.sentOn = peer;
+    queue.inFlight++;
+    peer.call("session.event", entry.params, {
+      id: entry.id,
+      timeoutMs: this.#options.requestTimeoutMs,
+    }).then(
+      (result) => this.#settle(entry, queue, peer, result, undefined),
+      (error) => this.#settle(entry, queue, peer, undefined, error),
+    );
+  }
+
+  #settle(
+    entry: EventEntry,
+    queue: SessionQueue,
+    peer: Peer,
+    result: SessionEventResult | undefined,
+    error: unknown,
+  ): void {
+    const current = entry.sentOn === peer;
+    if (current) {
+      entry.sentOn = undefined;
+      queue.inFlight--;
+    }
+    if (result !== undefined) {
+      // An acknowledgement counts from any connection: the harness has the event.
+      queue.failures = 0;
+      this.#finish(entry, queue, () => entry.done.resolve(result));
+    } else if (current && !entry.settled) {
+      this.#failed(entry, queue, error);
+    }
+    if (queue.retryDue && queue.inFlight === 0) {
+      queue.retryDue = false;
+      queue.stalled = false;
+    }
+    this.#advance(queue);
+    this.#pump(queue);
+  }
+
+  #failed(entry: EventEntry, queue: SessionQueue, error: unknown): void {
+    if (error instanceof ConnectionClosedError || this.#peer === undefined) return;
+    if (error instanceof ProtocolError && error.code === ErrorCode.CONFLICT) {
+      const expected = (error.data as { expected_sequence?: unknown } | undefined)
+        ?.expected_sequence;
+      if (typeof expected === "number") {
+        // Everything of the session below the expected sequence is already accepted.
+        for (let i = queue.head; i < queue.entries.length; i++) {
+          const e = queue.entries[i];
+          const seq = e.params.sequence;
+          if (!e.settled && e.sentOn === undefined && typeof seq === "number" && seq < expected) {
+            this.#finish(
+              e,
+              queue,
+              () => e.done.resolve({ acked_sequence: expected - 1, duplicate: true }),
+            );
+          }
+        }
+        this.#stall(queue, 0);
+        return;
+      }
+    }
+    if (
+      error instanceof RequestTimeoutError ||
+      (error instanceof ProtocolError && RETRYABLE_ERROR_CODES.has(error.code))
+    ) {
+      const hinted = (error as ProtocolError).data as { retry_after_ms?: unknown } | undefined;
+      const after = typeof hinted?.retry_after_ms === "number" ? hinted.retry_after_ms : undefined;
+      this.#stall(queue, after);
+      return;
+    }
+    this.#options.logger.warn("session event refused: dropped", {
+      session_id: entry.params.session_id,
+      error: describeError(error),
+    });
+    this.#finish(entry, queue, () => entry.done.reject(error));
+  }
+
+  /** Pauses the session's pipeline; it resumes from its first unacknowledged event. */
+  #stall(queue: SessionQueue, delayMs: number | undefined): void {
+    if (queue.stalled) return;
+    queue.stalled = true;
+    queue.failures++;
+    const delay = delayMs ??
+      backoffDelay(this.#options.retry, queue.failures, this.#options.random);
+    queue.retryTimer = this.#options.clock.setTimeout(() => {
+      queue.retryTimer = undefined;
+      if (queue.inFlight === 0) queue.stalled = false;
+      else queue.retryDue = true;
+      this.#pump(queue);
+    }, delay);
+  }
+
+  #finish(entry: EventEntry, queue: SessionQueue, settle: () => void): void {
+    if (entry.settled) return;
+    entry.settled = true;
+    settle();
+    void queue;
+  }
+
+  /** Drops settled entries from the head and wakes idle waiters. */
+  #advance(queue: SessionQueue): void {
+    while (queue.head < queue.entries.length && queue.entries[queue.head].settled) queue.head++;
+    this.#compact(queue);
+  }
+
+  #compact(queue: SessionQueue): void {
+    if (queue.head >= queue.entries.length) {
+      queue.entries = [];
+      queue.head = 0;
+      for (const wake of queue.idleWaiters.splice(0)) wake();
+      if (!queue.stalled && queue.inFlight === 0) this.#queues.delete(queue.sessionId);
+    } else if (queue.head > 1024 && queue.head * 2 > queue.entries.length) {
+      queue.entries = queue.entries.slice(queue.head);
+      queue.head = 0;
+    }
+  }
+}

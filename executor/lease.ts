@@ -1,0 +1,77 @@
+/**
+ * The executor lease: `executor.heartbeat` every `heartbeat_interval_ms` that
+ * `executor.register` returned. Two missed heartbeats expire the lease on the harness, so a
+ * heartbeat unanswered for two intervals means the connection is dead: the client drops it and
+ * reconnects. `drain: true` in a heartbeat result starts draining.
+ */
+import type { Clock, TimerHandle } from "../protocol/clock.ts";
+import { ConnectionClosedError, RequestTimeoutError } from "../protocol/errors.ts";
+import type { Logger } from "../protocol/logger.ts";
+import type { Peer } from "../protocol/peer.ts";
+import { describeError } from "./timing.ts";
+
+/** What the lease needs from the client. */
+export interface LeaseOptions {
+  peer: Peer;
+  clock: Clock;
+  logger: Logger;
+  intervalMs: number;
+  /** The sessions held, reported with each heartbeat. */
+  activeSessions(): string[];
+  /** The harness asked to drain. */
+  onDrain(): void;
+  /** Heartbeats go unanswered: the connection is dead. */
+  onDead(): void;
+}
+
+/** Sends heartbeats on one connection until stopped. */
+export class Lease {
+  readonly #options: LeaseOptions;
+  #timer: TimerHandle | undefined;
+  #stopped = false;
+
+  constructor(options: LeaseOptions) {
+    this.#options = options;
+  }
+
+  /** Schedules the first heartbeat one interval from now. */
+  start(): void {
+    this.#schedule();
+  }
+
+  /** Stops heartbeating (the connection ended). */
+  stop(): void {
+    this.#stopped = true;
+    if (this.#timer !== undefined) this.#options.clock.clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #schedule(): void {
+    if (this.#stopped) return;
+    this.#timer = this.#options.clock.setTimeout(() => this.#beat(), this.#options.intervalMs);
+  }
+
+  #beat(): void {
+    this.#timer = undefined;
+    if (this.#stopped) return;
+    const { peer, intervalMs, logger } = this.#options;
+    // The next beat does not wait for this one's answer: the lease runs on the interval.
+    this.#schedule();
+    peer.call("executor.heartbeat", { active_sessions: this.#options.activeSessions() }, {
+      timeoutMs: intervalMs * 2,
+    }).then((result) => {
+      if (!this.#stopped && result.drain) this.#options.onDrain();
+    }, (error) => {
+      if (this.#stopped || error instanceof ConnectionClosedError) return;
+      if (error instanceof RequestTimeoutError) {
+        logger.warn("heartbeat unanswered for two intervals: reconnecting", {
+          interval_ms: intervalMs,
+        });
+        this.stop();
+        this.#options.onDead();
+        return;
+      }
+      logger.warn("heartbeat refused", { error: describeError(error) });
+    });
+  }
+}

@@ -1,0 +1,18 @@
+/**
+ * The executor end preconfigured for Node (and Deno and Bun through their Node compatibility):
+ * `ExecutorClient` dials with the `ws` package (ws://, wss://, unix:///path.sock). Everything
+ * else is re-exported from the portable `executor/mod.ts`.
+ *
+ * @module
+ */
+import { dialWebSocket } from "../transport/node.ts";
+import { ExecutorClient as PortableExecutorClient, type ExecutorClientOptions } from "./mod.ts";
+
+export * from "./mod.ts";
+
+/** {@linkcode PortableExecutorClient} with the Node WebSocket dialer as its default `dial`. */
+export class ExecutorClient extends PortableExecutorClient {
+  constructor(options: ExecutorClientOptions) {
+    super({ dial: dialWebSocket, ...options });
+  }
+}

@@ -1,0 +1,166 @@
+/**
+ * Requests that must reach the harness: `tool.result` (idempotent by `tool_call_id`) and, through
+ * the same {@linkcode deliver} loop, `session.ended`. Each is sent on the registered connection,
+ * sent again on the next one if the connection drops first, and retried after a delay on
+ * -32009, -32004 (the retryable codes of the contract) or a timeout, until it is accepted. Any
+ * other refusal is final: a tool result given up on goes to `onToolResultLost`.
+ */
+import type { Clock } from "../protocol/clock.ts";
+import { ConnectionClosedError, ProtocolError, RequestTimeoutError } from "../protocol/errors.ts";
+import type {
+  ExecutorRequestMethod,
+  RequestMap,
+  ToolResultParams,
+} from "../protocol/generated/contract.ts";
+import { RETRYABLE_ERROR_CODES } from "../protocol/generated/errors.ts";
+import type { Logger } from "../protocol/logger.ts";
+import type { Peer } from "../protocol/peer.ts";
+import { backoffDelay, type BackoffPolicy, describeError, sleep } from "./timing.ts";
+
+/** Gives access to the registered connection. */
+export interface ConnectionLink {
+  /**
+   * Resolves with the registered connection, waiting for one if there is none; rejects when the
+   * signal aborts or the client stops for good.
+   */
+  whenConnected(signal?: AbortSignal): Promise<Peer>;
+}
+
+/** How {@linkcode deliver} retries. */
+export interface DeliveryOptions {
+  clock: Clock;
+  random: () => number;
+  retry: BackoffPolicy;
+  timeoutMs: number;
+  signal?: AbortSignal;
+}
+
+/** Whether a failed send may be repeated unchanged. */
+export function isRetryable(error: unknown): boolean {
+  return error instanceof RequestTimeoutError ||
+    (error instanceof ProtocolError && RETRYABLE_ERROR_CODES.has(error.code));
+}
+
+/**
+ * Sends a request until the harness accepts it: across reconnects, and after retryable
+ * refusals with backoff (honouring `data.retry_after_ms`). Rejects with the first final refusal,
+ * or when `signal` aborts.
+ */
+export async function deliver<M extends ExecutorRequestMethod>(
+  link: ConnectionLink,
+  method: M,
+  params: RequestMap[M]["params"],
+  options: DeliveryOptions,
+): Promise<RequestMap[M]["result"]> {
+  let failures = 0;
+  for (;;) {
+    const peer = await link.whenConnected(options.signal);
+    try {
+      return await peer.call(method, params, {
+        timeoutMs: options.timeoutMs,
+        signal: options.signal,
+      });
+    } catch (error) {
+      if (options.signal?.aborted) throw options.signal.reason;
+      if (error instanceof ConnectionClosedError) continue;
+      if (!isRetryable(error)) throw error;
+      failures++;
+      const hinted = (error as ProtocolError).data as { retry_after_ms?: unknown } | undefined;
+      const delay = typeof hinted?.retry_after_ms === "number"
+        ? hinted.retry_after_ms
+        : backoffDelay(options.retry, failures, options.random);
+      await sleep(options.clock, delay, options.signal);
+    }
+  }
+}
+
+/** Called with a tool result the client gave up on, and why. */
+export type ToolResultLostHandler = (result: ToolResultParams, error: unknown) => void;
+
+interface PendingResult {
+  readonly params: ToolResultParams;
+  readonly controller: AbortController;
+  readonly accepted: Promise<boolean>;
+}
+
+/** Options of {@linkcode ResultOutbox}. */
+export interface ResultOutboxOptions {
+  link: ConnectionLink;
+  clock: Clock;
+  random: () => number;
+  retry: BackoffPolicy;
+  timeoutMs: number;
+  logger: Logger;
+  onLost: ToolResultLostHandler;
+}
+
+/** The tool results of one client that are not yet accepted. */
+export class ResultOutbox {
+  readonly #options: ResultOutboxOptions;
+  readonly #pending = new Map<string, PendingResult>();
+  #closedWith: unknown;
+
+  constructor(options: ResultOutboxOptions) {
+    this.#options = options;
+  }
+
+  /** Results not yet accepted or given up on. */
+  get pending(): number {
+    return this.#pending.size;
+  }
+
+  /**
+   * Delivers a result; resolves `true` once accepted, `false` once given up on (after
+   * `onToolResultLost` ran). A second send for a call still pending joins the first.
+   */
+  send(params: ToolResultParams): Promise<boolean> {
+    const existing = this.#pending.get(params.tool_call_id);
+    if (existing) return existing.accepted;
+    if (this.#closedWith !== undefined) {
+      this.#lost(params, this.#closedWith);
+      return Promise.resolve(false);
+    }
+    const controller = new AbortController();
+    const accepted = deliver(this.#options.link, "tool.result", params, {
+      clock: this.#options.clock,
+      random: this.#options.random,
+      retry: this.#options.retry,
+      timeoutMs: this.#options.timeoutMs,
+      signal: controller.signal,
+    }).then(
+      () => true,
+      (error) => {
+        this.#lost(params, error);
+        return false;
+      },
+    ).finally(() => this.#pending.delete(params.tool_call_id));
+    this.#pending.set(params.tool_call_id, { params, controller, accepted });
+    return accepted;
+  }
+
+  /** Resolves once every result pending now is accepted or given up on. */
+  async idle(): Promise<void> {
+    await Promise.all([...this.#pending.values()].map((p) => p.accepted));
+  }
+
+  /** Gives up on every pending result with `error` (the client stopped). */
+  close(error: unknown): void {
+    this.#closedWith = error;
+    for (const pending of this.#pending.values()) pending.controller.abort(error);
+  }
+
+  #lost(params: ToolResultParams, error: unknown): void {
+    this.#options.logger.warn("tool result lost", {
+      session_id: params.session_id,
+      tool_call_id: params.tool_call_id,
+      error: describeError(error),
+    });
+    try {
+      this.#options.onLost(params, error);
+    } catch (handlerError) {
+      this.#options.logger.error("onToolResultLost handler failed", {
+        error: describeError(handlerError),
+      });
+    }
+  }
+}

@@ -1,0 +1,274 @@
+/**
+ * Turning what a tool handler returns into the members of a `tool.result`: text, content blocks,
+ * a {@linkcode ToolResult}, or a tool's typed result (`BashResult`, `ReadResult`, ...), with
+ * large bash output cut to a head-and-tail preview and the full output uploaded as artifacts.
+ */
+import {
+  type Artifact,
+  type ArtifactBlock,
+  type BashResult,
+  type ContentBlock,
+  ContentBlockSchema,
+  type EditResult,
+  type GlobResult,
+  type GrepResult,
+  type ReadResult,
+  TOOL_SPECS,
+  type WriteResult,
+} from "../protocol/generated/contract.ts";
+import { utf8Length } from "../protocol/jsonrpc.ts";
+import type { ArtifactUpload } from "./artifacts.ts";
+
+/**
+ * Bash output up to this many UTF-8 bytes (stdout and stderr together) travels inline in the
+ * `tool.result`; beyond it the result carries a head-and-tail preview and the full output is
+ * uploaded as artifacts.
+ */
+export const INLINE_RESULT_BYTES: number = 32 * 1024;
+
+/**
+ * Thrown by a tool handler to report a tool-level error: the result has `is_error: true` and
+ * outcome `completed` (the tool ran; what it was asked failed). Any other exception is outcome
+ * `failed`.
+ */
+export class ToolError extends Error {
+  /** Content to report instead of the message alone. */
+  readonly content: ContentBlock[] | undefined;
+  constructor(message: string, options?: { content?: ContentBlock[]; cause?: unknown }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = "ToolError";
+    this.content = options?.content;
+  }
+}
+
+/** What {@linkcode ToolResult} is built from. */
+export interface ToolResultInit {
+  /** Text, or content blocks. */
+  content?: string | ContentBlock[];
+  /** A tool-level error (outcome stays `completed`). */
+  isError?: boolean;
+  /** Artifacts the call produced (uploaded with `client.uploadArtifact`). */
+  artifacts?: Artifact[];
+  /** The typed result, sent as `structured_content`. */
+  structuredContent?: Record<string, unknown>;
+}
+
+/** A fully specified tool result, for handlers that want to set every member. */
+export class ToolResult {
+  /** The rendered content. */
+  readonly content: ContentBlock[];
+  /** Whether the result is a tool-level error. */
+  readonly isError: boolean;
+  /** Artifacts the call produced. */
+  readonly artifacts: Artifact[];
+  /** The typed result. */
+  readonly structuredContent: Record<string, unknown> | undefined;
+  constructor(init: ToolResultInit = {}) {
+    this.content = typeof init.content === "string"
+      ? [{ type: "text", text: init.content }]
+      : init.content ?? [];
+    this.isError = init.isError ?? false;
+    this.artifacts = init.artifacts ?? [];
+    this.structuredContent = init.structuredContent;
+  }
+}
+
+/** What a handler of a tool with result type `R` may return. */
+export type ToolOutput<R> = string | ContentBlock[] | ToolResult | R;
+
+/** The rendered members of a `tool.result` (everything but ids and outcome). */
+export interface RenderedResult {
+  content: ContentBlock[];
+  is_error?: boolean;
+  artifacts?: Artifact[];
+  structured_content?: Record<string, unknown>;
+}
+
+/** A handler returned something that is not a valid result of its tool. */
+export class InvalidToolOutputError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "InvalidToolOutputError";
+  }
+}
+
+/** A text cut to a head and a tail. */
+export interface TextPreview {
+  /** The preview: head, a marker naming the omitted byte count, tail. */
+  readonly text: string;
+  /** UTF-8 bytes left out (0 when the text fit). */
+  readonly omittedBytes: number;
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/**
+ * Cuts `text` to at most about `maxBytes` UTF-8 bytes: the first and last half, on character
+ * boundaries, joined by a marker with the number of bytes left out.
+ */
+export function previewText(text: string, maxBytes: number): TextPreview {
+  const total = utf8Length(text);
+  if (total <= maxBytes) return { text, omittedBytes: 0 };
+  const bytes = encoder.encode(text);
+  const half = Math.max(0, Math.floor(maxBytes / 2));
+  let headEnd = half;
+  // Never cut inside a character: step back off continuation bytes (10xxxxxx).
+  while (headEnd > 0 && (bytes[headEnd] & 0xc0) === 0x80) headEnd--;
+  let tailStart = bytes.length - half;
+  while (tailStart < bytes.length && (bytes[tailStart] & 0xc0) === 0x80) tailStart++;
+  if (tailStart < headEnd) tailStart = headEnd;
+  const omittedBytes = tailStart - headEnd;
+  const head = decoder.decode(bytes.subarray(0, headEnd));
+  const tail = decoder.decode(bytes.subarray(tailStart));
+  return { text: `${head}\n… [${omittedBytes} bytes omitted] …\n${tail}`, omittedBytes };
+}
+
+/** What rendering needs from the client. */
+export interface RenderContext {
+  /** The call, for artifact names. */
+  readonly toolCallId: string;
+  /** Inline limit; default {@linkcode INLINE_RESULT_BYTES}. */
+  readonly inlineBytes?: number;
+  /** Uploads an artifact; absent when no artifact endpoint is configured. */
+  readonly upload?: (upload: ArtifactUpload) => Promise<Artifact>;
+  /** Reports an upload that failed (the result is sent with the preview only). */
+  readonly onUploadFailed?: (error: unknown) => void;
+}
+
+/** Renders a handler's return value for `tool`. Throws {@linkcode InvalidToolOutputError}. */
+export async function renderToolOutput(
+  tool: string,
+  value: unknown,
+  context: RenderContext,
+): Promise<RenderedResult> {
+  if (value === undefined || value === null) return { content: [] };
+  if (typeof value === "string") return { content: [{ type: "text", text: value }] };
+  if (Array.isArray(value)) return { content: checkBlocks(value) };
+  if (value instanceof ToolResult) {
+    const out: RenderedResult = { content: checkBlocks(value.content) };
+    if (value.isError) out.is_error = true;
+    if (value.artifacts.length) out.artifacts = value.artifacts;
+    if (value.structuredContent) out.structured_content = value.structuredContent;
+    return out;
+  }
+  if (typeof value !== "object") return { content: [{ type: "text", text: String(value) }] };
+  const spec = TOOL_SPECS.get(tool);
+  if (spec?.result) {
+    const checked = spec.result.safeParse(value);
+    if (!checked.success) {
+      throw new InvalidToolOutputError(`the ${tool} handler returned an invalid result`);
+    }
+    if (tool === "bash") return await renderBash(value as BashResult, context);
+    return {
+      content: [{ type: "text", text: renderTyped(tool, value) }],
+      structured_content: value as Record<string, unknown>,
+    };
+  }
+  // A custom tool's own object: structured, and readable as JSON.
+  return {
+    content: [{ type: "text", text: JSON.stringify(value) }],
+    structured_content: value as Record<string, unknown>,
+  };
+}
+
+function checkBlocks(blocks: unknown[]): ContentBlock[] {
+  for (const block of blocks) {
+    if (!ContentBlockSchema.safeParse(block).success) {
+      throw new InvalidToolOutputError("a returned content block does not match the contract");
+    }
+  }
+  return blocks as ContentBlock[];
+}
+
+function renderTyped(tool: string, value: unknown): string {
+  switch (tool) {
+    case "read":
+      return (value as ReadResult).content;
+    case "write": {
+      const r = value as WriteResult;
+      return `${r.created ? "Created" : "Wrote"} ${r.path} (${r.bytes_written} bytes)`;
+    }
+    case "edit": {
+      const r = value as EditResult;
+      return `Replaced ${r.replacements} occurrence${r.replacements === 1 ? "" : "s"} in ${r.path}`;
+    }
+    case "glob": {
+      const r = value as GlobResult;
+      return r.files.join("\n") + (r.truncated ? "\n(more files matched)" : "");
+    }
+    case "grep": {
+      const r = value as GrepResult;
+      return r.matches.map((m) => `${m.path}:${m.line}:${m.text}`).join("\n") +
+        (r.truncated ? "\n(more matches)" : "");
+    }
+    default:
+      return JSON.stringify(value);
+  }
+}
+
+function bashText(result: BashResult, note?: string): string {
+  const parts: string[] = [];
+  if (result.stdout) parts.push(result.stdout);
+  if (result.stderr) parts.push(`[stderr]\n${result.stderr}`);
+  if (result.exit_code !== 0) parts.push(`[exit code ${result.exit_code}]`);
+  if (note) parts.push(note);
+  return parts.join("\n");
+}
+
+async function renderBash(result: BashResult, context: RenderContext): Promise<RenderedResult> {
+  const limit = context.inlineBytes ?? INLINE_RESULT_BYTES;
+  const outBytes = utf8Length(result.stdout);
+  const errBytes = utf8Length(result.stderr);
+  if (outBytes + errBytes <= limit && !result.truncated) {
+    return {
+      content: [{ type: "text", text: bashText(result) }],
+      structured_content: { ...result },
+    };
+  }
+  // Split the budget between the streams; a stream that needs less leaves the rest to the other.
+  let outBudget = Math.floor(limit / 2);
+  let errBudget = limit - outBudget;
+  if (errBytes < errBudget) outBudget += errBudget - errBytes;
+  else if (outBytes < outBudget) errBudget += outBudget - outBytes;
+  const stdout = previewText(result.stdout, outBudget);
+  const stderr = previewText(result.stderr, errBudget);
+  const artifacts: Artifact[] = [];
+  if (context.upload) {
+    try {
+      // Uploaded first, so the result can reference them.
+      if (outBytes > 0) {
+        artifacts.push(
+          await context.upload({ name: `${context.toolCallId}.stdout.txt`, data: result.stdout }),
+        );
+      }
+      if (errBytes > 0) {
+        artifacts.push(
+          await context.upload({ name: `${context.toolCallId}.stderr.txt`, data: result.stderr }),
+        );
+      }
+    } catch (error) {
+      context.onUploadFailed?.(error);
+    }
+  }
+  const omitted = stdout.omittedBytes + stderr.omittedBytes;
+  const where = artifacts.length
+    ? `full output in artifact${artifacts.length > 1 ? "s" : ""} ${
+      artifacts.map((a) => a.name ?? a.artifact_id).join(", ")
+    }`
+    : "full output not uploaded";
+  const note = `[output truncated: ${omitted} bytes omitted; ${where}]`;
+  const preview: BashResult = {
+    stdout: stdout.text,
+    stderr: stderr.text,
+    exit_code: result.exit_code,
+    truncated: true,
+  };
+  const blocks: ArtifactBlock[] = artifacts.map((a) => ({ type: "artifact", ...a }));
+  const rendered: RenderedResult = {
+    content: [{ type: "text", text: bashText(preview, note) }, ...blocks],
+    structured_content: { ...preview },
+  };
+  if (artifacts.length) rendered.artifacts = artifacts;
+  return rendered;
+}
