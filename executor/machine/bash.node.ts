@@ -1,0 +1,114 @@
+/**
+ * The `bash` tool: a command line run with `bash -c` (`sh -c` where bash is missing) in its own
+ * process group inside the session workdir. Cancel and timeout end the whole group (SIGTERM,
+ * then SIGKILL after the grace period); output streams to `onOutput` as it arrives.
+ */
+import { existsSync } from "node:fs";
+import type { BashInput, BashResult } from "../../protocol/generated/contract.ts";
+import { exitCodeOf, spawnGroup, terminateGroup } from "./process-group.node.ts";
+import type { Workdir } from "./workdir.node.ts";
+
+/** Output kept per stream before the middle is dropped (the executor previews and uploads it). */
+const MAX_KEPT_CHARS = 32 * 1024 * 1024;
+
+/** Options of {@linkcode runBash}. */
+export interface RunBashOptions {
+  workdir: Workdir;
+  /** Aborting ends the process group; `runBash` then rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /** Time between SIGTERM and SIGKILL. Default 2 s. */
+  graceMs?: number;
+  /** Receives output as it arrives, decoded as UTF-8 on character boundaries. */
+  onOutput?: (stream: "stdout" | "stderr", text: string) => void;
+  /** Environment added to every command (the input's `env` goes on top). */
+  env?: Record<string, string>;
+}
+
+/** The command ran past its `timeout_ms` and its process group was ended. */
+export class BashTimeoutError extends Error {
+  /** What the command printed before it was ended. */
+  readonly partial: BashResult;
+  constructor(timeoutMs: number, partial: BashResult) {
+    super(`command timed out after ${timeoutMs} ms`);
+    this.name = "BashTimeoutError";
+    this.partial = partial;
+  }
+}
+
+const SHELL = existsSync("/bin/bash") ? "/bin/bash" : "/bin/sh";
+
+/** Runs one `bash` tool call. */
+export async function runBash(input: BashInput, options: RunBashOptions): Promise<BashResult> {
+  const cwd = await options.workdir.resolve(input.cwd ?? ".");
+  options.signal?.throwIfAborted();
+  const child = spawnGroup([SHELL, "-c", input.command], {
+    cwd,
+    env: { ...options.env, ...input.env },
+  });
+  const out = new StreamText("stdout", options.onOutput);
+  const err = new StreamText("stderr", options.onOutput);
+  child.stdout!.on("data", (chunk: Uint8Array) => out.push(chunk));
+  child.stderr!.on("data", (chunk: Uint8Array) => err.push(chunk));
+  let ending: "aborted" | "timed_out" | undefined;
+  const end = (why: "aborted" | "timed_out") => {
+    if (ending) return;
+    ending = why;
+    void terminateGroup(child, options.graceMs ?? 2_000);
+  };
+  const onAbort = () => end("aborted");
+  options.signal?.addEventListener("abort", onAbort, { once: true });
+  const timer = input.timeout_ms ? setTimeout(() => end("timed_out"), input.timeout_ms) : undefined;
+  try {
+    const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>(
+      (resolve, reject) => {
+        child.once("error", reject);
+        // "close" waits for the pipes too, so no output is lost.
+        child.once("close", (code, signal) => resolve([code, signal]));
+      },
+    );
+    const result: BashResult = {
+      stdout: out.finish(),
+      stderr: err.finish(),
+      exit_code: exitCodeOf(code, signal),
+      ...(out.dropped || err.dropped ? { truncated: true } : {}),
+    };
+    if (ending === "aborted") throw options.signal!.reason;
+    if (ending === "timed_out") throw new BashTimeoutError(input.timeout_ms!, result);
+    return result;
+  } finally {
+    clearTimeout(timer);
+    options.signal?.removeEventListener("abort", onAbort);
+  }
+}
+
+/** One output stream: decoded incrementally, forwarded, and kept (head and tail past the cap). */
+class StreamText {
+  readonly #decoder = new TextDecoder();
+  #head = "";
+  #tail = "";
+  dropped = false;
+  constructor(
+    readonly stream: "stdout" | "stderr",
+    readonly onOutput: RunBashOptions["onOutput"],
+  ) {}
+  push(chunk: Uint8Array): void {
+    this.#keep(this.#decoder.decode(chunk, { stream: true }));
+  }
+  finish(): string {
+    this.#keep(this.#decoder.decode());
+    return this.dropped ? `${this.#head}\n[... output dropped ...]\n${this.#tail}` : this.#head;
+  }
+  #keep(text: string): void {
+    if (!text) return;
+    this.onOutput?.(this.stream, text);
+    if (!this.dropped && this.#head.length + text.length <= MAX_KEPT_CHARS) {
+      this.#head += text;
+      return;
+    }
+    this.dropped = true;
+    this.#tail = (this.#tail + text).slice(-MAX_KEPT_CHARS / 2);
+    if (this.#head.length > MAX_KEPT_CHARS / 2) {
+      this.#head = this.#head.slice(0, MAX_KEPT_CHARS / 2);
+    }
+  }
+}
