@@ -1,0 +1,165 @@
+/**
+ * The harness's HTTP side as a hono app (http.md): the self-hosted token endpoints, artifact
+ * uploads and the WebSocket connect endpoint. Web-standard `Request` in, `Response` out, so it
+ * mounts in any server.
+ */
+import { Hono } from "hono";
+import type { ArtifactStore } from "./artifacts.ts";
+import { type Authenticate, bearerToken, type Principal } from "./principal.ts";
+import type { TokenIssuer } from "./token-endpoint.ts";
+import type { WebSocketLike } from "../transport/websocket.ts";
+import type { Logger } from "../protocol/logger.ts";
+
+/**
+ * Upgrades a request to a WebSocket on runtimes whose servers do it natively (Deno's
+ * `Deno.upgradeWebSocket`, a Workers `WebSocketPair`): returns the server socket and the
+ * 101 response, which must carry `sec-websocket-protocol: <protocol>`.
+ */
+export type WebSocketUpgrader = (
+  request: Request,
+  protocol: string,
+) => { socket: WebSocketLike; response: Response };
+
+/** Options of {@linkcode Harness.fetch}. */
+export interface FetchOptions {
+  /** How to upgrade a connect request on this runtime; without it a connect request gets 426. */
+  upgrade?: WebSocketUpgrader;
+}
+
+/** The paths that accept a WebSocket upgrade. */
+export const CONNECT_PATHS: readonly string[] = ["/", "/v1/executors/connect"];
+
+/** What the app needs from the harness (internal). */
+export interface HarnessAppDeps {
+  readonly tokens: TokenIssuer | undefined;
+  readonly authenticate: Authenticate | undefined;
+  readonly artifacts: ArtifactStore;
+  readonly maxArtifactBytes: number;
+  readonly logger: Logger;
+  /** Handles a WebSocket connect request. */
+  connect(request: Request, options: FetchOptions): Promise<Response>;
+}
+
+type Env = { Bindings: FetchOptions };
+
+const json = (status: number, body: unknown): Response =>
+  new Response(JSON.stringify(body), {
+    status,
+    headers: { "content-type": "application/json" },
+  });
+
+/** Builds the harness's hono app. */
+export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
+  const app = new Hono<Env>();
+
+  const exchange = async (
+    scope: "environment" | "machine",
+    owner: string,
+    request: Request,
+  ): Promise<Response> => {
+    if (!deps.tokens) return json(404, { error: "not_found" });
+    const secret = bearerHeader(request.headers);
+    if (!secret || !owner) return json(401, { error: "invalid_credential" });
+    const issued = await deps.tokens.exchange(scope, owner, secret, new URL(request.url));
+    if (!issued) {
+      deps.logger.info("token exchange refused", { scope, owner });
+      return json(401, { error: "invalid_credential" });
+    }
+    return json(200, issued);
+  };
+
+  app.post(
+    "/v1/machines/:machine_id/token",
+    (c) => exchange("machine", c.req.param("machine_id"), c.req.raw),
+  );
+  app.post(
+    "/v1/environments/:environment_id/token",
+    (c) => exchange("environment", c.req.param("environment_id"), c.req.raw),
+  );
+  app.post("/v1/executors/token", async (c) => {
+    if (!deps.tokens) return json(404, { error: "not_found" });
+    let body: unknown;
+    try {
+      body = await c.req.raw.json();
+    } catch {
+      return json(400, { error: "bad_request" });
+    }
+    const environmentId = (body as { environment_id?: unknown } | null)?.environment_id;
+    if (typeof environmentId !== "string" || environmentId === "") {
+      return json(400, { error: "bad_request" });
+    }
+    return exchange("environment", environmentId, c.req.raw);
+  });
+
+  const upload = async (request: Request, environmentId: string | undefined) => {
+    let principal: Principal = {};
+    if (deps.authenticate) {
+      const url = new URL(request.url);
+      try {
+        principal = await deps.authenticate({
+          kind: "artifact",
+          token: bearerToken(request.headers, url),
+          url,
+          headers: request.headers,
+          protocols: [],
+        });
+      } catch {
+        return json(401, { error: "unauthorized" });
+      }
+    }
+    if (
+      environmentId !== undefined && principal.environmentId !== undefined &&
+      principal.environmentId !== environmentId
+    ) {
+      return json(403, { error: "forbidden" });
+    }
+    const declared = Number(request.headers.get("content-length") ?? "0");
+    if (declared > deps.maxArtifactBytes) return json(413, { error: "too_large" });
+    const bytes = new Uint8Array(await request.arrayBuffer());
+    if (bytes.byteLength > deps.maxArtifactBytes) return json(413, { error: "too_large" });
+    let name: string | undefined;
+    const rawName = request.headers.get("x-artifact-name");
+    if (rawName !== null) {
+      try {
+        name = decodeURIComponent(rawName);
+      } catch {
+        return json(400, { error: "bad_request" });
+      }
+    }
+    const mimeType = request.headers.get("content-type") ?? undefined;
+    const artifact = await deps.artifacts.put({
+      bytes,
+      ...(name !== undefined ? { name } : {}),
+      ...(mimeType !== undefined ? { mimeType } : {}),
+      ...(environmentId !== undefined
+        ? { environmentId }
+        : principal.environmentId !== undefined
+        ? { environmentId: principal.environmentId }
+        : {}),
+    });
+    return json(201, artifact);
+  };
+
+  app.post(
+    "/v1/environments/:environment_id/artifacts",
+    (c) => upload(c.req.raw, c.req.param("environment_id")),
+  );
+  app.post("/v1/executors/artifacts", (c) => upload(c.req.raw, undefined));
+
+  for (const path of CONNECT_PATHS) {
+    app.get(path, (c) => deps.connect(c.req.raw, c.env ?? {}));
+  }
+
+  app.notFound(() => json(404, { error: "not_found" }));
+  app.onError((error) => {
+    deps.logger.error("HTTP handler failed", { error: String(error) });
+    return json(500, { error: "internal_error" });
+  });
+  return app;
+}
+
+/** The bearer token of the `authorization` header only (token exchange takes no query token). */
+function bearerHeader(headers: Headers): string | undefined {
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(headers.get("authorization") ?? "");
+  return match ? match[1] : undefined;
+}

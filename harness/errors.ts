@@ -1,0 +1,153 @@
+/**
+ * Local failures of the harness end. None of them crossed the wire: wire errors are the
+ * contract's generated {@linkcode ProtocolError} subclasses (a `session.assign` refused with
+ * -32009 rejects with `ResourceExhaustedError`, and so on).
+ */
+import { LocalError } from "../protocol/errors.ts";
+
+/** Why the outcome of a tool call can no longer be known. */
+export type ToolOutcomeUnknownReason =
+  | "lease_expired"
+  | "executor_closed"
+  | "session_ended"
+  | "session_lost"
+  | "dispatch_failed"
+  | "harness_closed";
+
+/**
+ * The tool call may or may not have run, and its result will never arrive: the executor's lease
+ * expired, the executor closed for good, or the session ended before a `tool.result` came.
+ */
+export class ToolOutcomeUnknownError extends LocalError {
+  /** The call. */
+  readonly toolCallId: string;
+  /** The call's session. */
+  readonly sessionId: string;
+  /** Why the result will not come. */
+  readonly reason: ToolOutcomeUnknownReason;
+  constructor(
+    toolCallId: string,
+    sessionId: string,
+    reason: ToolOutcomeUnknownReason,
+    options?: { cause?: unknown },
+  ) {
+    super(`outcome of tool call ${toolCallId} is unknown (${reason})`, options);
+    this.name = "ToolOutcomeUnknownError";
+    this.toolCallId = toolCallId;
+    this.sessionId = sessionId;
+    this.reason = reason;
+  }
+}
+
+/** Why a session could not be assigned, decided on this side before anything was sent. */
+export type SessionRefusedReason = "draining" | "executor_unavailable" | "session_exists";
+
+/** `assignSession` refused locally: the executor is draining or gone, or the id is taken. */
+export class SessionRefusedError extends LocalError {
+  readonly sessionId: string;
+  readonly reason: SessionRefusedReason;
+  constructor(sessionId: string, reason: SessionRefusedReason) {
+    super(`session ${sessionId} refused (${reason})`);
+    this.name = "SessionRefusedError";
+    this.sessionId = sessionId;
+    this.reason = reason;
+  }
+}
+
+/** The session has ended; nothing more can be sent for it. */
+export class SessionEndedError extends LocalError {
+  readonly sessionId: string;
+  /** Why it ended (`stopped`, `lease_expired`, the executor's `session.ended` reason, ...). */
+  readonly reason: string;
+  constructor(sessionId: string, reason: string) {
+    super(`session ${sessionId} has ended (${reason})`);
+    this.name = "SessionEndedError";
+    this.sessionId = sessionId;
+    this.reason = reason;
+  }
+}
+
+/** Why an executor cannot be reached. */
+export type ExecutorUnavailableReason = "disconnected" | "gone";
+
+/**
+ * The executor is not connected right now (`disconnected`: it may still resume within its
+ * lease) or is gone for good (`gone`: lease expired, replaced without resume, or closed).
+ */
+export class ExecutorUnavailableError extends LocalError {
+  readonly executorId: string;
+  readonly reason: ExecutorUnavailableReason;
+  constructor(executorId: string, reason: ExecutorUnavailableReason) {
+    super(`executor ${executorId} is ${reason === "gone" ? "gone" : "not connected"}`);
+    this.name = "ExecutorUnavailableError";
+    this.executorId = executorId;
+    this.reason = reason;
+  }
+}
+
+/** `serve()` / `serveUnix()` was called on a harness built without a server factory. */
+export class NoServerFactoryError extends LocalError {
+  constructor() {
+    super(
+      "this Harness has no server factory: pass `server` (e.g. serveWebSocket from " +
+        "transport/node.ts) or import Harness from harness/node.ts",
+    );
+    this.name = "NoServerFactoryError";
+  }
+}
+
+/** `serve()` on TCP without `authenticate` and without the explicit `insecureNoAuth` opt-out. */
+export class InsecureServeError extends LocalError {
+  constructor() {
+    super(
+      "refusing to serve TCP without authenticate: pass authenticate (or tokens), or set " +
+        "insecureNoAuth: true for a trusted network",
+    );
+    this.name = "InsecureServeError";
+  }
+}
+
+/** `accept()` refused a transport: `authenticate` rejected its request. */
+export class ConnectRefusedError extends LocalError {
+  constructor(options?: { cause?: unknown }) {
+    super("connection refused: authentication failed", options);
+    this.name = "ConnectRefusedError";
+  }
+}
+
+/** The harness was closed; waiting operations end with this. */
+export class HarnessClosedError extends LocalError {
+  constructor() {
+    super("the harness is closed");
+    this.name = "HarnessClosedError";
+  }
+}
+
+/** The MCP channel is closed: nothing more can be sent on it. */
+export class McpChannelClosedError extends LocalError {
+  readonly channelId: string;
+  constructor(channelId: string, reason: string) {
+    super(`MCP channel ${channelId} is closed${reason ? ` (${reason})` : ""}`);
+    this.name = "McpChannelClosedError";
+    this.channelId = channelId;
+  }
+}
+
+/** Why a token was rejected; never carries the token itself. */
+export type TokenRejectedReason =
+  | "malformed"
+  | "algorithm"
+  | "signature"
+  | "expired"
+  | "issuer"
+  | "claims";
+
+/** A JWT failed verification. The message names the reason only, never the token. */
+export class TokenRejectedError extends LocalError {
+  readonly reason: TokenRejectedReason;
+  constructor(reason: TokenRejectedReason) {
+    super(`token rejected (${reason})`);
+    this.name = "TokenRejectedError";
+    this.reason = reason;
+  }
+}

@@ -1,0 +1,482 @@
+/**
+ * One executor as the harness holds it: stable across reconnects within its lease, gone when
+ * the lease expires or it closes for good. Sessions are assigned through it, and the
+ * capability requests (`fs.mount`, `process.*`, ...) are sent through it.
+ */
+import type { CallOptions } from "../protocol/peer.ts";
+import type {
+  Capabilities,
+  ExecutorDrainParams,
+  ExecutorDrainResult,
+  ExecutorHeartbeatResult,
+  ExecutorInfo,
+  ExecutorRegisterParams,
+  FsMountResult,
+  FsUnmountResult,
+  FsView,
+  HarnessNotificationMethod,
+  HarnessRequestMethod,
+  NotificationMap,
+  ProtocolVersion,
+  RequestMap,
+  SessionAssignParams,
+} from "../protocol/generated/contract.ts";
+import { CloseCode } from "../protocol/generated/errors.ts";
+import { ConnectionClosedError, LocalError, ProtocolError } from "../protocol/errors.ts";
+import { afterReply, type HarnessContext } from "./context.ts";
+import type { ExecutorConnection } from "./connection.ts";
+import {
+  ExecutorUnavailableError,
+  SessionRefusedError,
+  ToolOutcomeUnknownError,
+  type ToolOutcomeUnknownReason,
+} from "./errors.ts";
+import { Lease } from "./lease.ts";
+import { McpChannel, mcpChannelControl } from "./mcp-channel.ts";
+import type { Principal } from "./principal.ts";
+import { Session, sessionControl, type SessionHost } from "./session.ts";
+import type { ToolCallEntry } from "./tool-call-ledger.ts";
+
+/** Why an executor is gone. */
+export type ExecutorGoneReason = "lease_expired" | "closed" | "harness_closed";
+
+/** How an executor ended. */
+export interface ExecutorEnd {
+  readonly reason: ExecutorGoneReason;
+}
+
+/** Options of {@linkcode ExecutorHandle.mount}. */
+export interface MountOptions {
+  /** The bma-file service URL. Default: the harness's `fileServiceUrl`. */
+  serviceUrl?: string;
+  /** Aborts the request. */
+  signal?: AbortSignal;
+}
+
+/** The harness-internal controls of an executor. */
+export interface ExecutorControl {
+  /** Binds a newly registered connection; returns the ids of the sessions it reattached. */
+  attach(connection: ExecutorConnection, params: ExecutorRegisterParams): string[];
+  /** The connection ended; `forGood` when the executor sent `executor.close` first. */
+  detach(connection: ExecutorConnection, forGood: boolean): void;
+  /** Renews the lease for a heartbeat. */
+  heartbeat(): ExecutorHeartbeatResult;
+  /** Replaces the advertised capabilities (`executor.capabilities.update`). */
+  updateCapabilities(capabilities: Capabilities): void;
+  /** A session of this executor, if live. */
+  session(id: string): Session | undefined;
+  /** An open MCP channel of this executor. */
+  channel(id: string): McpChannel | undefined;
+  /** Forgets a channel. */
+  dropChannel(id: string): void;
+  /** Ends the executor for good. */
+  release(reason: ExecutorGoneReason): void;
+}
+
+const controls = new WeakMap<ExecutorHandle, ExecutorControl>();
+
+/** The internal controls of an executor (for the harness's own modules). */
+export function executorControl(executor: ExecutorHandle): ExecutorControl {
+  return controls.get(executor)!;
+}
+
+/** An executor registered with the harness. */
+export class ExecutorHandle {
+  /** The executor id (`exec_<machine_id>` for a machine credential). */
+  readonly id: string;
+  /** Settles when the executor is gone for good. */
+  readonly closed: Promise<ExecutorEnd>;
+
+  readonly #ctx: HarnessContext;
+  readonly #principal: Principal;
+  readonly #lease: Lease;
+  readonly #sessions = new Map<string, Session>();
+  readonly #channels = new Map<string, McpChannel>();
+  readonly #host: SessionHost;
+  #connection: ExecutorConnection | undefined;
+  #register!: ExecutorRegisterParams;
+  #capabilities: Capabilities = {};
+  #draining = false;
+  #gone: ExecutorGoneReason | undefined;
+  #resolveClosed!: (end: ExecutorEnd) => void;
+
+  /** Internal: executors are created by the harness when they register. */
+  constructor(id: string, principal: Principal, ctx: HarnessContext) {
+    this.id = id;
+    this.#principal = principal;
+    this.#ctx = ctx;
+    this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
+    this.#lease = new Lease(ctx.clock, ctx.heartbeatIntervalMs, () => this.#expire());
+    const capabilities = () => this.#capabilities;
+    this.#host = {
+      get capabilities() {
+        return capabilities();
+      },
+      dispatch: (entry) => this.#dispatch(entry),
+      request: (method, params, options) => this.request(method, params, options),
+      openMcp: (session, server) => this.#openMcp(session, server),
+    };
+    controls.set(this, {
+      attach: (connection, params) => this.#attach(connection, params),
+      detach: (connection, forGood) => this.#detach(connection, forGood),
+      heartbeat: () => {
+        const at = this.#lease.renew();
+        return { drain: this.#draining, lease_expires_at: new Date(at).toISOString() };
+      },
+      updateCapabilities: (capabilities) => {
+        this.#capabilities = capabilities;
+        if (this.#connection) this.#connection.peer.capabilities = capabilities;
+      },
+      session: (id) => this.#sessions.get(id),
+      channel: (id) => this.#channels.get(id),
+      dropChannel: (id) => this.#channels.delete(id),
+      release: (reason) => this.#release(reason),
+    });
+  }
+
+  /** The negotiated protocol version of the current (or last) connection. */
+  get protocol(): ProtocolVersion {
+    return this.#register.protocol;
+  }
+
+  /** What the executor is (name, os, arch, version). */
+  get info(): ExecutorInfo {
+    return this.#register.executor;
+  }
+
+  /** The capabilities it advertises (latest `executor.register` or `executor.capabilities.update`). */
+  get capabilities(): Capabilities {
+    return this.#capabilities;
+  }
+
+  /** Its environment id; `""` for a machine-scoped executor. */
+  get environmentId(): string {
+    return this.#register.environment_id;
+  }
+
+  /** Its machine id, when it sent one. */
+  get machineId(): string | undefined {
+    return this.#register.machine_id ?? this.#principal.machineId;
+  }
+
+  /** Most sessions it accepts at once, when it said. */
+  get maxSessions(): number | undefined {
+    return this.#register.max_sessions;
+  }
+
+  /** What `authenticate` established about its credential. */
+  get principal(): Principal {
+    return this.#principal;
+  }
+
+  /** Whether a registered connection is open right now. */
+  get connected(): boolean {
+    return this.#connection !== undefined;
+  }
+
+  /** Whether it was asked to drain (no new sessions). */
+  get draining(): boolean {
+    return this.#draining;
+  }
+
+  /** Whether it is gone for good. */
+  get gone(): boolean {
+    return this.#gone !== undefined;
+  }
+
+  /** When the lease expires without a further heartbeat (ms since the epoch). */
+  get leaseExpiresAt(): number | undefined {
+    return this.#lease.expiresAt;
+  }
+
+  /** Its live sessions, by id. */
+  get sessions(): ReadonlyMap<string, Session> {
+    return this.#sessions;
+  }
+
+  /**
+   * Assigns a session (`session.assign`). `metadata.source` defaults to `"harness"` (a
+   * long-lived session; any other source is one-shot). A refusal by the executor rejects with
+   * its typed error (-32009 `ResourceExhaustedError`, -32012 `CapabilityMissingError`,
+   * -32004 `UnavailableError`); a local refusal with `SessionRefusedError`.
+   */
+  async assignSession(
+    params: SessionAssignParams,
+    options: CallOptions = {},
+  ): Promise<Session> {
+    const id = params.session_id;
+    if (this.#gone || !this.#connection) throw new SessionRefusedError(id, "executor_unavailable");
+    if (this.#draining) throw new SessionRefusedError(id, "draining");
+    const assign: SessionAssignParams = {
+      ...params,
+      metadata: { source: "harness", ...params.metadata },
+    };
+    const existing = this.#ctx.sessions.get(id);
+    if (existing && existing.executor !== this) throw new SessionRefusedError(id, "session_exists");
+    if (existing) {
+      // A repeat for a session the executor holds is accepted again (retry after a reconnect).
+      await this.request("session.assign", assign, options);
+      return existing;
+    }
+    const session = new Session(this, assign, this.#host, this.#ctx);
+    // Registered before the request: session.ready may arrive right behind the ack.
+    this.#sessions.set(id, session);
+    this.#ctx.sessions.set(id, session);
+    session.ended.then(() => {
+      if (this.#sessions.get(id) === session) this.#sessions.delete(id);
+    });
+    try {
+      await this.request("session.assign", assign, options);
+    } catch (error) {
+      sessionControl(session).end("refused", "session_ended");
+      throw error;
+    }
+    sessionControl(session).markAssigned();
+    return session;
+  }
+
+  /**
+   * Mounts bma-file views for a session (`fs.mount`, capability `fs.fuse`). Idempotent by
+   * (session, view): the same views with new tokens renew the tokens (`renewed`), a changed
+   * path or readonly remounts (`remounted`).
+   */
+  mount(
+    session: Session | string,
+    views: FsView[],
+    options: MountOptions = {},
+  ): Promise<FsMountResult> {
+    const serviceUrl = options.serviceUrl ?? this.#ctx.fileServiceUrl;
+    if (serviceUrl === undefined) {
+      return Promise.reject(
+        new LocalError("fs.mount needs a service URL: pass serviceUrl or set fileServiceUrl"),
+      );
+    }
+    return this.request("fs.mount", {
+      session_id: typeof session === "string" ? session : session.id,
+      service_url: serviceUrl,
+      views,
+    }, { signal: options.signal });
+  }
+
+  /** Unmounts every view of a session (`fs.unmount`); `"unmounted"` also when nothing was mounted. */
+  unmount(
+    session: Session | string,
+    options: { flush?: boolean; signal?: AbortSignal } = {},
+  ): Promise<FsUnmountResult> {
+    return this.request("fs.unmount", {
+      session_id: typeof session === "string" ? session : session.id,
+      ...(options.flush !== undefined ? { flush: options.flush } : {}),
+    }, { signal: options.signal });
+  }
+
+  /**
+   * Asks the executor to drain (`executor.drain`): it takes no new sessions and finishes
+   * current work. Later heartbeats answer `drain: true` as well.
+   */
+  drain(params: ExecutorDrainParams = {}, options: CallOptions = {}): Promise<ExecutorDrainResult> {
+    this.#draining = true;
+    return this.request("executor.drain", params, options);
+  }
+
+  /**
+   * Sends a harness request to the executor, typed by the contract (`process.start`,
+   * `terminal.open`, `skill.install`, ...). Rejects with `CapabilityNotAdvertisedError` for a
+   * capability it did not advertise, `ExecutorUnavailableError` while it is not connected.
+   */
+  request<M extends HarnessRequestMethod>(
+    method: M,
+    params: RequestMap[M]["params"],
+    options: CallOptions = {},
+  ): Promise<RequestMap[M]["result"]> {
+    const connection = this.#connection;
+    if (!connection) {
+      return Promise.reject(
+        new ExecutorUnavailableError(this.id, this.#gone ? "gone" : "disconnected"),
+      );
+    }
+    return connection.peer.call(method, params, this.#withTimeout(options));
+  }
+
+  /** Sends a harness notification (`executor.close`, `mcp.message`). */
+  notify<M extends HarnessNotificationMethod>(method: M, params: NotificationMap[M]): void {
+    const connection = this.#connection;
+    if (!connection) {
+      throw new ExecutorUnavailableError(this.id, this.#gone ? "gone" : "disconnected");
+    }
+    connection.peer.notify(method, params);
+  }
+
+  /**
+   * Closes the executor for good: `executor.close`, then close code 1000. Its sessions end and
+   * pending tool calls fail with `ToolOutcomeUnknownError`.
+   */
+  async close(reason = "closed"): Promise<void> {
+    const connection = this.#connection;
+    this.#release("closed");
+    if (connection) {
+      try {
+        connection.peer.notify("executor.close", { reason });
+      } catch {
+        // Already closed: nothing to tell.
+      }
+      await connection.peer.close(CloseCode.NORMAL, reason);
+    }
+  }
+
+  #withTimeout(options: CallOptions): CallOptions {
+    const timeoutMs = this.#ctx.requestTimeoutMs;
+    return timeoutMs === undefined || options.timeoutMs !== undefined
+      ? options
+      : { ...options, timeoutMs };
+  }
+
+  #attach(connection: ExecutorConnection, params: ExecutorRegisterParams): string[] {
+    const previous = this.#connection;
+    this.#connection = connection;
+    this.#register = params;
+    this.#capabilities = params.capabilities;
+    connection.peer.capabilities = params.capabilities;
+    if (previous && previous !== connection) {
+      this.#ctx.logger.info("executor replaced by a new registration", { executor_id: this.id });
+      previous.replaced();
+    }
+    const wanted = params.resume?.executor_id === this.id
+      ? new Set(params.resume.active_sessions)
+      : new Set<string>();
+    const resumed: string[] = [];
+    for (const session of [...this.#sessions.values()]) {
+      if (wanted.has(session.id)) resumed.push(session.id);
+      else sessionControl(session).end("lost", "session_lost");
+    }
+    this.#lease.renew();
+    // Calls that could not be sent, or whose ack was lost, go out again once the executor has
+    // its register result; it deduplicates them by tool_call_id.
+    afterReply(() => {
+      if (this.#connection !== connection) return;
+      for (const entry of this.#ctx.ledger.pending((e) => e.executorId === this.id)) {
+        const unsent = entry.state === "queued" ||
+          (entry.state === "dispatching" && entry.dispatchedOn !== connection);
+        if (unsent) this.#dispatch(entry);
+      }
+    });
+    return resumed;
+  }
+
+  #detach(connection: ExecutorConnection, forGood: boolean): void {
+    if (this.#connection !== connection) return;
+    this.#connection = undefined;
+    for (const channel of [...this.#channels.values()]) {
+      // The server may live on with the session, but messages in flight are lost: the MCP
+      // client sees the channel end and opens a new one after the executor is back.
+      mcpChannelControl(channel).end("disconnected");
+    }
+    this.#channels.clear();
+    if (forGood) {
+      this.#release("closed");
+      return;
+    }
+    this.#ctx.emit({ type: "disconnected", executor: this });
+  }
+
+  #dispatch(entry: ToolCallEntry): void {
+    const connection = this.#connection;
+    if (!connection || entry.state === "settled") {
+      if (entry.state !== "settled") entry.state = "queued";
+      return;
+    }
+    entry.state = "dispatching";
+    entry.dispatchedOn = connection;
+    connection.peer.call("tool.call", entry.params, this.#withTimeout({})).then(
+      () => {
+        if (entry.state === "dispatching" && entry.dispatchedOn === connection) {
+          entry.state = "dispatched";
+        }
+      },
+      (error) => {
+        // Settled meanwhile, or already sent again on a newer connection: nothing to do.
+        if (entry.state === "settled" || entry.dispatchedOn !== connection) return;
+        if (error instanceof ConnectionClosedError) {
+          // Sent again after the executor reconnects within its lease.
+          entry.state = "queued";
+          return;
+        }
+        // A protocol error means the executor refused the call: it never ran.
+        this.#ctx.ledger.fail(
+          entry,
+          error instanceof ProtocolError
+            ? error
+            : new ToolOutcomeUnknownError(entry.id, entry.sessionId, "dispatch_failed", {
+              cause: error,
+            }),
+        );
+      },
+    );
+  }
+
+  async #openMcp(session: Session, server: string): Promise<McpChannel> {
+    const { channel_id } = await this.request("mcp.open", { session_id: session.id, server });
+    const connection = this.#connection;
+    const channel = new McpChannel(channel_id, server, session.id, {
+      send: (message) => {
+        if (!this.#connection || this.#connection !== connection) {
+          throw new ExecutorUnavailableError(this.id, this.#gone ? "gone" : "disconnected");
+        }
+        this.#connection.peer.notify("mcp.message", { channel_id, message });
+      },
+      close: async (reason) => {
+        this.#channels.delete(channel_id);
+        sessionControl(session).channels.delete(channel_id);
+        if (this.#connection !== connection || !connection) return;
+        try {
+          await connection.peer.call("mcp.close", {
+            channel_id,
+            session_id: session.id,
+            reason,
+          }, this.#withTimeout({}));
+        } catch (error) {
+          this.#ctx.logger.debug("mcp.close failed", { channel_id, error: String(error) });
+        }
+      },
+    });
+    if (session.state === "ended" || !connection) {
+      mcpChannelControl(channel).end(session.state === "ended" ? "session_ended" : "disconnected");
+      return channel;
+    }
+    this.#channels.set(channel_id, channel);
+    sessionControl(session).channels.set(channel_id, channel);
+    channel.closed.then(() => {
+      if (this.#channels.get(channel_id) === channel) this.#channels.delete(channel_id);
+      sessionControl(session).channels.delete(channel_id);
+    });
+    return channel;
+  }
+
+  #expire(): void {
+    this.#ctx.logger.warn("executor lease expired", { executor_id: this.id });
+    const connection = this.#connection;
+    this.#release("lease_expired");
+    connection?.peer.close(CloseCode.LEASE_EXPIRED, "lease expired");
+  }
+
+  #release(reason: ExecutorGoneReason): void {
+    if (this.#gone) return;
+    this.#gone = reason;
+    this.#lease.end();
+    this.#connection = undefined;
+    const toolReason: ToolOutcomeUnknownReason = reason === "closed" ? "executor_closed" : reason;
+    for (const session of [...this.#sessions.values()]) {
+      sessionControl(session).end(reason, toolReason);
+    }
+    for (const entry of this.#ctx.ledger.pending((e) => e.executorId === this.id)) {
+      this.#ctx.ledger.fail(
+        entry,
+        new ToolOutcomeUnknownError(entry.id, entry.sessionId, toolReason),
+      );
+    }
+    for (const channel of [...this.#channels.values()]) mcpChannelControl(channel).end(reason);
+    this.#channels.clear();
+    this.#ctx.forget(this);
+    this.#ctx.emit({ type: "gone", executor: this });
+    this.#resolveClosed({ reason });
+  }
+}

@@ -1,0 +1,523 @@
+/**
+ * The harness end of the protocol: it serves executors (authenticating them before the upgrade),
+ * holds them through reconnects within their lease, and hands out {@linkcode ExecutorHandle}s
+ * to assign sessions and call tools on. Runtime-neutral: the server comes from an injected
+ * factory (`harness/node.ts` supplies the `ws` one), and `fetch` and `accept` take
+ * web-standard requests and any {@linkcode Transport}.
+ */
+import type { Hono } from "hono";
+import { type Clock, systemClock } from "../protocol/clock.ts";
+import { type Logger, redactingLogger, silentLogger } from "../protocol/logger.ts";
+import type { Disposable } from "../protocol/peer.ts";
+import {
+  type ExecutorRegisterParams,
+  type ExecutorRegisterResult,
+  PROTOCOLS,
+  type ProtocolVersion,
+} from "../protocol/generated/contract.ts";
+import {
+  CapabilityMissingError,
+  CloseCode,
+  ForbiddenError,
+  ProtocolMismatchError,
+} from "../protocol/generated/errors.ts";
+import { RequestAbortedError } from "../protocol/errors.ts";
+import { hasCapability } from "../protocol/capabilities.ts";
+import type { Transport } from "../transport/transport.ts";
+import type { RunningServer, UpgradeDecision, WebSocketServe } from "../transport/server.ts";
+import { offeredProtocols } from "../transport/server.ts";
+import { webSocketTransport } from "../transport/websocket.ts";
+import { CONNECT_PATHS, createHarnessApp, type FetchOptions } from "./app.ts";
+import { type ArtifactStore, MemoryArtifactStore } from "./artifacts.ts";
+import { ExecutorConnection } from "./connection.ts";
+import { afterReply, type ExecutorEvent, type HarnessContext } from "./context.ts";
+import {
+  ConnectRefusedError,
+  HarnessClosedError,
+  InsecureServeError,
+  NoServerFactoryError,
+} from "./errors.ts";
+import type { SessionEventSink } from "./event-log.ts";
+import { executorControl, ExecutorHandle } from "./executor-handle.ts";
+import {
+  type Authenticate,
+  bearerToken,
+  type ConnectRequest,
+  expiryOf,
+  type Principal,
+} from "./principal.ts";
+import type { Session } from "./session.ts";
+import { randomId, type TokenEndpointOptions, TokenIssuer } from "./token-endpoint.ts";
+import { ToolCallLedger } from "./tool-call-ledger.ts";
+
+/** The default heartbeat interval handed to executors: 15 s (the lease is twice that). */
+export const DEFAULT_HEARTBEAT_INTERVAL_MS = 15_000;
+/** The default largest artifact upload: 64 MiB. */
+export const DEFAULT_MAX_ARTIFACT_BYTES = 64 * 1024 * 1024;
+
+/** Options of a {@linkcode Harness}. */
+export interface HarnessOptions {
+  /**
+   * Decides on each connection before the upgrade (refusal: HTTP 401, no socket), and verifies
+   * refreshed tokens. Default: verify the JWTs of the self-hosted token endpoint when `tokens`
+   * is set, else none — which only `serveUnix`, `accept` and `insecureNoAuth` allow.
+   */
+  authenticate?: Authenticate;
+  /** Serve TCP without `authenticate`: only on a network you trust completely. */
+  insecureNoAuth?: boolean;
+  /** Runs the self-hosted token endpoint (`POST /v1/.../token`) and verifies its JWTs. */
+  tokens?: TokenEndpointOptions;
+  /** Time and timers for leases, heartbeats and token deadlines. Default: the system clock. */
+  clock?: Clock;
+  /** Where diagnostics go (secret-named fields are redacted). Default: nowhere. */
+  logger?: Logger;
+  /** The heartbeat interval given to executors; two missed heartbeats expire the lease. */
+  heartbeatIntervalMs?: number;
+  /** Frames over this many bytes close the connection with 1009. Default 16 MiB. */
+  maxFrameBytes?: number;
+  /** Timeout of requests the harness sends (session.assign, tool.call acks, ...). Default 60 s. */
+  requestTimeoutMs?: number;
+  /** How long a connection may stay without `executor.register`. Default: two heartbeat intervals. */
+  registerTimeoutMs?: number;
+  /** Requests refused as `not_registered` before the connection is closed with 1008. Default 16. */
+  maxUnregisteredRequests?: number;
+  /** The server factory used by `serve` / `serveUnix` (e.g. `serveWebSocket` of transport/node.ts). */
+  server?: WebSocketServe;
+  /** Stores each accepted durable session event before it is acknowledged. */
+  onSessionEvent?: SessionEventSink;
+  /** Where uploaded artifacts go. Default: in memory. */
+  artifacts?: ArtifactStore;
+  /** Largest artifact upload in bytes. Default 64 MiB. */
+  maxArtifactBytes?: number;
+  /** The default bma-file service URL for `executor.mount`. */
+  fileServiceUrl?: string;
+  /** How many finished tool calls are remembered for idempotent repeats. Default 10,000. */
+  rememberToolCalls?: number;
+}
+
+/** Where to listen with {@linkcode Harness.serve}. */
+export interface ServeOptions {
+  /** Default 127.0.0.1. */
+  hostname?: string;
+  /** Default 0 (a free port). */
+  port?: number;
+}
+
+/** A listening harness server. */
+export interface HarnessServer {
+  /** The WebSocket URL executors connect to (`ws://host:port` or `unix:///path.sock`). */
+  readonly url: string;
+  /** The HTTP base URL (token endpoint, artifacts), or the `unix://` URL of a socket. */
+  readonly httpUrl: string;
+  /** Stops listening and closes its connections with 1001 (executors reconnect elsewhere). */
+  close(): Promise<void>;
+}
+
+/** Options of {@linkcode Harness.waitExecutor}. */
+export interface WaitExecutorOptions {
+  /** Stops waiting (rejects with `RequestAbortedError`). */
+  signal?: AbortSignal;
+  /** Which executor to wait for. Default: any connected executor that is not draining. */
+  filter?: (executor: ExecutorHandle) => boolean;
+}
+
+/** A connect request that passed the checks before the upgrade. */
+interface Admitted {
+  readonly protocol: ProtocolVersion;
+  readonly principal: Principal;
+  readonly url: URL;
+}
+
+/** The harness. */
+export class Harness {
+  /** Where uploaded artifacts are. */
+  readonly artifacts: ArtifactStore;
+
+  readonly #ctx: HarnessContext;
+  readonly #authenticate: Authenticate | undefined;
+  readonly #insecureNoAuth: boolean;
+  readonly #tokens: TokenIssuer | undefined;
+  readonly #serverFactory: WebSocketServe | undefined;
+  readonly #maxFrameBytes: number | undefined;
+  readonly #registerTimeoutMs: number;
+  readonly #maxUnregisteredRequests: number;
+  readonly #app: Hono<{ Bindings: FetchOptions }>;
+  readonly #executors = new Map<string, ExecutorHandle>();
+  readonly #connections = new Set<ExecutorConnection>();
+  readonly #servers = new Set<RunningServer>();
+  readonly #listeners = new Set<(event: ExecutorEvent) => void>();
+  readonly #closeWaiters = new Set<() => void>();
+  #closed = false;
+
+  constructor(options: HarnessOptions = {}) {
+    const clock = options.clock ?? systemClock;
+    const logger = redactingLogger(options.logger ?? silentLogger);
+    const heartbeatIntervalMs = options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS;
+    this.#tokens = options.tokens ? new TokenIssuer(options.tokens, clock) : undefined;
+    const tokens = this.#tokens;
+    this.#authenticate = options.authenticate ??
+      (tokens
+        ? (request: ConnectRequest) => {
+          if (!request.token) throw new ConnectRefusedError();
+          return tokens.verify(request.token);
+        }
+        : undefined);
+    this.#insecureNoAuth = options.insecureNoAuth ?? false;
+    this.#serverFactory = options.server;
+    this.#maxFrameBytes = options.maxFrameBytes;
+    this.#registerTimeoutMs = options.registerTimeoutMs ?? 2 * heartbeatIntervalMs;
+    this.#maxUnregisteredRequests = options.maxUnregisteredRequests ?? 16;
+    this.artifacts = options.artifacts ?? new MemoryArtifactStore();
+    this.#ctx = {
+      clock,
+      logger,
+      ledger: new ToolCallLedger(options.rememberToolCalls),
+      heartbeatIntervalMs,
+      requestTimeoutMs: options.requestTimeoutMs,
+      sessions: new Map<string, Session>(),
+      eventSink: options.onSessionEvent,
+      fileServiceUrl: options.fileServiceUrl,
+      emit: (event) => this.#emit(event),
+      forget: (executor) => {
+        if (this.#executors.get(executor.id) === executor) this.#executors.delete(executor.id);
+      },
+    };
+    this.#app = createHarnessApp({
+      tokens: this.#tokens,
+      authenticate: this.#authenticate,
+      artifacts: this.artifacts,
+      maxArtifactBytes: options.maxArtifactBytes ?? DEFAULT_MAX_ARTIFACT_BYTES,
+      logger,
+      connect: (request, fetchOptions) => this.#connectViaFetch(request, fetchOptions),
+    });
+  }
+
+  /** The executors the harness holds (registered, lease not expired), in registration order. */
+  get executors(): readonly ExecutorHandle[] {
+    return [...this.#executors.values()];
+  }
+
+  /** An executor by id. */
+  executor(id: string): ExecutorHandle | undefined {
+    return this.#executors.get(id);
+  }
+
+  /** Every live session, by id. */
+  get sessions(): ReadonlyMap<string, Session> {
+    return this.#ctx.sessions;
+  }
+
+  /** Calls `listener` on every change of the executors (registered, reconnected, disconnected, gone). */
+  onExecutor(listener: (event: ExecutorEvent) => void): Disposable {
+    this.#listeners.add(listener);
+    return { dispose: () => this.#listeners.delete(listener) };
+  }
+
+  /**
+   * Resolves with an executor matching `filter` (default: connected and not draining): one the
+   * harness already holds, else the next to register.
+   */
+  waitExecutor(options: WaitExecutorOptions = {}): Promise<ExecutorHandle> {
+    const filter = options.filter ?? ((e: ExecutorHandle) => e.connected && !e.draining);
+    const signal = options.signal;
+    return new Promise((resolve, reject) => {
+      if (this.#closed) return reject(new HarnessClosedError());
+      if (signal?.aborted) return reject(new RequestAbortedError("waitExecutor", signal.reason));
+      for (const executor of this.#executors.values()) {
+        if (filter(executor)) return resolve(executor);
+      }
+      const done = () => {
+        this.#listeners.delete(listener);
+        this.#closeWaiters.delete(onClose);
+        signal?.removeEventListener("abort", onAbort);
+      };
+      const listener = (event: ExecutorEvent) => {
+        const arrived = event.type === "registered" || event.type === "reconnected";
+        if (arrived && filter(event.executor)) {
+          done();
+          resolve(event.executor);
+        }
+      };
+      const onAbort = () => {
+        done();
+        reject(new RequestAbortedError("waitExecutor", signal!.reason));
+      };
+      const onClose = () => {
+        done();
+        reject(new HarnessClosedError());
+      };
+      this.#listeners.add(listener);
+      this.#closeWaiters.add(onClose);
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
+  /**
+   * Listens on TCP for executors (WebSocket) and HTTP (token endpoint, artifacts). Needs a
+   * server factory, and `authenticate` (or `tokens`) unless `insecureNoAuth` is set.
+   */
+  serve(options: ServeOptions = {}): Promise<HarnessServer> {
+    if (!this.#authenticate && !this.#insecureNoAuth) {
+      return Promise.reject(new InsecureServeError());
+    }
+    return this.#listen({ hostname: options.hostname ?? "127.0.0.1", port: options.port ?? 0 });
+  }
+
+  /** Listens on a Unix socket (or Windows named pipe) path. */
+  serveUnix(path: string): Promise<HarnessServer> {
+    return this.#listen({ path });
+  }
+
+  /**
+   * Decides on a WebSocket upgrade, for custom server adapters: checks the path, picks the
+   * subprotocol (`bma.executor.v1.1` preferred; neither offered: 400) and authenticates
+   * (refused: 401), all before any socket exists.
+   */
+  async upgrade(request: Request, protocols: string[]): Promise<UpgradeDecision> {
+    const admitted = await this.#admit(request, protocols);
+    if (admitted instanceof Response) return { accept: false, response: admitted };
+    return {
+      accept: true,
+      protocol: admitted.protocol,
+      onOpen: (transport) => this.#open(transport, admitted),
+    };
+  }
+
+  /**
+   * The web-standard handler: token endpoints, artifact uploads and (with `options.upgrade`)
+   * the WebSocket connect endpoint. Mount it in any server.
+   */
+  fetch(request: Request, options: FetchOptions = {}): Promise<Response> {
+    return Promise.resolve(this.#app.fetch(request, options));
+  }
+
+  /**
+   * Serves an executor on an already open transport (in-process pairs, custom servers). With
+   * `authenticate` set, `request` is judged like a connect request (refused: the transport is
+   * closed with 4002 and this rejects with `ConnectRefusedError`).
+   */
+  async accept(transport: Transport, request?: Request): Promise<void> {
+    const protocol = PROTOCOLS.find((p) => p === transport.protocol);
+    if (!protocol) {
+      transport.close(CloseCode.PROTOCOL_MISMATCH, "unsupported subprotocol");
+      throw new ConnectRefusedError();
+    }
+    const url = new URL(request?.url ?? "http://localhost/");
+    let principal: Principal = {};
+    if (this.#authenticate) {
+      const headers = request?.headers ?? new Headers();
+      try {
+        principal = await this.#authenticate({
+          kind: "connect",
+          token: bearerToken(headers, url),
+          url,
+          headers,
+          protocols: [protocol],
+        });
+      } catch (error) {
+        transport.close(CloseCode.UNAUTHORIZED, "unauthorized");
+        throw new ConnectRefusedError({ cause: error });
+      }
+    }
+    this.#open(transport, { protocol, principal, url });
+  }
+
+  /**
+   * Closes the harness: servers stop, executors are told to reconnect elsewhere (1001), their
+   * sessions end and pending tool calls fail with `ToolOutcomeUnknownError`.
+   */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    const servers = [...this.#servers];
+    this.#servers.clear();
+    for (const executor of [...this.#executors.values()]) {
+      executorControl(executor).release("harness_closed");
+    }
+    const closing = [...this.#connections].map((c) =>
+      c.close(CloseCode.GOING_AWAY, "harness shutting down")
+    );
+    for (const onClose of [...this.#closeWaiters]) onClose();
+    await Promise.all([...closing, ...servers.map((s) => s.close())]);
+  }
+
+  async #listen(
+    where: { hostname?: string; port?: number; path?: string },
+  ): Promise<HarnessServer> {
+    if (this.#closed) throw new HarnessClosedError();
+    const factory = this.#serverFactory;
+    if (!factory) throw new NoServerFactoryError();
+    const server = await factory({
+      ...where,
+      ...(this.#maxFrameBytes !== undefined ? { maxFrameBytes: this.#maxFrameBytes } : {}),
+      upgrade: (request, protocols) => this.upgrade(request, protocols),
+      fetch: (request) => this.fetch(request),
+    });
+    this.#servers.add(server);
+    return {
+      url: server.url,
+      httpUrl: server.httpUrl,
+      close: async () => {
+        this.#servers.delete(server);
+        await server.close();
+      },
+    };
+  }
+
+  async #admit(request: Request, protocols: readonly string[]): Promise<Admitted | Response> {
+    const url = new URL(request.url);
+    if (this.#closed) return jsonResponse(503, { error: "unavailable" });
+    if (!CONNECT_PATHS.includes(url.pathname)) return jsonResponse(404, { error: "not_found" });
+    const protocol = PROTOCOLS.find((p) => protocols.includes(p));
+    if (!protocol) return jsonResponse(400, { error: "unsupported_subprotocol" });
+    let principal: Principal = {};
+    if (this.#authenticate) {
+      try {
+        principal = await this.#authenticate({
+          kind: "connect",
+          token: bearerToken(request.headers, url),
+          url,
+          headers: request.headers,
+          protocols,
+        });
+      } catch {
+        this.#ctx.logger.info("connection refused before upgrade", { path: url.pathname });
+        return jsonResponse(401, { error: "unauthorized" });
+      }
+      const expiresAt = expiryOf(principal);
+      if (expiresAt !== undefined && expiresAt <= this.#ctx.clock.now()) {
+        return jsonResponse(401, { error: "unauthorized" });
+      }
+    }
+    return { protocol, principal, url };
+  }
+
+  async #connectViaFetch(request: Request, options: FetchOptions): Promise<Response> {
+    if (request.headers.get("upgrade")?.toLowerCase() !== "websocket") {
+      return jsonResponse(426, { error: "upgrade_required" });
+    }
+    const admitted = await this.#admit(request, offeredProtocols(request));
+    if (admitted instanceof Response) return admitted;
+    if (!options.upgrade) return jsonResponse(426, { error: "upgrade_required" });
+    const { socket, response } = options.upgrade(request, admitted.protocol);
+    this.#open(webSocketTransport(socket, { protocol: admitted.protocol }), admitted);
+    return response;
+  }
+
+  #open(transport: Transport, admitted: Admitted): void {
+    if (this.#closed) {
+      transport.close(CloseCode.GOING_AWAY, "harness shutting down");
+      return;
+    }
+    const connection = new ExecutorConnection(
+      transport,
+      admitted.protocol,
+      admitted.principal,
+      admitted.url,
+      {
+        ctx: this.#ctx,
+        maxFrameBytes: this.#maxFrameBytes,
+        maxUnregisteredRequests: this.#maxUnregisteredRequests,
+        registerTimeoutMs: this.#registerTimeoutMs,
+        authenticate: this.#authenticate,
+        register: (c, params) => this.#register(c, params),
+        closed: (c) => this.#connections.delete(c),
+      },
+    );
+    this.#connections.add(connection);
+  }
+
+  #register(
+    connection: ExecutorConnection,
+    params: ExecutorRegisterParams,
+  ): ExecutorRegisterResult {
+    if (params.protocol !== connection.protocol) {
+      afterReply(() => connection.close(CloseCode.PROTOCOL_MISMATCH, "protocol mismatch"));
+      throw new ProtocolMismatchError("protocol mismatch", {
+        reason: "protocol_mismatch",
+        expected: connection.protocol,
+        received: params.protocol,
+      });
+    }
+    const principal = connection.principal;
+    const machineScoped = params.environment_id === "";
+    if (principal.scope === "environment" && params.environment_id !== principal.environmentId) {
+      throw new ForbiddenError("environment does not match the token", { reason: "forbidden" });
+    }
+    if (
+      principal.scope === "machine" &&
+      (!machineScoped ||
+        (params.machine_id !== undefined && params.machine_id !== principal.machineId))
+    ) {
+      throw new ForbiddenError("machine does not match the token", { reason: "forbidden" });
+    }
+    if (
+      machineScoped && !hasCapability(params.capabilities, "process") &&
+      !hasCapability(params.capabilities, "agent")
+    ) {
+      // No runtime is bound: the connection stays unregistered and may register again.
+      throw new CapabilityMissingError("capability missing", {
+        reason: "capability_missing",
+        capability: "process",
+      });
+    }
+    const id = this.#executorId(principal, params);
+    let executor = this.#executors.get(id);
+    const known = executor !== undefined && !executor.gone;
+    if (!executor || executor.gone) {
+      executor = new ExecutorHandle(id, principal, this.#ctx);
+      this.#executors.set(id, executor);
+    }
+    connection.bind(executor);
+    const resumed = executorControl(executor).attach(connection, params);
+    const event: ExecutorEvent = { type: known ? "reconnected" : "registered", executor };
+    afterReply(() => this.#emit(event));
+    return {
+      executor_id: id,
+      protocol: connection.protocol,
+      heartbeat_interval_ms: this.#ctx.heartbeatIntervalMs,
+      ...(executor.leaseExpiresAt !== undefined
+        ? { lease_expires_at: new Date(executor.leaseExpiresAt).toISOString() }
+        : {}),
+      ...(params.resume ? { resumed_sessions: resumed } : {}),
+    };
+  }
+
+  /**
+   * The executor id: a machine credential's is always `exec_<machine_id>`; otherwise a resume
+   * keeps the id of a live executor of the same environment, and a new one is generated.
+   */
+  #executorId(principal: Principal, params: ExecutorRegisterParams): string {
+    if (principal.executorId) return principal.executorId;
+    const machineId = principal.machineId ?? params.machine_id;
+    if (params.environment_id === "" && machineId) return `exec_${machineId}`;
+    const resumeId = params.resume?.executor_id;
+    if (resumeId) {
+      const previous = this.#executors.get(resumeId);
+      if (
+        previous && !previous.gone && previous.environmentId === params.environment_id &&
+        previous.principal.credentialId === principal.credentialId
+      ) {
+        return resumeId;
+      }
+    }
+    return randomId("exec_");
+  }
+
+  #emit(event: ExecutorEvent): void {
+    for (const listener of [...this.#listeners]) {
+      try {
+        listener(event);
+      } catch (error) {
+        this.#ctx.logger.warn("executor listener failed", { error: String(error) });
+      }
+    }
+  }
+}
+
+function jsonResponse(status: number, body: unknown): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { "content-type": "application/json" },
+  });
+}

@@ -1,0 +1,23 @@
+/**
+ * The harness with the `ws`-based server of `transport/node.ts` as its default server factory:
+ * one import for Node, Deno and Bun (all three run `ws`).
+ *
+ * ```ts
+ * import { Harness } from "bma-executor-sdk/harness/node";
+ * const harness = new Harness({ authenticate });
+ * const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
+ * ```
+ *
+ * @module
+ */
+import { serveWebSocket } from "../transport/node.ts";
+import { Harness as CoreHarness, type HarnessOptions } from "./harness.ts";
+
+export * from "./mod.ts";
+
+/** A {@linkcode CoreHarness} whose `serve` / `serveUnix` use `ws` unless `server` is given. */
+export class Harness extends CoreHarness {
+  constructor(options: HarnessOptions = {}) {
+    super({ server: serveWebSocket, ...options });
+  }
+}

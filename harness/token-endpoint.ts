@@ -1,0 +1,196 @@
+/**
+ * The self-hosted token endpoint (http.md "Token exchange"): configured environment keys and
+ * machine tokens are exchanged for HS256 JWTs valid five minutes, and the same issuer verifies
+ * those JWTs on connect, on `executor.token.refresh` and on artifact uploads.
+ */
+import type { Clock } from "../protocol/clock.ts";
+import { TokenRejectedError } from "./errors.ts";
+import { HmacJwt, type JwtClaims } from "./jwt.ts";
+import type { CredentialScope, Principal } from "./principal.ts";
+
+/** An environment key accepted by the endpoint. */
+export interface EnvironmentCredential {
+  readonly environmentId: string;
+  /** The secret key. */
+  readonly environmentKey: string;
+  /** Opaque id put in the token's `cred` claim. Default: derived from a hash of the key. */
+  readonly id?: string;
+}
+
+/** A machine token accepted by the endpoint; its executor id is `exec_<machineId>`. */
+export interface MachineCredential {
+  readonly machineId: string;
+  /** The secret token. */
+  readonly machineToken: string;
+  /** Opaque id put in the token's `cred` claim. Default: derived from a hash of the token. */
+  readonly id?: string;
+}
+
+/** A credential the token endpoint exchanges. */
+export type ExecutorCredential = EnvironmentCredential | MachineCredential;
+
+/** Options of the self-hosted token endpoint (`HarnessOptions.tokens`). */
+export interface TokenEndpointOptions {
+  /** The HS256 signing secret, at least 32 bytes. Never logged. */
+  readonly secret: string | Uint8Array;
+  /** The credentials it exchanges. */
+  readonly credentials: readonly ExecutorCredential[];
+  /** The `iss` claim, checked on verify. Default `"bma-harness"`. */
+  readonly issuer?: string;
+  /** Token lifetime in seconds. Default 300 (5 minutes). */
+  readonly ttlSeconds?: number;
+  /**
+   * The WebSocket URL returned as `url`. Default: the request's origin with `ws:`/`wss:` and
+   * the path `/v1/executors/connect`.
+   */
+  readonly connectUrl?: string;
+}
+
+/** The 200 body of a token exchange (http.md). */
+export interface TokenResponse {
+  token: string;
+  expires_at: string;
+  expires_in: number;
+  url: string;
+  executor_id?: string;
+}
+
+/** The default token lifetime: five minutes. */
+export const DEFAULT_TOKEN_TTL_SECONDS = 300;
+const DEFAULT_ISSUER = "bma-harness";
+const encoder = new TextEncoder();
+
+interface StoredCredential {
+  readonly scope: CredentialScope;
+  /** Environment id or machine id. */
+  readonly owner: string;
+  readonly digest: Uint8Array;
+  readonly id: string;
+}
+
+/** Issues and verifies executor tokens. */
+export class TokenIssuer {
+  readonly #jwt: Promise<HmacJwt>;
+  readonly #credentials: Promise<StoredCredential[]>;
+  readonly #clock: Clock;
+  readonly #issuer: string;
+  readonly #ttlSeconds: number;
+  readonly #connectUrl: string | undefined;
+
+  constructor(options: TokenEndpointOptions, clock: Clock) {
+    this.#clock = clock;
+    this.#issuer = options.issuer ?? DEFAULT_ISSUER;
+    this.#ttlSeconds = options.ttlSeconds ?? DEFAULT_TOKEN_TTL_SECONDS;
+    this.#connectUrl = options.connectUrl;
+    this.#jwt = HmacJwt.create(options.secret);
+    // Only digests are kept: the comparison below runs on equal-length hashes.
+    this.#credentials = Promise.all(options.credentials.map(storeCredential));
+    // A bad secret surfaces on first use; keep the rejection from going unhandled meanwhile.
+    this.#jwt.catch(() => {});
+  }
+
+  /**
+   * Exchanges `secret` (an environment key for `scope: "environment"`, a machine token for
+   * `"machine"`) of `owner` (environment or machine id). Resolves with `undefined` when the
+   * credential is unknown or wrong.
+   */
+  async exchange(
+    scope: CredentialScope,
+    owner: string,
+    secret: string,
+    requestUrl: URL,
+  ): Promise<TokenResponse | undefined> {
+    const digest = await sha256(`${scope}\u0000${owner}\u0000${secret}`);
+    let match: StoredCredential | undefined;
+    for (const credential of await this.#credentials) {
+      // Every candidate is compared, so the time taken does not reveal which one matched.
+      if (constantTimeEqual(credential.digest, digest)) match = credential;
+    }
+    if (!match) return undefined;
+    const now = this.#clock.now();
+    const iat = Math.floor(now / 1000);
+    const exp = iat + this.#ttlSeconds;
+    const executorId = scope === "machine" ? `exec_${owner}` : undefined;
+    const claims: JwtClaims = {
+      iss: this.#issuer,
+      scope,
+      cred: match.id,
+      iat,
+      exp,
+      ...(scope === "machine" ? { sub: executorId, mid: owner } : { env: owner }),
+    };
+    const token = await (await this.#jwt).sign(claims);
+    return {
+      token,
+      expires_at: new Date(exp * 1000).toISOString(),
+      expires_in: this.#ttlSeconds,
+      url: this.#connectUrl ?? defaultConnectUrl(requestUrl),
+      ...(executorId ? { executor_id: executorId } : {}),
+    };
+  }
+
+  /** Verifies a token this issuer signed; rejects with {@linkcode TokenRejectedError}. */
+  async verify(token: string): Promise<Principal> {
+    const claims = await (await this.#jwt).verify(token, {
+      now: this.#clock.now(),
+      issuer: this.#issuer,
+    });
+    const cred = typeof claims.cred === "string" ? claims.cred : undefined;
+    if (claims.scope === "machine" && typeof claims.mid === "string" && claims.mid && cred) {
+      return {
+        scope: "machine",
+        machineId: claims.mid,
+        executorId: `exec_${claims.mid}`,
+        credentialId: cred,
+        expiresAt: claims.exp! * 1000,
+      };
+    }
+    if (claims.scope === "environment" && typeof claims.env === "string" && claims.env && cred) {
+      return {
+        scope: "environment",
+        environmentId: claims.env,
+        credentialId: cred,
+        expiresAt: claims.exp! * 1000,
+      };
+    }
+    throw new TokenRejectedError("claims");
+  }
+}
+
+async function storeCredential(credential: ExecutorCredential): Promise<StoredCredential> {
+  const [scope, owner, secret] = "machineId" in credential
+    ? ["machine" as const, credential.machineId, credential.machineToken]
+    : ["environment" as const, credential.environmentId, credential.environmentKey];
+  if (!owner || !secret) throw new RangeError("a credential needs an owner id and a secret");
+  const digest = await sha256(`${scope}\u0000${owner}\u0000${secret}`);
+  // The default id is a prefix of the digest: stable across restarts, useless to recover the secret.
+  const id = credential.id ?? `cred_${hex(digest).slice(0, 16)}`;
+  return { scope, owner, digest, id };
+}
+
+async function sha256(text: string): Promise<Uint8Array> {
+  return new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(text)));
+}
+
+function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a[i] ^ b[i];
+  return diff === 0;
+}
+
+function hex(bytes: Uint8Array): string {
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function defaultConnectUrl(requestUrl: URL): string {
+  const scheme = requestUrl.protocol === "https:" ? "wss:" : "ws:";
+  return `${scheme}//${requestUrl.host}/v1/executors/connect`;
+}
+
+/** A random id with a prefix, e.g. `exec_3f9c...` (96 random bits, hex). */
+export function randomId(prefix: string): string {
+  const bytes = new Uint8Array(12);
+  crypto.getRandomValues(bytes);
+  return `${prefix}${hex(bytes)}`;
+}

@@ -1,0 +1,171 @@
+/**
+ * Every tool call the harness dispatched, by `tool_call_id`: what makes `callTool` idempotent
+ * (a repeat returns the same outcome, the tool runs once) and `tool.result` safe to retry
+ * (a repeat is acknowledged without effect, an unknown call is -32002).
+ */
+import type {
+  Artifact,
+  ContentBlock,
+  ErrorInfo,
+  ToolCallParams,
+  ToolOutcome,
+  ToolResultParams,
+} from "../protocol/generated/contract.ts";
+
+/** The outcome of a tool call, as reported by the executor's `tool.result`. */
+export interface ToolCallResult<S = Record<string, unknown>> {
+  /** The call. */
+  tool_call_id: string;
+  /** The call's session. */
+  session_id: string;
+  /** How it ended: `completed` (even with `is_error`), `failed`, `canceled` or `timed_out`. */
+  outcome: ToolOutcome;
+  /** Rendered result (text, images, artifact references); empty when none was sent. */
+  content: ContentBlock[];
+  /** A tool-level error (the tool ran and reported a failure). */
+  is_error: boolean;
+  /** Why the call failed or timed out. */
+  error?: ErrorInfo;
+  /** Artifacts the call produced. */
+  artifacts: Artifact[];
+  /** The tool's typed result (e.g. `BashResult` for `bash`), when the executor sent one. */
+  structured_content?: S;
+}
+
+/** Where a call is. */
+export type ToolCallState =
+  /** Waiting for a connection to send `tool.call` on. */
+  | "queued"
+  /** `tool.call` sent, its ack not yet received. */
+  | "dispatching"
+  /** Acknowledged; waiting for `tool.result`. */
+  | "dispatched"
+  /** Ended: a result arrived, or the call failed. */
+  | "settled";
+
+/** One call in the ledger. */
+export class ToolCallEntry {
+  readonly params: ToolCallParams;
+  readonly executorId: string;
+  state: ToolCallState = "queued";
+  /** The connection the latest `tool.call` went out on (internal). */
+  dispatchedOn: unknown = undefined;
+  /** The result or failure, once settled. */
+  readonly outcome: Promise<ToolCallResult>;
+  #resolve!: (result: ToolCallResult) => void;
+  #reject!: (error: unknown) => void;
+
+  constructor(params: ToolCallParams, executorId: string) {
+    this.params = params;
+    this.executorId = executorId;
+    this.outcome = new Promise((resolve, reject) => {
+      this.#resolve = resolve;
+      this.#reject = reject;
+    });
+    // The caller may have stopped listening (aborted); a failure is still an answer, not a crash.
+    this.outcome.catch(() => {});
+  }
+
+  get id(): string {
+    return this.params.tool_call_id;
+  }
+
+  get sessionId(): string {
+    return this.params.session_id;
+  }
+
+  resolve(result: ToolCallResult): void {
+    this.state = "settled";
+    this.#resolve(result);
+  }
+
+  reject(error: unknown): void {
+    this.state = "settled";
+    this.#reject(error);
+  }
+}
+
+/** What `accept` decided about a `tool.result`. */
+export type ResultAcceptance = "accepted" | "duplicate" | "unknown";
+
+/** The harness-wide ledger of tool calls. */
+export class ToolCallLedger {
+  readonly #entries = new Map<string, ToolCallEntry>();
+  /** Unsettled calls: what lease expiry, session end and reconnect walk through. */
+  readonly #live = new Set<ToolCallEntry>();
+  /** Settled ids, oldest first, so the memory of finished calls stays bounded. */
+  readonly #settled = new Set<string>();
+  readonly #remember: number;
+
+  /** Keeps up to `remember` settled calls for duplicate detection. */
+  constructor(remember = 10_000) {
+    this.#remember = remember;
+  }
+
+  /** The entry for a call id, live or remembered. */
+  get(id: string): ToolCallEntry | undefined {
+    return this.#entries.get(id);
+  }
+
+  /** Adds a new call; the caller has checked that its id is free. */
+  add(params: ToolCallParams, executorId: string): ToolCallEntry {
+    const entry = new ToolCallEntry(params, executorId);
+    this.#entries.set(entry.id, entry);
+    this.#live.add(entry);
+    return entry;
+  }
+
+  /**
+   * Applies a `tool.result` from executor `executorId`. A result for a call of another executor
+   * or session counts as unknown: an executor can only complete its own calls.
+   */
+  accept(params: ToolResultParams, executorId: string): ResultAcceptance {
+    const entry = this.#entries.get(params.tool_call_id);
+    if (!entry || entry.executorId !== executorId || entry.sessionId !== params.session_id) {
+      return "unknown";
+    }
+    if (entry.state === "settled") return "duplicate";
+    this.settle(entry, {
+      tool_call_id: params.tool_call_id,
+      session_id: params.session_id,
+      outcome: params.outcome,
+      content: params.content ?? [],
+      is_error: params.is_error ?? false,
+      ...(params.error ? { error: params.error } : {}),
+      artifacts: params.artifacts ?? [],
+      ...(params.structured_content ? { structured_content: params.structured_content } : {}),
+    });
+    return "accepted";
+  }
+
+  /** Settles a call with its result. */
+  settle(entry: ToolCallEntry, result: ToolCallResult): void {
+    if (entry.state === "settled") return;
+    entry.resolve(result);
+    this.#remembered(entry);
+  }
+
+  /** Settles a call with a failure. */
+  fail(entry: ToolCallEntry, error: unknown): void {
+    if (entry.state === "settled") return;
+    entry.reject(error);
+    this.#remembered(entry);
+  }
+
+  /** The unsettled calls matching `filter`. */
+  pending(filter: (entry: ToolCallEntry) => boolean): ToolCallEntry[] {
+    const out: ToolCallEntry[] = [];
+    for (const entry of this.#live) if (filter(entry)) out.push(entry);
+    return out;
+  }
+
+  #remembered(entry: ToolCallEntry): void {
+    this.#live.delete(entry);
+    this.#settled.add(entry.id);
+    while (this.#settled.size > this.#remember) {
+      const oldest = this.#settled.values().next().value!;
+      this.#settled.delete(oldest);
+      this.#entries.delete(oldest);
+    }
+  }
+}
