@@ -1,0 +1,221 @@
+#!/usr/bin/env node
+/**
+ * `bma-executor`: an executor on this machine, as one command (and as one compiled file).
+ *
+ *   bma-executor --harness ws://127.0.0.1:7700 --workdir ./work
+ *   BMA_BASE_URL=… BMA_ENVIRONMENT_KEY=… BMA_ENVIRONMENT_ID=… bma-executor
+ *
+ * Logs go to stderr; secrets are never printed. SIGTERM/SIGINT drain: no new sessions, current
+ * work finishes within the grace period, `executor.close`, exit 0.
+ */
+import { hostname } from "node:os";
+import { arch, platform } from "node:process";
+import { parseArgs } from "node:util";
+import { ExecutorClient } from "./node.ts";
+import { serveMachine } from "./machine/serve.node.ts";
+import { type Logger, redact } from "../protocol/logger.ts";
+import { CONTRACT_VERSION } from "../protocol/generated/contract.ts";
+
+/** The SDK version this binary is built from. */
+export const VERSION = "0.1.0";
+
+const USAGE =
+  `bma-executor ${VERSION} — an executor of the BMA Executor Protocol (bma.executor.v1.1)
+
+Usage: bma-executor [options]
+
+Connect to a harness with --harness (or BMA_HARNESS_URL), or to a BMA deployment with
+BMA_BASE_URL plus BMA_ENVIRONMENT_KEY and BMA_ENVIRONMENT_ID (or BMA_MACHINE_TOKEN and
+BMA_MACHINE_ID).
+
+Options:
+  --harness <url>        ws://, wss:// or unix:///path.sock of a local harness
+  --workdir <dir>        directory the tools and processes are confined to (default: .)
+  --name <name>          executor name (default: the host name)
+  --max-sessions <n>     sessions held at once
+  --grace-ms <n>         SIGTERM-to-SIGKILL grace for tool processes (default 2000)
+  --drain-ms <n>         on SIGTERM/SIGINT, how long current work may finish (default 30000)
+  --log-level <level>    debug | info | warn | error (default info)
+  --log-format <format>  pretty | json (default pretty)
+  --help                 this text
+  --version              the version
+`;
+
+/** A usage error: printed as one line, exit code 2. */
+class UsageError extends Error {}
+
+const LEVELS = ["debug", "info", "warn", "error"] as const;
+type Level = typeof LEVELS[number];
+
+function stderrLogger(level: Level, format: "pretty" | "json"): Logger {
+  const threshold = LEVELS.indexOf(level);
+  const write = (at: Level, message: string, fields?: Record<string, unknown>) => {
+    if (LEVELS.indexOf(at) < threshold) return;
+    const safe = fields ? redact(fields) : undefined;
+    const time = new Date().toISOString();
+    if (format === "json") {
+      process.stderr.write(`${JSON.stringify({ time, level: at, message, ...safe })}\n`);
+    } else {
+      const extra = safe && Object.keys(safe).length ? ` ${JSON.stringify(safe)}` : "";
+      process.stderr.write(`${time} ${at.toUpperCase().padEnd(5)} ${message}${extra}\n`);
+    }
+  };
+  return {
+    debug: (m, f) => write("debug", m, f),
+    info: (m, f) => write("info", m, f),
+    warn: (m, f) => write("warn", m, f),
+    error: (m, f) => write("error", m, f),
+  };
+}
+
+function positiveInt(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0) {
+    throw new UsageError(`--${name} takes a positive whole number, not "${value}"`);
+  }
+  return n;
+}
+
+interface Config {
+  options: ConstructorParameters<typeof ExecutorClient>[0];
+  workdir: string;
+  graceMs: number;
+  drainMs: number;
+  logger: Logger;
+}
+
+function configure(
+  argv: string[],
+  env: Record<string, string | undefined>,
+): Config | "help" | "version" {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        harness: { type: "string" },
+        workdir: { type: "string" },
+        name: { type: "string" },
+        "max-sessions": { type: "string" },
+        "grace-ms": { type: "string" },
+        "drain-ms": { type: "string" },
+        "log-level": { type: "string" },
+        "log-format": { type: "string" },
+        help: { type: "boolean" },
+        version: { type: "boolean" },
+      },
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message.split("\n")[0]);
+  }
+  const v = parsed.values;
+  if (v.help) return "help";
+  if (v.version) return "version";
+  const level = (v["log-level"] ?? "info") as Level;
+  if (!LEVELS.includes(level)) throw new UsageError(`--log-level is one of ${LEVELS.join(", ")}`);
+  const format = v["log-format"] ?? "pretty";
+  if (format !== "pretty" && format !== "json") {
+    throw new UsageError("--log-format is pretty or json");
+  }
+  const harnessUrl = v.harness ?? env.BMA_HARNESS_URL;
+  const credential: Partial<Config["options"]> = {};
+  if (harnessUrl) {
+    if (!/^(wss?:\/\/|unix:\/\/)/.test(harnessUrl)) {
+      throw new UsageError(
+        `--harness takes ws://, wss:// or unix:///path.sock, not "${harnessUrl}"`,
+      );
+    }
+    credential.harnessUrl = harnessUrl;
+  } else {
+    const baseUrl = env.BMA_BASE_URL;
+    if (!baseUrl) {
+      throw new UsageError(
+        "no harness: give --harness, BMA_HARNESS_URL or BMA_BASE_URL with a credential",
+      );
+    }
+    credential.baseUrl = baseUrl;
+    if (env.BMA_MACHINE_TOKEN) {
+      if (!env.BMA_MACHINE_ID) throw new UsageError("BMA_MACHINE_TOKEN needs BMA_MACHINE_ID");
+      credential.machineToken = env.BMA_MACHINE_TOKEN;
+      credential.machineId = env.BMA_MACHINE_ID;
+    } else if (env.BMA_ENVIRONMENT_KEY) {
+      if (!env.BMA_ENVIRONMENT_ID) {
+        throw new UsageError("BMA_ENVIRONMENT_KEY needs BMA_ENVIRONMENT_ID");
+      }
+      credential.environmentKey = env.BMA_ENVIRONMENT_KEY;
+      credential.environmentId = env.BMA_ENVIRONMENT_ID;
+    } else {
+      throw new UsageError(
+        "missing credential: set BMA_ENVIRONMENT_KEY and BMA_ENVIRONMENT_ID, or BMA_MACHINE_TOKEN and BMA_MACHINE_ID",
+      );
+    }
+  }
+  const logger = stderrLogger(level, format);
+  return {
+    options: {
+      ...credential,
+      executor: { name: v.name ?? hostname(), os: platform, arch, version: VERSION },
+      maxSessions: positiveInt("max-sessions", v["max-sessions"]),
+      logger,
+    },
+    workdir: v.workdir ?? ".",
+    graceMs: positiveInt("grace-ms", v["grace-ms"]) ?? 2_000,
+    drainMs: positiveInt("drain-ms", v["drain-ms"]) ?? 30_000,
+    logger,
+  };
+}
+
+async function main(): Promise<number> {
+  let config: ReturnType<typeof configure>;
+  try {
+    config = configure(process.argv.slice(2), process.env);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      process.stderr.write(`bma-executor: ${error.message} (see --help)\n`);
+      return 2;
+    }
+    throw error;
+  }
+  if (config === "help") {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if (config === "version") {
+    process.stdout.write(`bma-executor ${VERSION} (contract ${CONTRACT_VERSION})\n`);
+    return 0;
+  }
+  const { logger } = config;
+  const client = new ExecutorClient(config.options);
+  serveMachine(client, { workdir: config.workdir, graceMs: config.graceMs });
+  let stopping: Promise<unknown> | undefined;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    logger.info("draining", { signal });
+    stopping = client.stop({ graceMs: config.drainMs, reason: signal });
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+  try {
+    const registered = await client.start();
+    logger.info("registered", {
+      executor_id: registered.executor_id,
+      protocol: registered.protocol,
+    });
+    process.stdout.write(`registered ${registered.executor_id}\n`);
+  } catch (error) {
+    logger.error("could not start", { error: (error as Error).message });
+    return 1;
+  }
+  const closed = await client.closed;
+  if (stopping) await stopping;
+  logger.info("stopped", { reason: closed.reason, code: closed.code });
+  return stopping ? 0 : 1;
+}
+
+main().then((code) => process.exit(code), (error) => {
+  process.stderr.write(`bma-executor: ${(error as Error).message}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,111 @@
+/**
+ * Wires the machine tools into an {@linkcode ExecutorClient}: the `bash` and file tools confined
+ * to the workdir, and the process capability (`process.*`) with one process table per session,
+ * ended with the session (SIGTERM, then SIGKILL after the grace period).
+ */
+import type { Disposable } from "../../protocol/peer.ts";
+import type { ExecutorClient } from "../client.ts";
+import { ToolError } from "../tool-results.ts";
+import { BashTimeoutError, runBash } from "./bash.node.ts";
+import { editTool, FileToolError, globTool, grepTool, readTool, writeTool } from "./files.node.ts";
+import { ProcessTable } from "./processes.node.ts";
+import { Workdir } from "./workdir.node.ts";
+
+/** Options of {@linkcode serveMachine}. */
+export interface ServeMachineOptions {
+  /** The directory every tool and process is confined to. */
+  workdir: string;
+  /** Time between SIGTERM and SIGKILL for bash calls and processes. Default 2 s. */
+  graceMs?: number;
+  /** Environment added to every command. */
+  env?: Record<string, string>;
+}
+
+/** A file tool failure the model can act on becomes a tool error (`is_error: true`). */
+async function asToolError<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (error) {
+    if (error instanceof FileToolError) throw new ToolError(error.message);
+    throw error;
+  }
+}
+
+/** Registers the machine tools and the process capability; dispose to withdraw them. */
+export function serveMachine(client: ExecutorClient, options: ServeMachineOptions): Disposable {
+  const workdir = new Workdir(options.workdir);
+  const graceMs = options.graceMs ?? 2_000;
+  const tables = new Map<string, ProcessTable>();
+  const tableOf = (sessionId: string): ProcessTable => {
+    let table = tables.get(sessionId);
+    if (!table) {
+      table = new ProcessTable({
+        sessionId,
+        workdir,
+        graceMs,
+        onOutput: (params) => {
+          try {
+            client.notify("process.output", params);
+          } catch { /* lossy while disconnected: process.read catches up */ }
+        },
+      });
+      tables.set(sessionId, table);
+      const created = table;
+      client.session(sessionId)?.onCleanup(async () => {
+        tables.delete(sessionId);
+        await created.closeAll();
+      });
+    }
+    return table;
+  };
+  const registrations: Disposable[] = [
+    client.tools.bash.handle(async (input, ctx) => {
+      try {
+        return await runBash(input, {
+          workdir,
+          signal: ctx.signal,
+          graceMs,
+          env: options.env,
+          onOutput: (stream, text) => ctx.progress({ output: { stream, text } }),
+        });
+      } catch (error) {
+        if (error instanceof BashTimeoutError) {
+          // As `timeout(1)` reports it: the call completed, the command did not.
+          return {
+            ...error.partial,
+            stderr: `${error.partial.stderr}${error.message}\n`,
+            exit_code: 124,
+          };
+        }
+        if (error instanceof Error && error.name === "PathOutsideWorkdirError") {
+          throw new ToolError(error.message);
+        }
+        throw error;
+      }
+    }),
+    client.tools.read.handle((input) => asToolError(readTool(input, workdir))),
+    client.tools.write.handle((input) => asToolError(writeTool(input, workdir))),
+    client.tools.edit.handle((input) => asToolError(editTool(input, workdir))),
+    client.tools.glob.handle((input) => asToolError(globTool(input, workdir))),
+    client.tools.grep.handle((input) => asToolError(grepTool(input, workdir))),
+    client.onRequest("process.start", (params) => tableOf(params.session_id).start(params)),
+    client.onRequest("process.write", (params) => tableOf(params.session_id).write(params)),
+    client.onRequest(
+      "process.read",
+      (params, ctx) => tableOf(params.session_id).read(params, ctx.signal),
+    ),
+    client.onRequest("process.signal", (params) => tableOf(params.session_id).signal(params)),
+    client.onRequest(
+      "process.wait",
+      (params, ctx) => tableOf(params.session_id).wait(params, ctx.signal),
+    ),
+    client.onRequest("process.list", (params) => tableOf(params.session_id).list()),
+  ];
+  return {
+    dispose: () => {
+      for (const registration of registrations) registration.dispose();
+      for (const table of tables.values()) void table.closeAll();
+      tables.clear();
+    },
+  };
+}
