@@ -8,7 +8,7 @@
 import type { Hono } from "hono";
 import { type Clock, systemClock } from "../protocol/clock.ts";
 import { type Logger, redactingLogger, silentLogger } from "../protocol/logger.ts";
-import type { Disposable } from "../protocol/peer.ts";
+import { DEFAULT_MAX_FRAME_BYTES, type Disposable } from "../protocol/peer.ts";
 import {
   type ExecutorRegisterParams,
   type ExecutorRegisterResult,
@@ -25,7 +25,7 @@ import { RequestAbortedError } from "../protocol/errors.ts";
 import { hasCapability } from "../protocol/capabilities.ts";
 import type { Transport } from "../transport/transport.ts";
 import type { RunningServer, UpgradeDecision, WebSocketServe } from "../transport/server.ts";
-import { offeredProtocols } from "../transport/server.ts";
+import { isUpgradeRequest, offeredProtocols } from "../transport/server.ts";
 import { webSocketTransport } from "../transport/websocket.ts";
 import { CONNECT_PATHS, createHarnessApp, type FetchOptions } from "./app.ts";
 import { type ArtifactStore, MemoryArtifactStore } from "./artifacts.ts";
@@ -393,14 +393,23 @@ export class Harness {
   }
 
   async #connectViaFetch(request: Request, options: FetchOptions): Promise<Response> {
-    if (request.headers.get("upgrade")?.toLowerCase() !== "websocket") {
-      return jsonResponse(426, { error: "upgrade_required" });
-    }
+    if (!isUpgradeRequest(request)) return jsonResponse(426, { error: "upgrade_required" });
     const admitted = await this.#admit(request, offeredProtocols(request));
     if (admitted instanceof Response) return admitted;
     if (!options.upgrade) return jsonResponse(426, { error: "upgrade_required" });
     const { socket, response } = options.upgrade(request, admitted.protocol);
-    this.#open(webSocketTransport(socket, { protocol: admitted.protocol }), admitted);
+    const transport = webSocketTransport(socket, {
+      protocol: admitted.protocol,
+      maxFrameBytes: this.#maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
+    });
+    // A server-side socket from an upgrade opens after the 101 response has gone out.
+    if (socket.readyState === 0) {
+      (socket as unknown as EventTarget).addEventListener(
+        "open",
+        () => this.#open(transport, admitted),
+        { once: true },
+      );
+    } else this.#open(transport, admitted);
     return response;
   }
 

@@ -1,10 +1,35 @@
 /**
- * The harness end of the BMA Executor Protocol: serve executors, authenticate them, hold them
- * through reconnects within their lease, assign sessions, call tools, read durable events,
- * open MCP channels, and run the self-hosted token endpoint.
+ * The harness end of the BMA Executor Protocol: serve executors, authenticate them before the
+ * upgrade, hold them through reconnects within their lease, assign sessions, call tools, read
+ * durable events, open MCP channels, and run the self-hosted token endpoint.
  *
- * The core is runtime-neutral; `harness/node.ts` exports a `Harness` preconfigured with the
- * `ws` server (Node, Deno and Bun).
+ * ```ts
+ * import { Harness } from "bma-executor-sdk/harness/node"; // the ws server: Node, Deno, Bun
+ *
+ * const harness = new Harness({ authenticate }); // or { tokens: { secret, credentials } }
+ * const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
+ * const executor = await harness.waitExecutor();
+ * const session = await executor.assignSession({ session_id: "ses_1" });
+ * await session.ready();
+ * const result = await session.tools.bash.call({ command: "ls" });
+ * for await (const event of session.events()) console.log(event.event.type);
+ * await session.stop("done");
+ * ```
+ *
+ * Semantics worth knowing:
+ * - `callTool` is idempotent by `tool_call_id`; pending calls survive a reconnect within the
+ *   lease (two heartbeat intervals) and fail with `ToolOutcomeUnknownError` when it expires.
+ * - A reconnect with `resume` reattaches the sessions it lists; the others end (`lost`).
+ * - Serving TCP needs `authenticate` (or `tokens`) unless `insecureNoAuth: true`; `serveUnix`
+ *   and `accept` do not. Refusals happen before the upgrade (HTTP 401, 400 for no common
+ *   subprotocol, 404 for another path).
+ * - A connection that does not register within two heartbeat intervals, or keeps sending
+ *   requests before registering, is closed with 1008.
+ *
+ * The core is runtime-neutral (web-standard APIs only): `serve` uses the injected `server`
+ * factory; `harness/node.ts`, `harness/deno.ts` and `harness/bun.ts` export a `Harness`
+ * preconfigured with that runtime's server, and `fetch(request, { upgrade })` mounts the
+ * harness in a server of your own.
  *
  * @module
  */
