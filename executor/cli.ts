@@ -13,6 +13,7 @@ import { arch, platform } from "node:process";
 import { parseArgs } from "node:util";
 import { ExecutorClient } from "./node.ts";
 import { serveMachine } from "./machine/serve.node.ts";
+import { readMcpConfig } from "./machine/mcp.node.ts";
 import { type Logger, redact } from "../protocol/logger.ts";
 import { CONTRACT_VERSION } from "../protocol/generated/contract.ts";
 
@@ -33,6 +34,7 @@ Options:
   --workdir <dir>        directory the tools and processes are confined to (default: .)
   --name <name>          executor name (default: the host name)
   --max-sessions <n>     sessions held at once
+  --mcp-config <file>    an mcp.json ("mcpServers") of MCP servers for the MCP channel
   --grace-ms <n>         SIGTERM-to-SIGKILL grace for tool processes (default 2000)
   --drain-ms <n>         on SIGTERM/SIGINT, how long current work may finish (default 30000)
   --log-level <level>    debug | info | warn | error (default info)
@@ -79,6 +81,7 @@ function positiveInt(name: string, value: string | undefined): number | undefine
 
 interface Config {
   options: ConstructorParameters<typeof ExecutorClient>[0];
+  mcpConfig: string | undefined;
   workdir: string;
   graceMs: number;
   drainMs: number;
@@ -100,6 +103,7 @@ function configure(
         workdir: { type: "string" },
         name: { type: "string" },
         "max-sessions": { type: "string" },
+        "mcp-config": { type: "string" },
         "grace-ms": { type: "string" },
         "drain-ms": { type: "string" },
         "log-level": { type: "string" },
@@ -161,6 +165,7 @@ function configure(
       maxSessions: positiveInt("max-sessions", v["max-sessions"]),
       logger,
     },
+    mcpConfig: v["mcp-config"],
     workdir: v.workdir ?? ".",
     graceMs: positiveInt("grace-ms", v["grace-ms"]) ?? 2_000,
     drainMs: positiveInt("drain-ms", v["drain-ms"]) ?? 30_000,
@@ -188,8 +193,18 @@ async function main(): Promise<number> {
     return 0;
   }
   const { logger } = config;
-  const client = new ExecutorClient(config.options);
-  serveMachine(client, { workdir: config.workdir, graceMs: config.graceMs });
+  let mcpServers;
+  try {
+    mcpServers = config.mcpConfig ? await readMcpConfig(config.mcpConfig) : undefined;
+  } catch (error) {
+    process.stderr.write(`bma-executor: cannot read --mcp-config: ${(error as Error).message}\n`);
+    return 2;
+  }
+  const client = new ExecutorClient({
+    ...config.options,
+    ...(mcpServers ? { capabilities: { mcp: { servers: Object.keys(mcpServers) } } } : {}),
+  });
+  serveMachine(client, { workdir: config.workdir, graceMs: config.graceMs, mcpServers });
   let stopping: Promise<unknown> | undefined;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -212,7 +227,9 @@ async function main(): Promise<number> {
   const closed = await client.closed;
   if (stopping) await stopping;
   logger.info("stopped", { reason: closed.reason, code: closed.code });
-  return stopping ? 0 : 1;
+  const code = stopping ? 0 : 1;
+  process.stdout.write(`stopped, exit code ${code}\n`);
+  return code;
 }
 
 main().then((code) => process.exit(code), (error) => {

@@ -10,6 +10,15 @@ import { BashTimeoutError, runBash } from "./bash.node.ts";
 import { editTool, FileToolError, globTool, grepTool, readTool, writeTool } from "./files.node.ts";
 import { ProcessTable } from "./processes.node.ts";
 import { Workdir } from "./workdir.node.ts";
+import { McpRelay, type McpServerConfig } from "./mcp.node.ts";
+import {
+  backupWorkspace,
+  downloadFile,
+  GitCredentialStore,
+  installSkill,
+  uploadFile,
+} from "./transfer.node.ts";
+import { join } from "node:path";
 
 /** Options of {@linkcode serveMachine}. */
 export interface ServeMachineOptions {
@@ -19,6 +28,12 @@ export interface ServeMachineOptions {
   graceMs?: number;
   /** Environment added to every command. */
   env?: Record<string, string>;
+  /** MCP servers for the MCP channel (the `mcpServers` map of an `mcp.json`). */
+  mcpServers?: Record<string, McpServerConfig>;
+  /** Where `skill.install` puts skills. Default `<workdir>/.bma/skills`. */
+  skillsRoot?: string;
+  /** Fetch for skill archives and backup uploads. Default: the global fetch. */
+  fetch?: typeof fetch;
 }
 
 /** A file tool failure the model can act on becomes a tool error (`is_error: true`). */
@@ -58,6 +73,27 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
     }
     return table;
   };
+  const git = new GitCredentialStore();
+  const envFor = (sessionId: string) => ({ ...options.env, ...git.env(sessionId) });
+  const fetchFn = options.fetch ?? fetch;
+  const onSessionEnd = (sessionId: string, release: () => unknown) => {
+    client.session(sessionId)?.onCleanup(async () => {
+      await release();
+    });
+  };
+  const mcp = new McpRelay(options.mcpServers ?? {}, {
+    message: (params) => {
+      try {
+        client.notify("mcp.message", params);
+      } catch { /* lossy */ }
+    },
+    closed: (params) => void client.call("mcp.close", params).catch(() => {}),
+    unavailable: (sessionId) => {
+      try {
+        client.sessionStatus(sessionId, "error", "mcp_unavailable");
+      } catch { /* reported again on the next open */ }
+    },
+  }, graceMs);
   const registrations: Disposable[] = [
     client.tools.bash.handle(async (input, ctx) => {
       try {
@@ -65,7 +101,7 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
           workdir,
           signal: ctx.signal,
           graceMs,
-          env: options.env,
+          env: envFor(ctx.sessionId),
           onOutput: (stream, text) => ctx.progress({ output: { stream, text } }),
         });
       } catch (error) {
@@ -88,7 +124,14 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
     client.tools.edit.handle((input) => asToolError(editTool(input, workdir))),
     client.tools.glob.handle((input) => asToolError(globTool(input, workdir))),
     client.tools.grep.handle((input) => asToolError(grepTool(input, workdir))),
-    client.onRequest("process.start", (params) => tableOf(params.session_id).start(params)),
+    client.onRequest(
+      "process.start",
+      (params) =>
+        tableOf(params.session_id).start({
+          ...params,
+          env: { ...envFor(params.session_id), ...params.env },
+        }),
+    ),
     client.onRequest("process.write", (params) => tableOf(params.session_id).write(params)),
     client.onRequest(
       "process.read",
@@ -100,7 +143,31 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
       (params, ctx) => tableOf(params.session_id).wait(params, ctx.signal),
     ),
     client.onRequest("process.list", (params) => tableOf(params.session_id).list()),
+    client.onRequest("file.upload", (params) => uploadFile(params, workdir)),
+    client.onRequest("file.download", (params) => downloadFile(params, workdir)),
+    client.onRequest(
+      "skill.install",
+      (params) =>
+        installSkill(params, options.skillsRoot ?? join(workdir.root, ".bma", "skills"), fetchFn),
+    ),
+    client.onRequest("workspace.backup", (params) => backupWorkspace(params, workdir, fetchFn)),
+    client.onRequest("git.credentials", (params) => {
+      const result = git.store(params);
+      onSessionEnd(params.session_id, () => git.drop(params.session_id));
+      return result;
+    }),
   ];
+  if (mcp.serverNames.length > 0) {
+    registrations.push(
+      client.onRequest("mcp.open", async (params) => {
+        const opened = await mcp.open(params);
+        onSessionEnd(params.session_id, () => mcp.closeSession(params.session_id));
+        return opened;
+      }),
+      client.onNotification("mcp.message", (params) => mcp.deliver(params)),
+      client.onRequest("mcp.close", (params) => mcp.close(params)),
+    );
+  }
   return {
     dispose: () => {
       for (const registration of registrations) registration.dispose();

@@ -1,0 +1,77 @@
+/** Runs a TypeScript entry point as a child process on the runtime the test itself runs on. */
+import { type ChildProcess, spawn, type SpawnOptions } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+/** The repository root. */
+export const ROOT: string = fileURLToPath(new URL("../../", import.meta.url));
+
+/** This process's runtime. */
+export const RUNTIME: "node" | "deno" | "bun" = "Deno" in globalThis
+  ? "deno"
+  : "Bun" in globalThis
+  ? "bun"
+  : "node";
+
+/** The command line that runs `script` (a .ts file) with `args` on this runtime. */
+export function tsCommand(script: string, args: string[] = []): [string, string[]] {
+  if (RUNTIME === "deno") return [process.execPath, ["run", "-A", "--quiet", script, ...args]];
+  if (RUNTIME === "bun") return [process.execPath, [script, ...args]];
+  return [process.execPath, ["--import", "tsx", script, ...args]];
+}
+
+/** Spawns `script` on this runtime, from the repository root. */
+export function spawnTs(script: string, args: string[], options: SpawnOptions = {}): ChildProcess {
+  const [command, argv] = tsCommand(script, args);
+  return spawn(command, argv, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], ...options });
+}
+
+/** A finished child: its exit code (or signal), and what it printed. */
+export interface Finished {
+  code: number | null;
+  signal: string | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Collects a child's output and exit code. */
+export function finished(child: ChildProcess): Promise<Finished> {
+  let stdout = "";
+  let stderr = "";
+  child.stdout?.on("data", (chunk) => (stdout += chunk));
+  child.stderr?.on("data", (chunk) => (stderr += chunk));
+  return new Promise((resolve) =>
+    child.once("close", (code, signal) => resolve({ code, signal, stdout, stderr }))
+  );
+}
+
+/**
+ * The exit code of a child that was sent SIGTERM and handles it. Deno's node:child_process
+ * reports such a child as killed by the signal (code null) even when it exited 0 itself, so on
+ * Deno the code the CLI prints last ("exit code N") stands in for it.
+ */
+export function exitCodeAfterSigterm(result: Finished): number | null {
+  if (RUNTIME === "deno" && result.code === null && result.signal === "SIGTERM") {
+    const printed = /exit code (\d+)\s*$/.exec(result.stdout);
+    return printed ? Number(printed[1]) : null;
+  }
+  return result.code;
+}
+
+/** Resolves once the child's stdout contains `text`. */
+export function printed(child: ChildProcess, text: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let out = "";
+    const onData = (chunk: unknown) => {
+      out += chunk;
+      if (out.includes(text)) {
+        child.stdout?.off("data", onData);
+        resolve();
+      }
+    };
+    child.stdout?.on("data", onData);
+    child.once(
+      "exit",
+      (code) => reject(new Error(`exited with ${code} before printing ${JSON.stringify(text)}`)),
+    );
+  });
+}
