@@ -138,7 +138,11 @@ export interface ExecutorClientOptions extends CredentialOptions {
   sessionGraceMs?: number;
   /** How long cleanup may outlast the grace period before the session ends anyway. Default 5 s. */
   cleanupTimeoutMs?: number;
-  /** Durable events of one session in flight at once. Default 64. */
+  /**
+   * Durable events of one session (without `sequence`) in flight at once. Default 1: above it,
+   * a harness that refuses one event but accepts the next holds them out of order. Sequenced
+   * (agent) events are always pipelined: the harness's gap check keeps their order.
+   */
   eventWindow?: number;
   /** Inline limit of bash output. Default {@linkcode INLINE_RESULT_BYTES}. */
   inlineResultBytes?: number;
@@ -312,7 +316,7 @@ export class ExecutorClient {
       clock: this.#clock,
       logger: this.#logger,
       idPrefix: `ev_${randomHex(8)}_`,
-      window: Math.max(1, options.eventWindow ?? 64),
+      window: Math.max(1, options.eventWindow ?? 1),
       requestTimeoutMs: this.#requestTimeoutMs,
       retry: this.#retry,
       random: this.#random,
@@ -573,8 +577,8 @@ export class ExecutorClient {
    * `ClientStoppedError` when stopped first.
    */
   start(): Promise<ExecutorRegisterResult> {
-    if (this.#started) return this.#started;
     if (this.#stopping) return Promise.reject(new ClientStoppedError());
+    if (this.#started) return this.#started;
     if (!this.#dial) {
       return Promise.reject(
         new ExecutorConfigError(

@@ -3,8 +3,12 @@
  * reconnect the unacknowledged ones are resent in their original order, under their original
  * JSON-RPC ids (the harness deduplicates by id), before any event sent for the first time.
  *
- * Within a session up to `window` events are in flight at once. One WebSocket delivers in order,
- * so what the harness accepted of a session is always a prefix of what was sent; resending the
+ * Within a session, events are sent one at a time by default: a harness that refused one event
+ * (-32004, its store was down) but accepted the next would otherwise hold them out of order, and
+ * nothing on the wire would tell. Events with a `sequence` (agent events) are pipelined, up to
+ * {@linkcode SEQUENCED_WINDOW} in flight: the harness rejects a gap with -32013 and
+ * `expected_sequence`, so a refusal can never reorder them. One WebSocket delivers in order, so
+ * what the harness accepted of a session is a prefix of what was sent; resending the
  * unacknowledged rest in order keeps the session's order. A refusal worth retrying stops the
  * session's pipeline until everything in flight has settled, then resends from the first
  * unacknowledged event.
@@ -32,6 +36,9 @@ import {
   describeError,
 } from "./timing.ts";
 
+/** Events with a `sequence` in flight per session at once. */
+export const SEQUENCED_WINDOW = 64;
+
 interface EventEntry {
   readonly id: string;
   /** Position in the client-wide enqueue order. */
@@ -40,6 +47,8 @@ interface EventEntry {
   readonly done: Deferred<SessionEventResult>;
   /** The connection the entry is in flight on; undefined when not in flight. */
   sentOn: Peer | undefined;
+  /** How many times it was sent. */
+  sends: number;
   /** Acknowledged, or given up on: nothing more to do. */
   settled: boolean;
 }
@@ -64,7 +73,7 @@ export interface EventOutboxOptions {
   logger: Logger;
   /** Prefix of the JSON-RPC ids; unique per client instance so ids never repeat across runs. */
   idPrefix: string;
-  /** Events of one session in flight at once. */
+  /** Events without a `sequence` in flight per session at once (1 keeps order under refusals). */
   window: number;
   /** Per-send timeout in ms. */
   requestTimeoutMs: number;
@@ -119,6 +128,7 @@ export class EventOutbox {
       params,
       done: deferred<SessionEventResult>(),
       sentOn: undefined,
+      sends: 0,
       settled: false,
     };
     const queue = this.#queue(params.session_id);
@@ -130,28 +140,31 @@ export class EventOutbox {
   /** Starts sending on a freshly registered connection: every unacknowledged event first. */
   attach(peer: Peer): void {
     this.#peer = peer;
-    const resend: [EventEntry, SessionQueue][] = [];
+    let resent = 0;
+    const heads: [number, SessionQueue][] = [];
     for (const queue of this.#queues.values()) {
       queue.inFlight = 0;
       queue.stalled = false;
       queue.retryDue = false;
       if (queue.retryTimer !== undefined) this.#options.clock.clearTimeout(queue.retryTimer);
       queue.retryTimer = undefined;
+      let head: number | undefined;
       for (let i = queue.head; i < queue.entries.length; i++) {
         const entry = queue.entries[i];
         entry.sentOn = undefined;
-        if (!entry.settled) resend.push([entry, queue]);
+        if (entry.settled) continue;
+        head ??= entry.order;
+        if (entry.sends > 0) resent++;
       }
+      if (head !== undefined) heads.push([head, queue]);
     }
-    if (resend.length) {
-      this.#options.logger.debug("resending unacknowledged session events", {
-        count: resend.length,
-      });
+    if (resent) {
+      this.#options.logger.debug("resending unacknowledged session events", { count: resent });
     }
-    // In the original order across sessions, regardless of the window: old before new.
-    resend.sort((a, b) => a[0].order - b[0].order);
-    for (const [entry, queue] of resend) this.#send(entry, queue, peer);
-    for (const queue of this.#queues.values()) this.#pump(queue);
+    // Each session resumes from its first unacknowledged event, under the usual window; the
+    // sessions whose waiting events are oldest go first. New events queue behind old ones.
+    heads.sort((a, b) => a[0] - b[0]);
+    for (const [, queue] of heads) this.#pump(queue);
   }
 
   /** Stops sending on a connection that ended; its unacknowledged events wait for the next. */
@@ -207,15 +220,17 @@ export class EventOutbox {
     const peer = this.#peer;
     if (!peer || queue.stalled) return;
     for (let i = queue.head; i < queue.entries.length; i++) {
-      if (queue.inFlight >= this.#options.window) return;
       const entry = queue.entries[i];
       if (entry.settled || entry.sentOn === peer) continue;
+      const window = entry.params.sequence === undefined ? this.#options.window : SEQUENCED_WINDOW;
+      if (queue.inFlight >= window) return;
       this.#send(entry, queue, peer);
     }
   }
 
   #send(entry: EventEntry, queue: SessionQueue, peer: Peer): void {
     entry.sentOn = peer;
+    entry.sends++;
     queue.inFlight++;
     peer.call("session.event", entry.params, {
       id: entry.id,
@@ -241,7 +256,7 @@ export class EventOutbox {
     if (result !== undefined) {
       // An acknowledgement counts from any connection: the harness has the event.
       queue.failures = 0;
-      this.#finish(entry, queue, () => entry.done.resolve(result));
+      this.#finish(entry, () => entry.done.resolve(result));
     } else if (current && !entry.settled) {
       this.#failed(entry, queue, error);
     }
@@ -266,7 +281,6 @@ export class EventOutbox {
           if (!e.settled && e.sentOn === undefined && typeof seq === "number" && seq < expected) {
             this.#finish(
               e,
-              queue,
               () => e.done.resolve({ acked_sequence: expected - 1, duplicate: true }),
             );
           }
@@ -288,7 +302,7 @@ export class EventOutbox {
       session_id: entry.params.session_id,
       error: describeError(error),
     });
-    this.#finish(entry, queue, () => entry.done.reject(error));
+    this.#finish(entry, () => entry.done.reject(error));
   }
 
   /** Pauses the session's pipeline; it resumes from its first unacknowledged event. */
@@ -306,11 +320,10 @@ export class EventOutbox {
     }, delay);
   }
 
-  #finish(entry: EventEntry, queue: SessionQueue, settle: () => void): void {
+  #finish(entry: EventEntry, settle: () => void): void {
     if (entry.settled) return;
     entry.settled = true;
     settle();
-    void queue;
   }
 
   /** Drops settled entries from the head and wakes idle waiters. */

@@ -1,0 +1,218 @@
+/**
+ * Reconnecting: the close-code policy (stop for good on 1008, 4002, 4003, 4004 and after a
+ * received executor.close; reconnect on 4001, 4005 and network failures), a fresh token on each
+ * attempt, resume with executor_id and active_sessions, exponential backoff with jitter and a
+ * cap on the injected clock, and a pending tool call surviving a cut within the lease.
+ */
+import { afterEach, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { ManualClock } from "../../executor/node.ts";
+import { ChaosProxy } from "../helpers/chaos-proxy.ts";
+import { Fixtures, SECRETS, until } from "../helpers/executor-fixture.ts";
+import { ScriptedHarness } from "../helpers/scripted-harness.ts";
+
+describe("ExecutorClient: reconnect", { timeout: 30_000 }, () => {
+  const fx = new Fixtures();
+  const scripted: ScriptedHarness[] = [];
+  afterEach(async () => {
+    await fx.cleanup();
+    for (const harness of scripted.splice(0)) await harness.close();
+  });
+
+  async function connected(clock: ManualClock) {
+    const harness = await ScriptedHarness.start({ clock });
+    scripted.push(harness);
+    const { client } = fx.client(harness, { clock });
+    await client.start();
+    await harness.last.peer.call("session.assign", { session_id: "ses_1" });
+    await harness.last.peer.call("session.assign", { session_id: "ses_2" });
+    return { harness, client };
+  }
+
+  for (
+    const [code, how] of [[4001, "token expired"], [4005, "lease expired"], [1001, "going away"], [
+      1011,
+      "internal error",
+    ]] as const
+  ) {
+    it(`reconnects after close ${code} (${how}) with a fresh token and resume`, async () => {
+      const clock = new ManualClock();
+      const { harness, client } = await connected(clock);
+      const firstAuth = harness.last.headers.get("authorization");
+      harness.last.peer.close(code, how);
+      await until(() => client.state === "waiting", "the backoff wait");
+      await clock.advance(50);
+      await harness.waitForRequests("executor.register", 2);
+      await until(() => client.state === "connected");
+      const second = harness.connections[1];
+      assert.notEqual(second.headers.get("authorization"), firstAuth, "a fresh token");
+      assert.equal(harness.tokensIssued, 2);
+      assert.deepEqual(second.register?.resume, {
+        executor_id: "exec_scripted",
+        active_sessions: ["ses_1", "ses_2"],
+      });
+    });
+  }
+
+  it("reconnects after a network failure (no close frame)", async () => {
+    const { harness, server } = await fx.harness();
+    const proxy = await ChaosProxy.start(server.url);
+    fx.defer(() => proxy.close());
+    const { client } = fx.client(server, { harnessUrl: proxy.url });
+    await client.start();
+    const executor = await harness.waitExecutor();
+    const reconnected = new Promise<void>((resolve) => {
+      harness.onExecutor((event) => event.type === "reconnected" && resolve());
+    });
+    assert.equal(proxy.cut(), 1);
+    await reconnected;
+    assert.equal(executor.connected, true);
+    assert.equal(client.executorId, executor.id, "the same executor id, resumed");
+  });
+
+  for (
+    const [code, how] of [
+      [1008, "policy violation"],
+      [4002, "unauthorized"],
+      [4003, "protocol mismatch"],
+      [4004, "replaced"],
+      [1000, "normal"],
+    ] as const
+  ) {
+    it(`stops for good on close ${code} (${how})`, async () => {
+      const clock = new ManualClock();
+      const { harness, client } = await connected(clock);
+      harness.last.peer.close(code, how);
+      const closed = await client.closed;
+      assert.equal(closed.reason, "close_code");
+      assert.equal(closed.code, code);
+      assert.equal(client.state, "stopped");
+      await clock.advance(60_000);
+      assert.equal(harness.connections.length, 1, "never reconnects");
+      assert.equal(harness.tokensIssued, 1);
+    });
+  }
+
+  it("stops for good on 4004 when a new registration replaces it (project harness)", async () => {
+    const { harness, server } = await fx.harness();
+    const machine = {
+      environmentKey: undefined,
+      environmentId: undefined,
+      machineToken: SECRETS.machineToken,
+      machineId: SECRETS.machineId,
+    };
+    const { client: first } = fx.client(server, machine);
+    first.onRequest("process.list", () => ({ processes: [] }));
+    await first.start();
+    const { client: second } = fx.client(server, machine);
+    second.onRequest("process.list", () => ({ processes: [] }));
+    await second.start();
+    const closed = await first.closed;
+    assert.deepEqual([closed.reason, closed.code], ["close_code", 4004]);
+    assert.equal(second.state, "connected");
+    const executor = await harness.waitExecutor();
+    assert.equal(executor.id, `exec_${SECRETS.machineId}`);
+  });
+
+  it("stops for good after a received executor.close, whatever close follows (project harness)", async () => {
+    const { harness, server } = await fx.harness();
+    const { client } = fx.client(server);
+    await client.start();
+    const executor = await harness.waitExecutor();
+    await executor.close("decommissioned");
+    const closed = await client.closed;
+    assert.equal(closed.reason, "executor_close");
+    assert.equal(client.state, "stopped");
+  });
+
+  it("backs off exponentially with jitter up to the cap, with a fresh token each attempt", async () => {
+    const clock = new ManualClock();
+    const harness = await ScriptedHarness.start({ clock });
+    scripted.push(harness);
+    harness.refuseUpgrade = 503;
+    const { client } = fx.client(harness, {
+      clock,
+      random: () => 0.5,
+      reconnect: { initialDelayMs: 100, multiplier: 2, maxDelayMs: 400, jitter: 0.5 },
+    });
+    const started = client.start();
+    // With random 0.5 and jitter 0.5 each delay is 75% of 100, 200, 400, 400 (the cap).
+    for (const [attempt, delay] of [[1, 75], [2, 150], [3, 300], [4, 300], [5, 300]]) {
+      await until(() => client.state === "waiting" && harness.tokensIssued === attempt);
+      await clock.advance(delay - 1);
+      assert.equal(harness.tokensIssued, attempt, `no attempt ${attempt + 1} before ${delay} ms`);
+      await clock.advance(1);
+      await until(() => harness.tokensIssued === attempt + 1, `attempt ${attempt + 1}`);
+    }
+    await until(() => client.state === "waiting" && harness.tokensIssued === 6);
+    harness.refuseUpgrade = undefined;
+    await clock.advance(300);
+    await started;
+    assert.equal(harness.connections.length, 1);
+    assert.equal(harness.tokensIssued, 7, "a fresh token for every attempt");
+  });
+
+  it("keeps a pending tool call across a cut within the lease: the call completes once", async () => {
+    const { harness, server } = await fx.harness();
+    const proxy = await ChaosProxy.start(server.url);
+    fx.defer(() => proxy.close());
+    const { client } = fx.client(server, { harnessUrl: proxy.url });
+    let runs = 0;
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    client.tools.bash.handle(async () => {
+      runs++;
+      started();
+      await released;
+      return { stdout: "survived", stderr: "", exit_code: 0 };
+    });
+    await client.start();
+    const executor = await harness.waitExecutor();
+    const session = await executor.assignSession({ session_id: "ses_1" });
+    await session.ready();
+    const call = session.tools.bash.call({ command: "long" }, { tool_call_id: "c_long" });
+    await running;
+    proxy.cut();
+    await until(() => client.state !== "connected", "the cut noticed");
+    await until(() => client.state === "connected" && executor.connected, "the reconnect");
+    assert.equal(harness.sessions.get("ses_1")?.state, "ready", "the session was resumed");
+    release();
+    const result = await call;
+    assert.equal(result.outcome, "completed");
+    assert.equal(result.structured_content?.stdout, "survived");
+    assert.equal(runs, 1);
+  });
+
+  it("cleans up sessions the harness did not resume after its lease expired", async () => {
+    const harnessClock = new ManualClock();
+    const clientClock = new ManualClock();
+    const { harness, server } = await fx.harness({
+      clock: harnessClock,
+      heartbeatIntervalMs: 1_000,
+    });
+    const { client } = fx.client(server, {
+      clock: clientClock,
+      reconnect: { initialDelayMs: 10, jitter: 0 },
+    });
+    const cleaned: string[] = [];
+    client.onSessionAssign((session) => {
+      session.onCleanup((cleanup) => void cleaned.push(`${cleanup.sessionId}:${cleanup.reason}`));
+      queueMicrotask(() => void client.sessionReady(session.id));
+    });
+    await client.start();
+    const executor = await harness.waitExecutor();
+    const session = await executor.assignSession({ session_id: "ses_1" });
+    await session.ready();
+    // The executor's heartbeats run on its own clock, which stands still: the lease expires.
+    await harnessClock.advance(2_000);
+    assert.deepEqual(await executor.closed, { reason: "lease_expired" });
+    await until(() => client.state === "waiting", "reconnect backoff after 4005");
+    await clientClock.advance(10);
+    await until(() => cleaned.length === 1, "the cleanup");
+    assert.deepEqual(cleaned, ["ses_1:not_resumed"]);
+    assert.equal(client.session("ses_1"), undefined);
+    assert.equal(client.state, "connected");
+  });
+});
