@@ -20,7 +20,10 @@ export type ExecutorEventType =
   /** It is gone for good: lease expired, closed, or the harness closed. */
   | "gone";
 
-/** A change of the harness's executors. */
+/**
+ * A change of the harness's executors. `registered` and `reconnected` are emitted once the
+ * register result has been written, so a listener can send to the executor at once.
+ */
 export interface ExecutorEvent {
   readonly type: ExecutorEventType;
   readonly executor: ExecutorHandle;

@@ -476,6 +476,7 @@ export class ExecutorHandle {
     for (const channel of [...this.#channels.values()]) mcpChannelControl(channel).end(reason);
     this.#channels.clear();
     this.#ctx.forget(this);
+    this.#ctx.logger.info("executor gone", { executor_id: this.id, reason });
     this.#ctx.emit({ type: "gone", executor: this });
     this.#resolveClosed({ reason });
   }

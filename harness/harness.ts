@@ -318,6 +318,11 @@ export class Harness {
         transport.close(CloseCode.UNAUTHORIZED, "unauthorized");
         throw new ConnectRefusedError({ cause: error });
       }
+      const expiresAt = expiryOf(principal);
+      if (expiresAt !== undefined && expiresAt <= this.#ctx.clock.now()) {
+        transport.close(CloseCode.UNAUTHORIZED, "unauthorized");
+        throw new ConnectRefusedError();
+      }
     }
     this.#open(transport, { protocol, principal, url });
   }
@@ -479,6 +484,11 @@ export class Harness {
     }
     connection.bind(executor);
     const resumed = executorControl(executor).attach(connection, params);
+    this.#ctx.logger.info(known ? "executor reconnected" : "executor registered", {
+      executor_id: id,
+      protocol: connection.protocol,
+      resumed_sessions: resumed.length,
+    });
     const event: ExecutorEvent = { type: known ? "reconnected" : "registered", executor };
     afterReply(() => this.#emit(event));
     return {

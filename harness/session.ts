@@ -37,6 +37,7 @@ import {
   type ToolOutcomeUnknownReason,
 } from "./errors.ts";
 import { EventLog, type SessionEventRecord } from "./event-log.ts";
+import { Deadline } from "./lease.ts";
 import type { ExecutorHandle } from "./executor-handle.ts";
 import { type McpChannel, mcpChannelControl } from "./mcp-channel.ts";
 import { randomId } from "./token-endpoint.ts";
@@ -102,7 +103,16 @@ export interface SessionStopOptions {
   grace_ms?: number;
   /** Stops waiting for `session.ended` (rejects with `RequestAbortedError`). */
   signal?: AbortSignal;
+  /**
+   * How long to wait for `session.ended` after the executor accepted the stop; then the harness
+   * ends the session on its own (reason `stop_timeout`). Default: `grace_ms` (or 5 s) plus 60 s.
+   */
+  timeoutMs?: number;
 }
+
+/** Waiting for `session.ended` beyond the executor's grace period, by default. */
+const STOP_SLACK_MS = 60_000;
+const DEFAULT_GRACE_MS = 5_000;
 
 /** What a session needs from its executor (internal). */
 export interface SessionHost {
@@ -303,7 +313,18 @@ export class Session {
       return { reason: this.#endReason! };
     }
     // session.ended may have arrived while the stop request was in flight.
-    if (this.state !== "ended") this.#state = "stopping";
+    if (this.state === "ended") return await this.ended;
+    this.#state = "stopping";
+    // Every wait ends: an executor that never reports session.ended does not hold the caller.
+    const waitMs = options.timeoutMs ?? (options.grace_ms ?? DEFAULT_GRACE_MS) + STOP_SLACK_MS;
+    const deadline = new Deadline(this.#ctx.clock, () => {
+      this.#ctx.logger.warn("session.ended did not arrive: ending the session", {
+        session_id: this.id,
+      });
+      this.#end("stop_timeout", "session_ended");
+    });
+    deadline.set(this.#ctx.clock.now() + waitMs);
+    this.ended.then(() => deadline.cancel());
     const signal = options.signal;
     if (!signal) return await this.ended;
     return await new Promise<SessionEnd>((resolve, reject) => {

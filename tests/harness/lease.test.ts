@@ -13,7 +13,7 @@ import {
   SessionRefusedError,
   ToolOutcomeUnknownError,
 } from "../../harness/node.ts";
-import { ExecutorPeer, registerParams, turns } from "../helpers/executor-peer.ts";
+import { ExecutorPeer, registerParams, turns, until } from "../helpers/executor-peer.ts";
 
 const INTERVAL = 1_000;
 
@@ -87,6 +87,8 @@ describe("Harness: lease", { timeout: 20_000 }, () => {
     const runningCall = await first.peer.nextToolCall();
     const orphan = lost.callTool({ tool: "bash", input: { command: "echo lost" } });
     await first.peer.nextToolCall();
+    // The "registered" event goes out after the register result; let it pass first.
+    await turns();
     const events: ExecutorEvent[] = [];
     const listening = harness.onExecutor((event) => events.push(event));
 
@@ -163,6 +165,19 @@ describe("Harness: lease", { timeout: 20_000 }, () => {
       "an expired environment executor's id is not reused",
     );
     assert.deepEqual(result.resumed_sessions, []);
+  });
+
+  it("ends a stopped session on its own when session.ended never comes", async () => {
+    const { peer, executor } = await connect();
+    peer.peer.onRequest("session.stop", () => ({ stopping: true }));
+    const session = await executor.assignSession({ session_id: "ses_stuck" });
+    const stopping = session.stop("done", { timeoutMs: 500 });
+    await until(() => session.state === "stopping");
+    await clock.advance(499);
+    assert.equal(session.state, "stopping");
+    await clock.advance(1);
+    assert.deepEqual(await stopping, { reason: "stop_timeout" });
+    assert.equal(harness.sessions.has("ses_stuck"), false);
   });
 
   it("a machine executor keeps exec_<machine_id> across a reconnect", async () => {
