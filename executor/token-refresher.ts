@@ -13,6 +13,9 @@ import type { Credentials, ExecutorToken } from "./credentials.ts";
 import { CredentialRejectedError } from "./errors.ts";
 import { backoffDelay, type BackoffPolicy, describeError } from "./timing.ts";
 
+/** The least time between two refreshes of one connection. */
+const MIN_REFRESH_INTERVAL_MS = 1_000;
+
 /** What the refresher needs. */
 export interface TokenRefresherOptions {
   peer: Peer;
@@ -48,12 +51,14 @@ export class TokenRefresher {
     return this.#expiresAt;
   }
 
-  /** Schedules the first refresh. */
+  /** Schedules the next refresh. */
   start(): void {
     const { clock, leadMs } = this.#options;
     const remaining = this.#expiresAt - clock.now();
     const lead = Math.min(leadMs, remaining / 2);
-    this.#at(Math.max(0, remaining - lead));
+    // A harness that does not move the deadline (or a skewed clock) must not turn this into a
+    // busy loop against the token endpoint.
+    this.#at(Math.max(MIN_REFRESH_INTERVAL_MS, remaining - lead));
   }
 
   /** Stops refreshing (the connection ended). */

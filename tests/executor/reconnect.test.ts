@@ -55,16 +55,25 @@ describe("ExecutorClient: reconnect", { timeout: 30_000 }, () => {
   }
 
   it("reconnects after a network failure (no close frame)", async () => {
+    const clock = new ManualClock();
     const { harness, server } = await fx.harness();
     const proxy = await ChaosProxy.start(server.url);
     fx.defer(() => proxy.close());
-    const { client } = fx.client(server, { harnessUrl: proxy.url });
+    const { client } = fx.client(server, {
+      clock,
+      harnessUrl: proxy.url,
+      reconnect: { initialDelayMs: 100, jitter: 0 },
+    });
     await client.start();
     const executor = await harness.waitExecutor();
     const reconnected = new Promise<void>((resolve) => {
       harness.onExecutor((event) => event.type === "reconnected" && resolve());
     });
     assert.equal(proxy.cut(), 1);
+    await until(() => client.state === "waiting", "the backoff wait");
+    await clock.advance(99);
+    assert.equal(proxy.accepted, 1, "no attempt before the backoff delay");
+    await clock.advance(1);
     await reconnected;
     assert.equal(executor.connected, true);
     assert.equal(client.executorId, executor.id, "the same executor id, resumed");
@@ -156,7 +165,12 @@ describe("ExecutorClient: reconnect", { timeout: 30_000 }, () => {
     const { harness, server } = await fx.harness();
     const proxy = await ChaosProxy.start(server.url);
     fx.defer(() => proxy.close());
-    const { client } = fx.client(server, { harnessUrl: proxy.url });
+    const clock = new ManualClock();
+    const { client } = fx.client(server, {
+      clock,
+      harnessUrl: proxy.url,
+      reconnect: { initialDelayMs: 100, jitter: 0 },
+    });
     let runs = 0;
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
@@ -175,7 +189,8 @@ describe("ExecutorClient: reconnect", { timeout: 30_000 }, () => {
     const call = session.tools.bash.call({ command: "long" }, { tool_call_id: "c_long" });
     await running;
     proxy.cut();
-    await until(() => client.state !== "connected", "the cut noticed");
+    await until(() => client.state === "waiting", "the cut noticed");
+    await clock.advance(100);
     await until(() => client.state === "connected" && executor.connected, "the reconnect");
     assert.equal(harness.sessions.get("ses_1")?.state, "ready", "the session was resumed");
     release();
