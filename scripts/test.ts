@@ -109,7 +109,7 @@ async function main(): Promise<void> {
       ], (out) => [
         last(out, /^ℹ pass (\d+)/gm),
         // A test cancelled by its parent's timeout failed too.
-      last(out, /^ℹ fail (\d+)/gm) + last(out, /^ℹ cancelled (\d+)/gm),
+        last(out, /^ℹ fail (\d+)/gm) + last(out, /^ℹ cancelled (\d+)/gm),
       ]),
     );
   }
