@@ -102,7 +102,8 @@ export interface ExecutorClientOptions extends CredentialOptions {
   tokenSource?: CredentialOptions["tokenSource"];
   /**
    * A local harness (`ws://`, `wss://`, `unix:///path.sock`) reached without token exchange; or,
-   * with a credential, the URL to dial instead of the one the token endpoint names.
+   * with a credential, the URL to dial instead of the one the token endpoint names. Without
+   * `environmentId` or `machineId`, a local executor registers in environment `"local"`.
    */
   harnessUrl?: string;
   /** What the executor is. */

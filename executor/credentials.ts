@@ -65,6 +65,9 @@ export interface Credentials {
   fetchToken(signal: AbortSignal): Promise<ExecutorToken>;
 }
 
+/** The environment id of a local executor configured with neither environment nor machine. */
+export const LOCAL_ENVIRONMENT_ID = "local";
+
 /** A configured base URL without trailing slashes and without a trailing `/api/v1`. */
 export function normalizeBaseUrl(baseUrl: string): string {
   let url = baseUrl.trim().replace(/\/+$/, "");
@@ -95,7 +98,9 @@ export function createCredentials(
   if (harnessUrl) {
     return {
       scope: "local",
-      environmentId: options.environmentId ?? "",
+      // Without an environment or a machine, a local executor registers in environment "local":
+      // an empty environment_id would make it machine-scoped, which needs the process capability.
+      environmentId: options.environmentId ?? (options.machineId ? "" : LOCAL_ENVIRONMENT_ID),
       machineId: options.machineId,
       baseUrl,
       refreshable: false,

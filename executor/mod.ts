@@ -1,6 +1,24 @@
 /**
  * The executor end of the BMA Executor Protocol: {@linkcode ExecutorClient} and what it uses.
  *
+ * ```ts
+ * import { ExecutorClient, ToolError } from "@bma/executor-sdk/executor/node";
+ *
+ * const client = new ExecutorClient({
+ *   baseUrl: "https://bma.example",
+ *   environmentKey: Deno.env.get("BMA_ENVIRONMENT_KEY"),
+ *   environmentId: "env_123",
+ *   executor: { name: "my-executor", os: "linux", arch: "amd64", version: "0.1.0" },
+ * });
+ * client.tools.bash.handle(async (input, ctx) => {
+ *   if (!input.command) throw new ToolError("empty command");
+ *   ctx.progress("running");
+ *   return { stdout: "...", stderr: "", exit_code: 0 }; // ctx.signal aborts on tool.cancel
+ * });
+ * await client.start(); // resolves once registered; reconnects on its own afterwards
+ * const info = await client.closed; // why it stopped for good
+ * ```
+ *
  * This module is portable (web-standard APIs only): pass a `dial` function, or import the
  * client preconfigured for Node, Deno and Bun from `executor/node.ts`.
  *
@@ -24,6 +42,7 @@ export type { ClientState, ExecutorClosedInfo, StopReason } from "./connection-l
 export {
   type ExecutorToken,
   type FetchFunction,
+  LOCAL_ENVIRONMENT_ID,
   normalizeBaseUrl,
   type TokenSource,
   type TokenSourceResult,

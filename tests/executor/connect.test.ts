@@ -14,6 +14,7 @@ import {
   CredentialRejectedError,
   ExecutorClient,
   ExecutorConfigError,
+  LOCAL_ENVIRONMENT_ID,
 } from "../../executor/node.ts";
 import { Harness } from "../../harness/node.ts";
 import { ProtocolMismatchError } from "../../mod.ts";
@@ -201,15 +202,12 @@ describe("ExecutorClient: connecting", { timeout: 30_000 }, () => {
       rmSync(dir, { recursive: true, force: true });
     });
     assert.ok(local.url.startsWith("unix://"));
-    const client = new ExecutorClient({
-      harnessUrl: local.url,
-      environmentId: "env_local",
-      executor: EXECUTOR_INFO,
-    });
+    const client = new ExecutorClient({ harnessUrl: local.url, executor: EXECUTOR_INFO });
     fx.defer(() => client.stop().then(() => {}));
     client.tools.bash.handle(() => ({ stdout: "local", stderr: "", exit_code: 0 }));
     await client.start();
     const executor = await harness.waitExecutor();
+    assert.equal(executor.environmentId, LOCAL_ENVIRONMENT_ID);
     const session = await executor.assignSession({ session_id: "ses_local" });
     const result = await session.tools.bash.call({ command: "true" });
     assert.equal(result.outcome, "completed");
