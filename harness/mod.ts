@@ -31,8 +31,12 @@
  * preconfigured with that runtime's server, and `fetch(request, { upgrade })` mounts the
  * harness in a server of your own.
  *
+ * The protocol core (the contract's types and error classes, `methods`, `ManualClock`, ...) is
+ * re-exported, so one import serves a harness.
+ *
  * @module
  */
+export * from "../protocol/mod.ts";
 export {
   DEFAULT_HEARTBEAT_INTERVAL_MS,
   DEFAULT_MAX_ARTIFACT_BYTES,
