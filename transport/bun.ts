@@ -15,13 +15,12 @@ import {
   assertSendableCloseCode,
   clampCloseReason,
   type CloseInfo,
-  DialError,
   type DialOptions,
   type Transport,
   TransportClosedError,
   type TransportReceiver,
 } from "./transport.ts";
-import { type WebSocketLike, webSocketTransport } from "./websocket.ts";
+import { dialNativeWebSocket } from "./websocket.ts";
 
 export type { RunningServer, ServeWebSocketOptions, UpgradeDecision } from "./server.ts";
 
@@ -118,45 +117,7 @@ class BunServerTransport implements Transport {
 /** Opens a WebSocket with Bun's native client: `ws://`, `wss://`, `unix:///path.sock`. */
 export function dialWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
   const target = isLocalSocketUrl(url) ? `ws+unix://${localSocketPath(url)}` : url;
-  return new Promise((resolve, reject) => {
-    if (options.signal?.aborted) {
-      reject(new DialError("dial aborted", undefined, { cause: options.signal.reason }));
-      return;
-    }
-    const Native = globalThis.WebSocket as unknown as new (
-      url: string,
-      options: { protocols?: string[]; headers?: Record<string, string> },
-    ) => WebSocket;
-    let socket: WebSocket;
-    try {
-      socket = new Native(target, { protocols: options.protocols, headers: options.headers });
-    } catch (error) {
-      reject(new DialError("cannot dial", undefined, { cause: error }));
-      return;
-    }
-    const transport = webSocketTransport(socket as unknown as WebSocketLike);
-    let settled = false;
-    const onAbort = () => {
-      if (settled) return;
-      settled = true;
-      socket.close();
-      reject(new DialError("dial aborted", undefined, { cause: options.signal?.reason }));
-    };
-    options.signal?.addEventListener("abort", onAbort, { once: true });
-    socket.addEventListener("open", () => {
-      options.signal?.removeEventListener("abort", onAbort);
-      if (settled) return;
-      settled = true;
-      resolve(transport);
-    });
-    socket.addEventListener("error", (event) => {
-      if (settled) return;
-      settled = true;
-      const message = (event as ErrorEvent).message ?? "";
-      const status = /status(?: code)?\D{0,3}([1-5]\d\d)\b/i.exec(message)?.[1];
-      reject(new DialError("cannot connect", status ? Number(status) : undefined));
-    });
-  });
+  return dialNativeWebSocket(target, options);
 }
 
 /** Serves WebSocket upgrades and plain HTTP with `Bun.serve`, over TCP or a Unix socket. */

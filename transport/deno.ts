@@ -11,8 +11,8 @@ import {
   type ServeWebSocketOptions,
   type UpgradeDecision,
 } from "./server.ts";
-import { DialError, type DialOptions, type Transport } from "./transport.ts";
-import { type WebSocketLike, webSocketTransport } from "./websocket.ts";
+import type { DialOptions, Transport } from "./transport.ts";
+import { dialNativeWebSocket, type WebSocketLike, webSocketTransport } from "./websocket.ts";
 
 export type { RunningServer, ServeWebSocketOptions, UpgradeDecision } from "./server.ts";
 
@@ -47,48 +47,7 @@ function deno(): DenoServe {
 
 /** Opens a WebSocket with Deno's native client (`ws+unix` via the `ws` package). */
 export function dialWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
-  if (isLocalSocketUrl(url)) return dialWithWs(url, options);
-  return new Promise((resolve, reject) => {
-    if (options.signal?.aborted) {
-      reject(new DialError("dial aborted", undefined, { cause: options.signal.reason }));
-      return;
-    }
-    const Native = globalThis.WebSocket as unknown as new (
-      url: string,
-      options: { protocols?: string[]; headers?: Record<string, string> },
-    ) => WebSocket;
-    let socket: WebSocket;
-    try {
-      socket = new Native(url, { protocols: options.protocols, headers: options.headers });
-    } catch (error) {
-      reject(new DialError("cannot dial", undefined, { cause: error }));
-      return;
-    }
-    const transport = webSocketTransport(socket as unknown as WebSocketLike);
-    let settled = false;
-    const fail = (error: DialError) => {
-      if (settled) return;
-      settled = true;
-      reject(error);
-    };
-    const onAbort = () => {
-      fail(new DialError("dial aborted", undefined, { cause: options.signal?.reason }));
-      socket.close();
-    };
-    options.signal?.addEventListener("abort", onAbort, { once: true });
-    socket.addEventListener("open", () => {
-      options.signal?.removeEventListener("abort", onAbort);
-      if (settled) return;
-      settled = true;
-      resolve(transport);
-    });
-    socket.addEventListener("error", (event) => {
-      // Deno reports a refused upgrade as an error event whose message names the status.
-      const message = (event as ErrorEvent).message ?? "";
-      const status = /status(?: code)?\D{0,3}([1-5]\d\d)\b/i.exec(message)?.[1];
-      fail(new DialError("cannot connect", status ? Number(status) : undefined));
-    });
-  });
+  return isLocalSocketUrl(url) ? dialWithWs(url, options) : dialNativeWebSocket(url, options);
 }
 
 /** Serves WebSocket upgrades and plain HTTP with `Deno.serve`, over TCP or a Unix socket. */

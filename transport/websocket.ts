@@ -9,6 +9,8 @@ import {
   assertSendableCloseCode,
   clampCloseReason,
   type CloseInfo,
+  DialError,
+  type DialOptions,
   type Transport,
   TransportClosedError,
   type TransportReceiver,
@@ -136,4 +138,52 @@ class WebSocketTransport implements Transport {
     this.#closeInfo = { code, reason };
     this.#resolveClosed(this.#closeInfo);
   }
+}
+
+/**
+ * Opens a connection with the runtime's global `WebSocket`, passing handshake headers in the
+ * options bag that Deno and Bun accept (`new WebSocket(url, { protocols, headers })`). Resolves
+ * once open; a refused upgrade rejects with {@linkcode DialError} carrying the HTTP status when
+ * the runtime reports it in the error message.
+ */
+export function dialNativeWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
+  return new Promise((resolve, reject) => {
+    if (options.signal?.aborted) {
+      reject(new DialError("dial aborted", undefined, { cause: options.signal.reason }));
+      return;
+    }
+    const Native = globalThis.WebSocket as unknown as new (
+      url: string,
+      options: { protocols?: string[]; headers?: Record<string, string> },
+    ) => WebSocketLike & { addEventListener(type: "open", listener: () => void): void };
+    let socket: InstanceType<typeof Native>;
+    try {
+      socket = new Native(url, { protocols: options.protocols, headers: options.headers });
+    } catch (error) {
+      reject(new DialError("cannot dial", undefined, { cause: error }));
+      return;
+    }
+    const transport = webSocketTransport(socket);
+    let settled = false;
+    const settle = (outcome: () => void) => {
+      if (settled) return;
+      settled = true;
+      options.signal?.removeEventListener("abort", onAbort);
+      outcome();
+    };
+    const onAbort = () =>
+      settle(() => {
+        socket.close();
+        reject(new DialError("dial aborted", undefined, { cause: options.signal?.reason }));
+      });
+    options.signal?.addEventListener("abort", onAbort, { once: true });
+    socket.addEventListener("open", () => settle(() => resolve(transport)));
+    socket.addEventListener("error", (event) =>
+      settle(() => {
+        const status = /status(?: code)?\D{0,3}([1-5]\d\d)\b/i.exec(
+          (event as { message?: string }).message ?? "",
+        )?.[1];
+        reject(new DialError("cannot connect", status ? Number(status) : undefined));
+      }));
+  });
 }
