@@ -60,7 +60,6 @@ export {
 export type { ArtifactUpload } from "./artifacts.ts";
 export type { ToolResultLostHandler } from "./result-outbox.ts";
 export {
-  type EndOptions,
   ExecutorSession,
   type SessionCleanup,
   type SessionCleanupHook,

@@ -35,8 +35,6 @@ interface SessionInternals {
   /** Resolves once the `session.assign` answer is on the wire. */
   readonly accepted: Deferred<void>;
   ending: Promise<void> | undefined;
-  /** Tool calls started in the session. */
-  calls: number;
 }
 
 const internals = new WeakMap<ExecutorSession, SessionInternals>();
@@ -66,7 +64,6 @@ export class ExecutorSession {
       hooks: new Set(),
       accepted: deferred<void>(),
       ending: undefined,
-      calls: 0,
     });
   }
 
@@ -179,11 +176,6 @@ export class SessionTable {
   isLive(session: ExecutorSession): boolean {
     const state = internals.get(session)!.state;
     return state === "assigned" || state === "ready";
-  }
-
-  /** Counts a tool call started in the session. */
-  countCall(session: ExecutorSession): void {
-    internals.get(session)!.calls++;
   }
 
   /**

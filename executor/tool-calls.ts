@@ -111,7 +111,6 @@ export class ToolCallRunner {
     let set = this.#perSession.get(session.id);
     if (!set) this.#perSession.set(session.id, set = new Set());
     set.add(call);
-    this.#deps.sessions.countCall(session);
     // The ack is sent when this returns; the handler starts after it.
     queueMicrotask(() => {
       this.#run(call, handler, session).catch((error) => {
