@@ -318,6 +318,7 @@ export interface ErrorData {
 export interface EventDelta {
   /** Delta type. */
   type: string;
+  [key: string]: unknown;
 }
 
 export interface ExecutorDrainResult {
@@ -655,6 +656,7 @@ export interface SessionCloseResult {
 export interface SessionEventPayload {
   /** Event type, e.g. agent.message or a tool executor's own type. */
   type: string;
+  [key: string]: unknown;
 }
 
 export interface SessionEventResult {
@@ -668,6 +670,7 @@ export interface SessionEventResult {
 export interface SessionMetadata {
   /** "harness" marks a long-lived harness session; any other value (or none) is one-shot and ends after its tool call. */
   source?: string;
+  [key: string]: unknown;
 }
 
 /** Session status reported by session.status. */
@@ -802,6 +805,7 @@ export interface TurnMetadata {
   tools_mcp_url?: string;
   /** The turn's binding epoch; tools tokens are bound to it. */
   epoch?: number;
+  [key: string]: unknown;
 }
 
 export interface TurnStartResult {
