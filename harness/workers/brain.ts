@@ -29,6 +29,7 @@ import {
 import {
   type CallFailure,
   type CallRecord,
+  type ExecutorFeedEvent,
   type ExecutorRecord,
   key,
   type SessionRecord,
@@ -142,6 +143,9 @@ async function route(core: EdgeCore, request: Request, path: string): Promise<Re
       return api.close(b, await body(request));
     }
   }
+  if (parts.length === 1 && a === "executor-events" && method === "GET") {
+    return api.executorEvents();
+  }
   if (a === "sessions") {
     if (parts.length === 1 && method === "POST") return api.assign(await body(request));
     if (parts.length === 2 && method === "GET") return api.getSession(b);
@@ -190,6 +194,22 @@ class BrainApi {
 
   async getExecutor(id: string): Promise<Response> {
     return json(200, await this.#executorView(await this.#executor(id)));
+  }
+
+  async executorEvents(): Promise<Response> {
+    const from = Math.max(0, Math.floor(Number(this.#url.searchParams.get("from") ?? 0)) || 0);
+    const limit = this.#limit();
+    await this.#poll(
+      async () => (await this.#storage.get<number>(key.executorEventNext)) ?? 1,
+      (next) => next > from + 1,
+    );
+    const page = await this.#storage.list<ExecutorFeedEvent>({
+      prefix: "v:",
+      start: key.executorEvent(from + 1),
+      limit,
+    });
+    const events = [...page.values()];
+    return json(200, { events, next: events.length ? events[events.length - 1].index : from });
   }
 
   async drain(id: string, input: Record<string, unknown>): Promise<Response> {
@@ -411,10 +431,7 @@ class BrainApi {
 
   async events(sessionId: string): Promise<Response> {
     const from = Math.max(0, Math.floor(Number(this.#url.searchParams.get("from") ?? 0)) || 0);
-    const limit = Math.min(
-      1000,
-      Math.max(1, Math.floor(Number(this.#url.searchParams.get("limit") ?? 100)) || 100),
-    );
+    const limit = this.#limit();
     const { value: session } = await this.#poll(
       () => this.#session(sessionId),
       (s) => s.events > from || s.state === "ended",
@@ -463,6 +480,12 @@ class BrainApi {
   }
 
   // ---- helpers -------------------------------------------------------------------------------
+
+  /** `?limit=`: 1 to 1000, default 100. */
+  #limit(): number {
+    const asked = Math.floor(Number(this.#url.searchParams.get("limit") ?? 100));
+    return Math.min(1000, Math.max(1, Number.isFinite(asked) ? asked : 100));
+  }
 
   async #executor(id: string): Promise<ExecutorRecord> {
     const record = await this.#storage.get<ExecutorRecord>(key.executor(id));

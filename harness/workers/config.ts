@@ -47,6 +47,11 @@ export interface HarnessEnv {
   BMA_RETENTION_MS?: string;
   /** How long `session.ended` may take after an accepted `session.stop` beyond its grace, ms. Default 60000. */
   BMA_STOP_SLACK_MS?: string;
+  /**
+   * `"true"`: executors connect without any token (every connection gets the empty principal
+   * and the `default` object). Only for a Worker nobody else can reach, such as a local test.
+   */
+  BMA_INSECURE_NO_AUTH?: string;
   [binding: string]: unknown;
 }
 
@@ -67,6 +72,12 @@ export interface WorkersHarnessOptions {
   logger?: Logger;
   /** The env binding of the Durable Object namespace. Default `BMA_HARNESS`. */
   binding?: string;
+  /**
+   * Let executors connect without authentication (also `BMA_INSECURE_NO_AUTH = "true"`): only
+   * for a Worker nobody else can reach. Default false: without `authenticate` and without
+   * `BMA_JWT_SECRET` every connection is refused.
+   */
+  insecureNoAuth?: boolean;
 }
 
 /** Settings read from the environment, with defaults applied. */
@@ -166,9 +177,14 @@ function parseCredentials(text: string | undefined): ExecutorCredential[] {
   });
 }
 
+/** Whether unauthenticated connections are allowed (an explicit opt-out, in code or env). */
+export function insecureNoAuth(options: WorkersHarnessOptions, env: HarnessEnv): boolean {
+  return options.insecureNoAuth === true || env.BMA_INSECURE_NO_AUTH === "true";
+}
+
 /**
  * The `authenticate` in force: the configured one, else the token issuer's verification, else
- * `undefined` (nothing can connect).
+ * `undefined` (nothing can connect, unless {@linkcode insecureNoAuth}).
  */
 export function resolveAuthenticate(
   options: WorkersHarnessOptions,

@@ -407,7 +407,7 @@ class FrameContext {
     // Calls that could not be sent, or whose ack was lost, go out again once the executor has
     // its register result; it deduplicates them by tool_call_id.
     this.#after.push(() => core.redispatch(id, att.id));
-    core.changed();
+    await core.recordEvent(existing ? "reconnected" : "registered", record);
     return {
       executor_id: id,
       protocol: att.protocol,

@@ -27,6 +27,9 @@ import {
   Deadlines,
   deleteKeys,
   deletePrefixes,
+  EXECUTOR_EVENTS_KEPT,
+  type ExecutorFeedEvent,
+  type ExecutorFeedEventType,
   type ExecutorRecord,
   key,
   type OutgoingRecord,
@@ -204,6 +207,31 @@ export class EdgeCore {
     }
     await this.storage.put(key.executor(executorId), record);
     this.logger.info("executor disconnected", { executor_id: executorId });
+    await this.recordEvent("disconnected", record);
+  }
+
+  /** Appends to the executor feed (keeping the newest entries) and wakes long polls. */
+  async recordEvent(
+    type: ExecutorFeedEventType,
+    record: ExecutorRecord,
+    reason?: string,
+  ): Promise<void> {
+    const index = (await this.storage.get<number>(key.executorEventNext)) ?? 1;
+    const event: ExecutorFeedEvent = {
+      index,
+      type,
+      executor_id: record.id,
+      name: record.info.name,
+      ...(reason !== undefined ? { reason } : {}),
+      at: new Date().toISOString(),
+    };
+    await this.storage.put({
+      [key.executorEvent(index)]: event,
+      [key.executorEventNext]: index + 1,
+    });
+    if (index > EXECUTOR_EVENTS_KEPT) {
+      await this.storage.delete(key.executorEvent(index - EXECUTOR_EVENTS_KEPT));
+    }
     this.changed();
   }
 
@@ -491,13 +519,13 @@ export class EdgeCore {
       else await this.storage.delete(fullKey);
     }
     this.logger.info("executor gone", { executor_id: record.id, reason });
+    await this.recordEvent("gone", record, reason);
     const connectionId = record.connection;
     const ws = connectionId ? this.socket(connectionId) : undefined;
     if (ws && closeCode !== undefined) {
       const att = this.attachment(ws)!;
       await this.closeConnection(ws, att, closeCode, reason.replace("_", " "));
     }
-    this.changed();
   }
 
   /** Runs the deadlines that are due; returns nothing, re-arms the alarm. */

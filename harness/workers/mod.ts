@@ -32,7 +32,12 @@ export {
   type WorkersHarnessOptions,
 } from "./config.ts";
 export type { BrainErrorBody, ExecutorView, SessionView, ToolCallView } from "./brain.ts";
-export type { CallFailure, StoredSessionState } from "./store.ts";
+export type {
+  CallFailure,
+  ExecutorFeedEvent,
+  ExecutorFeedEventType,
+  StoredSessionState,
+} from "./store.ts";
 export type {
   DurableObjectIdLike,
   DurableObjectNamespaceLike,

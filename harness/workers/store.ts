@@ -15,6 +15,8 @@
  *   whose response has not arrived
  * - `e:<session_id>:<index>` → a durable event; `er:<session_id>:<rpc key>` and
  *   `ee:<session_id>:<event_id>` deduplicate them
+ * - `v:<index>` → {@linkcode ExecutorFeedEvent}, the feed of executor changes (the newest
+ *   {@linkcode EXECUTOR_EVENTS_KEPT}); `v#` → the next index
  * - `d:<due>:<name>` and `dn:<name>` → the deadline index (see {@linkcode Deadlines})
  */
 import type {
@@ -145,6 +147,26 @@ export interface OutgoingRecord {
   readonly ref: string;
 }
 
+/** What happened to an executor. */
+export type ExecutorFeedEventType = "registered" | "reconnected" | "disconnected" | "gone";
+
+/** One entry of the executor feed (`GET .../executor-events`). */
+export interface ExecutorFeedEvent {
+  /** 1-based position in the feed. */
+  index: number;
+  type: ExecutorFeedEventType;
+  executor_id: string;
+  /** `executor.name` it registered with. */
+  name: string;
+  /** Why it is gone (`lease_expired`, `closed`). */
+  reason?: string;
+  /** When (ISO 8601). */
+  at: string;
+}
+
+/** How many executor events the feed keeps. */
+export const EXECUTOR_EVENTS_KEPT = 1000;
+
 /** Storage keys. */
 export const key = {
   executor: (id: string): string => `x:${id}`,
@@ -164,6 +186,8 @@ export const key = {
   events: (sessionId: string): string => `e:${sessionId}:`,
   eventRpc: (sessionId: string, rpcKey: string): string => `er:${sessionId}:${rpcKey}`,
   eventId: (sessionId: string, eventId: string): string => `ee:${sessionId}:${eventId}`,
+  executorEvent: (index: number): string => `v:${String(index).padStart(10, "0")}`,
+  executorEventNext: "v#",
 } as const;
 
 /** The last part of a key after `prefix`. */

@@ -50,6 +50,12 @@ describe("edge harness on workerd: leases and token deadlines", { timeout: 90_00
     assert.equal(session.body.end_reason, "lease_expired");
     const gone = await edge.brain("GET", `/executors/${executor_id}`);
     assert.equal(gone.status, 404, "the executor is gone");
+    const feed = await edge.brain("GET", "/executor-events");
+    assert.deepEqual(
+      feed.body.events.filter((e: any) => e.executor_id === executor_id)
+        .map((e: any) => [e.type, e.reason]),
+      [["registered", undefined], ["gone", "lease_expired"]],
+    );
     await until(() => states.includes("waiting"), "the client saw its connection closed");
   });
 

@@ -34,6 +34,11 @@ export function workerBundle(): Promise<string> {
 export interface EdgeOptions {
   /** Extra Worker vars (numbers as strings), e.g. `BMA_HEARTBEAT_INTERVAL_MS`. */
   vars?: Record<string, string>;
+  /**
+   * `false`: no token endpoint and no token check (`BMA_INSECURE_NO_AUTH`), for executors that
+   * dial with a bare `harnessUrl`. Default true.
+   */
+  auth?: boolean;
 }
 
 /** An answer of the brain API. */
@@ -64,12 +69,14 @@ export class Edge {
       compatibilityDate: "2025-09-01",
       durableObjects: { BMA_HARNESS: "HarnessObject" },
       bindings: {
-        BMA_JWT_SECRET: EDGE.jwtSecret,
         BMA_BRAIN_TOKEN: EDGE.brainToken,
-        BMA_CREDENTIALS: JSON.stringify([
-          { environmentId: EDGE.environmentId, environmentKey: EDGE.environmentKey },
-          { machineId: EDGE.machineId, machineToken: EDGE.machineToken },
-        ]),
+        ...(options.auth === false ? { BMA_INSECURE_NO_AUTH: "true" } : {
+          BMA_JWT_SECRET: EDGE.jwtSecret,
+          BMA_CREDENTIALS: JSON.stringify([
+            { environmentId: EDGE.environmentId, environmentKey: EDGE.environmentKey },
+            { machineId: EDGE.machineId, machineToken: EDGE.machineToken },
+          ]),
+        }),
         ...options.vars,
       },
       host: "127.0.0.1",
