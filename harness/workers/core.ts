@@ -258,6 +258,9 @@ export class EdgeCore {
     if (spec.capability && !hasCapability(executor.capabilities, spec.capability)) {
       throw new LocalError(`${method} needs capability "${spec.capability}"`);
     }
+    if (!spec.params.safeParse(params).success) {
+      throw new LocalError(`params of ${method} do not match the contract`);
+    }
     const rpcId = randomId("h_");
     const frame = JSON.stringify({ jsonrpc: "2.0", id: rpcId, method, params });
     if (exceedsBytes(frame, this.settings.maxFrameBytes)) {

@@ -267,7 +267,8 @@ describe("edge harness on workerd: sessions and tools", { timeout: 90_000 }, () 
 describe("edge harness on workerd: refusals", { timeout: 60_000 }, () => {
   let edge: Edge;
   before(async () => {
-    edge = await Edge.start();
+    // A frame limit far below the runtime's own, so the harness's check is what closes.
+    edge = await Edge.start({ vars: { BMA_MAX_FRAME_BYTES: "65536" } });
   });
   after(() => edge.dispose());
 
@@ -317,6 +318,27 @@ describe("edge harness on workerd: refusals", { timeout: 60_000 }, () => {
     assert.equal(unknown.error.data.reason, "unknown_tool_call");
     const heartbeat = await raw.call("executor.heartbeat", {});
     assert.equal(heartbeat.result.drain, false, "the connection still serves");
+  });
+
+  it("answers garbage with -32700 and closes on a frame over the size limit with 1009", async () => {
+    const { token } = await edge.token();
+    const raw = edge.raw(token);
+    await raw.opened;
+    raw.ws.send("{ not json");
+    const parseError = await raw.next();
+    assert.equal(parseError.error.code, -32700);
+    assert.equal(parseError.id, null);
+    const registered = await raw.call("executor.register", registerParams());
+    assert.ok(registered.result, "the connection still serves");
+    raw.ws.send(JSON.stringify({
+      jsonrpc: "2.0",
+      id: 99,
+      method: "session.event",
+      params: { session_id: "s", event: { type: "big", blob: "x".repeat(65536) } },
+    }));
+    const closed = await raw.closed;
+    assert.equal(closed.code, 1009);
+    assert.equal(closed.reason, "frame too large");
   });
 
   it("answers -32012 capability_missing to a machine without process and keeps it unregistered", async () => {
