@@ -4,7 +4,7 @@
  * and for everything, the runtime-import guard, and JSR's publish checks (slow types included).
  */
 import { spawnSync } from "node:child_process";
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -40,7 +40,7 @@ function runtimeImportGuard(): string[] {
     }
   };
   for (const dir of ["protocol", "transport", "executor", "harness", "agent"]) {
-    walk(join(root, dir));
+    if (existsSync(join(root, dir))) walk(join(root, dir));
   }
   if (/from\s+["'](node:|ws["'])/.test(readFileSync(join(root, "mod.ts"), "utf8"))) {
     bad.push("mod.ts");
