@@ -10,16 +10,73 @@
  * Workers run with `BMA_INSECURE_NO_AUTH`: every connection lands in the `default` object, like
  * the Node cells' `insecureNoAuth` harness. Authentication is covered by tests/workers/.
  */
-import type * as Sdk from "../../node.ts";
-import type {
-  CallSpec,
-  ExecutorView,
-  HarnessAgent,
-  HarnessSpec,
-} from "../conformance/harness-agent.ts";
-import type { ExternalCell } from "../conformance/matrix.ts";
-import { AgentError, type Remote } from "../conformance/rpc.ts";
+import type * as Sdk from "../../harness/mod.ts";
 import { type BrainAnswer, Edge } from "./edge-fixture.ts";
+
+// The shapes below are those of tests/conformance/ (harness-agent.ts, matrix.ts, rpc.ts),
+// restated so this module stands alone: the suite loads it by path when it exists, and the
+// scenarios themselves check that the shapes match.
+
+/** How a scenario's harness is reached (`HarnessSpec` of the conformance suite). */
+export interface HarnessSpec {
+  serve: "ws" | "unix" | "none";
+  path?: string;
+  heartbeatIntervalMs?: number;
+}
+
+/** A tool call as a scenario asks for it. */
+export interface CallSpec {
+  tool: string;
+  input: Record<string, unknown>;
+  tool_call_id?: string;
+}
+
+/** One executor as the scenarios see it. */
+export interface ExecutorView {
+  id: string;
+  name: string;
+  protocol: string;
+  connected: boolean;
+  draining: boolean;
+  gone: boolean;
+  tools: string[];
+  sessions: string[];
+}
+
+/** A column contributed to the conformance matrix (`ExternalCell`). */
+export interface ExternalCell {
+  readonly id: string;
+  readonly executor: "node" | "deno" | "bun";
+  readonly harness: string;
+  readonly transport: "ws" | "unix";
+  readonly skip?: Readonly<Record<string, string>>;
+  open(): Promise<{ H: EdgeHarnessAgent; close(): Promise<void> }>;
+}
+
+/** An error as the scenarios check it: `name`, `code`, `reason`, `data` (as `ScenarioError`). */
+export class ScenarioError extends Error {
+  readonly code?: number;
+  readonly reason?: string;
+  readonly status?: number;
+  readonly data?: unknown;
+  constructor(
+    wire: {
+      name: string;
+      message: string;
+      code?: number;
+      reason?: string;
+      status?: number;
+      data?: unknown;
+    },
+  ) {
+    super(wire.message);
+    this.name = wire.name;
+    this.code = wire.code;
+    this.reason = wire.reason;
+    this.status = wire.status;
+    this.data = wire.data;
+  }
+}
 
 const ROUTE = "default";
 /** Each long poll's wait; loops repeat it until the outcome (the scenario's timeout bounds it). */
@@ -34,7 +91,7 @@ interface FeedEvent {
 }
 
 /** The harness agent's methods over the edge harness's brain API. */
-class EdgeHarnessAgent {
+export class EdgeHarnessAgent {
   readonly #edges = new Map<string, Edge>();
   #next = 1;
 
@@ -266,8 +323,8 @@ const ERROR_NAMES: Record<string, string> = {
   executor_unavailable: "ExecutorUnavailableError",
 };
 
-function callError(error: { code: number | string; message: string; data?: any }): AgentError {
-  return new AgentError({
+function callError(error: { code: number | string; message: string; data?: any }): ScenarioError {
+  return new ScenarioError({
     name: typeof error.code === "number" ? "ProtocolError" : ERROR_NAMES[error.code] ?? error.code,
     message: error.message,
     ...(typeof error.code === "number" ? { code: error.code } : {}),
@@ -276,10 +333,10 @@ function callError(error: { code: number | string; message: string; data?: any }
   });
 }
 
-function brainError(answer: BrainAnswer): AgentError {
+function brainError(answer: BrainAnswer): ScenarioError {
   const error = answer.body?.error;
   if (!error || typeof error !== "object") {
-    return new AgentError({
+    return new ScenarioError({
       name: "Error",
       message: `HTTP ${answer.status}`,
       status: answer.status,
@@ -297,8 +354,7 @@ export function conformanceCells(): Promise<ExternalCell[]> {
     transport: "ws",
     open() {
       const agent = new EdgeHarnessAgent();
-      const H: Remote<HarnessAgent> = agent;
-      return Promise.resolve({ H, close: () => agent.closeAll() });
+      return Promise.resolve({ H: agent, close: () => agent.closeAll() });
     },
   }]);
 }
