@@ -23,6 +23,8 @@ export interface WorkersBundle {
   readonly gzipBytes: number;
   /** Bytes per input file in the bundle, largest first. */
   readonly inputs: readonly [path: string, bytes: number][];
+  /** Imports left for the runtime to resolve (none: Workers get one self-contained module). */
+  readonly external: readonly string[];
 }
 
 /** Bundles the example Worker (minified by default). */
@@ -51,11 +53,12 @@ export async function buildWorkersBundle(
     bytes: new TextEncoder().encode(code).byteLength,
     gzipBytes: gzipSync(code, { level: 9 }).byteLength,
     inputs,
+    external: output.imports.filter((i) => i.external).map((i) => i.path),
   };
 }
 
 function kb(bytes: number): string {
-  return `${(bytes / 1024).toFixed(1)} KB`;
+  return `${(bytes / 1024).toFixed(1)} KiB`;
 }
 
 async function main(): Promise<void> {

@@ -1,0 +1,19 @@
+/**
+ * The Workers bundle stays within its budget (100 KiB gzipped) and pulls in nothing that
+ * Workers cannot load: no import left for the runtime to resolve (a `node:` module included), and
+ * neither hono nor ws (the Node harness's server pieces).
+ */
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { buildWorkersBundle } from "../../scripts/bench/workers-bundle.ts";
+
+describe("Workers bundle", { timeout: 60_000 }, () => {
+  it("is self-contained and at most 100 KiB gzipped", async () => {
+    const bundle = await buildWorkersBundle();
+    assert.ok(bundle.gzipBytes <= 100 * 1024, `${bundle.gzipBytes} bytes gzipped`);
+    assert.deepEqual(bundle.external, [], "no import is left for the runtime");
+    const sources = bundle.inputs.map(([path]) => path);
+    assert.ok(sources.some((path) => path.includes("harness/workers/object.ts")));
+    assert.ok(!sources.some((path) => /node_modules\/(hono|ws)\//.test(path)), sources.join());
+  });
+});
