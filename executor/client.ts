@@ -46,6 +46,12 @@ import {
   type RequestHandler,
 } from "../protocol/peer.ts";
 import type { CloseInfo, Dialer, Transport } from "../transport/transport.ts";
+import {
+  isLocalSocketUrl,
+  localSocketPath,
+  type RunningServer,
+  type WebSocketServe,
+} from "../transport/server.ts";
 import { type ArtifactUpload, ArtifactUploader } from "./artifacts.ts";
 import { computeCapabilities, sameCapabilities } from "./capabilities.ts";
 import {
@@ -60,6 +66,8 @@ import {
   type Credentials,
   type ExecutorToken,
   type FetchFunction,
+  LOCAL_ENVIRONMENT_ID,
+  normalizeBaseUrl,
 } from "./credentials.ts";
 import {
   ClientStoppedError,
@@ -68,6 +76,7 @@ import {
   UnknownSessionError,
 } from "./errors.ts";
 import { EventOutbox } from "./event-outbox.ts";
+import { type ExecutorListener, InboundConnections } from "./listener.ts";
 import { Lease } from "./lease.ts";
 import {
   type ConnectionLink,
@@ -123,6 +132,11 @@ export interface ExecutorClientOptions extends CredentialOptions {
   random?: () => number;
   /** Opens connections. Required here; `executor/node.ts` provides the Node default. */
   dial?: Dialer;
+  /**
+   * Serves the local socket of {@linkcode ExecutorClient.listen} (the brain dials the
+   * executor). The runtime presets (`executor/node.ts`, `deno.ts`, `bun.ts`) provide it.
+   */
+  server?: WebSocketServe;
   /** HTTP for token exchange and artifact upload. Default: the global `fetch`. */
   fetch?: FetchFunction;
   /** Reconnect backoff. Default 250 ms doubling to 30 s, jitter 0.5. */
@@ -270,6 +284,9 @@ export class ExecutorClient {
   #token: ExecutorToken | undefined;
   #draining = false;
   #state: ClientState = "idle";
+  /** Set when constructed without a credential: only `listen()` can work. */
+  #missingCredential: ExecutorConfigError | undefined;
+  #listening: { server: RunningServer; inbound: InboundConnections } | undefined;
 
   constructor(options: ExecutorClientOptions) {
     if (!options || typeof options !== "object") {
@@ -290,11 +307,7 @@ export class ExecutorClient {
     this.#random = options.random ?? Math.random;
     this.#scrubber = new SecretScrubber([options.environmentKey, options.machineToken]);
     this.#logger = this.#scrubber.logger(options.logger ?? silentLogger);
-    this.#credentials = createCredentials(options, {
-      fetch: options.fetch,
-      clock: this.#clock,
-      scrubber: this.#scrubber,
-    });
+    this.#credentials = this.#createCredentials(options);
     this.#dial = options.dial;
     this.#requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
     this.#maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
@@ -358,6 +371,31 @@ export class ExecutorClient {
         });
       },
     });
+  }
+
+  /**
+   * The credentials from the options. Without any credential the client can still `listen()`
+   * (a dialing harness needs none), so the error is kept for `start()` instead of thrown.
+   */
+  #createCredentials(options: ExecutorClientOptions): Credentials {
+    const deps = { fetch: options.fetch, clock: this.#clock, scrubber: this.#scrubber };
+    const none = options.tokenSource === undefined && options.machineToken === undefined &&
+      options.environmentKey === undefined && !options.harnessUrl;
+    if (!none) return createCredentials(options, deps);
+    try {
+      return createCredentials(options, deps);
+    } catch (error) {
+      if (!(error instanceof ExecutorConfigError)) throw error;
+      this.#missingCredential = error;
+      return {
+        scope: "local",
+        environmentId: options.environmentId ?? (options.machineId ? "" : LOCAL_ENVIRONMENT_ID),
+        machineId: options.machineId,
+        baseUrl: options.baseUrl ? normalizeBaseUrl(options.baseUrl) : undefined,
+        refreshable: false,
+        fetchToken: () => Promise.reject(error),
+      };
+    }
   }
 
   // ---- state ---------------------------------------------------------------------------------
@@ -580,6 +618,7 @@ export class ExecutorClient {
   start(): Promise<ExecutorRegisterResult> {
     if (this.#stopping) return Promise.reject(new ClientStoppedError());
     if (this.#started) return this.#started;
+    if (this.#missingCredential) return Promise.reject(this.#missingCredential);
     if (!this.#dial) {
       return Promise.reject(
         new ExecutorConfigError(
@@ -587,13 +626,73 @@ export class ExecutorClient {
         ),
       );
     }
+    return this.#run(this.#credentials, this.#dial);
+  }
+
+  /**
+   * Listens on a local socket (`unix:///path.sock`, or a Windows named pipe `\\.\pipe\name`)
+   * for a harness to dial in, instead of dialing out: the brain dials the executor (seed 003).
+   * Resolves once listening. Each accepted connection speaks the same protocol as a dialed one:
+   * the executor picks the subprotocol from the harness's offer and sends `executor.register`
+   * first; when the connection ends, the next dial-in is served with `resume`. One harness
+   * connection at a time (another dial meanwhile gets HTTP 409). No credential is needed, and
+   * none is checked: the socket's file permissions decide who may connect. `stop()` closes the
+   * socket.
+   */
+  async listen(url: string): Promise<ExecutorListener> {
+    if (this.#stopping) throw new ClientStoppedError();
+    if (this.#started) throw new ExecutorConfigError("the client is already started");
+    if (!isLocalSocketUrl(url)) {
+      throw new ExecutorConfigError("listen takes unix:///path.sock or \\\\.\\pipe\\name");
+    }
+    const serve = this.#options.server;
+    if (!serve) {
+      throw new ExecutorConfigError(
+        "no server: pass the server option, or import ExecutorClient from a runtime entry point",
+      );
+    }
+    const inbound = new InboundConnections();
+    // Claimed before the first await, so a concurrent start() or listen() is refused.
+    const claim = deferred<ExecutorRegisterResult>();
+    claim.promise.catch(() => {});
+    this.#started = claim.promise;
+    let server: RunningServer;
+    try {
+      server = await serve({
+        path: localSocketPath(url),
+        maxFrameBytes: this.#maxFrameBytes,
+        upgrade: (request, protocols) => inbound.upgrade(request, protocols),
+      });
+    } catch (error) {
+      this.#started = undefined;
+      throw error;
+    }
+    this.#listening = { server, inbound };
+    const local: Credentials = {
+      scope: "local",
+      environmentId: this.#credentials.environmentId,
+      machineId: this.#credentials.machineId,
+      baseUrl: this.#credentials.baseUrl,
+      refreshable: false,
+      fetchToken: () => Promise.resolve({ url: server.url }),
+    };
+    if (this.#stopping) {
+      inbound.close();
+      await server.close();
+      throw new ClientStoppedError();
+    }
+    this.#run(local, inbound.dial).then(claim.resolve, claim.reject);
+    return { url: server.url, registered: claim.promise };
+  }
+
+  #run(credentials: Credentials, dial: Dialer): Promise<ExecutorRegisterResult> {
     const loop = new ConnectionLoop({
       clock: this.#clock,
       logger: this.#logger,
       random: this.#random,
       backoff: this.#options.reconnect ?? {},
-      credentials: this.#credentials,
-      dial: this.#dial,
+      credentials,
+      dial,
       maxFrameBytes: this.#maxFrameBytes,
       register: (transport, token, signal) => this.#register(transport, token, signal),
       onConnected: (connection) => this.#connected(connection as ClientConnection),
@@ -1034,6 +1133,11 @@ export class ExecutorClient {
       giveUp.abort();
     }
     this.#connection = undefined;
+    const listening = this.#listening;
+    if (listening) {
+      listening.inbound.close();
+      await listening.server.close();
+    }
     this.#setState("stopped");
     this.#logger.info("stopped", { reason: info.reason, code: info.code });
     this.#closed.resolve(info);

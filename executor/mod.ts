@@ -58,6 +58,7 @@ export {
   UnknownSessionError,
 } from "./errors.ts";
 export type { ArtifactUpload } from "./artifacts.ts";
+export type { ExecutorListener } from "./listener.ts";
 export type { ToolResultLostHandler } from "./result-outbox.ts";
 export {
   ExecutorSession,

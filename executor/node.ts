@@ -1,18 +1,19 @@
 /**
  * The executor end preconfigured for Node (and Deno and Bun through their Node compatibility):
- * `ExecutorClient` dials with the `ws` package (ws://, wss://, unix:///path.sock). Everything
- * else is re-exported from the portable `executor/mod.ts`.
+ * `ExecutorClient` dials with the `ws` package (ws://, wss://, unix:///path.sock) and `listen`s
+ * with Node's `http` server and `ws`. Everything else is re-exported from the portable
+ * `executor/mod.ts`.
  *
  * @module
  */
-import { dialWebSocket } from "../transport/node.ts";
+import { dialWebSocket, serveWebSocket } from "../transport/node.ts";
 import { ExecutorClient as PortableExecutorClient, type ExecutorClientOptions } from "./mod.ts";
 
 export * from "./mod.ts";
 
-/** {@linkcode PortableExecutorClient} with the Node WebSocket dialer as its default `dial`. */
+/** {@linkcode PortableExecutorClient} with the Node WebSocket dialer and server as its defaults. */
 export class ExecutorClient extends PortableExecutorClient {
   constructor(options: ExecutorClientOptions) {
-    super({ dial: dialWebSocket, ...options });
+    super({ dial: dialWebSocket, server: serveWebSocket, ...options });
   }
 }

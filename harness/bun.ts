@@ -4,14 +4,17 @@
  *
  * @module
  */
-import { serveWebSocket } from "../transport/bun.ts";
+import { dialWebSocket, serveWebSocket } from "../transport/bun.ts";
 import { Harness as CoreHarness, type HarnessOptions } from "./harness.ts";
 
 export * from "./mod.ts";
 
-/** A {@linkcode CoreHarness} whose `serve` / `serveUnix` use Bun's server unless `server` is given. */
+/**
+ * A {@linkcode CoreHarness} whose `serve` / `serveUnix` / `dial` use Bun's server and client
+ * unless `server` / `dial` are given.
+ */
 export class Harness extends CoreHarness {
   constructor(options: HarnessOptions = {}) {
-    super({ server: serveWebSocket, ...options });
+    super({ server: serveWebSocket, dial: dialWebSocket, ...options });
   }
 }

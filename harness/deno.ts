@@ -4,14 +4,17 @@
  *
  * @module
  */
-import { serveWebSocket } from "../transport/deno.ts";
+import { dialWebSocket, serveWebSocket } from "../transport/deno.ts";
 import { Harness as CoreHarness, type HarnessOptions } from "./harness.ts";
 
 export * from "./mod.ts";
 
-/** A {@linkcode CoreHarness} whose `serve` / `serveUnix` use Deno's server unless `server` is given. */
+/**
+ * A {@linkcode CoreHarness} whose `serve` / `serveUnix` / `dial` use Deno's server and client
+ * unless `server` / `dial` are given.
+ */
 export class Harness extends CoreHarness {
   constructor(options: HarnessOptions = {}) {
-    super({ server: serveWebSocket, ...options });
+    super({ server: serveWebSocket, dial: dialWebSocket, ...options });
   }
 }

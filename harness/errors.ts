@@ -96,6 +96,17 @@ export class NoServerFactoryError extends LocalError {
   }
 }
 
+/** `dial()` was called on a harness built without a dialer. */
+export class NoDialerError extends LocalError {
+  constructor() {
+    super(
+      "this Harness has no dialer: pass `dial` (e.g. dialWebSocket from transport/node.ts) or " +
+        "import Harness from a runtime entry point (node.ts, deno.ts, bun.ts)",
+    );
+    this.name = "NoDialerError";
+  }
+}
+
 /** `serve()` on TCP without `authenticate` and without the explicit `insecureNoAuth` opt-out. */
 export class InsecureServeError extends LocalError {
   constructor() {

@@ -23,18 +23,20 @@ import {
 } from "../protocol/generated/errors.ts";
 import { RequestAbortedError } from "../protocol/errors.ts";
 import { hasCapability } from "../protocol/capabilities.ts";
-import type { Transport } from "../transport/transport.ts";
+import type { Dialer, Transport } from "../transport/transport.ts";
 import type { RunningServer, UpgradeDecision, WebSocketServe } from "../transport/server.ts";
 import { isUpgradeRequest, offeredProtocols } from "../transport/server.ts";
 import { webSocketTransport } from "../transport/websocket.ts";
 import { CONNECT_PATHS, createHarnessApp, type FetchOptions } from "./app.ts";
 import { type ArtifactStore, MemoryArtifactStore } from "./artifacts.ts";
 import { ExecutorConnection } from "./connection.ts";
+import { DialLink, type ExecutorLink, type HarnessDialOptions } from "./dial-link.ts";
 import { afterReply, type ExecutorEvent, type HarnessContext } from "./context.ts";
 import {
   ConnectRefusedError,
   HarnessClosedError,
   InsecureServeError,
+  NoDialerError,
   NoServerFactoryError,
 } from "./errors.ts";
 import type { SessionEventSink } from "./event-log.ts";
@@ -83,6 +85,8 @@ export interface HarnessOptions {
   maxUnregisteredRequests?: number;
   /** The server factory used by `serve` / `serveUnix` (e.g. `serveWebSocket` of transport/node.ts). */
   server?: WebSocketServe;
+  /** Opens connections for {@linkcode Harness.dial} (the runtime presets provide it). */
+  dial?: Dialer;
   /** Stores each accepted durable session event before it is acknowledged. */
   onSessionEvent?: SessionEventSink;
   /** Where uploaded artifacts go. Default: in memory. */
@@ -145,6 +149,8 @@ export class Harness {
   readonly #executors = new Map<string, ExecutorHandle>();
   readonly #connections = new Set<ExecutorConnection>();
   readonly #servers = new Set<RunningServer>();
+  readonly #links = new Set<DialLink>();
+  readonly #dialer: Dialer | undefined;
   readonly #listeners = new Set<(event: ExecutorEvent) => void>();
   readonly #closeWaiters = new Set<() => void>();
   #closed = false;
@@ -164,6 +170,7 @@ export class Harness {
         : undefined);
     this.#insecureNoAuth = options.insecureNoAuth ?? false;
     this.#serverFactory = options.server;
+    this.#dialer = options.dial;
     this.#maxFrameBytes = options.maxFrameBytes;
     this.#registerTimeoutMs = options.registerTimeoutMs ?? 2 * heartbeatIntervalMs;
     this.#maxUnregisteredRequests = options.maxUnregisteredRequests ?? 16;
@@ -269,6 +276,38 @@ export class Harness {
   }
 
   /**
+   * Dials an executor that listens on a local socket (`ExecutorClient.listen`; seed 003: the
+   * brain dials the executor), offering the subprotocols; the executor then registers as if it
+   * had dialed in. Resolves once the socket is open. When the connection ends, the link dials
+   * again with backoff so the executor can resume, unless the close code forbids it. No
+   * `authenticate` runs: the harness chose whom to dial. Needs a dialer (`dial` option, or a
+   * runtime preset).
+   */
+  async dial(url: string, options: HarnessDialOptions = {}): Promise<ExecutorLink> {
+    if (this.#closed) throw new HarnessClosedError();
+    const dial = this.#dialer;
+    if (!dial) throw new NoDialerError();
+    const link = new DialLink(url, {
+      dial,
+      clock: this.#ctx.clock,
+      logger: this.#ctx.logger,
+      maxFrameBytes: this.#maxFrameBytes,
+      open: (transport, connectUrl) => {
+        const protocol = PROTOCOLS.find((p) => p === transport.protocol);
+        if (!protocol) {
+          transport.close(CloseCode.PROTOCOL_MISMATCH, "unsupported subprotocol");
+          return;
+        }
+        this.#open(transport, { protocol, principal: {}, url: connectUrl });
+      },
+    }, options);
+    this.#links.add(link);
+    link.closed.then(() => this.#links.delete(link));
+    await link.start();
+    return link;
+  }
+
+  /**
    * Decides on a WebSocket upgrade, for custom server adapters: checks the path, picks the
    * subprotocol (`bma.executor.v1.1` preferred; neither offered: 400) and authenticates
    * (refused: 401), all before any socket exists.
@@ -336,6 +375,9 @@ export class Harness {
     this.#closed = true;
     const servers = [...this.#servers];
     this.#servers.clear();
+    const links = [...this.#links];
+    this.#links.clear();
+    for (const link of links) void link.close();
     for (const executor of [...this.#executors.values()]) {
       executorControl(executor).release("harness_closed");
     }

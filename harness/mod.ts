@@ -53,6 +53,7 @@ export {
   type MountOptions,
 } from "./executor-handle.ts";
 export type { ExecutorEvent, ExecutorEventType } from "./context.ts";
+export type { ExecutorLink, HarnessDialOptions } from "./dial-link.ts";
 export {
   Session,
   type SessionEnd,
@@ -102,6 +103,7 @@ export {
   HarnessClosedError,
   InsecureServeError,
   McpChannelClosedError,
+  NoDialerError,
   NoServerFactoryError,
   SessionEndedError,
   SessionRefusedError,

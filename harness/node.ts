@@ -10,14 +10,17 @@
  *
  * @module
  */
-import { serveWebSocket } from "../transport/node.ts";
+import { dialWebSocket, serveWebSocket } from "../transport/node.ts";
 import { Harness as CoreHarness, type HarnessOptions } from "./harness.ts";
 
 export * from "./mod.ts";
 
-/** A {@linkcode CoreHarness} whose `serve` / `serveUnix` use `ws` unless `server` is given. */
+/**
+ * A {@linkcode CoreHarness} whose `serve` / `serveUnix` / `dial` use `ws`
+ * unless `server` / `dial` are given.
+ */
 export class Harness extends CoreHarness {
   constructor(options: HarnessOptions = {}) {
-    super({ server: serveWebSocket, ...options });
+    super({ server: serveWebSocket, dial: dialWebSocket, ...options });
   }
 }

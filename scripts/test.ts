@@ -1,12 +1,15 @@
 /**
- * Runs the whole suite on Node, Deno and Bun, one runtime after the other, and prints one
- * summary line per runtime. Fails when any runtime fails or runs zero tests (Node 20 does not
- * discover .ts files and would otherwise pass silently).
+ * Runs the whole suite on Node, Deno and Bun, one runtime after the other, then the
+ * conformance matrix (tests/conformance/, which starts its own processes on every runtime, so
+ * it runs once, from Node) and prints its table, and one summary line per stage. Fails when any
+ * stage fails or runs zero tests (Node 20 does not discover .ts files and would otherwise pass
+ * silently).
  *
- *   tsx scripts/test.ts [--only node,deno,bun] [file-filter...]
+ *   tsx scripts/test.ts [--only node,deno,bun,conformance] [file-filter...]
  */
 import { spawn } from "node:child_process";
-import { readdirSync, statSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -22,6 +25,9 @@ function findTests(dir: string): string[] {
   }
   return out.sort();
 }
+
+/** The conformance suite: run once, as its own stage (it spawns every runtime itself). */
+const CONFORMANCE_DIR = "tests/conformance/";
 
 /** How long one runtime's whole suite may take before it is killed and counted as failed. */
 const RUNTIME_LIMIT_S = Number(process.env.BMA_TEST_RUNTIME_LIMIT_S ?? 420);
@@ -39,13 +45,14 @@ function run(
   command: string,
   args: string[],
   parse: (out: string) => [number, number],
+  env: Record<string, string> = {},
 ): Promise<Outcome> {
   const started = performance.now();
   return new Promise((done) => {
     const child = spawn(command, args, {
       cwd: root,
       stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, NO_COLOR: "1", FORCE_COLOR: "0" },
+      env: { ...process.env, NO_COLOR: "1", FORCE_COLOR: "0", ...env },
     });
     let out = "";
     const collect = (chunk: Buffer) => {
@@ -83,7 +90,7 @@ const last = (text: string, pattern: RegExp): number => {
 
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
-  let only = ["node", "deno", "bun"];
+  let only = ["node", "deno", "bun", "conformance"];
   const onlyAt = argv.indexOf("--only");
   if (onlyAt >= 0) {
     only = argv[onlyAt + 1].split(",");
@@ -91,13 +98,16 @@ async function main(): Promise<void> {
   }
   let files = findTests(join(root, "tests"));
   if (argv.length) files = files.filter((f) => argv.some((a) => f.includes(a)));
-  const rel = files.map((f) => "./" + relative(root, f));
-  if (rel.length === 0) {
+  const isConformance = (f: string) => relative(root, f).startsWith(CONFORMANCE_DIR);
+  const conformance = only.includes("conformance") && files.some(isConformance);
+  const rel = files.filter((f) => !isConformance(f)).map((f) => "./" + relative(root, f));
+  const runtimes = rel.length > 0 ? only : [];
+  if (rel.length === 0 && !conformance) {
     console.error("no test files found");
     process.exit(1);
   }
   const outcomes: Outcome[] = [];
-  if (only.includes("node")) {
+  if (runtimes.includes("node")) {
     outcomes.push(
       await run("node", process.execPath, [
         "--import",
@@ -113,7 +123,7 @@ async function main(): Promise<void> {
       ]),
     );
   }
-  if (only.includes("deno")) {
+  if (runtimes.includes("deno")) {
     outcomes.push(
       await run("deno", bin("deno"), ["test", "-A", "--no-prompt", ...rel], (out) => {
         const m = [
@@ -125,7 +135,7 @@ async function main(): Promise<void> {
       }),
     );
   }
-  if (only.includes("bun")) {
+  if (runtimes.includes("bun")) {
     outcomes.push(
       await run("bun", bin("bun"), ["test", "--timeout", "120000", ...rel], (out) => [
         last(out, /^\s*(\d+) pass$/gm),
@@ -133,6 +143,33 @@ async function main(): Promise<void> {
       ]),
     );
   }
+  let table = "";
+  if (conformance) {
+    const dir = mkdtempSync(join(tmpdir(), "bma-conformance-"));
+    const results = join(dir, "results.json");
+    const files = [`./${CONFORMANCE_DIR}conformance.test.ts`];
+    outcomes.push(
+      await run("conformance", process.execPath, [
+        "--import",
+        "tsx",
+        "--test",
+        "--test-reporter=spec",
+        ...files,
+      ], (out) => [
+        last(out, /^ℹ pass (\d+)/gm),
+        last(out, /^ℹ fail (\d+)/gm) + last(out, /^ℹ cancelled (\d+)/gm),
+      ], { BMA_CONFORMANCE_RESULTS: results }),
+    );
+    try {
+      const { renderTable } = await import("../tests/conformance/matrix.ts");
+      const data = JSON.parse(readFileSync(results, "utf8"));
+      table = renderTable(data.cells, data.scenarios, data.results);
+    } catch (error) {
+      table = `conformance: no results (${(error as Error).message.split("\n")[0]})`;
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
+  if (table) console.log(`\n${table}`);
   console.log("\n== test summary ==");
   let ok = true;
   for (const o of outcomes) {

@@ -1,0 +1,25 @@
+/**
+ * bma-executor-sdk for Bun: the whole public API of `mod.ts`, with Bun's transports injected.
+ * `ExecutorClient` dials (and `listen`s) and `Harness` serves (and `dial`s) with
+ * `Bun.serve` and Bun's WebSocket, over TCP and Unix sockets (`unix:///path.sock`).
+ * Windows named pipes (`\\.\pipe\name`): use `bma-executor-sdk/node`, whose `ws` and `node:net`
+ * code path Bun runs and the Unix socket tests cover (untested here: nothing runs Windows).
+ *
+ * ```ts
+ * import { ExecutorClient, Harness } from "bma-executor-sdk/bun";
+ *
+ * const harness = new Harness({ authenticate });
+ * const server = await harness.serve({ hostname: "127.0.0.1", port: 0 }); // or serveUnix(path)
+ *
+ * const client = new ExecutorClient({ harnessUrl: server.url, executor: info });
+ * client.tools.bash.handle(async (input) => ({ stdout: "", stderr: "", exit_code: 0 }));
+ * await client.start();
+ * // Or the brain dials the executor: await client.listen(url), then await harness.dial(url).
+ * ```
+ *
+ * @module
+ */
+export * from "./mod.ts";
+export { ExecutorClient } from "./executor/bun.ts";
+export { Harness } from "./harness/bun.ts";
+export { dialWebSocket, serveWebSocket } from "./transport/bun.ts";

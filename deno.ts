@@ -1,0 +1,26 @@
+/**
+ * bma-executor-sdk for Deno: the whole public API of `mod.ts`, with Deno's transports injected.
+ * `ExecutorClient` dials (and `listen`s) and `Harness` serves (and `dial`s) with
+ * `Deno.serve` and Deno's WebSocket (Unix-socket dials go through the `ws` package,
+ * which Deno's native client cannot do), over TCP and Unix sockets (`unix:///path.sock`).
+ * Windows named pipes (`\\.\pipe\name`) are dialed through `ws` and `node:net`, the Unix
+ * socket code path; to serve one, use `bma-executor-sdk/node` (untested here: nothing runs Windows).
+ *
+ * ```ts
+ * import { ExecutorClient, Harness } from "bma-executor-sdk/deno";
+ *
+ * const harness = new Harness({ authenticate });
+ * const server = await harness.serve({ hostname: "127.0.0.1", port: 0 }); // or serveUnix(path)
+ *
+ * const client = new ExecutorClient({ harnessUrl: server.url, executor: info });
+ * client.tools.bash.handle(async (input) => ({ stdout: "", stderr: "", exit_code: 0 }));
+ * await client.start();
+ * // Or the brain dials the executor: await client.listen(url), then await harness.dial(url).
+ * ```
+ *
+ * @module
+ */
+export * from "./mod.ts";
+export { ExecutorClient } from "./executor/deno.ts";
+export { Harness } from "./harness/deno.ts";
+export { dialWebSocket, serveWebSocket } from "./transport/deno.ts";

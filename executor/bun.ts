@@ -1,0 +1,17 @@
+/**
+ * The executor end preconfigured for Bun: `ExecutorClient` dials and `listen`s with
+ * Bun's own WebSocket client and `Bun.serve` (`transport/bun.ts`). On Bun, `executor/node.ts` (the `ws` package) works as well.
+ *
+ * @module
+ */
+import { dialWebSocket, serveWebSocket } from "../transport/bun.ts";
+import { ExecutorClient as PortableExecutorClient, type ExecutorClientOptions } from "./mod.ts";
+
+export * from "./mod.ts";
+
+/** {@linkcode PortableExecutorClient} with Bun's WebSocket dialer and server as its defaults. */
+export class ExecutorClient extends PortableExecutorClient {
+  constructor(options: ExecutorClientOptions) {
+    super({ dial: dialWebSocket, server: serveWebSocket, ...options });
+  }
+}

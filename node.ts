@@ -1,0 +1,26 @@
+/**
+ * bma-executor-sdk for Node: the whole public API of `mod.ts`, with Node's transports injected.
+ * `ExecutorClient` dials (and `listen`s) and `Harness` serves (and `dial`s) with
+ * Node's `http` server and the `ws` package (both also run on Deno and Bun), over TCP and Unix
+ * sockets (`unix:///path.sock`).
+ * Windows named pipes (`\\.\pipe\name`) take the same `node:net` code path as Unix sockets
+ * (untested here: nothing runs Windows; the Unix socket tests cover that path).
+ *
+ * ```ts
+ * import { ExecutorClient, Harness } from "bma-executor-sdk/node";
+ *
+ * const harness = new Harness({ authenticate });
+ * const server = await harness.serve({ hostname: "127.0.0.1", port: 0 }); // or serveUnix(path)
+ *
+ * const client = new ExecutorClient({ harnessUrl: server.url, executor: info });
+ * client.tools.bash.handle(async (input) => ({ stdout: "", stderr: "", exit_code: 0 }));
+ * await client.start();
+ * // Or the brain dials the executor: await client.listen(url), then await harness.dial(url).
+ * ```
+ *
+ * @module
+ */
+export * from "./mod.ts";
+export { ExecutorClient } from "./executor/node.ts";
+export { Harness } from "./harness/node.ts";
+export { dialWebSocket, serveWebSocket } from "./transport/node.ts";

@@ -1,0 +1,244 @@
+/**
+ * Publication as users receive it: `npm pack` (which builds dist/ first), a fresh project
+ * outside the repository that installs the tarball offline (its dependencies come from the npm
+ * cache `npm ci` filled), and in it an executor running against a harness with plain `node`
+ * (compiled JavaScript, no tsx) and with `bun`; `tsc` type-checks a consumer file against the
+ * shipped declarations; the shipped `bma-executor` / `bma-harness` bins start. A Deno project
+ * imports the same modules through the repository's `deno.json` exports (linked as the JSR
+ * package `@bma/executor-sdk`) and runs the same exchange.
+ *
+ * Node only: the steps spawn every runtime themselves.
+ */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const bin = (name: string) => join(ROOT, "node_modules/.bin", name);
+const onNode = !("Deno" in globalThis) && !("Bun" in globalThis);
+const MANIFEST = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(command: string, args: string[], cwd: string): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, {
+      cwd,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, NO_COLOR: "1", npm_config_update_notifier: "false" },
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk) => (stdout += chunk));
+    child.stderr.on("data", (chunk) => (stderr += chunk));
+    child.once("error", reject);
+    child.once("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+async function ok(command: string, args: string[], cwd: string): Promise<string> {
+  const result = await run(command, args, cwd);
+  assert.equal(
+    result.code,
+    0,
+    `${command} ${args.join(" ")} exited ${result.code}\n${result.stdout}\n${result.stderr}`,
+  );
+  return result.stdout;
+}
+
+/** An executor against a harness: the module under test decides the import. */
+const APP = (specifier: string) => `
+import { ExecutorClient, Harness, ToolError } from "${specifier}";
+const harness = new Harness({ insecureNoAuth: true });
+const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
+const client = new ExecutorClient({
+  harnessUrl: server.url,
+  executor: { name: "published", os: "linux", arch: "x64", version: "1.0.0" },
+});
+client.tools.bash.handle(({ command }) => {
+  if (command === "fail") throw new ToolError("failed on purpose");
+  return { stdout: "ran " + command, stderr: "", exit_code: 0 };
+});
+await client.start();
+const executor = await harness.waitExecutor();
+const session = await executor.assignSession({ session_id: "ses_1" });
+await session.ready();
+const result = await session.tools.bash.call({ command: "ls" });
+const failed = await session.tools.bash.call({ command: "fail" });
+await client.stop();
+await harness.close();
+console.log(JSON.stringify({
+  protocol: executor.protocol,
+  stdout: result.structured_content.stdout,
+  is_error: failed.is_error,
+}));
+`;
+
+const EXPECTED = { protocol: "bma.executor.v1.1", stdout: "ran ls", is_error: true };
+
+/** The consumer's result line. */
+function outcome(stdout: string): unknown {
+  return JSON.parse(stdout.trim().split("\n").pop()!);
+}
+
+describe("publication", { timeout: 240_000, skip: !onNode && "runs from Node only" }, () => {
+  let dir = "";
+  let app = "";
+  let denoApp = "";
+  let files: string[] = [];
+  let tarball = "";
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), "bma-publication-"));
+    app = join(dir, "app");
+    denoApp = join(dir, "deno-app");
+    const packed = JSON.parse(
+      await ok("npm", ["pack", "--json", "--pack-destination", dir], ROOT),
+    )[0];
+    files = packed.files.map((f: { path: string }) => f.path);
+    tarball = join(dir, packed.filename);
+  });
+
+  after(() => {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("packs compiled JavaScript, declarations and bins, and nothing of the repository's own", () => {
+    for (const path of ["dist/mod.js", "dist/mod.d.ts", "dist/node.js", "dist/deno.js"]) {
+      assert.ok(files.includes(path), path);
+    }
+    for (const path of ["dist/bun.js", "dist/workers.js", "dist/executor/cli.js"]) {
+      assert.ok(files.includes(path), path);
+    }
+    assert.ok(files.includes("dist/harness/cli.js"));
+    const foreign = files.filter((f) =>
+      /^(tests|scripts|node_modules|examples|protocol|executor|harness|transport)\//.test(f) ||
+      (f.endsWith(".ts") && !f.endsWith(".d.ts")) || f === "dist/bma-executor"
+    );
+    assert.deepEqual(foreign, []);
+    // Every export and bin points at a shipped file.
+    const manifest = MANIFEST as {
+      exports: Record<string, { types: string; default: string }>;
+      bin: Record<string, string>;
+    };
+    for (const entry of Object.values(manifest.exports)) {
+      assert.ok(files.includes(entry.types.slice(2)), entry.types);
+      assert.ok(files.includes(entry.default.slice(2)), entry.default);
+    }
+    for (const path of Object.values(manifest.bin)) assert.ok(files.includes(path.slice(2)), path);
+  });
+
+  it("installs offline into a fresh project outside the repository", async () => {
+    mkdirSync(app);
+    writeFileSync(
+      join(app, "package.json"),
+      JSON.stringify({
+        name: "consumer",
+        private: true,
+        type: "module",
+        dependencies: { "bma-executor-sdk": `file:${tarball}` },
+      }),
+    );
+    await ok("npm", ["install", "--offline", "--no-audit", "--no-fund"], app);
+    const installed = JSON.parse(
+      readFileSync(join(app, "node_modules/bma-executor-sdk/package.json"), "utf8"),
+    );
+    assert.equal(installed.version, MANIFEST.version);
+    for (const dep of ["zod", "hono", "ws"]) {
+      const pkg = JSON.parse(readFileSync(join(app, `node_modules/${dep}/package.json`), "utf8"));
+      assert.equal(pkg.version, MANIFEST.dependencies[dep]);
+    }
+  });
+
+  it("runs an executor against a harness with plain node", async () => {
+    writeFileSync(join(app, "node-app.mjs"), APP("bma-executor-sdk/node"));
+    const stdout = await ok(process.execPath, ["node-app.mjs"], app);
+    assert.deepEqual(outcome(stdout), EXPECTED);
+  });
+
+  it("runs an executor against a harness with bun", async () => {
+    writeFileSync(join(app, "bun-app.mjs"), APP("bma-executor-sdk/bun"));
+    const stdout = await ok(bin("bun"), ["bun-app.mjs"], app);
+    assert.deepEqual(outcome(stdout), EXPECTED);
+  });
+
+  it("type-checks a consumer against the shipped declarations", async () => {
+    writeFileSync(
+      join(app, "check.ts"),
+      `import { ExecutorClient, Harness, type HarnessSessionState } from "bma-executor-sdk/node";
+import { Peer, type ExecutorSessionState } from "bma-executor-sdk";
+import type { ExecutorLink } from "bma-executor-sdk/harness";
+const state: HarnessSessionState = "ready";
+const mine: ExecutorSessionState | undefined = undefined;
+const link: ExecutorLink | undefined = undefined;
+void [state, mine, link, ExecutorClient, Harness, Peer];
+`,
+    );
+    writeFileSync(
+      join(app, "tsconfig.json"),
+      JSON.stringify({
+        compilerOptions: {
+          module: "nodenext",
+          moduleResolution: "nodenext",
+          target: "es2022",
+          strict: true,
+          noEmit: true,
+          skipLibCheck: false,
+        },
+        files: ["check.ts"],
+      }),
+    );
+    await ok(bin("tsc"), ["-p", "tsconfig.json"], app);
+    // The check can fail: a wrong type in the same file is reported.
+    writeFileSync(
+      join(app, "check.ts"),
+      `import type { HarnessSessionState } from "bma-executor-sdk";
+const state: HarnessSessionState = "no such state";
+void state;
+`,
+    );
+    const bad = await run(bin("tsc"), ["-p", "tsconfig.json"], app);
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.stdout, /no such state/);
+  });
+
+  it("ships bma-executor and bma-harness as runnable bins", async () => {
+    for (const name of ["bma-executor", "bma-harness"]) {
+      const stdout = await ok(join(app, "node_modules/.bin", name), ["--help"], app);
+      assert.match(stdout, new RegExp(`^${name}`, "m"));
+    }
+  });
+
+  it("a Deno project imports the same modules through deno.json's exports", async () => {
+    mkdirSync(denoApp);
+    // The repository linked as the JSR package: specifiers resolve through its deno.json exports.
+    writeFileSync(
+      join(denoApp, "deno.json"),
+      JSON.stringify({
+        nodeModulesDir: "manual",
+        links: [ROOT],
+        imports: { "@bma/executor-sdk/": "jsr:/@bma/executor-sdk@^0.1.0/" },
+      }),
+    );
+    // The package's npm dependencies, from the npm cache, as a Deno project would install them.
+    const dependencies = Object.fromEntries(
+      ["zod", "hono", "ws"].map((dep) => [dep, MANIFEST.dependencies[dep]]),
+    );
+    writeFileSync(
+      join(denoApp, "package.json"),
+      JSON.stringify({ name: "deno-consumer", private: true, type: "module", dependencies }),
+    );
+    await ok("npm", ["install", "--offline", "--no-audit", "--no-fund"], denoApp);
+    writeFileSync(join(denoApp, "app.ts"), APP("@bma/executor-sdk/deno"));
+    const stdout = await ok(bin("deno"), ["run", "-A", "--quiet", "app.ts"], denoApp);
+    assert.deepEqual(outcome(stdout), EXPECTED);
+  });
+});

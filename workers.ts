@@ -1,0 +1,25 @@
+/**
+ * bma-executor-sdk for Cloudflare Workers: the whole public API of `mod.ts`, with the Workers
+ * transport injected, plus the edge-hosted harness.
+ *
+ * - `ExecutorClient` dials with `fetch` and `Upgrade: websocket` (`transport/workers.ts`);
+ *   a Worker cannot listen on a socket, so `listen()` is unavailable there.
+ * - The harness on Workers is a Worker ({@linkcode createHarnessWorker}) and a Durable Object
+ *   ({@linkcode HarnessObject}) that hold executors with the WebSocket hibernation API, with the
+ *   self-hosted token endpoint and an authenticated HTTP API for the brain
+ *   (`harness/workers/README.md`). The portable `Harness` class needs a server, which Workers
+ *   do not have: use the Durable Object.
+ *
+ * ```ts
+ * // worker.ts (wrangler.toml binds BMA_HARNESS to the class HarnessObject)
+ * import { createHarnessWorker, HarnessObject } from "bma-executor-sdk/workers";
+ * export { HarnessObject };
+ * export default createHarnessWorker();
+ * ```
+ *
+ * @module
+ */
+export * from "./mod.ts";
+export { ExecutorClient } from "./executor/workers.ts";
+export { dialWebSocket } from "./transport/workers.ts";
+export * from "./harness/workers/mod.ts";
