@@ -1,0 +1,456 @@
+/**
+ * `npm run bench`: the SDK's benchmarks, measured in one run, side by side with their
+ * baselines, printed as tables of figures and ratios (every ratio against a baseline measured
+ * in the same run). Not a test: nothing here asserts a time.
+ *
+ *   npm run bench [-- --quick] [--only calls,scale,binary,workers] [--runtimes node,deno,bun]
+ *                 [--duration MS] [--runs N] [--sizes 1000,5000,10000] [--window MS]
+ *                 [--cpu N | --no-pin] [--json FILE]
+ *
+ * 1. Tool-call round trips (harness `callTool` → executor handler → result at the harness), 1
+ *    and 64 in flight, in memory, over WebSocket and over a Unix socket, on Node, Deno and Bun;
+ *    baselines: a raw WebSocket / Unix-socket echo of a frame of the same size on the same
+ *    runtime, and on Node the MCP TypeScript SDK's tools/call in memory and over WebSocket.
+ * 2. Durable session events per second (executor emits, harness acknowledges), 1 in flight
+ *    and windowed.
+ * 3. Harness scale: N executors on one Node harness (memory against bare `ws`, heartbeat CPU,
+ *    re-registration after a restart).
+ * 4. The compiled executor: size, and spawn-to-registered time.
+ * 5. The Workers harness bundle, minified and gzipped (scripts/bench/workers-bundle.ts).
+ *
+ * Sequential figures on a small VM swing with core placement, so both processes of every
+ * case of suites 1 and 2, candidate and baseline alike, run pinned to one CPU (`taskset -c`)
+ * when taskset exists; the output says how.
+ */
+import { cpus } from "node:os";
+import { spawnSync } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { type CallResults, runCallSuite } from "./calls.ts";
+import { runScaleSuite, type ScaleResult } from "./scale.ts";
+import { type BinaryResult, runBinarySuite } from "./binary.ts";
+import { bin, HAS_TASKSET, type Runtime } from "./procs.ts";
+import { toolCallFrame } from "./common.ts";
+
+const { values: flags } = parseArgs({
+  options: {
+    quick: { type: "boolean", default: false },
+    only: { type: "string" },
+    runtimes: { type: "string" },
+    duration: { type: "string" },
+    runs: { type: "string" },
+    sizes: { type: "string" },
+    window: { type: "string" },
+    cpu: { type: "string" },
+    "no-pin": { type: "boolean", default: false },
+    json: { type: "string" },
+  },
+});
+
+const quick = flags.quick!;
+const suites = new Set((flags.only ?? "calls,scale,binary,workers").split(","));
+const runtimes = (flags.runtimes ?? "node,deno,bun").split(",") as Runtime[];
+const durationMs = Number(flags.duration ?? (quick ? 1000 : 3000));
+const runs = Number(flags.runs ?? (quick ? 1 : 3));
+const sizes = (flags.sizes ?? (quick ? "1000" : "1000,5000,10000")).split(",").map(Number);
+const windowMs = Number(flags.window ?? (quick ? 5000 : 15000));
+const cpu = flags["no-pin"] || !HAS_TASKSET ? undefined : Number(flags.cpu ?? 0);
+
+const log = (line: string) => process.stderr.write(`  · ${line}\n`);
+
+// ---- formatting ------------------------------------------------------------------------------
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+function int(value: number): string {
+  return Math.round(value).toLocaleString("en-US");
+}
+
+/** A median rate with its spread (half the range, as a percentage of the median). */
+function rate(values: number[] | undefined): string {
+  if (!values?.length) return "–";
+  const m = median(values);
+  if (values.length < 2) return int(m);
+  const spread = ((Math.max(...values) - Math.min(...values)) / 2 / m) * 100;
+  return `${int(m)} ±${spread.toFixed(0)}%`;
+}
+
+function kb(bytes: number): string {
+  return `${(bytes / 1024).toFixed(1)} KB`;
+}
+
+type Row = [string, ...string[]];
+
+function table(header: Row, rows: Row[]): string {
+  const widths = header.map((_, i) =>
+    Math.max(...[header, ...rows].map((r) => (r[i] ?? "").length))
+  );
+  const line = (r: Row) =>
+    r.map((
+      cell,
+      i,
+    ) => (i === 0 ? (cell ?? "").padEnd(widths[i]) : (cell ?? "").padStart(widths[i])))
+      .join("   ").trimEnd();
+  return [line(header), ...rows.map(line)].join("\n");
+}
+
+// ---- targets ---------------------------------------------------------------------------------
+
+interface Target {
+  what: string;
+  holds: boolean | undefined;
+  detail: string;
+}
+const targets: Target[] = [];
+
+function check(
+  what: string,
+  values: [string, number | undefined][],
+  limit: number,
+  atLeast: boolean,
+) {
+  const known = values.filter((v): v is [string, number] =>
+    v[1] !== undefined && Number.isFinite(v[1])
+  );
+  const holds = known.length === 0
+    ? undefined
+    : known.every(([, v]) => (atLeast ? v >= limit : v <= limit));
+  targets.push({
+    what,
+    holds,
+    detail: known.map(([k, v]) => `${k} ${v.toFixed(2)}`).join(", ") || "not measured",
+  });
+}
+
+function verdict(value: number | undefined, limit: number, atLeast: boolean): string {
+  if (value === undefined || !Number.isFinite(value)) return "–";
+  const ok = atLeast ? value >= limit : value <= limit;
+  return `${value.toFixed(2)} ${ok ? "ok" : "MISS"}`;
+}
+
+// ---- suites ----------------------------------------------------------------------------------
+
+function versions(): string {
+  const v = (command: string, args: string[]) =>
+    (spawnSync(command, args, { encoding: "utf8" }).stdout ?? "").split("\n")[0].trim();
+  return [
+    `node ${process.versions.node}`,
+    v(bin("deno"), ["--version"]),
+    `bun ${v(bin("bun"), ["--version"])}`,
+  ].join(", ");
+}
+
+const out: string[] = [];
+const print = (text = "") => {
+  out.push(text);
+  console.log(text);
+};
+
+const json: Record<string, unknown> = {
+  date: new Date().toISOString(),
+  quick,
+  durationMs,
+  runs,
+  cpu: cpu ?? null,
+};
+
+print(
+  `bma-executor-sdk benchmarks — ${new Date().toISOString().slice(0, 16)}Z, ${
+    quick ? "quick" : "full"
+  }: ${runs} run${runs > 1 ? "s" : ""} × ${durationMs / 1000} s per case (median${
+    runs > 1 ? ", ± half the range" : ""
+  })`,
+);
+print(`machine: ${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}); ${versions()}`);
+
+if (suites.has("calls")) {
+  const all: Partial<Record<Runtime, CallResults>> = {};
+  for (const runtime of runtimes) {
+    all[runtime] = await runCallSuite(runtime, {
+      durationMs,
+      runs,
+      // Long enough for the JIT: the first second of a case runs up to twice as slow.
+      warmupMs: quick ? 1000 : 2000,
+      cpu,
+      log,
+    });
+  }
+  json.calls = all;
+  const cols = runtimes;
+  const get = (r: Runtime, id: string, key: string) => all[r]?.[id]?.[key];
+  const med = (r: Runtime, id: string, key: string) => {
+    const values = get(r, id, key);
+    return values?.length ? median(values) : undefined;
+  };
+  const ratio = (r: Runtime, a: [string, string], b: [string, string]) => {
+    const x = med(r, ...a);
+    const y = med(r, ...b);
+    return x !== undefined && y ? x / y : undefined;
+  };
+  const figure = (label: string, id: string, key: string): Row => [
+    label,
+    ...cols.map((r) => rate(get(r, id, key))),
+  ];
+  const ratioRow = (
+    label: string,
+    a: [string, string],
+    b: [string, string],
+    limit?: number,
+  ): Row => [
+    label,
+    ...cols.map((r) => {
+      const v = ratio(r, a, b);
+      if (limit !== undefined) return verdict(v, limit, true);
+      return v === undefined ? "–" : v.toFixed(2);
+    }),
+  ];
+  print();
+  print(
+    `Pinning: ${
+      cpu === undefined
+        ? "none (taskset missing or --no-pin): sequential figures depend on core placement"
+        : `every process of suites 1 and 2 runs under \`taskset -c ${cpu}\` — both ends of each case, candidate and baseline alike`
+    }.`,
+  );
+  print(
+    "Node runs an esbuild bundle of the sources (as the npm package runs); Deno and Bun run the .ts sources.",
+  );
+  print(
+    `Every tool call's tool.call frame is ${toolCallFrame().length} bytes; the raw echoes send frames of exactly that size.`,
+  );
+  print();
+  print(
+    "1. Tool-call round trips per second (harness callTool → executor handler → result at the harness)",
+  );
+  const rows: Row[] = [
+    ["WebSocket over TCP 127.0.0.1"],
+    figure("  raw echo, 1 in flight (round trips)", "ws-echo", "1"),
+    figure("  tool call, 1 in flight", "tool-ws", "1"),
+    ratioRow("    tool call / raw echo (target ≥ 0.40)", ["tool-ws", "1"], ["ws-echo", "1"], 0.4),
+    figure("  raw echo, 64 in flight (replies)", "ws-echo", "64"),
+    figure("  tool call, 64 in flight", "tool-ws", "64"),
+    ratioRow(
+      "    tool call / raw echo (target ≥ 0.35)",
+      ["tool-ws", "64"],
+      ["ws-echo", "64"],
+      0.35,
+    ),
+    ["WebSocket over a Unix socket"],
+    figure("  raw echo, 1 in flight", "unix-echo", "1"),
+    figure("  tool call, 1 in flight", "tool-unix", "1"),
+    ratioRow("    tool call / raw echo", ["tool-unix", "1"], ["unix-echo", "1"]),
+    figure("  raw echo, 64 in flight", "unix-echo", "64"),
+    figure("  tool call, 64 in flight", "tool-unix", "64"),
+    ratioRow("    tool call / raw echo", ["tool-unix", "64"], ["unix-echo", "64"]),
+    ["NDJSON on a bare Unix socket (reference)"],
+    figure("  raw echo, 1 in flight", "ndjson-echo", "1"),
+    figure("  raw echo, 64 in flight", "ndjson-echo", "64"),
+    ratioRow("    our Unix tool call, 64 in flight / this", ["tool-unix", "64"], [
+      "ndjson-echo",
+      "64",
+    ]),
+    ["In memory (harness and executor in one process)"],
+    figure("  tool call, 1 in flight", "tool-memory", "1"),
+    figure("  tool call, 64 in flight", "tool-memory", "64"),
+    figure("  JSON stringify+parse of a request/response pair", "tool-memory", "json"),
+  ];
+  if (cols.includes("node")) {
+    rows.push(
+      ["MCP TypeScript SDK tools/call (Node)"],
+      figure("  in memory, 1 in flight", "mcp-memory", "1"),
+      figure("  in memory, 64 in flight", "mcp-memory", "64"),
+      ratioRow(
+        "    our in-memory tool call / MCP, 1 in flight (target ≥ 1.5)",
+        [
+          "tool-memory",
+          "1",
+        ],
+        ["mcp-memory", "1"],
+        1.5,
+      ),
+      ratioRow(
+        "    our in-memory tool call / MCP, 64 in flight (target ≥ 1.5)",
+        [
+          "tool-memory",
+          "64",
+        ],
+        ["mcp-memory", "64"],
+        1.5,
+      ),
+      figure("  WebSocket, 1 in flight", "mcp-ws", "1"),
+      figure("  WebSocket, 64 in flight", "mcp-ws", "64"),
+      ratioRow(
+        "    our WebSocket tool call / MCP, 1 in flight (target ≥ 2)",
+        [
+          "tool-ws",
+          "1",
+        ],
+        ["mcp-ws", "1"],
+        2,
+      ),
+      ratioRow(
+        "    our WebSocket tool call / MCP, 64 in flight (target ≥ 2)",
+        [
+          "tool-ws",
+          "64",
+        ],
+        ["mcp-ws", "64"],
+        2,
+      ),
+    );
+  }
+  print(table(["", ...cols], rows));
+  print();
+  print(
+    "2. Durable session events per second (executor emits session.event, harness acknowledges; WebSocket)",
+  );
+  print(table(["", ...cols], [
+    figure("  1 in flight (eventWindow 1, the default)", "events", "1"),
+    ratioRow("    / raw WebSocket echo, 1 in flight", ["events", "1"], ["ws-echo", "1"]),
+    figure("  windowed (eventWindow 64, 64 emitted at a time)", "events", "64"),
+    ratioRow("    / raw WebSocket echo, 64 in flight", ["events", "64"], ["ws-echo", "64"]),
+  ]));
+  const per = (a: [string, string], b: [string, string]) =>
+    cols.map((r) => [r, ratio(r, a, b)] as [string, number | undefined]);
+  check(
+    "tool call over WebSocket, 1 in flight ≥ 0.40× raw echo",
+    per(["tool-ws", "1"], ["ws-echo", "1"]),
+    0.4,
+    true,
+  );
+  check(
+    "tool call over WebSocket, 64 in flight ≥ 0.35× raw echo",
+    per(["tool-ws", "64"], ["ws-echo", "64"]),
+    0.35,
+    true,
+  );
+  if (cols.includes("node")) {
+    check(
+      "in-memory tool calls on Node ≥ 1.5× MCP in memory (1 / 64 in flight)",
+      [
+        ["1", ratio("node", ["tool-memory", "1"], ["mcp-memory", "1"])],
+        ["64", ratio("node", ["tool-memory", "64"], ["mcp-memory", "64"])],
+      ],
+      1.5,
+      true,
+    );
+    check(
+      "tool calls over WebSocket on Node ≥ 2× MCP over WebSocket (1 / 64 in flight)",
+      [
+        ["1", ratio("node", ["tool-ws", "1"], ["mcp-ws", "1"])],
+        ["64", ratio("node", ["tool-ws", "64"], ["mcp-ws", "64"])],
+      ],
+      2,
+      true,
+    );
+  }
+}
+
+if (suites.has("scale")) {
+  print();
+  print(
+    `3. Harness scale (one Node harness, executors in separate processes of 2,500 ExecutorClients, real WebSockets; heartbeat interval 15 s, the default)`,
+  );
+  const results: ScaleResult[] = await runScaleSuite({ sizes, windowMs, log });
+  json.scale = results;
+  print(table(
+    [
+      "executors",
+      "bare ws heap/conn",
+      "harness heap/exec",
+      "ratio (≤ 3)",
+      "bare ws RSS/conn",
+      "harness RSS/exec",
+      "heartbeats/s",
+      "harness CPU (< 20%)",
+      "re-register all",
+    ],
+    results.map((r) => [
+      int(r.n),
+      kb(r.rawHeapPerConn),
+      kb(r.heapPerExecutor),
+      verdict(r.heapPerExecutor / r.rawHeapPerConn, 3, false),
+      kb(r.rawRssPerConn),
+      kb(r.rssPerExecutor),
+      int(r.framesPerSecond),
+      `${(r.cpuFraction * 100).toFixed(1)}% ${r.cpuFraction < 0.2 ? "ok" : "MISS"}`,
+      `${(r.reregisterMs / 1000).toFixed(1)} s (${
+        (r.reregisterAfterListenMs / 1000).toFixed(1)
+      } s after listening)`,
+    ]),
+  ));
+  print(
+    `   heap and RSS: after a full GC, growth from the idle server to N connected, divided by N; CPU: user+system of the harness process over ${
+      windowMs / 1000
+    } s, as a share of one core; re-register: from the old harness's exit (graceful, 1001) to all N registered on a new process on the same port (executors reconnect with their default backoff).`,
+  );
+  check(
+    "harness heap per executor ≤ 3× bare ws heap per idle connection",
+    results.map((r) => [int(r.n), r.heapPerExecutor / r.rawHeapPerConn]),
+    3,
+    false,
+  );
+  const big = results.find((r) => r.n === 10_000) ?? results[results.length - 1];
+  if (big) {
+    check(
+      `${int(big.n)} executors heartbeating < 20% of one core`,
+      [[int(big.n), big.cpuFraction]],
+      0.2,
+      false,
+    );
+  }
+}
+
+if (suites.has("binary")) {
+  print();
+  print("4. The compiled executor (bun build --compile --minify executor/cli.ts)");
+  const starts = quick ? 3 : 7;
+  let result: BinaryResult | undefined;
+  try {
+    result = await runBinarySuite(starts);
+  } catch (error) {
+    print(`   not measured: ${(error as Error).message}`);
+  }
+  if (result) {
+    json.binary = result;
+    const s = result.startMs;
+    print(table(["", ""], [
+      ["  size", `${(result.bytes / 1024 / 1024).toFixed(1)} MB (${int(result.bytes)} bytes)`],
+      ["  build time", `${(result.buildMs / 1000).toFixed(1)} s`],
+      [
+        `  spawn → registered at a local harness (${starts} starts)`,
+        `median ${median(s).toFixed(0)} ms, min ${Math.min(...s).toFixed(0)}, max ${
+          Math.max(...s).toFixed(0)
+        }`,
+      ],
+    ]));
+    check("binary registered within 150 ms of start (median)", [["ms", median(s)]], 150, false);
+  }
+}
+
+if (suites.has("workers")) {
+  print();
+  print("5. The Workers harness bundle (scripts/bench/workers-bundle.ts: esbuild, minified, esm)");
+  try {
+    const { buildWorkersBundle } = await import("./workers-bundle.ts");
+    const bundle = await buildWorkersBundle();
+    json.workers = { bytes: bundle.bytes, gzipBytes: bundle.gzipBytes };
+    print(`   ${kb(bundle.bytes)} minified, ${kb(bundle.gzipBytes)} gzipped`);
+    check("Workers bundle ≤ 100 KB gzipped", [["KB", bundle.gzipBytes / 1024]], 100, false);
+  } catch (error) {
+    print(`   not measured: ${(error as Error).message.split("\n")[0]}`);
+  }
+}
+
+print();
+print("Targets");
+for (const t of targets) {
+  const mark = t.holds === undefined ? "[ -- ]" : t.holds ? "[ ok ]" : "[MISS]";
+  print(`  ${mark} ${t.what}: ${t.detail}`);
+}
+json.targets = targets;
+if (flags.json) writeFileSync(flags.json, JSON.stringify(json, null, 2));

@@ -1,0 +1,144 @@
+/**
+ * Reads a V8 CPU profile (`node --cpu-prof`, `deno run --cpu-prof`) and prints where the time
+ * went: self time per function, and inclusive time per function, largest first.
+ *
+ *   npx tsx scripts/bench/profile.ts PROFILE.cpuprofile [--top 40] [--filter text]
+ *
+ * To profile one case: `npx tsx scripts/bench/profile.ts --run memory|tool-ws [--ms 3000]`
+ * runs the in-memory tool-call case (or the WebSocket case: harness and executor in two
+ * processes) on Node under `--cpu-prof`, pinned to CPU 0, and prints every profile's summary.
+ * `INFLIGHT=64` keeps 64 calls in flight; `PROFILE_DIR=dir` keeps the .cpuprofile files (open
+ * them in Chrome DevTools, or read their line ticks).
+ */
+import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { Child } from "./procs.ts";
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+
+interface Profile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/** Self and inclusive milliseconds per function of a profile. */
+export function summarize(profile: Profile): {
+  total: number;
+  self: [string, number][];
+  inclusive: [string, number][];
+} {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const node of profile.nodes) {
+    for (const child of node.children ?? []) parent.set(child, node.id);
+  }
+  const selfUs = new Map<number, number>();
+  for (let i = 0; i < profile.samples.length; i++) {
+    const id = profile.samples[i];
+    selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
+  }
+  const name = (node: ProfileNode) => {
+    const f = node.callFrame;
+    const file = f.url ? f.url.replace(/^.*\/work\/main\//, "").replace(/^file:\/\//, "") : "";
+    return `${f.functionName || "(anonymous)"} ${file}${file ? `:${f.lineNumber + 1}` : ""}`;
+  };
+  const self = new Map<string, number>();
+  const inclusive = new Map<string, number>();
+  let total = 0;
+  for (const [id, us] of selfUs) {
+    total += us;
+    const node = byId.get(id)!;
+    self.set(name(node), (self.get(name(node)) ?? 0) + us);
+    // Inclusive: every distinct function on the stack gets the sample once.
+    const seen = new Set<string>();
+    for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
+      const n = name(byId.get(at)!);
+      if (seen.has(n)) continue;
+      seen.add(n);
+      inclusive.set(n, (inclusive.get(n) ?? 0) + us);
+    }
+  }
+  const sorted = (m: Map<string, number>) =>
+    [...m].map(([k, v]) => [k, v / 1000] as [string, number]).sort((a, b) => b[1] - a[1]);
+  return { total: total / 1000, self: sorted(self), inclusive: sorted(inclusive) };
+}
+
+/** Prints a summary of the profile at `path`. */
+export function printProfile(path: string, top = 40, filter?: string): void {
+  const profile = JSON.parse(readFileSync(path, "utf8")) as Profile;
+  const { total, self, inclusive } = summarize(profile);
+  const keep = ([n]: [string, number]) => !filter || n.includes(filter);
+  console.log(`${path}: ${total.toFixed(0)} ms sampled`);
+  console.log("  self time:");
+  for (const [n, ms] of self.filter(keep).slice(0, top)) {
+    console.log(
+      `    ${((ms / total) * 100).toFixed(1).padStart(5)}%  ${ms.toFixed(0).padStart(6)} ms  ${n}`,
+    );
+  }
+  console.log("  inclusive time:");
+  for (const [n, ms] of inclusive.filter(keep).slice(0, top)) {
+    console.log(
+      `    ${((ms / total) * 100).toFixed(1).padStart(5)}%  ${ms.toFixed(0).padStart(6)} ms  ${n}`,
+    );
+  }
+}
+
+async function profileCase(which: string, ms: number, top: number): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "bma-prof-"));
+  const flags = ["--cpu-prof", `--cpu-prof-dir=${dir}`];
+  const children: Child[] = [];
+  try {
+    let driver: Child;
+    if (which === "memory") {
+      driver = await Child.start("node", ["memory"], { runtimeFlags: flags, cpu: 0 });
+      children.push(driver);
+      await driver.ready;
+    } else {
+      driver = await Child.start("node", ["tool-harness", "tcp"], { runtimeFlags: flags, cpu: 0 });
+      children.push(driver);
+      const { url } = await driver.ready;
+      const executor = await Child.start("node", ["tool-executor", String(url)], {
+        runtimeFlags: flags,
+        cpu: 0,
+      });
+      children.push(executor);
+      await executor.ready;
+    }
+    const inflight = Number(process.env.INFLIGHT ?? 1);
+    await driver.send("run", { inflight, ms: 2000 });
+    const reply = await driver.send("run", { inflight, ms });
+    console.log(
+      `${which}: ${((Number(reply.count) / Number(reply.ms)) * 1000).toFixed(0)} calls/s`,
+    );
+  } finally {
+    for (const child of children) await child.stop(10_000);
+  }
+  const keep = process.env.PROFILE_DIR;
+  for (const file of readdirSync(dir)) printProfile(join(dir, file), top);
+  if (keep) {
+    for (const file of readdirSync(dir)) {
+      writeFileSync(join(keep, file), readFileSync(join(dir, file)));
+    }
+  }
+  rmSync(dir, { recursive: true, force: true });
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const args = process.argv.slice(2);
+  const option = (name: string) => {
+    const at = args.indexOf(name);
+    return at >= 0 ? args[at + 1] : undefined;
+  };
+  const top = Number(option("--top") ?? 40);
+  const run = option("--run");
+  if (run) await profileCase(run, Number(option("--ms") ?? 3000), top);
+  else printProfile(args[0], top, option("--filter"));
+}
