@@ -27,6 +27,7 @@ export * from "./protocol/mod.ts";
 export * from "./transport/mod.ts";
 export * from "./executor/mod.ts";
 export * from "./harness/mod.ts";
+export * from "./agent/mod.ts";
 
 // The clashes between the executor and harness modules, resolved explicitly (an explicit
 // export wins over the ambiguous `export *` pair).

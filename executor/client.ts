@@ -76,6 +76,7 @@ import {
   UnknownSessionError,
 } from "./errors.ts";
 import { EventOutbox } from "./event-outbox.ts";
+import { registerClientInternals, withContributions } from "./internals.ts";
 import { type ExecutorListener, InboundConnections } from "./listener.ts";
 import { Lease } from "./lease.ts";
 import {
@@ -91,6 +92,8 @@ import { ToolCallRunner } from "./tool-calls.ts";
 import { INLINE_RESULT_BYTES } from "./tool-results.ts";
 import { ToolRegistry, type ToolSlot, type ToolSlots } from "./tool-slots.ts";
 import { TokenRefresher } from "./token-refresher.ts";
+import { type AgentServer, serveAgent, type ServeAgentOptions } from "../agent/serve.ts";
+import type { AgentHandler } from "../agent/turn.ts";
 
 /** Options of {@linkcode ExecutorClient}. */
 export interface ExecutorClientOptions extends CredentialOptions {
@@ -274,6 +277,8 @@ export class ExecutorClient {
   readonly #drainHandlers = new Set<DrainHandler>();
   readonly #lostHandlers = new Set<ToolResultLostHandler>();
   readonly #stateHandlers = new Set<(state: ClientState) => void>();
+  /** Capabilities added by capability modules (the agent capability's `max_sessions`). */
+  readonly #contributions = new Set<() => Capabilities>();
   readonly #connectionWaiters = new Set<Deferred<Peer>>();
   readonly #closed = deferred<ExecutorClosedInfo>();
   #loop: ConnectionLoop | undefined;
@@ -370,6 +375,36 @@ export class ExecutorClient {
           notify: true,
         });
       },
+    });
+    registerClientInternals(this, {
+      clock: this.#clock,
+      logger: this.#logger,
+      random: this.#random,
+      retry: this.#retry,
+      requestTimeoutMs: this.#requestTimeoutMs,
+      maxFrameBytes: this.#maxFrameBytes,
+      openSession: (sessionId) => {
+        const session = this.#sessions.add({
+          session_id: sessionId,
+          metadata: { source: "harness" },
+        });
+        this.#sessions.markAccepted(session);
+        this.#sessions.markReady(session);
+        return session;
+      },
+      endSession: (session, reason, notify) =>
+        this.#sessions.end(session, { reason, graceMs: this.#sessionGraceMs, notify }),
+      contributeCapabilities: (source) => {
+        this.#contributions.add(source);
+        this.#capabilitiesChanged();
+        return {
+          dispose: () => {
+            if (this.#contributions.delete(source)) this.#capabilitiesChanged();
+          },
+        };
+      },
+      addSecret: (secret) => this.#scrubber.add(secret),
+      scrub: (text) => this.#scrubber.scrub(text),
     });
   }
 
@@ -494,6 +529,15 @@ export class ExecutorClient {
         this.#capabilitiesChanged();
       },
     };
+  }
+
+  /**
+   * Serves the agent capability with your agent loop (`turn.*`, `session.close`,
+   * `interaction.response`, and with `customTools` `agent.custom_tool_result`); see
+   * `serveAgent` in `agent/serve.ts`. Advertises `agent` with `max_sessions`/`custom_tools`.
+   */
+  serveAgent(handler: AgentHandler, options: ServeAgentOptions = {}): AgentServer {
+    return serveAgent(this, handler, options);
   }
 
   /** Receives a notification from the harness (`mcp.message`). */
@@ -936,11 +980,10 @@ export class ExecutorClient {
   }
 
   #computeCapabilities(): Capabilities {
-    return computeCapabilities(
-      this.#registry.served(),
-      this.#requestHandlers.keys(),
-      this.#options.capabilities,
-    );
+    const configured = this.#contributions.size === 0
+      ? this.#options.capabilities
+      : withContributions([...this.#contributions].map((f) => f()), this.#options.capabilities);
+    return computeCapabilities(this.#registry.served(), this.#requestHandlers.keys(), configured);
   }
 
   /** Publishes changed capabilities on the open connection (`executor.capabilities.update`). */

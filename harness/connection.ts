@@ -257,6 +257,23 @@ export class ExecutorConnection {
       const session = executorControl(this.#bound()).session(params.session_id);
       if (session) sessionControl(session).progress(params);
     });
+
+    // The agent capability's executor-to-harness methods: served only with an agent platform,
+    // so a harness without one answers -32601 (the executor then keeps its tokens).
+    const agent = ctx.agent;
+    if (agent) {
+      peer.onNotification("session.event_delta", (params) => agent.delta(this.#bound(), params));
+      peer.onRequest(
+        "interaction.request",
+        (params) => agent.requestInteraction(this.#bound(), params),
+      );
+      peer.onRequest(
+        "interaction.cancel",
+        (params) => agent.cancelInteraction(this.#bound(), params),
+      );
+      peer.onRequest("model_token.refresh", (params) => agent.modelToken(this.#bound(), params));
+      peer.onRequest("tools_token.refresh", (params) => agent.toolsToken(this.#bound(), params));
+    }
   }
 
   /** Binds the executor after a successful registration (called by the harness). */

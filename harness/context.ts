@@ -3,6 +3,7 @@
  * session registry, and the hooks through which executors and sessions report back.
  */
 import type { Clock } from "../protocol/clock.ts";
+import type { AgentHost } from "./agent-host.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { SessionEventSink } from "./event-log.ts";
 import type { ExecutorHandle } from "./executor-handle.ts";
@@ -40,6 +41,8 @@ export interface HarnessContext {
   readonly sessions: Map<string, Session>;
   readonly eventSink: SessionEventSink | undefined;
   readonly fileServiceUrl: string | undefined;
+  /** The agent platform's host, when the harness serves the agent capability. */
+  readonly agent: AgentHost | undefined;
   /** Reports a change of an executor to the harness's listeners. */
   emit(event: ExecutorEvent): void;
   /** The executor is gone for good: forget it. */

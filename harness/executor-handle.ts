@@ -5,7 +5,10 @@
  */
 import type { CallOptions } from "../protocol/peer.ts";
 import type {
+  Ack,
+  AgentCustomToolResultParams,
   Capabilities,
+  CustomToolResultResult,
   ExecutorDrainParams,
   ExecutorDrainResult,
   ExecutorHeartbeatResult,
@@ -16,13 +19,26 @@ import type {
   FsView,
   HarnessNotificationMethod,
   HarnessRequestMethod,
+  InteractionResponseParams,
+  InteractionResponseResult,
   NotificationMap,
   ProtocolVersion,
   RequestMap,
   SessionAssignParams,
+  SessionCloseResult,
+  TurnCancelParams,
+  TurnCancelResult,
+  TurnStartParams,
+  TurnStartResult,
 } from "../protocol/generated/contract.ts";
 import { CloseCode } from "../protocol/generated/errors.ts";
 import { ConnectionClosedError, LocalError, ProtocolError } from "../protocol/errors.ts";
+import {
+  type AgentHost,
+  type CloseAgentSessionOptions,
+  NoAgentPlatformError,
+  type TurnInputRequest,
+} from "./agent-host.ts";
 import { afterReply, type HarnessContext } from "./context.ts";
 import type { ExecutorConnection } from "./connection.ts";
 import {
@@ -71,6 +87,13 @@ export interface ExecutorControl {
   dropChannel(id: string): void;
   /** Ends the executor for good. */
   release(reason: ExecutorGoneReason): void;
+  /**
+   * Counts registrations that did not resume the previous one: a restarted executor process
+   * starts a new epoch (agent interactions are checked for conflicts within one epoch).
+   */
+  readonly epoch: number;
+  /** The live session `id` of this executor, or a new one opened by an agent turn. */
+  openAgentSession(id: string): Session;
 }
 
 const controls = new WeakMap<ExecutorHandle, ExecutorControl>();
@@ -98,6 +121,7 @@ export class ExecutorHandle {
   #capabilities: Capabilities = {};
   #draining = false;
   #gone: ExecutorGoneReason | undefined;
+  #epoch = 0;
   #resolveClosed!: (end: ExecutorEnd) => void;
 
   /** Internal: executors are created by the harness when they register. */
@@ -108,6 +132,7 @@ export class ExecutorHandle {
     this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
     this.#lease = new Lease(ctx.clock, ctx.heartbeatIntervalMs, () => this.#expire());
     const capabilities = () => this.#capabilities;
+    const epoch = () => this.#epoch;
     this.#host = {
       get capabilities() {
         return capabilities();
@@ -131,6 +156,10 @@ export class ExecutorHandle {
       channel: (id) => this.#channels.get(id),
       dropChannel: (id) => this.#channels.delete(id),
       release: (reason) => this.#release(reason),
+      get epoch() {
+        return epoch();
+      },
+      openAgentSession: (id) => this.#openAgentSession(id),
     });
   }
 
@@ -323,6 +352,103 @@ export class ExecutorHandle {
     }
   }
 
+  // ---- the agent capability (needs `new Harness({ agent })`) ---------------------------------
+
+  /**
+   * Starts an agent turn (`turn.start`): opens the session on this executor on first use (no
+   * `assignSession`) or continues it; pass `executor_session_ref` from an earlier result to let
+   * a restarted executor resume its conversation. Idempotent by `turn_id` (resent after a
+   * reconnect within the lease). Refusals reject with the executor's typed error: -32013
+   * `ConflictError` (a turn is running: use `sendTurnInput`), -32009 `ResourceExhaustedError`
+   * (beyond `agent.max_sessions`), -32004 `UnavailableError` (draining).
+   */
+  startTurn(params: TurnStartParams, options: CallOptions = {}): Promise<TurnStartResult> {
+    return this.#agent((agent) => agent.startTurn(this, params, options));
+  }
+
+  /**
+   * Adds input to the running turn (`turn.input`), idempotent by `input_id` (generated when
+   * absent). A turn that is not running rejects with -32013 `ConflictError`: start a new turn.
+   */
+  sendTurnInput(params: TurnInputRequest, options: CallOptions = {}): Promise<Ack> {
+    return this.#agent((agent) => agent.sendTurnInput(this, params, options));
+  }
+
+  /**
+   * Cancels the running turn (`turn.cancel`); it ends with `session.status_idle`
+   * `turn_outcome: "canceled"` and the session stays open. The turn gets no further tokens.
+   */
+  cancelTurn(params: TurnCancelParams, options: CallOptions = {}): Promise<TurnCancelResult> {
+    return this.#agent((agent) => agent.cancelTurn(this, params, options));
+  }
+
+  /**
+   * Closes an agent session (`session.close`): the executor cancels a running turn, delivers its
+   * events, releases the conversation and sends `session.ended`; this resolves after that.
+   * `closed: false` for a session the executor does not hold. A later `startTurn` with the same
+   * id starts a new conversation.
+   */
+  closeAgentSession(
+    sessionId: string,
+    options: CloseAgentSessionOptions = {},
+  ): Promise<SessionCloseResult> {
+    return this.#agent((agent) => agent.closeAgentSession(this, sessionId, options));
+  }
+
+  /**
+   * Delivers an interaction's answer (`interaction.response`), resent with the same
+   * `interaction_id` until the executor answers. The first answer wins: a repeat or an unknown
+   * interaction resolves `accepted: false`.
+   */
+  respondInteraction(
+    params: InteractionResponseParams,
+    options: CallOptions = {},
+  ): Promise<InteractionResponseResult> {
+    return this.#agent((agent) => agent.respondInteraction(this, params, options));
+  }
+
+  /**
+   * Delivers the result of a custom tool call (`agent.custom_tool_result`), resent until the
+   * executor answers; only the first result per `tool_use_id` counts. Rejects with
+   * `CapabilityNotAdvertisedError` (nothing sent) unless the executor declared
+   * `agent.custom_tools`.
+   */
+  sendCustomToolResult(
+    params: AgentCustomToolResultParams,
+    options: CallOptions = {},
+  ): Promise<CustomToolResultResult> {
+    return this.#agent((agent) => agent.sendCustomToolResult(this, params, options));
+  }
+
+  #agent<T>(fn: (agent: AgentHost) => Promise<T>): Promise<T> {
+    const agent = this.#ctx.agent;
+    if (!agent) return Promise.reject(new NoAgentPlatformError());
+    return fn(agent);
+  }
+
+  #openAgentSession(id: string): Session {
+    const existing = this.#sessions.get(id);
+    if (existing && existing.state !== "ended") return existing;
+    const other = this.#ctx.sessions.get(id);
+    if (other && other.executor !== this) throw new SessionRefusedError(id, "session_exists");
+    const session = new Session(
+      this,
+      { session_id: id, metadata: { source: "harness" } },
+      this.#host,
+      this.#ctx,
+    );
+    this.#sessions.set(id, session);
+    this.#ctx.sessions.set(id, session);
+    session.ended.then(() => {
+      if (this.#sessions.get(id) === session) this.#sessions.delete(id);
+    });
+    // Opened by its first turn: there is no session.assign or session.ready to wait for.
+    const control = sessionControl(session);
+    control.markAssigned();
+    control.markReady();
+    return session;
+  }
+
   #withTimeout(options: CallOptions): CallOptions {
     const timeoutMs = this.#ctx.requestTimeoutMs;
     return timeoutMs === undefined || options.timeoutMs !== undefined
@@ -340,6 +466,7 @@ export class ExecutorHandle {
       this.#ctx.logger.info("executor replaced by a new registration", { executor_id: this.id });
       previous.replaced();
     }
+    if (params.resume?.executor_id !== this.id) this.#epoch++;
     const wanted = params.resume?.executor_id === this.id
       ? new Set(params.resume.active_sessions)
       : new Set<string>();

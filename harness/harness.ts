@@ -40,6 +40,8 @@ import {
   NoServerFactoryError,
 } from "./errors.ts";
 import type { SessionEventSink } from "./event-log.ts";
+import type { AgentPlatform } from "../agent/platform.ts";
+import { type AgentHost, agentHostOf } from "./agent-host.ts";
 import { executorControl, ExecutorHandle } from "./executor-handle.ts";
 import {
   type Authenticate,
@@ -97,6 +99,11 @@ export interface HarnessOptions {
   fileServiceUrl?: string;
   /** How many finished tool calls are remembered for idempotent repeats. Default 10,000. */
   rememberToolCalls?: number;
+  /**
+   * Serves the agent capability: turns (`executor.startTurn`, ...), durable agent events and
+   * their deltas, interactions, and model and tools tokens, through this platform.
+   */
+  agent?: AgentPlatform;
 }
 
 /** Where to listen with {@linkcode Harness.serve}. */
@@ -175,6 +182,7 @@ export class Harness {
     this.#registerTimeoutMs = options.registerTimeoutMs ?? 2 * heartbeatIntervalMs;
     this.#maxUnregisteredRequests = options.maxUnregisteredRequests ?? 16;
     this.artifacts = options.artifacts ?? new MemoryArtifactStore();
+    const agent = options.agent ? agentHostOf(options.agent) : undefined;
     this.#ctx = {
       clock,
       logger,
@@ -182,13 +190,15 @@ export class Harness {
       heartbeatIntervalMs,
       requestTimeoutMs: options.requestTimeoutMs,
       sessions: new Map<string, Session>(),
-      eventSink: options.onSessionEvent,
+      eventSink: agentSink(options.onSessionEvent, agent),
       fileServiceUrl: options.fileServiceUrl,
+      agent,
       emit: (event) => this.#emit(event),
       forget: (executor) => {
         if (this.#executors.get(executor.id) === executor) this.#executors.delete(executor.id);
       },
     };
+    agent?.attach({ clock, logger, onExecutor: (listener) => this.onExecutor(listener) });
     this.#app = createHarnessApp({
       tokens: this.#tokens,
       authenticate: this.#authenticate,
@@ -574,6 +584,18 @@ export class Harness {
       }
     }
   }
+}
+
+/** The event sink with the agent platform behind it: it sees agent events once stored. */
+function agentSink(
+  sink: SessionEventSink | undefined,
+  agent: AgentHost | undefined,
+): SessionEventSink | undefined {
+  if (!agent) return sink;
+  return async (record) => {
+    if (sink) await sink(record);
+    if (record.event_id !== undefined) await agent.acceptEvent(record);
+  };
 }
 
 function jsonResponse(status: number, body: unknown): Response {

@@ -53,6 +53,11 @@ export {
   type MountOptions,
 } from "./executor-handle.ts";
 export type { ExecutorEvent, ExecutorEventType } from "./context.ts";
+export {
+  type CloseAgentSessionOptions,
+  NoAgentPlatformError,
+  type TurnInputRequest,
+} from "./agent-host.ts";
 export type { ExecutorLink, HarnessDialOptions } from "./dial-link.ts";
 export {
   Session,

@@ -1,0 +1,89 @@
+/**
+ * The agent capability of the BMA Executor Protocol, both ends.
+ *
+ * Executor end: your agent loop served with {@linkcode serveAgent} (or
+ * `client.serveAgent(handler, options)`):
+ *
+ * ```ts
+ * client.serveAgent({
+ *   async openTurn(turn) {
+ *     // first turn of a session, or resume from turn.executorSessionRef
+ *     return { executorSessionRef: "conv-1" };
+ *   },
+ *   async runTurn(turn) {
+ *     const id = turn.eventId();
+ *     turn.delta(id, { type: "text_delta", text: "Hel" }); // transient preview, lossy
+ *     await turn.emit({ type: "agent.message", content: [{ type: "text", text: "Hello" }] }, {
+ *       eventId: id,
+ *     }); // durable: event_id and sequence assigned, resent after reconnects
+ *     for (const input of turn.takeInputs()) console.log(input.input); // turn.input arrivals
+ *     const answer = await turn.requestInteraction({ kind: "question", prompt: "Go on?" });
+ *     const { token } = await turn.modelToken(); // refreshed when < 10 minutes remain
+ *     // turn.signal aborts on turn.cancel / session.close
+ *   },
+ *   async closeSession(sessionId) {},
+ * }, { maxSessions: 4, customTools: true });
+ * ```
+ *
+ * Harness end: `new Harness({ agent: new AgentPlatform(options) })`, then on an executor handle
+ * `startTurn`, `sendTurnInput`, `cancelTurn`, `closeAgentSession`, `respondInteraction` and
+ * `sendCustomToolResult`; the platform streams events (`stream`), holds interactions
+ * (`onInteraction`, `respond`) and signs model and tools tokens.
+ *
+ * Portable: web-standard APIs only.
+ *
+ * @module
+ */
+export {
+  type AgentServer,
+  DEFAULT_CUSTOM_TOOL_TIMEOUT_MS,
+  serveAgent,
+  type ServeAgentOptions,
+  TOKEN_REFRESH_LEAD_MS,
+} from "./serve.ts";
+export type {
+  AgentHandler,
+  CustomToolOptions,
+  CustomToolOutcome,
+  EmitOptions,
+  EmittedEvent,
+  InteractionAnswer,
+  InteractionRequest,
+  LocalAnswer,
+  ModelCredential,
+  OpenTurnResult,
+  ToolsCredential,
+  Turn,
+  TurnEnd,
+  TurnInput,
+} from "./turn.ts";
+export {
+  AgentTurnError,
+  CustomToolsDisabledError,
+  DuplicateEventIdError,
+  TokenUnavailableError,
+  TurnCanceledError,
+  TurnEndedError,
+} from "./errors.ts";
+export { APPROVAL_ID_PATTERN, approvalId, isApprovalId } from "./ids.ts";
+export {
+  AgentPlatform,
+  AgentPlatformDetachedError,
+  type AgentPlatformOptions,
+  type AgentStreamEvent,
+  type AgentTurnInfo,
+  type AgentTurnState,
+  type InteractionChange,
+  type InteractionStatus,
+  type ModelTokenGrant,
+  type PlatformAnswer,
+  type PlatformInteraction,
+  type StreamOptions,
+  type ToolsTokenGrant,
+  type WaitInteractionOptions,
+} from "./platform.ts";
+export {
+  type CloseAgentSessionOptions,
+  NoAgentPlatformError,
+  type TurnInputRequest,
+} from "../harness/agent-host.ts";

@@ -1,0 +1,289 @@
+/**
+ * Durable agent events and deltas over a real WebSocket: the harness deduplicates by
+ * (session_id, event_id), takes a sequence at or below the acknowledged one as a duplicate and
+ * rejects a gap with -32013 `expected_sequence`; events are validated against AgentEvent;
+ * deltas are relayed as `event_start` / `event_delta` and end with their durable event;
+ * unacknowledged events are resent in order after a reconnect, before newer ones; and a turn
+ * streaming 10,000 events with deltas through at least 20 random cuts delivers every durable
+ * event exactly once, in order.
+ */
+import { afterEach, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import {
+  type AgentStreamEvent,
+  ConflictError,
+  type EmittedEvent,
+  InvalidParamsError,
+  type SessionEventParams,
+  type SessionEventRecord,
+} from "../../mod.ts";
+import { AgentFixtures, collect, eventTypes, gate, text, until } from "../helpers/agent-fixture.ts";
+import { ExecutorPeer, registerParams } from "../helpers/executor-peer.ts";
+
+/** A seeded PRNG (mulberry32), so a failing run can be replayed with its seed. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const RUNTIME = "Deno" in globalThis ? "deno" : "Bun" in globalThis ? "bun" : "node";
+
+describe("agent events", { timeout: 120_000 }, () => {
+  const fx = new AgentFixtures();
+  afterEach(() => fx.cleanup());
+
+  /** A raw executor (a contract Peer) with a started turn on session `ses_raw`. */
+  async function rawExecutorWithTurn() {
+    const h = await fx.harness();
+    const raw = await ExecutorPeer.dial(h.server.url);
+    fx.defer(() => void raw.close());
+    raw.peer.onRequest("turn.start", ({ turn_id }) => ({ turn_id, accepted: true }));
+    await raw.start(registerParams({ capabilities: { agent: {} } }));
+    const executor = await h.harness.waitExecutor();
+    await executor.startTurn({ session_id: "ses_raw", turn_id: "t1", input: [text("go")] });
+    const event = (sequence: number, eventId = `ev_${sequence}`): SessionEventParams => ({
+      session_id: "ses_raw",
+      turn_id: "t1",
+      event_id: eventId,
+      sequence,
+      event: { type: "agent.message", content: [text(`${sequence}`)] },
+    });
+    return { h, raw, executor, event, session: executor.sessions.get("ses_raw")! };
+  }
+
+  it("rejects a sequence gap with -32013 and the expected sequence; repeats are duplicates", async () => {
+    const { raw, event, session } = await rawExecutorWithTurn();
+    assert.deepEqual(await raw.peer.call("session.event", event(1)), { acked_sequence: 1 });
+    const gap = await raw.peer.call("session.event", event(3)).then(() => undefined, (e) => e);
+    assert.ok(gap instanceof ConflictError, `expected -32013, got ${gap}`);
+    assert.deepEqual(gap.data, { reason: "sequence_gap", expected_sequence: 2 });
+    assert.deepEqual(await raw.peer.call("session.event", event(2)), { acked_sequence: 2 });
+    // A sequence at or below the acknowledged one, under a new event id: a duplicate.
+    assert.deepEqual(await raw.peer.call("session.event", event(1, "ev_other")), {
+      acked_sequence: 2,
+      duplicate: true,
+    });
+    // The same (session_id, event_id) again, even with the next sequence: a duplicate.
+    assert.deepEqual(await raw.peer.call("session.event", event(3, "ev_2")), {
+      acked_sequence: 2,
+      duplicate: true,
+    });
+    // Not an AgentEvent: refused before it counts.
+    const invalid = await raw.peer.call("session.event", {
+      ...event(3),
+      event: { type: "agent.message" },
+    }).then(() => undefined, (e) => e);
+    assert.ok(invalid instanceof InvalidParamsError, `expected -32602, got ${invalid}`);
+    assert.deepEqual(session.eventRecords.map((r) => [r.sequence, r.event_id]), [
+      [1, "ev_1"],
+      [2, "ev_2"],
+    ]);
+  });
+
+  it("relays deltas as event_start and event_delta until their durable event arrives", async () => {
+    const { h, raw, event } = await rawExecutorWithTurn();
+    const stream = collect(h.platform.stream("ses_raw"));
+    const delta = (index: number, eventId = "ev_1") =>
+      raw.peer.notify("session.event_delta", {
+        session_id: "ses_raw",
+        turn_id: "t1",
+        event_id: eventId,
+        index,
+        delta: { type: "text_delta", text: `d${index}` },
+      });
+    delta(0);
+    delta(1);
+    await raw.peer.call("session.event", event(1));
+    delta(2); // after the event itself: the preview is over, dropped
+    delta(0, "ev_2");
+    await raw.peer.call("session.event", event(2));
+    await until(() => stream.items.length === 7, "seven stream items");
+    const summary = stream.items.map((item: AgentStreamEvent) =>
+      item.type === "event"
+        ? `event ${item.record.event_id}`
+        : item.type === "event_start"
+        ? `start ${item.event_id}`
+        : `delta ${item.event_id} ${item.index} ${(item.delta as unknown as { text: string }).text}`
+    );
+    assert.deepEqual(summary, [
+      "start ev_1",
+      "delta ev_1 0 d0",
+      "delta ev_1 1 d1",
+      "event ev_1",
+      "start ev_2",
+      "delta ev_2 0 d0",
+      "event ev_2",
+    ]);
+    await raw.peer.call("session.event", {
+      ...event(3),
+      event: { type: "session.status_idle", turn_outcome: "completed" },
+    });
+    await until(() => stream.items.length === 8, "the idle event");
+    assert.equal(stream.items[7].type, "event");
+  });
+
+  it("resends unacknowledged events in order after a reconnect, before newer ones", async () => {
+    const held = gate();
+    const reached = gate();
+    let holds = 0;
+    const h = await fx.harness({
+      harness: {
+        // The harness stalls on sequence 5 while the connection is cut.
+        onSessionEvent: async (record) => {
+          if (record.sequence === 5 && holds++ === 0) {
+            reached.open();
+            await held.promise;
+          }
+        },
+      },
+    });
+    const proxy = await fx.proxy(h.server.url);
+    const resume = gate();
+    const acks: EmittedEvent[] = [];
+    const { executor, logger } = await fx.executor(h, {
+      async runTurn(turn) {
+        const first = [];
+        for (let i = 1; i <= 10; i++) {
+          first.push(turn.emit({ type: "agent.message", content: [text(`${i}`)] }));
+        }
+        await resume.promise;
+        const later = [];
+        for (let i = 11; i <= 15; i++) {
+          later.push(turn.emit({ type: "agent.message", content: [text(`${i}`)] }));
+        }
+        acks.push(...await Promise.all([...first, ...later]));
+      },
+    }, { url: proxy.url });
+    await executor.startTurn({ session_id: "ses_re", turn_id: "t1", input: [text("go")] });
+    await reached.promise;
+    proxy.cut();
+    await until(() => proxy.open > 0 && executor.connected, "the reconnect");
+    held.open();
+    resume.open();
+    await until(() => h.platform.turn("ses_re")?.state === "completed", "the turn completes");
+    const records = executor.sessions.get("ses_re")!.eventRecords;
+    assert.deepEqual(records.map((r) => r.sequence), Array.from({ length: 17 }, (_, i) => i + 1));
+    assert.deepEqual(
+      records.slice(1, 16).map((r) =>
+        (r.event as unknown as { content: { text: string }[] }).content[0].text
+      ),
+      Array.from({ length: 15 }, (_, i) => `${i + 1}`),
+    );
+    assert.deepEqual(acks.map((a) => a.sequence), Array.from({ length: 15 }, (_, i) => i + 2));
+    assert.ok(
+      logger.records.some((r) => r.message === "resending unacknowledged session events"),
+      "the executor resent what was not acknowledged",
+    );
+  });
+
+  it("streams 10,000 events with deltas through at least 20 random cuts: every durable event exactly once, in order", async () => {
+    const EVENTS = 10_000;
+    const CUTS = 25;
+    const seed = Number(process.env.CHAOS_SEED ?? Date.now() % 1_000_000);
+    const random = prng(seed);
+    const cutAt = new Set<number>();
+    while (cutAt.size < CUTS) cutAt.add(1 + Math.floor(random() * (EVENTS - 1)));
+    const h = await fx.harness();
+    const proxy = await fx.proxy(h.server.url);
+    const stream = collect(h.platform.stream("ses_chaos"));
+    let deltasSent = 0;
+    const { executor, logger } = await fx.executor(h, {
+      async runTurn(turn) {
+        let last: Promise<EmittedEvent> | undefined;
+        for (let i = 1; i <= EVENTS; i++) {
+          const id = turn.eventId();
+          turn.delta(id, { type: "text_delta", text: `${i}.` });
+          turn.delta(id, { type: "text_delta", text: `${i}..` });
+          deltasSent += 2;
+          last = turn.emit({ type: "agent.message", content: [text(`${i}`)] }, { eventId: id });
+          // Yield now and then as a model loop would, and bound the backlog of unacknowledged
+          // events (the outbox keeps every one until it is acknowledged).
+          if (i % 1_000 === 0) await last;
+          else if (i % 50 === 0) await new Promise((resolve) => setTimeout(resolve, 0));
+          if (cutAt.has(i)) {
+            await until(() => proxy.open > 0, "a connection to cut");
+            proxy.cut();
+          }
+        }
+        await last;
+      },
+    }, {
+      url: proxy.url,
+      client: {
+        reconnect: { initialDelayMs: 1, maxDelayMs: 20 },
+        retry: { initialDelayMs: 1, maxDelayMs: 20 },
+      },
+    });
+    const started = performance.now();
+    await executor.startTurn({ session_id: "ses_chaos", turn_id: "t1", input: [text("go")] });
+    await until(() => h.platform.turn("ses_chaos")?.state === "completed", "the turn completes");
+    const seconds = (performance.now() - started) / 1000;
+    const session = executor.sessions.get("ses_chaos")!;
+    const records = session.eventRecords;
+    assert.equal(records.length, EVENTS + 2, "every event once");
+    assert.deepEqual(
+      records.map((r) => r.sequence),
+      Array.from({ length: EVENTS + 2 }, (_, i) => i + 1),
+    );
+    const messages = records.slice(1, -1).map((r) =>
+      Number((r.event as unknown as { content: { text: string }[] }).content[0].text)
+    );
+    assert.deepEqual(messages, Array.from({ length: EVENTS }, (_, i) => i + 1), "in order");
+    assert.equal(new Set(records.map((r) => r.event_id)).size, EVENTS + 2, "no event id twice");
+    assert.deepEqual(eventTypes([records[0], records[EVENTS + 1]]), [
+      "session.status_running",
+      "session.status_idle",
+    ]);
+    assert.ok(proxy.cuts >= 20, `only ${proxy.cuts} cuts`);
+    assert.equal(executor.gone, false, "resumed within the lease every time");
+
+    // The subscriber saw each durable event once, in order, and no preview after its event.
+    await until(
+      () => stream.items.filter((i) => i.type === "event").length === EVENTS + 2,
+      "stream",
+    );
+    const durable: SessionEventRecord[] = [];
+    const final = new Set<string>();
+    const startedIds = new Set<string>();
+    let deltasSeen = 0;
+    for (const item of stream.items) {
+      if (item.type === "event") {
+        durable.push(item.record);
+        final.add(item.record.event_id!);
+      } else {
+        assert.equal(
+          final.has(item.event_id),
+          false,
+          `a delta of ${item.event_id} after its event`,
+        );
+        if (item.type === "event_start") startedIds.add(item.event_id);
+        else {
+          deltasSeen++;
+          assert.ok(
+            startedIds.has(item.event_id),
+            `event_start precedes the deltas of ${item.event_id}`,
+          );
+        }
+      }
+    }
+    assert.deepEqual(durable.map((r) => r.sequence), records.map((r) => r.sequence));
+    assert.ok(
+      deltasSeen > 0 && deltasSeen <= deltasSent,
+      `deltas are lossy: ${deltasSeen}/${deltasSent}`,
+    );
+    const resent = logger.records
+      .filter((r) => r.message === "resending unacknowledged session events")
+      .reduce((sum, r) => sum + Number(r.fields?.count ?? 0), 0);
+    process.stdout.write(
+      `# agent chaos (${RUNTIME}): seed ${seed}, ${proxy.cuts} cuts, ${proxy.accepted} connections, ` +
+        `${EVENTS} events (${resent} resent), ${deltasSeen}/${deltasSent} deltas relayed, ` +
+        `${seconds.toFixed(1)} s\n`,
+    );
+  });
+});

@@ -1,0 +1,360 @@
+/**
+ * Turns, both ends from this SDK over a real WebSocket: `turn.start` opens an agent session
+ * without `session.assign` and is idempotent by `turn_id`; a running turn refuses another
+ * (-32013); `max_sessions` (-32009); `executor_session_ref` resumes a conversation after an
+ * executor restart; `turn.input` (idempotent, -32013 for a turn not running); `turn.cancel`;
+ * `session.close`.
+ */
+import { afterEach, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import {
+  type AgentHandler,
+  ConflictError,
+  ResourceExhaustedError,
+  type Turn,
+  TurnCanceledError,
+  type TurnInput,
+} from "../../mod.ts";
+import {
+  AgentFixtures,
+  eventTypes,
+  gate,
+  text,
+  until,
+  whenAborted,
+} from "../helpers/agent-fixture.ts";
+
+describe("agent turns", { timeout: 30_000 }, () => {
+  const fx = new AgentFixtures();
+  afterEach(() => fx.cleanup());
+
+  it("opens the session with turn.start (no session.assign), streams its events and ends idle", async () => {
+    const h = await fx.harness();
+    const opened: { first: boolean; ref: string | undefined }[] = [];
+    const ran: string[] = [];
+    const { client, executor } = await fx.executor(h, {
+      openTurn(turn) {
+        opened.push({ first: turn.first, ref: turn.executorSessionRef });
+        return { executorSessionRef: `conv-${turn.sessionId}` };
+      },
+      async runTurn(turn) {
+        ran.push(turn.turnId);
+        const said = (turn.input[0] as { text: string }).text;
+        await turn.emit({ type: "agent.message", content: [text(`you said ${said}`)] });
+        return { stop_reason: "end_turn" };
+      },
+    });
+    assert.deepEqual(executor.capabilities.agent, {}, "agent advertised");
+    const result = await executor.startTurn({
+      session_id: "ses_a",
+      turn_id: "turn_1",
+      input: [text("hi")],
+    });
+    assert.deepEqual(result, {
+      turn_id: "turn_1",
+      accepted: true,
+      executor_session_ref: "conv-ses_a",
+    });
+    const session = executor.sessions.get("ses_a");
+    assert.ok(session, "the harness holds the agent session");
+    assert.equal(session.state, "ready");
+    await until(() => h.platform.turn("ses_a")?.state === "completed", "the turn completes");
+    assert.deepEqual(eventTypes(session.eventRecords), [
+      "session.status_running",
+      "agent.message",
+      "session.status_idle",
+    ]);
+    assert.deepEqual(session.eventRecords.map((r) => r.sequence), [1, 2, 3]);
+    assert.ok(session.eventRecords.every((r) => r.turn_id === "turn_1"), "events carry turn_id");
+    assert.deepEqual(session.eventRecords[1].event, {
+      type: "agent.message",
+      content: [text("you said hi")],
+    });
+    assert.deepEqual(session.eventRecords[2].event, {
+      type: "session.status_idle",
+      turn_outcome: "completed",
+      stop_reason: "end_turn",
+    });
+    assert.deepEqual(opened, [{ first: true, ref: undefined }]);
+    assert.deepEqual(ran, ["turn_1"]);
+    assert.deepEqual(client.sessions.map((s) => s.id), ["ses_a"], "held like an assigned one");
+    assert.equal(h.platform.executorSessionRef("ses_a"), "conv-ses_a");
+  });
+
+  it("is idempotent by turn_id and continues the conversation with the next turn", async () => {
+    const h = await fx.harness();
+    let opens = 0;
+    const runs: { turn: string; first: boolean }[] = [];
+    const release = gate();
+    const { executor } = await fx.executor(h, {
+      openTurn() {
+        opens++;
+      },
+      async runTurn(turn) {
+        runs.push({ turn: turn.turnId, first: turn.first });
+        if (turn.turnId === "turn_1") await release.promise;
+        await turn.emit({ type: "agent.message", content: [text(turn.turnId)] });
+      },
+    });
+    const start = { session_id: "ses_i", turn_id: "turn_1", input: [text("go")] };
+    const first = await executor.startTurn(start);
+    const again = await executor.startTurn(start);
+    assert.deepEqual(first, { turn_id: "turn_1", accepted: true });
+    assert.deepEqual(again, { turn_id: "turn_1", accepted: true, duplicate: true });
+    release.open();
+    await until(() => h.platform.turn("ses_i")?.state === "completed", "turn_1 completes");
+    const late = await executor.startTurn(start);
+    assert.deepEqual(
+      late,
+      { turn_id: "turn_1", accepted: true, duplicate: true },
+      "ended: still a repeat",
+    );
+    await executor.startTurn({ session_id: "ses_i", turn_id: "turn_2", input: [text("more")] });
+    await until(() => h.platform.turnById("ses_i", "turn_2")?.state === "completed", "turn_2");
+    assert.equal(opens, 1, "the conversation opened once");
+    assert.deepEqual(runs, [{ turn: "turn_1", first: true }, { turn: "turn_2", first: false }]);
+    const records = executor.sessions.get("ses_i")!.eventRecords;
+    assert.deepEqual(
+      records.map((r) => r.sequence),
+      [1, 2, 3, 4, 5, 6],
+      "one sequence per session",
+    );
+    assert.deepEqual(records.map((r) => r.turn_id), [
+      "turn_1",
+      "turn_1",
+      "turn_1",
+      "turn_2",
+      "turn_2",
+      "turn_2",
+    ]);
+  });
+
+  it("refuses a second turn while one runs (-32013 turn_running) and sessions beyond max_sessions (-32009)", async () => {
+    const h = await fx.harness();
+    const release = gate();
+    const { executor } = await fx.executor(h, {
+      async runTurn() {
+        await release.promise;
+      },
+    }, { serve: { maxSessions: 2 } });
+    assert.deepEqual(executor.capabilities.agent, { max_sessions: 2 });
+    await executor.startTurn({ session_id: "ses_1", turn_id: "t1", input: [text("a")] });
+    const busy = await executor.startTurn({
+      session_id: "ses_1",
+      turn_id: "t2",
+      input: [text("b")],
+    })
+      .then(() => undefined, (error) => error);
+    assert.ok(busy instanceof ConflictError, `expected ConflictError, got ${busy}`);
+    assert.deepEqual(busy.data, { reason: "turn_running", turn_id: "t1" });
+    assert.equal(h.platform.turn("ses_1")?.turn_id, "t1", "the running turn stays current");
+    assert.equal(h.platform.turnById("ses_1", "t2"), undefined, "the refused turn is not tracked");
+
+    await executor.startTurn({ session_id: "ses_2", turn_id: "t1", input: [text("a")] });
+    const full = await executor.startTurn({
+      session_id: "ses_3",
+      turn_id: "t1",
+      input: [text("a")],
+    })
+      .then(() => undefined, (error) => error);
+    assert.ok(full instanceof ResourceExhaustedError, `expected -32009, got ${full}`);
+    assert.equal(full.reason, "max_sessions");
+    assert.equal(executor.sessions.has("ses_3"), false, "no harness session left behind");
+    release.open();
+  });
+
+  it("resumes the local conversation from executor_session_ref after an executor restart", async () => {
+    const h = await fx.harness();
+    const conversations = new Map<string, string[]>(); // what a brain would keep on disk
+    const seen: { ref: string | undefined; first: boolean; history: string[] }[] = [];
+    const handler: AgentHandler = {
+      openTurn(turn) {
+        const ref = turn.executorSessionRef ?? `conv_${conversations.size + 1}`;
+        if (!conversations.has(ref)) conversations.set(ref, []);
+        seen.push({
+          ref: turn.executorSessionRef,
+          first: turn.first,
+          history: [...conversations.get(ref)!],
+        });
+        return { executorSessionRef: ref };
+      },
+      async runTurn(turn) {
+        conversations.get(`conv_1`)!.push((turn.input[0] as { text: string }).text);
+        await turn.emit({ type: "agent.message", content: [text("ok")] });
+      },
+    };
+    const proxy = await fx.proxy(h.server.url);
+    const a = await fx.executor(h, handler, { url: proxy.url, client: { machineId: "m_restart" } });
+    const first = await a.executor.startTurn({
+      session_id: "ses_r",
+      turn_id: "t1",
+      input: [text("one")],
+    });
+    assert.equal(first.executor_session_ref, "conv_1");
+    await until(() => h.platform.turn("ses_r")?.state === "completed", "t1 completes");
+    // The executor process dies: its connection goes, and it never comes back.
+    await proxy.close();
+    await a.client.stop();
+    const b = await fx.executor(h, handler, { client: { machineId: "m_restart" } });
+    assert.equal(b.executor, a.executor, "the same executor (exec_<machine_id>) registered again");
+    await until(() => !b.executor.sessions.has("ses_r"), "the old session is lost");
+    const ref = h.platform.executorSessionRef("ses_r");
+    assert.equal(ref, "conv_1", "the harness keeps the ref to send back");
+    const second = await b.executor.startTurn({
+      session_id: "ses_r",
+      turn_id: "t2",
+      input: [text("two")],
+      executor_session_ref: ref,
+    });
+    assert.equal(second.executor_session_ref, "conv_1");
+    await until(() => h.platform.turnById("ses_r", "t2")?.state === "completed", "t2 completes");
+    assert.deepEqual(seen, [
+      { ref: undefined, first: true, history: [] },
+      { ref: "conv_1", first: true, history: ["one"] },
+    ]);
+    const records = b.executor.sessions.get("ses_r")!.eventRecords;
+    assert.deepEqual(
+      records.map((r) => r.sequence),
+      [1, 2, 3],
+      "the new session's log starts at 1",
+    );
+  });
+
+  it("delivers turn.input once per input_id and refuses input for a turn that is not running (-32013)", async () => {
+    const h = await fx.harness();
+    const inputs: TurnInput[] = [];
+    const { executor } = await fx.executor(h, {
+      async runTurn(turn) {
+        for await (const input of turn.inputs) {
+          inputs.push(input);
+          if ((input.input[0] as { text: string }).text === "stop") break;
+        }
+        // Later inputs are still read after leaving a for-await early.
+        await turn.emit({ type: "agent.message", content: [text(`${turn.takeInputs().length}`)] });
+      },
+    });
+    await executor.startTurn({ session_id: "ses_in", turn_id: "t1", input: [text("start")] });
+    const base = { session_id: "ses_in", turn_id: "t1" };
+    assert.deepEqual(
+      await executor.sendTurnInput({ ...base, input_id: "in_1", input: [text("a")] }),
+      { ok: true },
+    );
+    assert.deepEqual(
+      await executor.sendTurnInput({ ...base, input_id: "in_1", input: [text("a")] }),
+      { ok: true, duplicate: true },
+    );
+    const wrong = await executor.sendTurnInput({ ...base, turn_id: "t9", input: [text("x")] })
+      .then(() => undefined, (error) => error);
+    assert.ok(wrong instanceof ConflictError, `expected -32013, got ${wrong}`);
+    assert.deepEqual(wrong.data, { reason: "turn_not_running", turn_id: "t1" });
+    await executor.sendTurnInput({ ...base, input: [text("stop")] });
+    await until(() => h.platform.turn("ses_in")?.state === "completed", "the turn completes");
+    assert.deepEqual(inputs.map((i) => (i.input[0] as { text: string }).text), ["a", "stop"]);
+    assert.equal(inputs[0].input_id, "in_1");
+    const after = await executor.sendTurnInput({ ...base, input: [text("late")] })
+      .then(() => undefined, (error) => error);
+    assert.ok(after instanceof ConflictError, "the ended turn takes no input");
+    assert.deepEqual(after.data, { reason: "turn_not_running" });
+  });
+
+  it("cancels a turn: the loop stops, it ends idle with turn_outcome canceled, the session stays open", async () => {
+    const h = await fx.harness();
+    const stopped: unknown[] = [];
+    const { executor } = await fx.executor(h, {
+      async runTurn(turn: Turn) {
+        if (turn.turnId === "t2") {
+          await turn.emit({ type: "agent.message", content: [text("second")] });
+          return;
+        }
+        await turn.emit({ type: "agent.thinking", thinking: "working" });
+        await whenAborted(turn.signal);
+        stopped.push(turn.signal.reason);
+      },
+    });
+    await executor.startTurn({ session_id: "ses_c", turn_id: "t1", input: [text("go")] });
+    const session = executor.sessions.get("ses_c")!;
+    await until(() => session.eventRecords.length === 2, "the turn is working");
+    assert.deepEqual(await executor.cancelTurn({ session_id: "ses_c", turn_id: "t9" }), {
+      canceled: false,
+    }, "another turn id cancels nothing");
+    assert.deepEqual(await executor.cancelTurn({ session_id: "ses_c", reason: "user_stop" }), {
+      canceled: true,
+    });
+    assert.equal(h.platform.turn("ses_c")?.state, "canceled", "canceled at once on the platform");
+    await until(() => session.eventRecords.length === 3, "the idle event");
+    assert.deepEqual(session.eventRecords[2].event, {
+      type: "session.status_idle",
+      turn_outcome: "canceled",
+      stop_reason: "user_stop",
+    });
+    assert.equal(stopped.length, 1);
+    assert.ok(
+      stopped[0] instanceof TurnCanceledError,
+      "the signal's reason is a TurnCanceledError",
+    );
+    assert.equal((stopped[0] as TurnCanceledError).reason, "user_stop");
+    assert.deepEqual(await executor.cancelTurn({ session_id: "ses_c" }), { canceled: false });
+    assert.equal(session.state, "ready", "the session stays open");
+    await executor.startTurn({ session_id: "ses_c", turn_id: "t2", input: [text("again")] });
+    await until(() => h.platform.turnById("ses_c", "t2")?.state === "completed", "t2 completes");
+    assert.deepEqual(eventTypes(session.eventRecords).slice(3), [
+      "session.status_running",
+      "agent.message",
+      "session.status_idle",
+    ]);
+  });
+
+  it("closes a session: cancels the turn, delivers its events, releases, then session.ended; a new turn starts a new conversation", async () => {
+    const h = await fx.harness();
+    const log: string[] = [];
+    const { client, executor } = await fx.executor(h, {
+      openTurn(turn) {
+        log.push(`open ${turn.turnId} first=${turn.first}`);
+      },
+      async runTurn(turn) {
+        await turn.emit({ type: "agent.message", content: [text("started")] });
+        if (turn.turnId !== "t1") return;
+        await whenAborted(turn.signal);
+        log.push(`canceled ${(turn.signal.reason as TurnCanceledError).reason}`);
+        // Emitting while the cancel is handled is still part of the turn.
+        await turn.emit({ type: "agent.message", content: [text("cleanup")] });
+      },
+      closeSession(sessionId, info) {
+        log.push(`close ${sessionId} ${info.reason}`);
+      },
+    });
+    await executor.startTurn({ session_id: "ses_x", turn_id: "t1", input: [text("go")] });
+    const session = executor.sessions.get("ses_x")!;
+    await until(() => session.eventRecords.length === 2, "the turn is running");
+    const closed = await executor.closeAgentSession("ses_x", { reason: "user_closed" });
+    assert.deepEqual(closed, { closed: true });
+    assert.equal(session.state, "ended", "resolved after session.ended");
+    assert.deepEqual((await session.ended).reason, "user_closed");
+    assert.deepEqual(eventTypes(session.eventRecords), [
+      "session.status_running",
+      "agent.message",
+      "agent.message",
+      "session.status_idle",
+    ], "every event of the turn arrived before the end");
+    assert.equal(
+      (session.eventRecords[3].event as unknown as { turn_outcome: string }).turn_outcome,
+      "canceled",
+    );
+    assert.deepEqual(log, [
+      "open t1 first=true",
+      "canceled session_closed",
+      "close ses_x user_closed",
+    ]);
+    assert.equal(client.session("ses_x"), undefined, "the executor released it");
+    assert.equal(h.platform.turn("ses_x")?.active, false, "the closed session's turn is over");
+
+    assert.deepEqual(await executor.closeAgentSession("ses_unknown"), { closed: false });
+
+    await executor.startTurn({ session_id: "ses_x", turn_id: "t2", input: [text("again")] });
+    const fresh = executor.sessions.get("ses_x")!;
+    assert.notEqual(fresh, session, "a new harness session");
+    await until(() => h.platform.turn("ses_x")?.state === "completed", "t2 completes");
+    assert.deepEqual(fresh.eventRecords.map((r) => r.sequence), [1, 2, 3], "a new conversation");
+    assert.equal(log[3], "open t2 first=true");
+  });
+});
