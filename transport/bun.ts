@@ -4,6 +4,7 @@
  */
 import {
   isLocalSocketUrl,
+  isNamedPipe,
   localSocketPath,
   type RunningServer,
   type ServeWebSocketOptions,
@@ -21,6 +22,7 @@ import {
   type TransportReceiver,
 } from "./transport.ts";
 import { dialNativeWebSocket } from "./websocket.ts";
+import { dialWebSocket as dialWithWs, serveWebSocket as serveWithWs } from "./node.ts";
 
 export type { RunningServer, ServeWebSocketOptions, UpgradeDecision } from "./server.ts";
 
@@ -116,12 +118,16 @@ class BunServerTransport implements Transport {
 
 /** Opens a WebSocket with Bun's native client: `ws://`, `wss://`, `unix:///path.sock`. */
 export function dialWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
+  // A Windows named pipe takes the `ws` + node:net path the Unix socket tests cover.
+  if (isLocalSocketUrl(url) && isNamedPipe(localSocketPath(url))) return dialWithWs(url, options);
   const target = isLocalSocketUrl(url) ? `ws+unix://${localSocketPath(url)}` : url;
   return dialNativeWebSocket(target, options);
 }
 
 /** Serves WebSocket upgrades and plain HTTP with `Bun.serve`, over TCP or a Unix socket. */
 export function serveWebSocket(options: ServeWebSocketOptions): Promise<RunningServer> {
+  // A Windows named pipe takes the node:net path the Unix socket tests cover.
+  if (options.path && isNamedPipe(options.path)) return serveWithWs(options);
   let runtime: BunRuntime;
   try {
     runtime = bun();

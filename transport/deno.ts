@@ -3,10 +3,11 @@
  * `Deno.upgradeWebSocket`, and the global `WebSocket` (which takes handshake headers on Deno).
  * Deno's native client refuses `ws+unix`, so Unix-socket dials go through the `ws` path.
  */
-import { dialWebSocket as dialWithWs } from "./node.ts";
+import { dialWebSocket as dialWithWs, serveWebSocket as serveWithWs } from "./node.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "./bytes.ts";
 import {
   isLocalSocketUrl,
+  isNamedPipe,
   type RunningServer,
   type ServeWebSocketOptions,
   type UpgradeDecision,
@@ -52,6 +53,9 @@ export function dialWebSocket(url: string, options: DialOptions = {}): Promise<T
 
 /** Serves WebSocket upgrades and plain HTTP with `Deno.serve`, over TCP or a Unix socket. */
 export async function serveWebSocket(options: ServeWebSocketOptions): Promise<RunningServer> {
+  // A Windows named pipe takes the node:net path the Unix socket tests cover (`Deno.serve`
+  // listens on Unix sockets only).
+  if (options.path && isNamedPipe(options.path)) return await serveWithWs(options);
   const runtime = deno();
   const open = new Set<Transport>();
   const handler = async (request: Request): Promise<Response> => {

@@ -67,6 +67,25 @@ describe(`${RUNTIME}.ts entry point`, { timeout: 60_000 }, () => {
     }
   });
 
+  it("takes a named pipe name through the Unix socket code path", async () => {
+    // Windows named pipes cannot exist here; on Linux node:net treats `\\.\pipe\name` as a
+    // socket file relative to the working directory, so the pipe branch of every preset (URL,
+    // server, dialer) runs on the tested Unix socket path.
+    const pipe = `\\\\.\\pipe\\bma-entry-${RUNTIME}-${process.pid}`;
+    const harness = new sdk.Harness();
+    try {
+      const server = await harness.serveUnix(pipe);
+      assert.equal(server.url, pipe);
+      const client = new sdk.ExecutorClient({ harnessUrl: pipe, executor: INFO });
+      bash(client);
+      assert.equal((await client.start()).protocol, "bma.executor.v1.1");
+      await client.stop();
+    } finally {
+      await harness.close();
+      rmSync(pipe, { force: true });
+    }
+  });
+
   it("listens while the harness dials: register, a tool call, and the end of the link", async () => {
     const path = socket();
     const client = new sdk.ExecutorClient({ executor: INFO });
