@@ -205,6 +205,12 @@ export interface AgentPlatformOptions {
   random?: () => number;
   /** Deltas kept per subscriber that lags behind; more are dropped (they are lossy). Default 1,000. */
   maxBufferedDeltas?: number;
+  /**
+   * Settled interactions and ended sessions remembered (oldest forgotten first): what lets an
+   * approval id repeated after a restart find its interaction, and a restarted executor find its
+   * `executor_session_ref`. Default 10,000 of each.
+   */
+  remember?: number;
 }
 
 /** Options of {@linkcode AgentPlatform.stream}. */
@@ -290,6 +296,9 @@ export class AgentPlatform {
   readonly #byPlatformId = new Map<string, StoredInteraction>();
   readonly #streams = new Map<string, Set<AsyncQueue<AgentStreamEvent>>>();
   readonly #listeners = new Set<(change: InteractionChange) => void>();
+  /** Settled interactions and ended sessions, oldest first, for forgetting. */
+  readonly #settled = new Set<StoredInteraction>();
+  readonly #ended = new Set<SessionRecord>();
   #link: AgentHarnessLink | undefined;
 
   constructor(options: AgentPlatformOptions = {}) {
@@ -461,8 +470,14 @@ export class AgentPlatform {
     for (const turn of record.turns.values()) {
       if (ACTIVE.has(turn.state)) turn.state = "failed";
     }
+    this.#ended.add(record);
+    if (this.#ended.size > (this.#options.remember ?? 10_000)) {
+      const oldest = this.#ended.values().next().value!;
+      this.#ended.delete(oldest);
+      if (this.#sessions.get(oldest.id) === oldest) this.#sessions.delete(oldest.id);
+    }
     if (this.#sessions.get(record.id) !== record) return;
-    // The ref survives in a later record for the same executor (a restart resumes from it).
+    // The record stays (its ref lets a restarted executor resume); its streams end.
     const streams = this.#streams.get(record.id);
     this.#streams.delete(record.id);
     for (const queue of streams ?? []) queue.end();
@@ -762,6 +777,7 @@ export class AgentPlatform {
     if (stored.timer !== undefined) this.#clock.clearTimeout(stored.timer);
     stored.timer = undefined;
     this.#notify("canceled", stored);
+    this.#retire(stored);
     return { ok: true };
   }
 
@@ -779,7 +795,18 @@ export class AgentPlatform {
     if (stored.timer !== undefined) this.#clock.clearTimeout(stored.timer);
     stored.timer = undefined;
     this.#notify("settled", stored);
+    this.#retire(stored);
     return true;
+  }
+
+  /** Remembers a settled interaction; the oldest beyond the limit are forgotten. */
+  #retire(stored: StoredInteraction): void {
+    this.#settled.add(stored);
+    if (this.#settled.size <= (this.#options.remember ?? 10_000)) return;
+    const oldest = this.#settled.values().next().value!;
+    this.#settled.delete(oldest);
+    if (this.#interactions.get(oldest.key) === oldest) this.#interactions.delete(oldest.key);
+    if (this.#byPlatformId.get(oldest.id) === oldest) this.#byPlatformId.delete(oldest.id);
   }
 
   #deliverAnswer(stored: StoredInteraction): void {

@@ -149,7 +149,11 @@ export function serveAgent(
   if (max !== undefined && (!Number.isInteger(max) || max < 1)) {
     throw new ExecutorConfigError("maxSessions must be a positive integer");
   }
+  if (served.has(client)) {
+    throw new ExecutorConfigError("this client already serves an agent: dispose it first");
+  }
   const service = new AgentService(client, clientInternals(client), handler, options);
+  served.add(client);
   return {
     get sessions() {
       return service.sessionIds();
@@ -158,6 +162,9 @@ export function serveAgent(
     dispose: () => service.dispose(),
   };
 }
+
+/** Clients serving an agent: one agent per client (the methods have one handler each). */
+const served = new WeakSet<object>();
 
 // ---- internal state --------------------------------------------------------------------------
 
@@ -365,6 +372,7 @@ class AgentService {
     if (this.#disposed) return;
     this.#disposed = true;
     for (const disposable of this.#disposables.splice(0)) disposable.dispose();
+    served.delete(this.#client);
     await Promise.all(
       [...this.#sessions.values()].map((state) =>
         this.#internals.endSession(state.exec, "agent_disposed", true)

@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createBashAgent } from "../../agent/examples/bash-agent.ts";
@@ -130,4 +130,47 @@ describe("example: bash agent with platform approvals", { timeout: 30_000 }, () 
       "t2:agent",
     ], "one conversation across the restart");
   });
+
+  it("cancels a running command with the turn (turn.cancel ends the local tool call)", async () => {
+    const workdir = mkdtempSync(join(tmpdir(), "bma-agent-example-"));
+    fx.defer(() => rmSync(workdir, { recursive: true, force: true }));
+    const h = await fx.harness();
+    h.platform.onInteraction(({ type, interaction }) => {
+      if (type === "opened") h.platform.respond(interaction.id, { outcome: "approved" });
+    });
+    const { executor } = await fx.executor(h, createBashAgent({ workdir }));
+    await executor.startTurn({
+      session_id: "ses_long",
+      turn_id: "t1",
+      input: [text("$ echo $$ > pid && sleep 30")],
+    });
+    const pidFile = join(workdir, "pid");
+    await until(
+      () => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "",
+      "running",
+    );
+    const pid = Number(readFileSync(pidFile, "utf8"));
+    await executor.cancelTurn({ session_id: "ses_long" });
+    await until(() => !alive(pid), "the command's process is gone");
+    const records = executor.sessions.get("ses_long")!.eventRecords;
+    await until(() => records.at(-1)?.event.type === "session.status_idle", "the idle event");
+    assert.equal(
+      (records.at(-1)!.event as unknown as { turn_outcome: string }).turn_outcome,
+      "canceled",
+    );
+    assert.equal(
+      records.some((r) => r.event.type === "agent.tool_result"),
+      false,
+      "no result for the canceled call",
+    );
+  });
 });
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

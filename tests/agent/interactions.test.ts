@@ -243,6 +243,30 @@ describe("agent interactions", { timeout: 30_000 }, () => {
     assert.ok(inactive instanceof TurnInactiveError, `expected -32007, got ${inactive}`);
   });
 
+  it("forgets the oldest settled interactions beyond its limit, never an open one", async () => {
+    const h = await fx.harness({ platform: { remember: 2 } });
+    const raw = await ExecutorPeer.dial(h.server.url);
+    fx.defer(() => void raw.close());
+    raw.peer.onRequest("turn.start", ({ turn_id }) => ({ turn_id, accepted: true }));
+    raw.peer.onRequest("interaction.response", () => ({ accepted: true }));
+    await raw.start(registerParams({ capabilities: { agent: {} } }));
+    const executor = await h.harness.waitExecutor();
+    await executor.startTurn({ session_id: "ses_f", turn_id: "t1", input: [text("go")] });
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const result = await raw.peer.call("interaction.request", {
+        session_id: "ses_f",
+        turn_id: "t1",
+        interaction_id: `q${i}`,
+        kind: "question",
+      });
+      ids.push(result.platform_interaction_id);
+    }
+    for (const id of ids.slice(0, 3)) h.platform.respond(id, { outcome: "answered", answer: "x" });
+    assert.deepEqual(h.platform.interactions.map((i) => i.interaction_id), ["q1", "q2", "q3"]);
+    assert.equal(h.platform.interaction(ids[3])?.status, "open", "open ones are kept");
+  });
+
   it("surfaces a conflicting reuse to the brain as ConflictError", async () => {
     const h = await fx.harness();
     const id = await approvalId("shared");

@@ -9,7 +9,9 @@ import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
   type AgentHandler,
+  CapabilityNotAdvertisedError,
   ConflictError,
+  ExecutorConfigError,
   ResourceExhaustedError,
   type Turn,
   TurnCanceledError,
@@ -79,6 +81,32 @@ describe("agent turns", { timeout: 30_000 }, () => {
     assert.deepEqual(ran, ["turn_1"]);
     assert.deepEqual(client.sessions.map((s) => s.id), ["ses_a"], "held like an assigned one");
     assert.equal(h.platform.executorSessionRef("ses_a"), "conv-ses_a");
+  });
+
+  it("serves one agent per client and withdraws the capability when disposed", async () => {
+    const h = await fx.harness();
+    const { client, agent, executor } = await fx.executor(h, { runTurn() {} }, {
+      serve: { maxSessions: 3, customTools: true },
+    });
+    assert.deepEqual(executor.capabilities.agent, { max_sessions: 3, custom_tools: true });
+    assert.throws(() => client.serveAgent({ runTurn() {} }), ExecutorConfigError);
+    await executor.startTurn({ session_id: "ses_d", turn_id: "t1", input: [text("go")] });
+    assert.deepEqual(agent.sessions, ["ses_d"]);
+    await agent.dispose();
+    await until(() => executor.capabilities.agent === undefined, "the capability is withdrawn");
+    assert.equal(executor.sessions.has("ses_d"), false, "its sessions ended");
+    const refused = await executor.startTurn({
+      session_id: "ses_e",
+      turn_id: "t1",
+      input: [text("x")],
+    })
+      .then(() => undefined, (e) => e);
+    assert.ok(
+      refused instanceof CapabilityNotAdvertisedError,
+      `expected a local refusal, got ${refused}`,
+    );
+    client.serveAgent({ runTurn() {} });
+    await until(() => executor.capabilities.agent !== undefined, "served again");
   });
 
   it("is idempotent by turn_id and continues the conversation with the next turn", async () => {
