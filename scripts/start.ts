@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Harness } from "../harness/node.ts";
+import { AgentPlatform, Harness } from "../node.ts";
 import { ChaosProxy } from "../tests/helpers/chaos-proxy.ts";
 
 const root = resolve(fileURLToPath(new URL("..", import.meta.url)));
@@ -58,7 +58,27 @@ function launchExecutor(
 
 async function main(): Promise<void> {
   const workdir = mkdtempSync(join(tmpdir(), "bma-demo-"));
-  const harness = new Harness({ insecureNoAuth: true, heartbeatIntervalMs: 1_000 });
+  // The platform's "user": approves `echo` commands, denies the rest.
+  const platform = new AgentPlatform({
+    onInteraction: ({ type, interaction }) => {
+      if (type !== "opened") return;
+      const allowed = interaction.prompt?.startsWith("echo ") ?? false;
+      say(
+        `  approval asked (${interaction.id}): ${interaction.prompt} -> ${
+          allowed ? "approved" : "denied"
+        }`,
+      );
+      platform.respond(
+        interaction.id,
+        allowed ? { outcome: "approved" } : { outcome: "denied", message: "not on the allowlist" },
+      );
+    },
+  });
+  const harness = new Harness({
+    insecureNoAuth: true,
+    heartbeatIntervalMs: 1_000,
+    agent: platform,
+  });
   const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
   const proxy = await ChaosProxy.start(server.url);
   let executorProcess: ChildProcess | undefined;
@@ -68,7 +88,7 @@ async function main(): Promise<void> {
     const { child, registered } = launchExecutor(proxy.url, workdir);
     executorProcess = child;
     const id = await registered;
-    const executor = await harness.waitExecutor();
+    const executor = await harness.waitExecutor({ filter: (e) => e.id === id });
     say(`executor ${id} registered over ${executor.protocol}`);
     say(`capabilities: ${JSON.stringify(executor.capabilities)}`);
 
@@ -140,6 +160,56 @@ async function main(): Promise<void> {
     say(
       `after reconnect and resume: ${survived.outcome}, ${JSON.stringify(text(survived.content))}`,
     );
+
+    step("an agent turn with an approval");
+    const agentProcess = spawn(process.execPath, [
+      "--import",
+      "tsx",
+      join(root, "agent/examples/bash-agent.ts"),
+      workdir,
+    ], {
+      cwd: root,
+      stdio: ["ignore", "ignore", "inherit"],
+      env: { ...process.env, BMA_HARNESS_URL: server.url },
+    });
+    try {
+      const agent = await harness.waitExecutor({
+        filter: (e) => e.info.name === "bash-agent-example",
+      });
+      say(
+        `agent executor ${agent.id} registered with capabilities ${
+          JSON.stringify(agent.capabilities.agent)
+        }`,
+      );
+      const events = (async () => {
+        for await (const item of platform.stream("ses_agent")) {
+          if (item.type !== "event") continue;
+          const event = item.record.event as {
+            type: string;
+            content?: { text?: string }[];
+            input?: unknown;
+          };
+          const detail = event.content?.map((c) => c.text ?? "").join("").trim() ??
+            (event.input ? JSON.stringify(event.input) : "");
+          say(
+            `  event ${item.record.sequence} ${event.type}${
+              detail ? `: ${JSON.stringify(detail.slice(0, 60))}` : ""
+            }`,
+          );
+          if (event.type === "session.status_idle") break;
+        }
+      })();
+      await agent.startTurn({
+        session_id: "ses_agent",
+        turn_id: "turn_1",
+        input: [{ type: "text", text: "$ echo hello from the agent\n$ rm -rf important" }],
+      });
+      await events;
+      const closed = await agent.closeAgentSession("ses_agent");
+      say(`agent session closed: ${JSON.stringify(closed)}`);
+    } finally {
+      agentProcess.kill("SIGTERM");
+    }
 
     step("stop and drain");
     const end = await session.stop("done");
