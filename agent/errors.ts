@@ -53,6 +53,21 @@ export class DuplicateEventIdError extends LocalError {
   }
 }
 
+/**
+ * `requestInteraction` with the `interaction_id` of an interaction still open in the session
+ * but for another kind or `tool_use_id`: the harness would refuse it (-32013
+ * `interaction_mismatch`), so it is refused here and nothing is sent.
+ */
+export class InteractionMismatchError extends LocalError {
+  /** The interaction id. */
+  readonly interactionId: string;
+  constructor(interactionId: string) {
+    super(`interaction ${JSON.stringify(interactionId)} is open for another kind or tool use`);
+    this.name = "InteractionMismatchError";
+    this.interactionId = interactionId;
+  }
+}
+
 /** `turn.customTool()` on an agent served without `customTools: true`; nothing was emitted. */
 export class CustomToolsDisabledError extends LocalError {
   constructor() {

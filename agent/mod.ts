@@ -61,6 +61,7 @@ export {
   AgentTurnError,
   CustomToolsDisabledError,
   DuplicateEventIdError,
+  InteractionMismatchError,
   TokenUnavailableError,
   TurnCanceledError,
   TurnEndedError,

@@ -65,6 +65,7 @@ import {
   AgentTurnError,
   CustomToolsDisabledError,
   DuplicateEventIdError,
+  InteractionMismatchError,
   TokenUnavailableError,
   TurnCanceledError,
   TurnEndedError,
@@ -188,9 +189,15 @@ interface TokenView {
 interface PendingInteraction {
   readonly id: string;
   readonly run: TurnRun;
+  readonly kind: InteractionRequest["kind"];
+  readonly toolUseId: string | undefined;
   readonly done: Deferred<InteractionAnswer>;
   /** Stops resending the request once settled. */
   readonly stop: AbortController;
+  /** Settles once the request has been answered (or given up on). */
+  requested: Promise<void>;
+  /** The platform's answer arrived and is being applied: the first answer won. */
+  answered: boolean;
   platformId: string | undefined;
   timer: TimerHandle | undefined;
 }
@@ -787,7 +794,11 @@ class AgentService {
     if (signal?.aborted) return rejected(signal.reason);
     const id = request.interaction_id ?? randomId("ix_");
     const existing = state.interactions.get(id);
-    if (existing) return existing.done.promise;
+    if (existing) {
+      // A repeat of the open request joins it; the same id for something else is refused.
+      const same = existing.kind === request.kind && existing.toolUseId === request.tool_use_id;
+      return same ? existing.done.promise : rejected(new InteractionMismatchError(id));
+    }
     const expiresAt = request.expires_at instanceof Date
       ? request.expires_at.toISOString()
       : request.expires_at;
@@ -805,8 +816,12 @@ class AgentService {
     const pending: PendingInteraction = {
       id,
       run,
+      kind: request.kind,
+      toolUseId: request.tool_use_id,
       done: deferred<InteractionAnswer>(),
       stop: new AbortController(),
+      requested: Promise.resolve(),
+      answered: false,
       platformId: undefined,
       timer: undefined,
     };
@@ -817,6 +832,7 @@ class AgentService {
       const delay = Math.max(0, Date.parse(expiresAt) - this.#clock.now());
       pending.timer = this.#clock.setTimeout(() => {
         pending.timer = undefined;
+        if (pending.answered) return;
         if (!this.#settleInteraction(state, pending, { outcome: "expired", local: true })) return;
         this.#withdraw(state, id, "expired");
       }, Number.isFinite(delay) ? delay : 0);
@@ -833,16 +849,18 @@ class AgentService {
         () => signal.removeEventListener("abort", onAbort),
       );
     }
-    this.#deliver("interaction.request", params, pending.stop.signal).then(
+    pending.requested = this.#deliver("interaction.request", params, pending.stop.signal).then(
       (result) => {
         pending.platformId = result.platform_interaction_id;
         // A repeat of an interaction that already ended without an answer: nothing will follow.
-        if (result.status === "expired" || result.status === "canceled") {
+        if (!pending.answered && (result.status === "expired" || result.status === "canceled")) {
           this.#settleInteraction(state, pending, { outcome: result.status, local: false });
         }
       },
       (error) => {
-        if (!pending.stop.signal.aborted) this.#settleInteraction(state, pending, undefined, error);
+        if (!pending.stop.signal.aborted && !pending.answered) {
+          this.#settleInteraction(state, pending, undefined, error);
+        }
       },
     );
     return pending.done.promise;
@@ -850,7 +868,7 @@ class AgentService {
 
   resolveInteraction(state: SessionState, interactionId: string, answer: LocalAnswer): boolean {
     const pending = state.interactions.get(interactionId);
-    if (!pending) return false;
+    if (!pending || pending.answered) return false;
     const settled = this.#settleInteraction(state, pending, {
       outcome: answer.outcome,
       ...(answer.answer !== undefined ? { answer: answer.answer } : {}),
@@ -903,14 +921,21 @@ class AgentService {
   #interactionResponse(params: InteractionResponseParams): InteractionResponseResult {
     const state = this.#sessions.get(params.session_id);
     const pending = state?.interactions.get(params.interaction_id);
-    if (!state || !pending) return { accepted: false };
-    const accepted = this.#settleInteraction(state, pending, {
+    if (!state || !pending || pending.answered) return { accepted: false };
+    pending.answered = true;
+    const answer = {
       outcome: params.outcome,
       ...(params.answer !== undefined ? { answer: params.answer } : {}),
       ...(params.message !== undefined ? { message: params.message } : {}),
       local: false,
-    });
-    return { accepted };
+    };
+    // The answer to the request itself may have come in the same read as this one: apply the
+    // platform's answer once that is in (it names the platform id), or a macrotask later at most.
+    const soon = new Promise<void>((resolve) => globalThis.setTimeout(resolve, 0));
+    Promise.race([pending.requested, soon]).then(() =>
+      this.#settleInteraction(state, pending, answer)
+    );
+    return { accepted: true };
   }
 
   // ---- custom tools ---------------------------------------------------------------------------

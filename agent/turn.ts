@@ -163,7 +163,9 @@ export interface Turn {
   delta(eventId: string, delta: EventDelta): void;
   /**
    * Asks the platform (`interaction.request`, resent until the harness answers) and resolves
-   * with the answer (`interaction.response`). Idempotent by `interaction_id` within the session.
+   * with the answer (`interaction.response`). Idempotent by `interaction_id` within the session:
+   * a repeat while it is open joins it (the same id for another kind or `tool_use_id` rejects
+   * with `InteractionMismatchError`).
    * Rejects with the turn's `TurnCanceledError` when the turn is canceled (the request is
    * withdrawn with `turn_canceled`), with `signal`'s reason when it aborts, or with the
    * harness's refusal (`ConflictError` -32013, `ForbiddenError`, `TurnInactiveError`).

@@ -15,6 +15,7 @@ import {
   ForbiddenError,
   type InteractionAnswer,
   type InteractionChange,
+  InteractionMismatchError,
   ManualClock,
   type Turn,
   TurnCanceledError,
@@ -49,14 +50,28 @@ describe("agent interactions", { timeout: 30_000 }, () => {
     const changes: InteractionChange[] = [];
     h.platform.onInteraction((change) => changes.push(change));
     const answers: InteractionAnswer[] = [];
+    const refusals: unknown[] = [];
     const { executor } = await fx.executor(h, {
       async runTurn(turn) {
-        const [a, b] = await Promise.all([askToRun(turn, "ls"), askToRun(turn, "ls")]);
-        answers.push(a, b);
+        const asked = askToRun(turn, "ls");
+        await h.platform.waitInteraction();
+        const { tool_use_id } = h.platform.interactions[0];
+        const interaction_id = await approvalId(turn.sessionId, "bash", "ls");
+        // The brain asks again (a retry): the same interaction; for another tool use: refused.
+        const again = turn.requestInteraction({ kind: "permission", interaction_id, tool_use_id });
+        refusals.push(
+          await turn.requestInteraction({
+            kind: "permission",
+            interaction_id,
+            tool_use_id: "toolu_other",
+          }).catch((e) => e),
+        );
+        answers.push(await asked, await again);
       },
     });
     await executor.startTurn({ session_id: "ses_ap", turn_id: "t1", input: [text("go")] });
     const opened = await h.platform.waitInteraction();
+    await until(() => refusals.length === 1, "the brain asked again");
     const id = await approvalId("ses_ap", "bash", "ls");
     assert.match(id, APPROVAL_ID_PATTERN);
     assert.equal(opened.id, id, "the approval id is the platform id");
@@ -71,6 +86,7 @@ describe("agent interactions", { timeout: 30_000 }, () => {
     assert.equal(h.platform.respond(id, { outcome: "approved", answer: "allow_once" }), true);
     assert.equal(h.platform.respond(id, { outcome: "denied" }), false, "the first answer wins");
     await until(() => answers.length === 2, "the turn got its answer");
+    assert.ok(refusals[0] instanceof InteractionMismatchError, `got ${refusals[0]}`);
     // The second request of the same id was the same interaction: one card, one answer.
     assert.deepEqual(answers[0], answers[1]);
     assert.deepEqual(answers[0], {
