@@ -74,12 +74,29 @@ export async function deliver<M extends ExecutorRequestMethod>(
   }
 }
 
+/**
+ * Every result in flight listens to the outbox's one signal: lift Node's limit of 10 listeners
+ * per event target, past which it prints a (here false) leak warning. Feature-detected, so the
+ * portable core imports nothing from Node; elsewhere there is no such limit.
+ */
+function unboundedListeners(signal: AbortSignal): void {
+  const events = (globalThis as {
+    process?: { getBuiltinModule?: (id: string) => unknown };
+  }).process?.getBuiltinModule?.("node:events") as
+    | { setMaxListeners?: (n: number, ...targets: EventTarget[]) => void }
+    | undefined;
+  try {
+    events?.setMaxListeners?.(0, signal);
+  } catch {
+    // A runtime whose events module does not take an AbortSignal has no such limit either.
+  }
+}
+
 /** Called with a tool result the client gave up on, and why. */
 export type ToolResultLostHandler = (result: ToolResultParams, error: unknown) => void;
 
 interface PendingResult {
   readonly params: ToolResultParams;
-  readonly controller: AbortController;
   readonly accepted: Promise<boolean>;
 }
 
@@ -98,10 +115,13 @@ export interface ResultOutboxOptions {
 export class ResultOutbox {
   readonly #options: ResultOutboxOptions;
   readonly #pending = new Map<string, PendingResult>();
+  /** Aborts every pending delivery on close (one signal for all: a signal per result is costly). */
+  readonly #closing = new AbortController();
   #closedWith: unknown;
 
   constructor(options: ResultOutboxOptions) {
     this.#options = options;
+    unboundedListeners(this.#closing.signal);
   }
 
   /** Results not yet accepted or given up on. */
@@ -120,13 +140,12 @@ export class ResultOutbox {
       this.#lost(params, this.#closedWith);
       return Promise.resolve(false);
     }
-    const controller = new AbortController();
     const accepted = deliver(this.#options.link, "tool.result", params, {
       clock: this.#options.clock,
       random: this.#options.random,
       retry: this.#options.retry,
       timeoutMs: this.#options.timeoutMs,
-      signal: controller.signal,
+      signal: this.#closing.signal,
     }).then(
       () => true,
       (error) => {
@@ -134,7 +153,7 @@ export class ResultOutbox {
         return false;
       },
     ).finally(() => this.#pending.delete(params.tool_call_id));
-    this.#pending.set(params.tool_call_id, { params, controller, accepted });
+    this.#pending.set(params.tool_call_id, { params, accepted });
     return accepted;
   }
 
@@ -146,7 +165,7 @@ export class ResultOutbox {
   /** Gives up on every pending result with `error` (the client stopped). */
   close(error: unknown): void {
     this.#closedWith = error;
-    for (const pending of this.#pending.values()) pending.controller.abort(error);
+    this.#closing.abort(error);
   }
 
   #lost(params: ToolResultParams, error: unknown): void {

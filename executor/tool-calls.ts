@@ -17,6 +17,7 @@ import type {
 import { CapabilityMissingError, NotFoundError } from "../protocol/generated/errors.ts";
 import { exceedsBytes } from "../protocol/jsonrpc.ts";
 import type { Logger } from "../protocol/logger.ts";
+import { BoundedSet } from "../protocol/bounded-set.ts";
 import type { ArtifactUpload } from "./artifacts.ts";
 import type { ResultOutbox } from "./result-outbox.ts";
 import type { SecretScrubber } from "./secrets.ts";
@@ -24,6 +25,38 @@ import type { ExecutorSession, SessionTable } from "./sessions.ts";
 import { describeError } from "./timing.ts";
 import { InvalidToolOutputError, renderToolOutput, ToolError } from "./tool-results.ts";
 import type { AnyToolHandler, ToolContext, ToolProgressUpdate } from "./tool-slots.ts";
+
+/**
+ * An upper bound of the UTF-8 size of `value` as JSON, exact enough for small results and
+ * cheaper than serializing them; past `limit`, or for anything but plain data, it gives up
+ * (Infinity) and the caller serializes.
+ */
+function jsonBytesBound(value: unknown, limit: number): number {
+  let total = 0;
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    if (total > limit) return Infinity;
+    const v = stack.pop();
+    if (typeof v === "string") total += v.length * 6 + 2; // every unit escaped, at worst
+    else if (v === null || typeof v === "number" || typeof v === "boolean") total += 24;
+    else if (v === undefined) continue;
+    else if (Array.isArray(v)) {
+      total += 2 + v.length;
+      for (let i = 0; i < v.length; i++) stack.push(v[i]);
+    } else if (typeof v === "object" && Object.getPrototypeOf(v) === Object.prototype) {
+      total += 2;
+      for (const key of Object.keys(v)) {
+        total += key.length * 6 + 4;
+        stack.push((v as Record<string, unknown>)[key]);
+      }
+    } else return Infinity;
+  }
+  return total;
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as { then?: unknown } | null)?.then === "function";
+}
 
 /** How many finished call ids are remembered to recognize duplicates. */
 const REMEMBERED_CALLS = 50_000;
@@ -39,12 +72,83 @@ export class ToolCallAbort extends Error {
   }
 }
 
+/**
+ * How a call is aborted. Its AbortSignal is created only when the handler reads `ctx.signal`:
+ * most handlers never do, and an AbortSignal is the costliest object a call would otherwise
+ * allocate. The runner itself listens through {@linkcode CallAbort.onAbort}.
+ */
+class CallAbort {
+  aborted = false;
+  reason: unknown = undefined;
+  #controller: AbortController | undefined;
+  #listener: (() => void) | undefined;
+
+  get signal(): AbortSignal {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.aborted) this.#controller.abort(this.reason);
+    }
+    return this.#controller.signal;
+  }
+
+  abort(reason: unknown): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason;
+    this.#controller?.abort(reason);
+    const listener = this.#listener;
+    this.#listener = undefined;
+    listener?.();
+  }
+
+  /** Calls `listener` once when aborted (at once if it is already). One listener. */
+  onAbort(listener: () => void): void {
+    if (this.aborted) listener();
+    else this.#listener = listener;
+  }
+}
+
+/** What a handler is told: a class, so its lazy `signal` getter lives on the prototype. */
+class CallContext implements ToolContext {
+  readonly sessionId: string;
+  readonly toolCallId: string;
+  readonly tool: string;
+  readonly session: ExecutorSession;
+  readonly timeoutMs: number | undefined;
+  readonly progress: (update: string | ToolProgressUpdate) => void;
+  readonly #abort: CallAbort;
+
+  constructor(call: RunningCall, progress: (update: string | ToolProgressUpdate) => void) {
+    this.sessionId = call.params.session_id;
+    this.toolCallId = call.params.tool_call_id;
+    this.tool = call.params.tool;
+    this.session = call.session;
+    this.timeoutMs = call.params.timeout_ms;
+    this.progress = progress;
+    this.#abort = call.abort;
+  }
+
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+}
+
 interface RunningCall {
   readonly params: ToolCallParams;
-  readonly controller: AbortController;
+  readonly session: ExecutorSession;
+  readonly abort: CallAbort;
   /** Reporting: the handler is done; the result is on its way. */
   reporting: boolean;
-  readonly finished: Promise<void>;
+  /** Finished: the result is delivered (or given up on). */
+  done: boolean;
+  /** Who waits for it to finish (made only when someone does). */
+  waiters: (() => void)[] | undefined;
+}
+
+/** Resolves once the call has finished and reported. */
+function finished(call: RunningCall): Promise<void> {
+  if (call.done) return Promise.resolve();
+  return new Promise((resolve) => (call.waiters ??= []).push(resolve));
 }
 
 /** What the runner needs from the client. */
@@ -70,10 +174,12 @@ export interface ToolCallRunnerDeps {
 export class ToolCallRunner {
   readonly #deps: ToolCallRunnerDeps;
   readonly #running = new Map<string, RunningCall>();
-  /** Ids of calls that ran, oldest first (a Map keeps insertion order). */
-  readonly #finished = new Map<string, true>();
+  /** Ids of calls that ran, the most recent {@linkcode REMEMBERED_CALLS}. */
+  readonly #finished = new BoundedSet<string>(REMEMBERED_CALLS);
   /** Calls per session that have not finished reporting. */
   readonly #perSession = new Map<string, Set<RunningCall>>();
+  /** Sessions whose end aborts their calls (one listener per session, not one per call). */
+  readonly #watched = new WeakSet<ExecutorSession>();
 
   constructor(deps: ToolCallRunnerDeps) {
     this.#deps = deps;
@@ -99,101 +205,108 @@ export class ToolCallRunner {
     if (!session || !this.#deps.sessions.isLive(session)) {
       throw new NotFoundError("unknown session", { reason: "unknown_session" });
     }
-    const controller = new AbortController();
-    let finish!: () => void;
     const call: RunningCall = {
       params,
-      controller,
+      session,
+      abort: new CallAbort(),
       reporting: false,
-      finished: new Promise<void>((resolve) => (finish = resolve)),
+      done: false,
+      waiters: undefined,
     };
     this.#running.set(id, call);
+    this.#watch(session);
     let set = this.#perSession.get(session.id);
     if (!set) this.#perSession.set(session.id, set = new Set());
     set.add(call);
     // The ack is sent when this returns; the handler starts after it.
-    queueMicrotask(() => {
-      this.#run(call, handler, session).catch((error) => {
-        this.#deps.logger.error("tool call runner failed", { error: describeError(error) });
-      }).finally(() => {
-        this.#running.delete(id);
-        this.#remember(id);
-        set!.delete(call);
-        if (set!.size === 0) this.#perSession.delete(session.id);
-        finish();
-        if (session.oneShot && set!.size === 0) this.#deps.endOneShot(session);
-      });
-    });
+    queueMicrotask(() => void this.#execute(call, handler, set));
     return { ok: true };
+  }
+
+  /** Runs a call to its end, then forgets it. */
+  async #execute(call: RunningCall, handler: AnyToolHandler, set: Set<RunningCall>): Promise<void> {
+    const { session } = call;
+    const id = call.params.tool_call_id;
+    try {
+      await this.#run(call, handler, session);
+    } catch (error) {
+      this.#deps.logger.error("tool call runner failed", { error: describeError(error) });
+    } finally {
+      this.#running.delete(id);
+      this.#remember(id);
+      set.delete(call);
+      if (set.size === 0) this.#perSession.delete(session.id);
+      call.done = true;
+      for (const resolve of call.waiters ?? []) resolve();
+      if (session.oneShot && set.size === 0) this.#deps.endOneShot(session);
+    }
   }
 
   /** Serves `tool.cancel`. */
   cancel(params: ToolCancelParams): ToolCancelResult {
     const call = this.#running.get(params.tool_call_id);
-    if (!call || call.reporting || call.controller.signal.aborted) return { canceled: false };
+    if (!call || call.reporting || call.abort.aborted) return { canceled: false };
     if (params.session_id && params.session_id !== call.params.session_id) {
       return { canceled: false };
     }
-    call.controller.abort(new ToolCallAbort("canceled", params.reason ?? "canceled"));
+    call.abort.abort(new ToolCallAbort("canceled", params.reason ?? "canceled"));
     return { canceled: true };
   }
 
   /** Resolves once every call of the session has finished and reported. */
   async settled(sessionId: string): Promise<void> {
     const set = this.#perSession.get(sessionId);
-    if (set) await Promise.all([...set].map((c) => c.finished));
+    if (set) await Promise.all([...set].map(finished));
   }
 
   /** Resolves once every call has finished and reported. */
   async allSettled(): Promise<void> {
-    await Promise.all([...this.#running.values()].map((c) => c.finished));
+    await Promise.all([...this.#running.values()].map(finished));
   }
 
   /** Aborts every running handler (the client stops). */
   abortAll(reason: string): void {
     for (const call of this.#running.values()) {
-      if (!call.controller.signal.aborted) {
-        call.controller.abort(new ToolCallAbort("canceled", reason));
-      }
+      call.abort.abort(new ToolCallAbort("canceled", reason));
     }
+  }
+
+  /** Aborts the session's calls when it begins to end. */
+  #watch(session: ExecutorSession): void {
+    if (this.#watched.has(session)) return;
+    this.#watched.add(session);
+    session.signal.addEventListener("abort", () => {
+      for (const call of this.#perSession.get(session.id) ?? []) {
+        if (call.session === session) {
+          call.abort.abort(new ToolCallAbort("canceled", "the session is ending"));
+        }
+      }
+    }, { once: true });
   }
 
   #remember(id: string): void {
-    this.#finished.set(id, true);
-    if (this.#finished.size > REMEMBERED_CALLS) {
-      this.#finished.delete(this.#finished.keys().next().value!);
-    }
+    this.#finished.add(id);
   }
 
   async #run(call: RunningCall, handler: AnyToolHandler, session: ExecutorSession): Promise<void> {
-    const { params, controller } = call;
+    const { params, abort } = call;
     const { clock } = this.#deps;
-    const onSessionEnd = () =>
-      controller.abort(new ToolCallAbort("canceled", "the session is ending"));
-    if (session.signal.aborted) onSessionEnd();
-    else session.signal.addEventListener("abort", onSessionEnd, { once: true });
+    if (session.signal.aborted) {
+      abort.abort(new ToolCallAbort("canceled", "the session is ending"));
+    }
     let timer: TimerHandle | undefined;
     if (params.timeout_ms !== undefined) {
       timer = clock.setTimeout(
-        () => controller.abort(new ToolCallAbort("timed_out", "timeout_ms passed")),
+        () => abort.abort(new ToolCallAbort("timed_out", "timeout_ms passed")),
         params.timeout_ms,
       );
     }
-    const context: ToolContext = {
-      sessionId: params.session_id,
-      toolCallId: params.tool_call_id,
-      tool: params.tool,
-      session,
-      timeoutMs: params.timeout_ms,
-      signal: controller.signal,
-      progress: (update) => this.#progress(call, update),
-    };
+    const context = new CallContext(call, (update) => this.#progress(call, update));
     let result: ToolResultParams;
     try {
       result = await this.#outcome(call, handler, context);
     } finally {
       if (timer !== undefined) clock.clearTimeout(timer);
-      session.signal.removeEventListener("abort", onSessionEnd);
     }
     call.reporting = true;
     await this.#deps.results.send(this.#fitFrame(result));
@@ -205,15 +318,10 @@ export class ToolCallRunner {
     handler: AnyToolHandler,
     context: ToolContext,
   ): Promise<ToolResultParams> {
-    const { params, controller } = call;
+    const { params, abort } = call;
     const base = { session_id: params.session_id, tool_call_id: params.tool_call_id };
-    // An abort ends the call at once, whether or not the handler notices its signal.
-    const aborted = new Promise<"aborted">((resolve) => {
-      if (controller.signal.aborted) resolve("aborted");
-      else controller.signal.addEventListener("abort", () => resolve("aborted"), { once: true });
-    });
     const abortedResult = (): ToolResultParams => {
-      const reason = controller.signal.reason;
+      const reason = abort.reason;
       const outcome: ToolOutcome = reason instanceof ToolCallAbort ? reason.outcome : "canceled";
       return {
         ...base,
@@ -225,15 +333,23 @@ export class ToolCallRunner {
     };
     try {
       // A call aborted before its handler started (its session stopped first) never starts it.
-      const ran = Promise.resolve().then(() =>
-        controller.signal.aborted ? new Promise<never>(() => {}) : handler(params.input, context)
-      );
-      const first = await Promise.race([ran.then((value) => ({ value })), aborted]);
-      if (first === "aborted") {
-        ran.catch(() => {}); // the handler's late end is of no interest any more
-        return abortedResult();
+      if (abort.aborted) return abortedResult();
+      let value = handler(params.input, context) as unknown;
+      if (isThenable(value)) {
+        // An abort ends the call at once, whether or not the handler notices its signal.
+        const ran = Promise.resolve(value);
+        const aborted = new Promise<"aborted">((resolve) => {
+          abort.onAbort(() => resolve("aborted"));
+        });
+        const first = await Promise.race([ran.then((v) => ({ v })), aborted]);
+        if (first === "aborted") {
+          ran.catch(() => {}); // the handler's late end is of no interest any more
+          return abortedResult();
+        }
+        value = first.v;
       }
-      const rendered = await renderToolOutput(params.tool, first.value, {
+      if (abort.aborted) return abortedResult();
+      let rendered = renderToolOutput(params.tool, value, {
         toolCallId: params.tool_call_id,
         inlineBytes: this.#deps.inlineBytes,
         upload: this.#deps.upload,
@@ -243,10 +359,18 @@ export class ToolCallRunner {
             error: describeError(error),
           }),
       });
-      if (controller.signal.aborted) return abortedResult();
-      return { ...base, outcome: "completed", ...rendered };
+      if (isThenable(rendered)) rendered = await rendered;
+      if (abort.aborted) return abortedResult();
+      // Built member by member: spreading `rendered` copies through V8's slow path.
+      const result: ToolResultParams = { ...base, outcome: "completed", content: rendered.content };
+      if (rendered.is_error !== undefined) result.is_error = rendered.is_error;
+      if (rendered.artifacts !== undefined) result.artifacts = rendered.artifacts;
+      if (rendered.structured_content !== undefined) {
+        result.structured_content = rendered.structured_content;
+      }
+      return result;
     } catch (error) {
-      if (controller.signal.aborted) return abortedResult();
+      if (abort.aborted) return abortedResult();
       if (error instanceof ToolError) {
         return {
           ...base,
@@ -278,6 +402,7 @@ export class ToolCallRunner {
   /** A result too large for one frame is reported as a failure instead of being lost. */
   #fitFrame(result: ToolResultParams): ToolResultParams {
     const limit = this.#deps.maxFrameBytes - 4096;
+    if (jsonBytesBound(result, limit) <= limit) return result;
     if (!exceedsBytes(JSON.stringify(result), limit)) return result;
     this.#deps.logger.warn("tool result too large for one frame", {
       tool_call_id: result.tool_call_id,
@@ -294,7 +419,7 @@ export class ToolCallRunner {
   }
 
   #progress(call: RunningCall, update: string | ToolProgressUpdate): void {
-    if (call.reporting || call.controller.signal.aborted) return;
+    if (call.reporting || call.abort.aborted) return;
     const fields = typeof update === "string" ? { message: update } : update;
     try {
       this.#deps.notifyProgress({

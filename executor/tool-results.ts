@@ -136,12 +136,15 @@ export interface RenderContext {
   readonly onUploadFailed?: (error: unknown) => void;
 }
 
-/** Renders a handler's return value for `tool`. Throws {@linkcode InvalidToolOutputError}. */
-export async function renderToolOutput(
+/**
+ * Renders a handler's return value for `tool`. Throws {@linkcode InvalidToolOutputError}.
+ * Synchronous unless bash output has to be uploaded: most results need no await.
+ */
+export function renderToolOutput(
   tool: string,
   value: unknown,
   context: RenderContext,
-): Promise<RenderedResult> {
+): RenderedResult | Promise<RenderedResult> {
   if (value === undefined || value === null) return { content: [] };
   if (typeof value === "string") return { content: [{ type: "text", text: value }] };
   if (Array.isArray(value)) return { content: checkBlocks(value) };
@@ -159,7 +162,7 @@ export async function renderToolOutput(
     if (!checked.success) {
       throw new InvalidToolOutputError(`the ${tool} handler returned an invalid result`);
     }
-    if (tool === "bash") return await renderBash(value as BashResult, context);
+    if (tool === "bash") return renderBash(value as BashResult, context);
     return {
       content: [{ type: "text", text: renderTyped(tool, value) }],
       structured_content: value as Record<string, unknown>,
@@ -216,7 +219,10 @@ function bashText(result: BashResult, note?: string): string {
   return parts.join("\n");
 }
 
-async function renderBash(result: BashResult, context: RenderContext): Promise<RenderedResult> {
+function renderBash(
+  result: BashResult,
+  context: RenderContext,
+): RenderedResult | Promise<RenderedResult> {
   const limit = context.inlineBytes ?? INLINE_RESULT_BYTES;
   const outBytes = utf8Length(result.stdout);
   const errBytes = utf8Length(result.stderr);
@@ -226,6 +232,17 @@ async function renderBash(result: BashResult, context: RenderContext): Promise<R
       structured_content: { ...result },
     };
   }
+  return renderLargeBash(result, context, limit, outBytes, errBytes);
+}
+
+/** Bash output over the inline limit: a preview inline, the full output uploaded. */
+async function renderLargeBash(
+  result: BashResult,
+  context: RenderContext,
+  limit: number,
+  outBytes: number,
+  errBytes: number,
+): Promise<RenderedResult> {
   // Split the budget between the streams; a stream that needs less leaves the rest to the other.
   let outBudget = Math.floor(limit / 2);
   let errBudget = limit - outBudget;

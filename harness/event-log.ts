@@ -22,6 +22,7 @@ import {
   InvalidParamsError,
   UnavailableError,
 } from "../protocol/generated/errors.ts";
+import { BoundedSet } from "../protocol/bounded-set.ts";
 
 /** One accepted durable event. */
 export interface SessionEventRecord {
@@ -57,26 +58,13 @@ export interface EventLogOptions {
   remember?: number;
 }
 
-/** A bounded set that forgets its oldest members first. */
-class RecentSet {
-  readonly #items = new Set<string>();
-  constructor(readonly limit: number) {}
-  has(key: string): boolean {
-    return this.#items.has(key);
-  }
-  add(key: string): void {
-    this.#items.add(key);
-    if (this.#items.size > this.limit) this.#items.delete(this.#items.values().next().value!);
-  }
-}
-
 /** The event log of one session. */
 export class EventLog {
   /** The session. */
   readonly sessionId: string;
   readonly #records: SessionEventRecord[] = [];
-  readonly #rpcIds: RecentSet;
-  readonly #eventIds: RecentSet;
+  readonly #rpcIds: BoundedSet<string>;
+  readonly #eventIds: BoundedSet<string>;
   readonly #sink: SessionEventSink | undefined;
   readonly #now: () => number;
   #ackedSequence = 0;
@@ -89,8 +77,8 @@ export class EventLog {
     this.sessionId = sessionId;
     this.#sink = options.sink;
     this.#now = options.now ?? Date.now;
-    this.#rpcIds = new RecentSet(options.remember ?? 10_000);
-    this.#eventIds = new RecentSet(options.remember ?? 10_000);
+    this.#rpcIds = new BoundedSet(options.remember ?? 10_000);
+    this.#eventIds = new BoundedSet(options.remember ?? 10_000);
     this.#armChange();
   }
 

@@ -513,7 +513,8 @@ export class ExecutorHandle {
     }
     entry.state = "dispatching";
     entry.dispatchedOn = connection;
-    connection.peer.call("tool.call", entry.params, this.#withTimeout({})).then(
+    // The params were checked when the call was made (session.callTool).
+    connection.peer.call("tool.call", entry.params, this.#withTimeout({ prevalidated: true })).then(
       () => {
         if (entry.state === "dispatching" && entry.dispatchedOn === connection) {
           entry.state = "dispatched";

@@ -179,8 +179,15 @@ function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
   return diff === 0;
 }
 
+const HEX: readonly string[] = Array.from(
+  { length: 256 },
+  (_, b) => b.toString(16).padStart(2, "0"),
+);
+
 function hex(bytes: Uint8Array): string {
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  let out = "";
+  for (let i = 0; i < bytes.length; i++) out += HEX[bytes[i]];
+  return out;
 }
 
 function defaultConnectUrl(requestUrl: URL): string {
@@ -188,9 +195,21 @@ function defaultConnectUrl(requestUrl: URL): string {
   return `${scheme}//${requestUrl.host}/v1/executors/connect`;
 }
 
+/**
+ * Random bytes drawn from the system's CSPRNG 4 KiB at a time: one `getRandomValues` per id
+ * costs more than the rest of a tool call's id handling, and `callTool` makes one per call.
+ */
+const POOL_BYTES = 4096;
+let pool = new Uint8Array(0);
+let poolAt = 0;
+
 /** A random id with a prefix, e.g. `exec_3f9c...` (96 random bits, hex). */
 export function randomId(prefix: string): string {
-  const bytes = new Uint8Array(12);
-  crypto.getRandomValues(bytes);
+  if (poolAt + 12 > pool.length) {
+    pool = crypto.getRandomValues(new Uint8Array(POOL_BYTES));
+    poolAt = 0;
+  }
+  const bytes = pool.subarray(poolAt, poolAt + 12);
+  poolAt += 12;
   return `${prefix}${hex(bytes)}`;
 }

@@ -11,6 +11,7 @@ import type {
   ToolOutcome,
   ToolResultParams,
 } from "../protocol/generated/contract.ts";
+import { BoundedSet } from "../protocol/bounded-set.ts";
 
 /** The outcome of a tool call, as reported by the executor's `tool.result`. */
 export interface ToolCallResult<S = Record<string, unknown>> {
@@ -93,13 +94,12 @@ export class ToolCallLedger {
   readonly #entries = new Map<string, ToolCallEntry>();
   /** Unsettled calls: what lease expiry, session end and reconnect walk through. */
   readonly #live = new Set<ToolCallEntry>();
-  /** Settled ids, oldest first, so the memory of finished calls stays bounded. */
-  readonly #settled = new Set<string>();
-  readonly #remember: number;
+  /** Settled ids, oldest evicted first, so the memory of finished calls stays bounded. */
+  readonly #settled: BoundedSet<string> | undefined;
 
   /** Keeps up to `remember` settled calls for duplicate detection. */
   constructor(remember = 10_000) {
-    this.#remember = remember;
+    this.#settled = remember >= 1 ? new BoundedSet(remember) : undefined;
   }
 
   /** The entry for a call id, live or remembered. */
@@ -161,11 +161,11 @@ export class ToolCallLedger {
 
   #remembered(entry: ToolCallEntry): void {
     this.#live.delete(entry);
-    this.#settled.add(entry.id);
-    while (this.#settled.size > this.#remember) {
-      const oldest = this.#settled.values().next().value!;
-      this.#settled.delete(oldest);
-      this.#entries.delete(oldest);
+    if (!this.#settled) {
+      this.#entries.delete(entry.id);
+      return;
     }
+    const evicted = this.#settled.add(entry.id);
+    if (evicted !== undefined) this.#entries.delete(evicted);
   }
 }

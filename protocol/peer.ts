@@ -8,6 +8,7 @@
 import { type CloseInfo, type Transport, TransportClosedError } from "../transport/transport.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../transport/bytes.ts";
 import { hasCapability } from "./capabilities.ts";
+import { BoundedSet } from "./bounded-set.ts";
 import { type Clock, systemClock, type TimerHandle } from "./clock.ts";
 import {
   CapabilityNotAdvertisedError,
@@ -83,6 +84,11 @@ export interface CallOptions {
    * keeps its id, so a peer that deduplicates by JSON-RPC id sees a repeat.
    */
   id?: JsonRpcId;
+  /**
+   * The params were checked against the contract already (e.g. when a call was queued): skip
+   * the outgoing check for this request.
+   */
+  prevalidated?: boolean;
 }
 
 /** What a request handler is told besides its params. */
@@ -166,10 +172,11 @@ export class Peer {
   readonly #timeoutMs: number;
   readonly #validateOutgoing: boolean;
   readonly #pending = new Map<JsonRpcId, Pending>();
-  readonly #abandoned = new Set<JsonRpcId>();
+  /** Ids of requests given up on (timeout, abort), made when the first is. */
+  #abandoned: BoundedSet<JsonRpcId> | undefined;
   readonly #requestHandlers = new Map<string, AnyRequestHandler>();
   readonly #notificationHandlers = new Map<string, AnyNotificationHandler>();
-  readonly #inFlight = new Set<AbortController>();
+  readonly #inFlight = new Set<IncomingRequest>();
   #nextId = 1;
   #closeInfo: CloseInfo | undefined;
 
@@ -241,7 +248,7 @@ export class Peer {
     options: CallOptions = {},
   ): Promise<RequestMap[M]["result"]> {
     return new Promise((resolve, reject) => {
-      const spec = this.#outgoingSpec(method, "request", params);
+      const spec = this.#outgoingSpec(method, "request", params, options.prevalidated !== true);
       const signal = options.signal;
       if (signal?.aborted) throw new RequestAbortedError(method, signal.reason);
       const id = options.id ?? this.#nextId++;
@@ -272,7 +279,7 @@ export class Peer {
         pending.detach = () => signal.removeEventListener("abort", onAbort);
       }
       this.#pending.set(id, pending);
-      this.#abandoned.delete(id);
+      this.#abandoned?.delete(id);
       try {
         this.#transport.send(frame);
       } catch (error) {
@@ -285,7 +292,7 @@ export class Peer {
 
   /** Sends a notification. Throws the same local errors as {@linkcode Peer.call} would. */
   notify<M extends NotificationMethod>(method: M, params: NotificationMap[M]): void {
-    this.#outgoingSpec(method, "notification", params);
+    this.#outgoingSpec(method, "notification", params, true);
     const frame = JSON.stringify({ jsonrpc: "2.0", method, params });
     if (exceedsBytes(frame, this.#maxFrameBytes)) {
       throw new FrameTooLargeError(frame.length, this.#maxFrameBytes);
@@ -312,7 +319,12 @@ export class Peer {
     return spec;
   }
 
-  #outgoingSpec(method: string, kind: "request" | "notification", params: unknown): MethodSpec {
+  #outgoingSpec(
+    method: string,
+    kind: "request" | "notification",
+    params: unknown,
+    validate: boolean,
+  ): MethodSpec {
     if (this.#closeInfo) throw this.#closedError();
     const spec = this.#requireSpec(method, kind);
     if (spec.since !== V1 && this.protocol === V1) {
@@ -321,7 +333,7 @@ export class Peer {
     if (spec.capability && !hasCapability(this.capabilities, spec.capability)) {
       throw new CapabilityNotAdvertisedError(method, spec.capability);
     }
-    if (this.#validateOutgoing) {
+    if (validate && this.#validateOutgoing) {
       const parsed = spec.params.safeParse(params);
       if (!parsed.success) throw new InvalidOutgoingParamsError(method, toIssues(parsed.error));
     }
@@ -356,8 +368,7 @@ export class Peer {
 
   /** Remembers ids whose late responses are expected, so they are not reported as unknown. */
   #abandon(id: JsonRpcId): void {
-    this.#abandoned.add(id);
-    if (this.#abandoned.size > 1024) this.#abandoned.delete(this.#abandoned.values().next().value!);
+    (this.#abandoned ??= new BoundedSet(1024)).add(id);
   }
 
   // ---- incoming ------------------------------------------------------------------------------
@@ -496,11 +507,10 @@ export class Peer {
       });
     }
     const handler = this.#requestHandlers.get(method)!;
-    const controller = new AbortController();
-    this.#inFlight.add(controller);
-    const context: RequestContext = { id, method, signal: controller.signal };
+    const context = new IncomingRequest(id, method);
+    this.#inFlight.add(context);
     const answer = (result: unknown): JsonRpcResponse => {
-      this.#inFlight.delete(controller);
+      this.#inFlight.delete(context);
       const checked = spec.result!.safeParse(result);
       if (!checked.success) {
         this.#logger.error("handler returned a result outside the contract", {
@@ -512,7 +522,7 @@ export class Peer {
       return { jsonrpc: "2.0", id, result };
     };
     const fail = (error: unknown): JsonRpcResponse => {
-      this.#inFlight.delete(controller);
+      this.#inFlight.delete(context);
       if (error instanceof ProtocolError) return failure(id, error.code, error.message, error.data);
       // The exception's text stays local: it may name paths or values the peer must not see.
       this.#logger.error("request handler failed", { method, error: describe(error) });
@@ -572,7 +582,7 @@ export class Peer {
       return;
     }
     if (!this.#pending.has(id)) {
-      if (this.#abandoned.delete(id)) {
+      if (this.#abandoned?.delete(id)) {
         this.#logger.debug("late response to an abandoned request", { id });
       } else this.#logger.warn("response to an unknown request id ignored", { id });
       return;
@@ -622,10 +632,43 @@ export class Peer {
     for (const id of [...this.#pending.keys()]) {
       this.#settle(id, undefined, new ConnectionClosedError(info.code, info.reason));
     }
-    for (const controller of this.#inFlight) {
-      controller.abort(new ConnectionClosedError(info.code, info.reason));
+    for (const request of this.#inFlight) {
+      request.abort(new ConnectionClosedError(info.code, info.reason));
     }
     this.#inFlight.clear();
+  }
+}
+
+/**
+ * The context of one incoming request. Its signal is created only when a handler reads it:
+ * most handlers never do, and an AbortSignal is among the costliest objects a frame would
+ * otherwise allocate.
+ */
+class IncomingRequest implements RequestContext {
+  readonly id: JsonRpcId;
+  readonly method: string;
+  #controller: AbortController | undefined;
+  #aborted = false;
+  #reason: unknown;
+
+  constructor(id: JsonRpcId, method: string) {
+    this.id = id;
+    this.method = method;
+  }
+
+  get signal(): AbortSignal {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.#aborted) this.#controller.abort(this.#reason);
+    }
+    return this.#controller.signal;
+  }
+
+  abort(reason: unknown): void {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    this.#reason = reason;
+    this.#controller?.abort(reason);
   }
 }
 

@@ -1,19 +1,20 @@
 /**
- * WebSocket client and server on Deno's own APIs: `Deno.serve` (TCP or Unix socket) with
- * `Deno.upgradeWebSocket`, and the global `WebSocket` (which takes handshake headers on Deno).
- * Deno's native client refuses `ws+unix`, so Unix-socket dials go through the `ws` path.
+ * WebSocket server on Deno's own APIs: `Deno.serve` (TCP or Unix socket) with
+ * `Deno.upgradeWebSocket`. Dials go through the `ws` package (on Deno's `node:net`): Deno's
+ * native client refuses `ws+unix`, and over TCP it leaves Nagle's algorithm on, so a second
+ * frame sent before the first is acknowledged waits for the peer's delayed ACK (~40 ms) — an
+ * executor's tool-call ack and result, every call (20 calls/s instead of thousands).
  */
 import { dialWebSocket as dialWithWs, serveWebSocket as serveWithWs } from "./node.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "./bytes.ts";
 import {
-  isLocalSocketUrl,
   isNamedPipe,
   type RunningServer,
   type ServeWebSocketOptions,
   type UpgradeDecision,
 } from "./server.ts";
 import type { DialOptions, Transport } from "./transport.ts";
-import { dialNativeWebSocket, type WebSocketLike, webSocketTransport } from "./websocket.ts";
+import { type WebSocketLike, webSocketTransport } from "./websocket.ts";
 
 export type { RunningServer, ServeWebSocketOptions, UpgradeDecision } from "./server.ts";
 
@@ -46,9 +47,9 @@ function deno(): DenoServe {
   return value;
 }
 
-/** Opens a WebSocket with Deno's native client (`ws+unix` via the `ws` package). */
+/** Opens a WebSocket with the `ws` package: `ws://`, `wss://`, `unix:///path.sock`. */
 export function dialWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
-  return isLocalSocketUrl(url) ? dialWithWs(url, options) : dialNativeWebSocket(url, options);
+  return dialWithWs(url, options);
 }
 
 /** Serves WebSocket upgrades and plain HTTP with `Deno.serve`, over TCP or a Unix socket. */

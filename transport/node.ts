@@ -68,7 +68,7 @@ export function dialWebSocket(url: string, options: DialOptions = {}): Promise<T
       reject(new DialError(`cannot connect to ${redactUrl(url)}`, undefined, { cause: error }));
     });
     // Wrap before "open" so no frame sent right after the handshake is missed.
-    const transport = webSocketTransport(socket as unknown as WebSocketLike);
+    const transport = webSocketTransport(writesPerTurn(socket));
     socket.once("open", () => {
       if (settled) return;
       settled = true;
@@ -76,6 +76,81 @@ export function dialWebSocket(url: string, options: DialOptions = {}): Promise<T
       resolve(transport);
     });
   });
+}
+
+/** The stream under a `ws` socket, as far as batching its writes goes. */
+interface Corkable {
+  cork(): void;
+  uncork(): void;
+}
+
+/**
+ * The socket as the adapter sees it, with every frame sent in one turn of the event loop
+ * written together: the first send of a turn corks the TCP (or Unix) socket, the end of the
+ * turn (`setImmediate`) uncorks it. A request's answer and what its handler sends right after
+ * (a tool call's ack and its result) then reach the peer in one write and wake it once, where
+ * `ws` alone makes one write per frame. A class, not an object literal with accessors: a
+ * harness holds one per executor, and V8 keeps such literals as dictionaries.
+ */
+class WritesPerTurn {
+  readonly #ws: WebSocket;
+  #corked: Corkable | undefined;
+
+  constructor(ws: WebSocket) {
+    this.#ws = ws;
+  }
+
+  get protocol(): string {
+    return this.#ws.protocol;
+  }
+
+  get readyState(): number {
+    return this.#ws.readyState;
+  }
+
+  get binaryType(): string {
+    return this.#ws.binaryType;
+  }
+
+  set binaryType(type: string) {
+    this.#ws.binaryType = type as WebSocket["binaryType"];
+  }
+
+  send(data: string): void {
+    if (!this.#corked) {
+      const socket = (this.#ws as unknown as { _socket?: Partial<Corkable> })._socket;
+      // Bun's own client behind the `ws` API has a socket without cork: it writes as it goes.
+      if (typeof socket?.cork === "function" && typeof socket.uncork === "function") {
+        socket.cork();
+        this.#corked = socket as Corkable;
+        setImmediate(uncorkLater, this);
+      }
+    }
+    this.#ws.send(data);
+  }
+
+  /** Writes what the turn corked. */
+  flush(): void {
+    const socket = this.#corked;
+    this.#corked = undefined;
+    socket?.uncork();
+  }
+
+  close(code?: number, reason?: string): void {
+    this.#ws.close(code, reason);
+  }
+
+  addEventListener(type: string, listener: (event: never) => void): void {
+    this.#ws.addEventListener(type as "message", listener as () => void);
+  }
+}
+
+function uncorkLater(socket: WritesPerTurn): void {
+  socket.flush();
+}
+
+function writesPerTurn(ws: WebSocket): WebSocketLike {
+  return new WritesPerTurn(ws) as unknown as WebSocketLike;
 }
 
 /** Drops credentials and query (which may carry tokens) from a URL before it is shown. */
@@ -110,9 +185,7 @@ export async function serveWebSocket(options: ServeWebSocketOptions): Promise<Ru
       }
       chosen.set(req, decision.protocol);
       wss.handleUpgrade(req, socket, head, (ws) => {
-        decision.onOpen(
-          webSocketTransport(ws as unknown as WebSocketLike, { protocol: decision.protocol }),
-        );
+        decision.onOpen(webSocketTransport(writesPerTurn(ws), { protocol: decision.protocol }));
       });
     }, () => {
       void writeRawResponse(socket, new Response("internal error", { status: 500 }));
