@@ -53,7 +53,8 @@ const runtimes = (flags.runtimes ?? "node,deno,bun").split(",") as Runtime[];
 const durationMs = Number(flags.duration ?? (quick ? 1000 : 3000));
 const runs = Number(flags.runs ?? (quick ? 1 : 3));
 const sizes = (flags.sizes ?? (quick ? "1000" : "1000,5000,10000")).split(",").map(Number);
-const windowMs = Number(flags.window ?? (quick ? 5000 : 15000));
+// One heartbeat interval (15 s, the default): every executor heartbeats exactly once in it.
+const windowMs = Number(flags.window ?? 15000);
 const cpu = flags["no-pin"] || !HAS_TASKSET ? undefined : Number(flags.cpu ?? 0);
 
 const log = (line: string) => process.stderr.write(`  · ${line}\n`);
@@ -376,7 +377,7 @@ if (suites.has("scale")) {
       verdict(r.heapPerExecutor / r.rawHeapPerConn, 3, false),
       kb(r.rawRssPerConn),
       kb(r.rssPerExecutor),
-      int(r.framesPerSecond),
+      int(r.heartbeatsPerSecond),
       `${(r.cpuFraction * 100).toFixed(1)}% ${r.cpuFraction < 0.2 ? "ok" : "MISS"}`,
       `${(r.reregisterMs / 1000).toFixed(1)} s (${
         (r.reregisterAfterListenMs / 1000).toFixed(1)

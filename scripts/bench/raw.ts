@@ -124,13 +124,13 @@ export async function serveWsEcho(where: Where): Promise<EchoServer> {
 }
 
 /**
- * Opens a WebSocket client the way the SDK's preset on this runtime does: `ws` on Node (and for
- * Unix sockets on Deno, whose native client cannot dial them), the native client elsewhere.
+ * Opens a WebSocket client the way the SDK's preset on this runtime does: `ws` on Node and Deno
+ * (transport/deno.ts dials with it), Bun's native client on Bun.
  */
 function openWs(url: string): Promise<MinimalSocket> {
   const unix = url.startsWith("unix://");
   let socket: MinimalSocket;
-  if (RUNTIME === "node" || (RUNTIME === "deno" && unix)) {
+  if (RUNTIME !== "bun") {
     const target = unix ? `ws+unix:${url.slice("unix://".length)}:/` : url;
     socket = new WsWebSocket(target) as unknown as MinimalSocket;
   } else {

@@ -2,10 +2,10 @@
  * The processes of the harness-scale benchmark (Node; the orchestrator starts them with
  * `--expose-gc`):
  *
- * - `scale-harness <host> <port>`: one `Harness` (harness/node.ts) serving TCP. Commands:
- *   `mem` (heap and RSS after a full GC), `wait {count}` (until that many executors are
- *   registered and connected; answers the wall-clock time), `cpu {ms}` (CPU time this process
- *   used over `ms`, and the frames it received meanwhile).
+ * - `scale-harness <host> <port>`: one `Harness` (harness/node.ts) serving TCP, nothing added
+ *   to it. Commands: `mem` (heap and RSS after a full GC), `wait {count}` (until that many
+ *   executors are registered and connected; answers the wall-clock time), `cpu {ms}` (CPU time
+ *   this process used over `ms`, and how many executors renewed their lease meanwhile).
  * - `scale-executors <url> <count> <prefix>`: `count` `ExecutorClient`s (executor/node.ts)
  *   that register and heartbeat at the interval the harness gives them.
  * - `idle-ws-server <host>` / `idle-ws-clients <url> <count>`: the baseline, a bare `ws` server
@@ -13,10 +13,7 @@
  */
 import { createServer as createHttpServer } from "node:http";
 import { WebSocket as WsWebSocket, WebSocketServer } from "ws";
-import type { Transport } from "../../transport/transport.ts";
-import { serveWebSocket } from "../../transport/node.ts";
-import type { ServeWebSocketOptions } from "../../transport/server.ts";
-import { Harness } from "../../harness/node.ts";
+import { DEFAULT_HEARTBEAT_INTERVAL_MS, Harness } from "../../harness/node.ts";
 import { ExecutorClient } from "../../executor/node.ts";
 import { type Command, report, serveCommands, sleep } from "./common.ts";
 import { executorInfo } from "./sdk.ts";
@@ -44,38 +41,8 @@ async function until(count: () => number, want: number): Promise<number> {
   return Date.now();
 }
 
-/** A transport that counts the frames it receives into `counter`. */
-function counted(transport: Transport, counter: { frames: number }): Transport {
-  return {
-    get protocol() {
-      return transport.protocol;
-    },
-    closed: transport.closed,
-    send: (frame) => transport.send(frame),
-    close: (code, reason) => transport.close(code, reason),
-    listen: (receiver) =>
-      transport.listen((frame) => {
-        counter.frames++;
-        receiver(frame);
-      }),
-  };
-}
-
 async function scaleHarness(host: string, port: number): Promise<void> {
-  const counter = { frames: 0 };
-  const harness = new Harness({
-    insecureNoAuth: true,
-    // The ws server of harness/node.ts, with each connection's incoming frames counted.
-    server: (options: ServeWebSocketOptions) =>
-      serveWebSocket({
-        ...options,
-        upgrade: async (request, protocols) => {
-          const decision = await options.upgrade(request, protocols);
-          if (!decision.accept) return decision;
-          return { ...decision, onOpen: (t: Transport) => decision.onOpen(counted(t, counter)) };
-        },
-      }),
-  });
+  const harness = new Harness({ insecureNoAuth: true });
   const server = await harness.serve({ hostname: host, port });
   const connected = () => harness.executors.filter((e) => e.connected).length;
   report({ ready: true, url: server.url, at: Date.now() });
@@ -94,16 +61,19 @@ async function scaleHarness(host: string, port: number): Promise<void> {
       case "wait":
         return { at: await until(connected, Number(command.count)) };
       case "cpu": {
-        const frames = counter.frames;
+        const from = Date.now();
         const before = process.cpuUsage();
         const started = performance.now();
         await sleep(Number(command.ms));
         const used = process.cpuUsage(before);
+        // A heartbeat renews the lease to two intervals from its arrival.
+        const lease = 2 * DEFAULT_HEARTBEAT_INTERVAL_MS;
+        const beat = harness.executors.filter((e) => (e.leaseExpiresAt ?? 0) - lease >= from);
         return {
           userUs: used.user,
           systemUs: used.system,
           ms: performance.now() - started,
-          frames: counter.frames - frames,
+          heartbeats: beat.length,
           executors: connected(),
         };
       }

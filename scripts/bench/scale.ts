@@ -22,8 +22,8 @@ export interface ScaleResult {
   rssPerExecutor: number;
   /** Harness CPU (user + system) over the window, as a fraction of one core. */
   cpuFraction: number;
-  /** Frames the harness received per second over the window (heartbeats, nearly all). */
-  framesPerSecond: number;
+  /** Executors whose lease a heartbeat renewed during the window, per second. */
+  heartbeatsPerSecond: number;
   /** The window, ms. */
   windowMs: number;
   /** From the old harness's exit to all N registered on the new one, ms. */
@@ -128,7 +128,7 @@ export async function runScaleSuite(options: ScaleOptions): Promise<ScaleResult[
         heapPerExecutor: (Number(after.heapUsed) - Number(before.heapUsed)) / n,
         rssPerExecutor: (Number(after.rss) - Number(before.rss)) / n,
         cpuFraction: (Number(cpu.userUs) + Number(cpu.systemUs)) / 1000 / Number(cpu.ms),
-        framesPerSecond: (Number(cpu.frames) / Number(cpu.ms)) * 1000,
+        heartbeatsPerSecond: (Number(cpu.heartbeats) / Number(cpu.ms)) * 1000,
         windowMs: Number(cpu.ms),
         reregisterMs: Number(at) - down,
         reregisterAfterListenMs: Number(at) - listening,
