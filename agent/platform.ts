@@ -260,6 +260,8 @@ interface SessionRecord {
   readonly toolUses: Map<string, string>;
   /** Custom tool results taken (the first per tool_use_id counts). */
   readonly results: RecentSet;
+  /** `closeAgentSession` was sent: a new turn waits for `session.ended`. */
+  closing: boolean;
 }
 
 interface StoredInteraction {
@@ -459,6 +461,7 @@ export class AgentPlatform {
       finalized: new RecentSet(10_000),
       toolUses: new Map(),
       results: new RecentSet(10_000),
+      closing: false,
     };
     this.#sessions.set(sessionId, record);
     session.ended.then(() => this.#sessionEnded(record));
@@ -522,6 +525,11 @@ export class AgentPlatform {
     options: CallOptions,
   ): Promise<TurnStartResult> {
     if (executor.gone) throw new ExecutorUnavailableError(executor.id, "gone");
+    const closing = this.#sessions.get(params.session_id);
+    if (closing?.closing && closing.session.state !== "ended") {
+      // The same id after session.close is a new conversation: it starts once the old one ended.
+      await closing.session.ended;
+    }
     const { record, created } = this.#open(executor, params.session_id);
     const epoch = params.metadata?.epoch;
     let turn = record.turns.get(params.turn_id);
@@ -593,6 +601,7 @@ export class AgentPlatform {
       ? record.session
       : executor.sessions.get(sessionId);
     if (record?.executor === executor) {
+      record.closing = true;
       for (const turn of record.turns.values()) {
         if (ACTIVE.has(turn.state)) turn.state = "canceled";
       }

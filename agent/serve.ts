@@ -425,7 +425,12 @@ class AgentService {
           reason: "max_sessions",
         });
       }
-      if (this.#client.session(params.session_id)) {
+      const held = this.#client.session(params.session_id);
+      if (held?.state === "stopping") {
+        // The previous conversation's session is still ending (its session.ended is on the way).
+        throw new UnavailableError("the session is closing", { reason: "session_closing" });
+      }
+      if (held) {
         throw new ConflictError("the session is held as an assigned session", {
           reason: "session_exists",
         });
@@ -637,6 +642,8 @@ class AgentService {
     await Promise.allSettled([...state.pending]);
     await this.#release(state, reason);
     await this.#internals.endSession(state.exec, reason, true);
+    // Forgotten last: until session.ended is out, a turn.start for the id is told to wait.
+    this.#forget(state);
   }
 
   /** The session ends otherwise (session.stop, not resumed, the client stops). */
@@ -653,10 +660,12 @@ class AgentService {
         });
       }
       await this.#release(state, cleanup.reason);
+      this.#forget(state);
     })();
     await state.closing;
   }
 
+  /** Releases the local conversation (the handler's closeSession). */
   async #release(state: SessionState, reason: string): Promise<void> {
     try {
       await this.#handler.closeSession?.(state.id, { reason });
@@ -666,7 +675,6 @@ class AgentService {
         error: describeError(error),
       });
     }
-    this.#forget(state);
   }
 
   #forget(state: SessionState): void {

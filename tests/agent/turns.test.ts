@@ -378,11 +378,21 @@ describe("agent turns", { timeout: 30_000 }, () => {
 
     assert.deepEqual(await executor.closeAgentSession("ses_unknown"), { closed: false });
 
+    // A turn started while the close is still under way waits for it: a new conversation.
+    await executor.startTurn({ session_id: "ses_x", turn_id: "t1", input: [text("go")] });
+    await until(() => executor.sessions.get("ses_x")!.eventRecords.length === 2, "running again");
+    const closing = executor.closeAgentSession("ses_x");
     await executor.startTurn({ session_id: "ses_x", turn_id: "t2", input: [text("again")] });
+    assert.deepEqual(await closing, { closed: true });
     const fresh = executor.sessions.get("ses_x")!;
     assert.notEqual(fresh, session, "a new harness session");
     await until(() => h.platform.turn("ses_x")?.state === "completed", "t2 completes");
     assert.deepEqual(fresh.eventRecords.map((r) => r.sequence), [1, 2, 3], "a new conversation");
-    assert.equal(log[3], "open t2 first=true");
+    assert.deepEqual(log.slice(3), [
+      "open t1 first=true",
+      "canceled session_closed",
+      "close ses_x closed",
+      "open t2 first=true",
+    ]);
   });
 });
