@@ -32,23 +32,3 @@ function hex(bytes: Uint8Array): string {
   for (const b of bytes) out += b.toString(16).padStart(2, "0");
   return out;
 }
-
-/** A bounded set that forgets its oldest members first (idempotency keys). */
-export class RecentSet {
-  readonly #items = new Set<string>();
-  readonly #limit: number;
-  constructor(limit: number) {
-    this.#limit = limit;
-  }
-  has(key: string): boolean {
-    return this.#items.has(key);
-  }
-  add(key: string): void {
-    this.#items.delete(key);
-    this.#items.add(key);
-    if (this.#items.size > this.#limit) this.#items.delete(this.#items.values().next().value!);
-  }
-  delete(key: string): void {
-    this.#items.delete(key);
-  }
-}

@@ -75,7 +75,8 @@ import {
 } from "../protocol/generated/errors.ts";
 import { type Logger, silentLogger } from "../protocol/logger.ts";
 import type { CallOptions, Disposable } from "../protocol/peer.ts";
-import { isApprovalId, randomId, RecentSet } from "./ids.ts";
+import { isApprovalId, randomId } from "./ids.ts";
+import { BoundedSet } from "../protocol/bounded-set.ts";
 import { AsyncQueue } from "./queue.ts";
 
 /** Where a turn is, as the platform tracks it. Active: `pending` and `running`. */
@@ -253,13 +254,13 @@ interface SessionRecord {
   current: TurnRecord | undefined;
   ref: string | undefined;
   /** Event ids whose preview started (an `event_start` went out). */
-  readonly started: RecentSet;
+  readonly started: BoundedSet<string>;
   /** Event ids of durable events: their previews are over. */
-  readonly finalized: RecentSet;
+  readonly finalized: BoundedSet<string>;
   /** Custom tool uses: tool_use_id → turn_id. */
   readonly toolUses: Map<string, string>;
   /** Custom tool results taken (the first per tool_use_id counts). */
-  readonly results: RecentSet;
+  readonly results: BoundedSet<string>;
   /** `closeAgentSession` was sent: a new turn waits for `session.ended`. */
   closing: boolean;
 }
@@ -299,12 +300,14 @@ export class AgentPlatform {
   readonly #streams = new Map<string, Set<AsyncQueue<AgentStreamEvent>>>();
   readonly #listeners = new Set<(change: InteractionChange) => void>();
   /** Settled interactions and ended sessions, oldest first, for forgetting. */
-  readonly #settled = new Set<StoredInteraction>();
-  readonly #ended = new Set<SessionRecord>();
+  readonly #settled: BoundedSet<StoredInteraction>;
+  readonly #ended: BoundedSet<SessionRecord>;
   #link: AgentHarnessLink | undefined;
 
   constructor(options: AgentPlatformOptions = {}) {
     this.#options = options;
+    this.#settled = new BoundedSet(options.remember ?? 10_000);
+    this.#ended = new BoundedSet(options.remember ?? 10_000);
     if (options.onInteraction) this.#listeners.add(options.onInteraction);
     const host: AgentHost = {
       attach: (link) => {
@@ -457,10 +460,10 @@ export class AgentPlatform {
       turns: new Map(),
       current: undefined,
       ref: known?.executor === executor ? known.ref : undefined,
-      started: new RecentSet(10_000),
-      finalized: new RecentSet(10_000),
+      started: new BoundedSet<string>(10_000),
+      finalized: new BoundedSet<string>(10_000),
       toolUses: new Map(),
-      results: new RecentSet(10_000),
+      results: new BoundedSet<string>(10_000),
       closing: false,
     };
     this.#sessions.set(sessionId, record);
@@ -473,12 +476,8 @@ export class AgentPlatform {
     for (const turn of record.turns.values()) {
       if (ACTIVE.has(turn.state)) turn.state = "failed";
     }
-    this.#ended.add(record);
-    if (this.#ended.size > (this.#options.remember ?? 10_000)) {
-      const oldest = this.#ended.values().next().value!;
-      this.#ended.delete(oldest);
-      if (this.#sessions.get(oldest.id) === oldest) this.#sessions.delete(oldest.id);
-    }
+    const oldest = this.#ended.add(record);
+    if (oldest && this.#sessions.get(oldest.id) === oldest) this.#sessions.delete(oldest.id);
     if (this.#sessions.get(record.id) !== record) return;
     // The record stays (its ref lets a restarted executor resume); its streams end.
     const streams = this.#streams.get(record.id);
@@ -810,10 +809,8 @@ export class AgentPlatform {
 
   /** Remembers a settled interaction; the oldest beyond the limit are forgotten. */
   #retire(stored: StoredInteraction): void {
-    this.#settled.add(stored);
-    if (this.#settled.size <= (this.#options.remember ?? 10_000)) return;
-    const oldest = this.#settled.values().next().value!;
-    this.#settled.delete(oldest);
+    const oldest = this.#settled.add(stored);
+    if (!oldest) return;
     if (this.#interactions.get(oldest.key) === oldest) this.#interactions.delete(oldest.key);
     if (this.#byPlatformId.get(oldest.id) === oldest) this.#byPlatformId.delete(oldest.id);
   }

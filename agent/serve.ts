@@ -70,7 +70,8 @@ import {
   TurnCanceledError,
   TurnEndedError,
 } from "./errors.ts";
-import { randomId, RecentSet } from "./ids.ts";
+import { randomId } from "./ids.ts";
+import { BoundedSet } from "../protocol/bounded-set.ts";
 import { AsyncQueue } from "./queue.ts";
 import type {
   AgentHandler,
@@ -215,11 +216,11 @@ interface SessionState {
   ref: string | undefined;
   opened: boolean;
   /** Turn ids started in this conversation (a repeat is a duplicate). */
-  readonly turnIds: RecentSet;
-  readonly inputIds: RecentSet;
+  readonly turnIds: BoundedSet<string>;
+  readonly inputIds: BoundedSet<string>;
   run: TurnRun | undefined;
   closing: Promise<void> | undefined;
-  readonly eventIds: RecentSet;
+  readonly eventIds: BoundedSet<string>;
   /** Emitted events not yet acknowledged (awaited before `session.close` releases). */
   readonly pending: Set<Promise<unknown>>;
   readonly interactions: Map<string, PendingInteraction>;
@@ -490,11 +491,11 @@ class AgentService {
       sequence: 0,
       ref: undefined,
       opened: false,
-      turnIds: new RecentSet(4096),
-      inputIds: new RecentSet(4096),
+      turnIds: new BoundedSet<string>(4096),
+      inputIds: new BoundedSet<string>(4096),
       run: undefined,
       closing: undefined,
-      eventIds: new RecentSet(100_000),
+      eventIds: new BoundedSet<string>(100_000),
       pending: new Set(),
       interactions: new Map(),
       customWaits: new Map(),
