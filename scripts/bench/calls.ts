@@ -138,19 +138,21 @@ export async function runCallSuite(
 ): Promise<CallResults> {
   const dir = mkdtempSync(join(tmpdir(), "bma-bench-"));
   const running: Running[] = [];
+  const started: Child[] = [];
   const results: CallResults = {};
   const spawnOptions = (what: string) => ({ cpu: options.cpu, label: `${runtime} ${what}` });
+  const start = async (args: string[]) => {
+    const child = await Child.start(runtime, args, spawnOptions(args[0]));
+    started.push(child); // stopped at the end whatever happens
+    return child;
+  };
   try {
     for (const spec of cases(runtime, dir)) {
-      const first = await Child.start(runtime, spec.first, spawnOptions(spec.first[0]));
+      const first = await start(spec.first);
       const ready = await first.ready;
       let second: Child | undefined;
       if (spec.second) {
-        second = await Child.start(
-          runtime,
-          [...spec.second, String(ready.url)],
-          spawnOptions(spec.second[0]),
-        );
+        second = await start([...spec.second, String(ready.url)]);
         await second.ready;
       }
       const driver = spec.driver === "first" ? first : second!;
@@ -181,7 +183,7 @@ export async function runCallSuite(
       }
     }
   } finally {
-    await Promise.all(running.flatMap((r) => [r.second?.stop(), r.first.stop()]));
+    await Promise.all(started.map((child) => child.stop()));
     rmSync(dir, { recursive: true, force: true });
   }
   return results;
