@@ -33,6 +33,12 @@ export interface DeliveryOptions {
   retry: BackoffPolicy;
   timeoutMs: number;
   signal?: AbortSignal;
+  /**
+   * The signal stops waits and retries only, not a request in flight (which still ends with its
+   * connection or its timeout): for a signal shared by many deliveries, where a listener per
+   * request would cost more than the request.
+   */
+  signalBetweenAttempts?: boolean;
 }
 
 /** Whether a failed send may be repeated unchanged. */
@@ -58,7 +64,7 @@ export async function deliver<M extends ExecutorRequestMethod>(
     try {
       return await peer.call(method, params, {
         timeoutMs: options.timeoutMs,
-        signal: options.signal,
+        signal: options.signalBetweenAttempts ? undefined : options.signal,
       });
     } catch (error) {
       if (options.signal?.aborted) throw options.signal.reason;
@@ -146,6 +152,8 @@ export class ResultOutbox {
       retry: this.#options.retry,
       timeoutMs: this.#options.timeoutMs,
       signal: this.#closing.signal,
+      // Closing comes with the connection's end, which ends the request in flight anyway.
+      signalBetweenAttempts: true,
     }).then(
       () => true,
       (error) => {

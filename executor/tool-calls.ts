@@ -23,7 +23,12 @@ import type { ResultOutbox } from "./result-outbox.ts";
 import type { SecretScrubber } from "./secrets.ts";
 import type { ExecutorSession, SessionTable } from "./sessions.ts";
 import { describeError } from "./timing.ts";
-import { InvalidToolOutputError, renderToolOutput, ToolError } from "./tool-results.ts";
+import {
+  InvalidToolOutputError,
+  type RenderedResult,
+  renderToolOutput,
+  ToolError,
+} from "./tool-results.ts";
 import type { AnyToolHandler, ToolContext, ToolProgressUpdate } from "./tool-slots.ts";
 
 /**
@@ -57,6 +62,8 @@ function jsonBytesBound(value: unknown, limit: number): number {
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === "function";
 }
+
+const RESOLVED: Promise<void> = Promise.resolve();
 
 /** How many finished call ids are remembered to recognize duplicates. */
 const REMEMBERED_CALLS = 50_000;
@@ -219,27 +226,41 @@ export class ToolCallRunner {
     if (!set) this.#perSession.set(session.id, set = new Set());
     set.add(call);
     // The ack is sent when this returns; the handler starts after it.
-    queueMicrotask(() => void this.#execute(call, handler, set));
+    // (A resolved promise rather than queueMicrotask, which Node wraps in an async resource.)
+    RESOLVED.then(() => this.#execute(call, handler, set));
     return { ok: true };
   }
 
-  /** Runs a call to its end, then forgets it. */
-  async #execute(call: RunningCall, handler: AnyToolHandler, set: Set<RunningCall>): Promise<void> {
-    const { session } = call;
-    const id = call.params.tool_call_id;
-    try {
-      await this.#run(call, handler, session);
-    } catch (error) {
+  /**
+   * Runs a call to its end, then forgets it. A handler that answers synchronously is reported
+   * without a single await: most tool calls of a busy executor are that quick, and every async
+   * step is a promise and a microtask more per call.
+   */
+  #execute(call: RunningCall, handler: AnyToolHandler, set: Set<RunningCall>): void {
+    const finish = () => this.#finish(call, set);
+    const failed = (error: unknown) => {
       this.#deps.logger.error("tool call runner failed", { error: describeError(error) });
-    } finally {
-      this.#running.delete(id);
-      this.#remember(id);
-      set.delete(call);
-      if (set.size === 0) this.#perSession.delete(session.id);
-      call.done = true;
-      for (const resolve of call.waiters ?? []) resolve();
-      if (session.oneShot && set.size === 0) this.#deps.endOneShot(session);
+      finish();
+    };
+    try {
+      const reported = this.#run(call, handler, call.session);
+      if (reported) reported.then(finish, failed);
+      else finish();
+    } catch (error) {
+      failed(error);
     }
+  }
+
+  /** Forgets a call that has finished and reported. */
+  #finish(call: RunningCall, set: Set<RunningCall>): void {
+    const { session } = call;
+    this.#running.delete(call.params.tool_call_id);
+    this.#remember(call.params.tool_call_id);
+    set.delete(call);
+    if (set.size === 0) this.#perSession.delete(session.id);
+    call.done = true;
+    for (const resolve of call.waiters ?? []) resolve();
+    if (session.oneShot && set.size === 0) this.#deps.endOneShot(session);
   }
 
   /** Serves `tool.cancel`. */
@@ -288,7 +309,12 @@ export class ToolCallRunner {
     this.#finished.add(id);
   }
 
-  async #run(call: RunningCall, handler: AnyToolHandler, session: ExecutorSession): Promise<void> {
+  /** Runs the handler and reports its outcome; returns a promise only if that takes waiting. */
+  #run(
+    call: RunningCall,
+    handler: AnyToolHandler,
+    session: ExecutorSession,
+  ): Promise<unknown> | undefined {
     const { params, abort } = call;
     const { clock } = this.#deps;
     if (session.signal.aborted) {
@@ -301,55 +327,76 @@ export class ToolCallRunner {
         params.timeout_ms,
       );
     }
-    const context = new CallContext(call, (update) => this.#progress(call, update));
-    let result: ToolResultParams;
-    try {
-      result = await this.#outcome(call, handler, context);
-    } finally {
+    const report = (result: ToolResultParams): Promise<unknown> => {
       if (timer !== undefined) clock.clearTimeout(timer);
+      call.reporting = true;
+      return this.#deps.results.send(this.#fitFrame(result));
+    };
+    const context = new CallContext(call, (update) => this.#progress(call, update));
+    let outcome: ToolResultParams | Promise<ToolResultParams>;
+    try {
+      outcome = this.#outcome(call, handler, context);
+    } catch (error) {
+      if (timer !== undefined) clock.clearTimeout(timer);
+      throw error;
     }
-    call.reporting = true;
-    await this.#deps.results.send(this.#fitFrame(result));
+    if (!(outcome instanceof Promise)) return report(outcome);
+    return outcome.then(report, (error) => {
+      if (timer !== undefined) clock.clearTimeout(timer);
+      throw error;
+    });
   }
 
-  /** Runs the handler and turns how it ended into the result to report. */
-  async #outcome(
+  /**
+   * Runs the handler and turns how it ended into the result to report: at once when the
+   * handler answers synchronously, else a promise.
+   */
+  #outcome(
     call: RunningCall,
     handler: AnyToolHandler,
     context: ToolContext,
-  ): Promise<ToolResultParams> {
+  ): ToolResultParams | Promise<ToolResultParams> {
     const { params, abort } = call;
-    const base = { session_id: params.session_id, tool_call_id: params.tool_call_id };
-    const abortedResult = (): ToolResultParams => {
-      const reason = abort.reason;
-      const outcome: ToolOutcome = reason instanceof ToolCallAbort ? reason.outcome : "canceled";
-      return {
-        ...base,
-        outcome,
-        error: outcome === "timed_out"
-          ? { message: `timed out after ${params.timeout_ms} ms`, code: "timeout" }
-          : { message: "canceled", code: "canceled" },
-      };
-    };
+    // A call aborted before its handler started (its session stopped first) never starts it.
+    if (abort.aborted) return this.#aborted(call);
+    let value: unknown;
     try {
-      // A call aborted before its handler started (its session stopped first) never starts it.
-      if (abort.aborted) return abortedResult();
-      let value = handler(params.input, context) as unknown;
-      if (isThenable(value)) {
-        // An abort ends the call at once, whether or not the handler notices its signal.
-        const ran = Promise.resolve(value);
-        const aborted = new Promise<"aborted">((resolve) => {
-          abort.onAbort(() => resolve("aborted"));
-        });
-        const first = await Promise.race([ran.then((v) => ({ v })), aborted]);
-        if (first === "aborted") {
-          ran.catch(() => {}); // the handler's late end is of no interest any more
-          return abortedResult();
-        }
-        value = first.v;
-      }
-      if (abort.aborted) return abortedResult();
-      let rendered = renderToolOutput(params.tool, value, {
+      value = handler(params.input, context);
+    } catch (error) {
+      return this.#failed(call, error);
+    }
+    if (isThenable(value)) return this.#awaitOutcome(call, Promise.resolve(value));
+    return this.#completed(call, value);
+  }
+
+  /** The outcome of a handler that returned a promise: its value, or the abort, first. */
+  async #awaitOutcome(call: RunningCall, ran: Promise<unknown>): Promise<ToolResultParams> {
+    const { abort } = call;
+    // An abort ends the call at once, whether or not the handler notices its signal.
+    const aborted = new Promise<"aborted">((resolve) => {
+      abort.onAbort(() => resolve("aborted"));
+    });
+    let first: { v: unknown } | "aborted";
+    try {
+      first = await Promise.race([ran.then((v) => ({ v })), aborted]);
+    } catch (error) {
+      return this.#failed(call, error);
+    }
+    if (first === "aborted") {
+      ran.catch(() => {}); // the handler's late end is of no interest any more
+      return this.#aborted(call);
+    }
+    const result = this.#completed(call, first.v);
+    return result instanceof Promise ? await result : result;
+  }
+
+  /** The outcome of a handler's value: rendered, or a failure if it does not render. */
+  #completed(call: RunningCall, value: unknown): ToolResultParams | Promise<ToolResultParams> {
+    const { params, abort } = call;
+    if (abort.aborted) return this.#aborted(call);
+    let rendered: RenderedResult | Promise<RenderedResult>;
+    try {
+      rendered = renderToolOutput(params.tool, value, {
         toolCallId: params.tool_call_id,
         inlineBytes: this.#deps.inlineBytes,
         upload: this.#deps.upload,
@@ -359,44 +406,78 @@ export class ToolCallRunner {
             error: describeError(error),
           }),
       });
-      if (isThenable(rendered)) rendered = await rendered;
-      if (abort.aborted) return abortedResult();
-      // Built member by member: spreading `rendered` copies through V8's slow path.
-      const result: ToolResultParams = { ...base, outcome: "completed", content: rendered.content };
-      if (rendered.is_error !== undefined) result.is_error = rendered.is_error;
-      if (rendered.artifacts !== undefined) result.artifacts = rendered.artifacts;
-      if (rendered.structured_content !== undefined) {
-        result.structured_content = rendered.structured_content;
-      }
-      return result;
     } catch (error) {
-      if (abort.aborted) return abortedResult();
-      if (error instanceof ToolError) {
-        return {
-          ...base,
-          outcome: "completed",
-          is_error: true,
-          content: error.content ??
-            [{ type: "text", text: this.#deps.scrubber.scrub(error.message) }],
-        };
-      }
-      const invalid = error instanceof InvalidToolOutputError;
-      this.#deps.logger.warn("tool handler failed", {
-        tool: params.tool,
-        tool_call_id: params.tool_call_id,
-        error: describeError(error),
-      });
+      return this.#failed(call, error);
+    }
+    if (isThenable(rendered)) {
+      return rendered.then(
+        (done) => abort.aborted ? this.#aborted(call) : this.#resultOf(call, done),
+        (error) => this.#failed(call, error),
+      );
+    }
+    return this.#resultOf(call, rendered);
+  }
+
+  #resultOf(call: RunningCall, rendered: RenderedResult): ToolResultParams {
+    const { params } = call;
+    // Built member by member: spreading `rendered` copies through V8's slow path.
+    const result: ToolResultParams = {
+      session_id: params.session_id,
+      tool_call_id: params.tool_call_id,
+      outcome: "completed",
+      content: rendered.content,
+    };
+    if (rendered.is_error !== undefined) result.is_error = rendered.is_error;
+    if (rendered.artifacts !== undefined) result.artifacts = rendered.artifacts;
+    if (rendered.structured_content !== undefined) {
+      result.structured_content = rendered.structured_content;
+    }
+    return result;
+  }
+
+  #aborted(call: RunningCall): ToolResultParams {
+    const { params, abort } = call;
+    const reason = abort.reason;
+    const outcome: ToolOutcome = reason instanceof ToolCallAbort ? reason.outcome : "canceled";
+    return {
+      session_id: params.session_id,
+      tool_call_id: params.tool_call_id,
+      outcome,
+      error: outcome === "timed_out"
+        ? { message: `timed out after ${params.timeout_ms} ms`, code: "timeout" }
+        : { message: "canceled", code: "canceled" },
+    };
+  }
+
+  #failed(call: RunningCall, error: unknown): ToolResultParams {
+    const { params } = call;
+    if (call.abort.aborted) return this.#aborted(call);
+    const base = { session_id: params.session_id, tool_call_id: params.tool_call_id };
+    if (error instanceof ToolError) {
       return {
         ...base,
-        outcome: "failed",
-        error: {
-          message: this.#deps.scrubber.scrub(
-            error instanceof Error ? error.message || error.name : String(error),
-          ),
-          code: invalid ? "invalid_result" : "handler_failed",
-        },
+        outcome: "completed",
+        is_error: true,
+        content: error.content ??
+          [{ type: "text", text: this.#deps.scrubber.scrub(error.message) }],
       };
     }
+    const invalid = error instanceof InvalidToolOutputError;
+    this.#deps.logger.warn("tool handler failed", {
+      tool: params.tool,
+      tool_call_id: params.tool_call_id,
+      error: describeError(error),
+    });
+    return {
+      ...base,
+      outcome: "failed",
+      error: {
+        message: this.#deps.scrubber.scrub(
+          error instanceof Error ? error.message || error.name : String(error),
+        ),
+        code: invalid ? "invalid_result" : "handler_failed",
+      },
+    };
   }
 
   /** A result too large for one frame is reported as a failure instead of being lost. */

@@ -9,7 +9,7 @@ import {
   InvalidResultError,
   RequestAbortedError,
 } from "../protocol/errors.ts";
-import { hasCapability } from "../protocol/capabilities.ts";
+import { servesTool } from "../protocol/capabilities.ts";
 import {
   type Capabilities,
   type HarnessRequestMethod,
@@ -352,7 +352,7 @@ export class Session {
     }
     if (!entry) {
       // A peer never receives a method for a capability it did not advertise: tool:<name>.
-      if (!hasCapability(this.#host.capabilities, `tool:${request.tool}`)) {
+      if (!servesTool(this.#host.capabilities, request.tool)) {
         throw new CapabilityNotAdvertisedError("tool.call", `tool:${request.tool}`);
       }
       const params: ToolCallParams = {

@@ -64,7 +64,7 @@ export class ToolCallEntry {
       this.#reject = reject;
     });
     // The caller may have stopped listening (aborted); a failure is still an answer, not a crash.
-    this.outcome.catch(() => {});
+    this.outcome.catch(ignore);
   }
 
   get id(): string {
@@ -85,6 +85,8 @@ export class ToolCallEntry {
     this.#reject(error);
   }
 }
+
+function ignore(): void {}
 
 /** What `accept` decided about a `tool.result`. */
 export type ResultAcceptance = "accepted" | "duplicate" | "unknown";
@@ -125,16 +127,18 @@ export class ToolCallLedger {
       return "unknown";
     }
     if (entry.state === "settled") return "duplicate";
-    this.settle(entry, {
+    // Built member by member: conditional spreads allocate an object each.
+    const result: ToolCallResult = {
       tool_call_id: params.tool_call_id,
       session_id: params.session_id,
       outcome: params.outcome,
       content: params.content ?? [],
       is_error: params.is_error ?? false,
-      ...(params.error ? { error: params.error } : {}),
       artifacts: params.artifacts ?? [],
-      ...(params.structured_content ? { structured_content: params.structured_content } : {}),
-    });
+    };
+    if (params.error) result.error = params.error;
+    if (params.structured_content) result.structured_content = params.structured_content;
+    this.settle(entry, result);
     return "accepted";
   }
 

@@ -8,10 +8,7 @@
  * `true` or an object without `enabled: false`.
  */
 export function hasCapability(capabilities: unknown, path: string): boolean {
-  if (path.startsWith("tool:")) {
-    const tools = (capabilities as { tools?: unknown } | undefined)?.tools;
-    return Array.isArray(tools) && tools.includes(path.slice(5));
-  }
+  if (path.startsWith("tool:")) return servesTool(capabilities, path.slice(5));
   let value: unknown = capabilities;
   for (const step of path.split(".")) {
     if (typeof value !== "object" || value === null) return false;
@@ -21,4 +18,10 @@ export function hasCapability(capabilities: unknown, path: string): boolean {
   if (value === true) return true;
   return typeof value === "object" && value !== null &&
     (value as { enabled?: unknown }).enabled !== false;
+}
+
+/** Whether `capabilities` advertise the tool `name` (`hasCapability(c, "tool:" + name)`). */
+export function servesTool(capabilities: unknown, name: string): boolean {
+  const tools = (capabilities as { tools?: unknown } | undefined)?.tools;
+  return Array.isArray(tools) && tools.includes(name);
 }

@@ -5,7 +5,13 @@
  *
  * It knows nothing about sockets: it reads and writes text frames through a {@linkcode Transport}.
  */
-import { type CloseInfo, type Transport, TransportClosedError } from "../transport/transport.ts";
+import {
+  type CloseInfo,
+  isMessageTransport,
+  type MessageTransport,
+  type Transport,
+  TransportClosedError,
+} from "../transport/transport.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../transport/bytes.ts";
 import { hasCapability } from "./capabilities.ts";
 import { BoundedSet } from "./bounded-set.ts";
@@ -130,6 +136,11 @@ interface Pending {
   readonly spec: MethodSpec;
   readonly resolve: (value: unknown) => void;
   readonly reject: (error: unknown) => void;
+  /**
+   * When a request on the peer's default timeout expires (0: it has its own timer, or none).
+   * These deadlines grow with insertion order, so one sweep timer serves them all.
+   */
+  readonly deadline: number;
   timer: TimerHandle | undefined;
   detach: (() => void) | undefined;
 }
@@ -166,6 +177,8 @@ export class Peer {
   admit: AdmissionGate | undefined;
 
   readonly #transport: Transport;
+  /** Set when the transport hands over message objects: nothing is serialized or parsed. */
+  readonly #direct: MessageTransport | undefined;
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #maxFrameBytes: number;
@@ -177,6 +190,8 @@ export class Peer {
   readonly #requestHandlers = new Map<string, AnyRequestHandler>();
   readonly #notificationHandlers = new Map<string, AnyNotificationHandler>();
   readonly #inFlight = new Set<IncomingRequest>();
+  /** The one timer that expires requests on the default timeout (see {@linkcode Pending}). */
+  #sweepTimer: TimerHandle | undefined;
   #nextId = 1;
   #closeInfo: CloseInfo | undefined;
 
@@ -193,7 +208,13 @@ export class Peer {
       this.#shutdown(info);
       return info;
     });
-    transport.listen((frame) => this.#receive(frame));
+    if (isMessageTransport(transport)) {
+      this.#direct = transport;
+      transport.listenMessages((message) => this.#receive(message));
+    } else {
+      this.#direct = undefined;
+      transport.listen((frame) => this.#receive(frame));
+    }
   }
 
   /** Whether the connection has ended. */
@@ -253,20 +274,27 @@ export class Peer {
       if (signal?.aborted) throw new RequestAbortedError(method, signal.reason);
       const id = options.id ?? this.#nextId++;
       if (this.#pending.has(id)) throw new LocalError(`request id ${JSON.stringify(id)} is in use`);
-      const frame = JSON.stringify({ jsonrpc: "2.0", id, method, params });
-      if (exceedsBytes(frame, this.#maxFrameBytes)) {
+      const message = { jsonrpc: "2.0", id, method, params };
+      const frame = this.#direct ? undefined : JSON.stringify(message);
+      if (frame !== undefined && exceedsBytes(frame, this.#maxFrameBytes)) {
         throw new FrameTooLargeError(frame.length, this.#maxFrameBytes);
       }
+      const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
+      // A timer per request costs more than the request itself: requests on the default
+      // timeout share one sweep; only other timeouts get their own timer.
+      const swept = timeoutMs > 0 && timeoutMs === this.#timeoutMs;
       const pending: Pending = {
         method,
         spec,
         resolve: resolve as (value: unknown) => void,
         reject,
+        deadline: swept ? this.#clock.now() + timeoutMs : 0,
         timer: undefined,
         detach: undefined,
       };
-      const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
-      if (timeoutMs > 0) {
+      if (swept) {
+        if (this.#sweepTimer === undefined) this.#armSweep(pending.deadline);
+      } else if (timeoutMs > 0) {
         pending.timer = this.#clock.setTimeout(
           () => this.#settle(id, undefined, new RequestTimeoutError(method, timeoutMs)),
           timeoutMs,
@@ -281,7 +309,8 @@ export class Peer {
       this.#pending.set(id, pending);
       this.#abandoned?.delete(id);
       try {
-        this.#transport.send(frame);
+        if (frame === undefined) this.#direct!.sendMessage(message);
+        else this.#transport.send(frame);
       } catch (error) {
         // A closed transport has settled `closed`: the shutdown rejects this request with the
         // close code. Anything else is this request's own failure.
@@ -293,12 +322,14 @@ export class Peer {
   /** Sends a notification. Throws the same local errors as {@linkcode Peer.call} would. */
   notify<M extends NotificationMethod>(method: M, params: NotificationMap[M]): void {
     this.#outgoingSpec(method, "notification", params, true);
-    const frame = JSON.stringify({ jsonrpc: "2.0", method, params });
-    if (exceedsBytes(frame, this.#maxFrameBytes)) {
+    const message = { jsonrpc: "2.0", method, params };
+    const frame = this.#direct ? undefined : JSON.stringify(message);
+    if (frame !== undefined && exceedsBytes(frame, this.#maxFrameBytes)) {
       throw new FrameTooLargeError(frame.length, this.#maxFrameBytes);
     }
     try {
-      this.#transport.send(frame);
+      if (frame === undefined) this.#direct!.sendMessage(message);
+      else this.#transport.send(frame);
     } catch {
       throw this.#closedError();
     }
@@ -366,6 +397,31 @@ export class Peer {
     else pending.reject(new InvalidResultError(pending.method, toIssues(checked.error)));
   }
 
+  #armSweep(at: number): void {
+    this.#sweepTimer = this.#clock.setTimeout(
+      () => this.#sweep(),
+      Math.max(0, at - this.#clock.now()),
+    );
+  }
+
+  /**
+   * Expires the requests on the default timeout whose deadline has passed, oldest first, and
+   * re-arms for the oldest that has not. Settled requests leave the sweep armed: it finds
+   * nothing, which is cheaper than a timer set and cleared per request.
+   */
+  #sweep(): void {
+    this.#sweepTimer = undefined;
+    const now = this.#clock.now();
+    for (const [id, pending] of this.#pending) {
+      if (pending.deadline === 0) continue;
+      if (pending.deadline > now) {
+        this.#armSweep(pending.deadline);
+        return;
+      }
+      this.#settle(id, undefined, new RequestTimeoutError(pending.method, this.#timeoutMs));
+    }
+  }
+
   /** Remembers ids whose late responses are expected, so they are not reported as unknown. */
   #abandon(id: JsonRpcId): void {
     (this.#abandoned ??= new BoundedSet(1024)).add(id);
@@ -373,19 +429,22 @@ export class Peer {
 
   // ---- incoming ------------------------------------------------------------------------------
 
-  #receive(frame: string): void {
+  /** One text frame, or one message object from a {@linkcode MessageTransport}. */
+  #receive(frame: string | object): void {
     if (this.#closeInfo) return;
-    if (exceedsBytes(frame, this.#maxFrameBytes)) {
-      this.#logger.warn("frame over the size limit: closing", { limit: this.#maxFrameBytes });
-      this.#transport.close(MESSAGE_TOO_BIG, "frame too large");
-      return;
-    }
-    let message: unknown;
-    try {
-      message = JSON.parse(frame);
-    } catch {
-      this.#send(failure(null, ErrorCode.PARSE_ERROR, "parse error"));
-      return;
+    let message: unknown = frame;
+    if (typeof frame === "string") {
+      if (exceedsBytes(frame, this.#maxFrameBytes)) {
+        this.#logger.warn("frame over the size limit: closing", { limit: this.#maxFrameBytes });
+        this.#transport.close(MESSAGE_TOO_BIG, "frame too large");
+        return;
+      }
+      try {
+        message = JSON.parse(frame);
+      } catch {
+        this.#send(failure(null, ErrorCode.PARSE_ERROR, "parse error"));
+        return;
+      }
     }
     if (Array.isArray(message)) {
       // The contract uses no batches: an array is one invalid request.
@@ -603,6 +662,15 @@ export class Peer {
   }
 
   #send(response: JsonRpcResponse): void {
+    if (this.#direct) {
+      if (this.#closeInfo) return;
+      try {
+        this.#direct.sendMessage(response);
+      } catch (error) {
+        this.#logger.debug("response not sent: transport closed", { error: describe(error) });
+      }
+      return;
+    }
     let text = JSON.stringify(response);
     if (exceedsBytes(text, this.#maxFrameBytes)) {
       this.#logger.error("response over the frame size limit replaced by an error", {
@@ -629,6 +697,10 @@ export class Peer {
   #shutdown(info: CloseInfo): void {
     if (this.#closeInfo) return;
     this.#closeInfo = info;
+    if (this.#sweepTimer !== undefined) {
+      this.#clock.clearTimeout(this.#sweepTimer);
+      this.#sweepTimer = undefined;
+    }
     for (const id of [...this.#pending.keys()]) {
       this.#settle(id, undefined, new ConnectionClosedError(info.code, info.reason));
     }

@@ -40,6 +40,30 @@ export interface Transport {
   readonly closed: Promise<CloseInfo>;
 }
 
+/** Receives what arrives on a {@linkcode MessageTransport}: a message object, or a text frame. */
+export interface MessageReceiver {
+  (message: string | object): void;
+}
+
+/**
+ * A transport between two ends in one process that hands messages over as objects, without
+ * serializing them: a {@linkcode Peer} on it skips `JSON.stringify` and `JSON.parse` (and the
+ * frame size limit, there being no frame). The objects are shared, not copied: neither end may
+ * change a message after sending it or while handling it.
+ */
+export interface MessageTransport extends Transport {
+  /** Queues one message object, in order with the text frames `send` queues. */
+  sendMessage(message: object): void;
+  /** Like {@linkcode Transport.listen}, for a receiver that takes message objects as well. */
+  listenMessages(receiver: MessageReceiver): void;
+}
+
+/** Whether a transport hands over message objects ({@linkcode MessageTransport}). */
+export function isMessageTransport(transport: Transport): transport is MessageTransport {
+  const t = transport as Partial<MessageTransport>;
+  return typeof t.sendMessage === "function" && typeof t.listenMessages === "function";
+}
+
 /** Thrown by {@linkcode Transport.send} after the transport has closed. */
 export class TransportClosedError extends Error {
   /** The close code, when the transport knows it. */

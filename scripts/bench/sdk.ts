@@ -87,7 +87,10 @@ export async function memoryPair(): Promise<{ session: Session; close(): Promise
     harnessUrl: "memory://bench",
     executor: executorInfo("bench-memory"),
     dial: () => {
-      const [executorSide, harnessSide] = createLinkedTransportPair({ protocol: PROTOCOL });
+      const [executorSide, harnessSide] = createLinkedTransportPair({
+        protocol: PROTOCOL,
+        byReference: true,
+      });
       void harness.accept(harnessSide);
       return Promise.resolve(executorSide);
     },

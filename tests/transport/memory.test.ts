@@ -1,6 +1,12 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { createLinkedTransportPair, TransportClosedError } from "../../mod.ts";
+import {
+  createLinkedTransportPair,
+  isMessageTransport,
+  type MessageTransport,
+  Peer,
+  TransportClosedError,
+} from "../../mod.ts";
 
 const collect = (frames: string[]) => (frame: string) => void frames.push(frame);
 
@@ -75,5 +81,60 @@ describe("in-memory linked transport pair", { timeout: 10_000 }, () => {
     assert.equal((await b.closed).code, 4003);
     b.close(4005);
     assert.equal((await b.closed).code, 4003);
+  });
+});
+
+describe("in-memory pair by reference", { timeout: 10_000 }, () => {
+  it("hands message objects over unserialized, in order with text frames", async () => {
+    const [a, b] = createLinkedTransportPair({ byReference: true });
+    assert.ok(isMessageTransport(a) && isMessageTransport(b), "both ends take message objects");
+    const got: (string | object)[] = [];
+    (b as MessageTransport).listenMessages((message) => void got.push(message));
+    const message = { jsonrpc: "2.0", method: "executor.heartbeat", params: {} };
+    a.send("text first");
+    (a as MessageTransport).sendMessage(message);
+    await new Promise((r) => setTimeout(r, 0));
+    assert.equal(got.length, 2);
+    assert.equal(got[0], "text first");
+    assert.equal(got[1], message, "the very object, not a copy");
+  });
+
+  it("gives a text listener objects as JSON, and a default pair takes no objects", async () => {
+    const [a, b] = createLinkedTransportPair({ byReference: true });
+    const got: string[] = [];
+    b.listen(collect(got));
+    (a as MessageTransport).sendMessage({ n: 1 });
+    await new Promise((r) => setTimeout(r, 0));
+    assert.deepEqual(got, ['{"n":1}']);
+    const [plain] = createLinkedTransportPair();
+    assert.equal(isMessageTransport(plain), false, "text frames unless asked");
+  });
+
+  it("carries a Peer's requests with validation both ways, and the close", async () => {
+    const [a, b] = createLinkedTransportPair({ protocol: "bma.executor.v1.1", byReference: true });
+    const caller = new Peer(a);
+    const server = new Peer(b);
+    server.onRequest("session.ready", (params) => {
+      assert.equal(params.session_id, "ses_1");
+      return { ok: true };
+    });
+    assert.deepEqual(await caller.call("session.ready", { session_id: "ses_1" }), { ok: true });
+    // Invalid params are refused by the receiving end as over a socket: -32602.
+    const answers: unknown[] = [];
+    const [c, d] = createLinkedTransportPair({ protocol: "bma.executor.v1.1", byReference: true });
+    const served = new Peer(d);
+    served.onRequest("session.ready", () => ({ ok: true }));
+    (c as MessageTransport).listenMessages((m) => void answers.push(m));
+    (c as MessageTransport).sendMessage({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "session.ready",
+      params: { session_id: 7 },
+    });
+    await new Promise((r) => setTimeout(r, 0));
+    assert.equal((answers[0] as { error?: { code: number } }).error?.code, -32602);
+    await caller.close(1000, "done");
+    assert.equal((await server.closed).code, 1000);
+    c.close();
   });
 });
