@@ -330,6 +330,43 @@ describe("Peer: outgoing requests", { timeout: 10_000 }, () => {
     assert.equal(clock.pendingTimers, 0, "no timer is left behind");
   });
 
+  it("expires each request at its own deadline, answered ones not at all", async () => {
+    const clock = new ManualClock();
+    const { peer, raw } = setup({ clock, requestTimeoutMs: 5_000 });
+    const outcomes: string[] = [];
+    const track = (name: string, p: Promise<unknown>) =>
+      p.then(() => outcomes.push(`${name} ok`), (e) => outcomes.push(`${name} ${e.name}`));
+    const first = track("first", peer.call("session.ready", { session_id: "ses_1" }));
+    const firstFrame = await raw.next();
+    await clock.advance(1_000);
+    const second = track("second", peer.call("session.ready", { session_id: "ses_1" }));
+    const secondFrame = await raw.next();
+    await clock.advance(1_000);
+    const third = track("third", peer.call("session.ready", { session_id: "ses_1" }));
+    await raw.next();
+    raw.sendJson({ jsonrpc: "2.0", id: secondFrame.id, result: { ok: true } });
+    await second;
+    await clock.advance(2_999); // t = 4,999
+    assert.deepEqual(outcomes, ["second ok"], "nothing expires before its deadline");
+    await clock.advance(1); // t = 5,000: the first
+    await first;
+    assert.deepEqual(outcomes, ["second ok", "first RequestTimeoutError"]);
+    await clock.advance(1_999); // t = 6,999: the third is due at 7,000
+    assert.equal(outcomes.length, 2, "the third waits for its own deadline");
+    await clock.advance(1);
+    await third;
+    assert.deepEqual(outcomes, [
+      "second ok",
+      "first RequestTimeoutError",
+      "third RequestTimeoutError",
+    ]);
+    assert.equal(peer.pendingRequests, 0);
+    // A late answer to the first is expected, not an unknown id.
+    raw.sendJson({ jsonrpc: "2.0", id: firstFrame.id, result: { ok: true } });
+    await raw.idle();
+    assert.equal(clock.pendingTimers, 0, "no timer is left behind");
+  });
+
   it("aborts through the signal; an already aborted signal sends nothing", async () => {
     const { peer, raw } = setup();
     const before = new AbortController();
