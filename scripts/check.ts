@@ -23,13 +23,13 @@ const steps: [string, string, string[]][] = [
 
 /** Runtime-specific imports may appear only in files named for their runtime. */
 function runtimeImportGuard(): string[] {
-  const runtimeNamed = /(^|[/._-])(node|bun|deno|workers|cloudflare|cli)([/._-]|$)/;
+  const runtimeNamed = /(^|[/._-])(node|bun|deno|workers|cloudflare)([/._-]|$)/;
   const bad: string[] = [];
   const walk = (dir: string) => {
     for (const entry of readdirSync(dir)) {
       const path = join(dir, entry);
       if (statSync(path).isDirectory()) {
-        if (entry !== "node_modules" && entry !== "examples") walk(path);
+        if (entry !== "node_modules") walk(path);
       } else if (path.endsWith(".ts") && !path.endsWith(".test.ts")) {
         const rel = relative(root, path);
         if (runtimeNamed.test(rel)) continue;

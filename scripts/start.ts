@@ -28,7 +28,7 @@ function launchExecutor(
     [
       "--import",
       "tsx",
-      join(root, "executor/cli.ts"),
+      join(root, "executor/cli.node.ts"),
       "--harness",
       url,
       "--workdir",
@@ -165,7 +165,7 @@ async function main(): Promise<void> {
     const agentProcess = spawn(process.execPath, [
       "--import",
       "tsx",
-      join(root, "agent/examples/bash-agent.ts"),
+      join(root, "agent/examples/bash-agent.node.ts"),
       workdir,
     ], {
       cwd: root,

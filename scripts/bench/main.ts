@@ -408,7 +408,7 @@ if (suites.has("scale")) {
 
 if (suites.has("binary")) {
   print();
-  print("4. The compiled executor (bun build --compile --minify executor/cli.ts)");
+  print("4. The compiled executor (bun build --compile --minify executor/cli.node.ts)");
   const starts = quick ? 3 : 7;
   let result: BinaryResult | undefined;
   try {

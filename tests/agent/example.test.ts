@@ -1,5 +1,5 @@
 /**
- * The example agent executor (`agent/examples/bash-agent.ts`) end to end: a harness with an
+ * The example agent executor (`agent/examples/bash-agent.node.ts`) end to end: a harness with an
  * `AgentPlatform` whose "user" approves `echo` commands and denies everything else; the agent
  * runs what was approved with bash in its workdir, never runs what was denied, reports both as
  * tool results, and resumes its conversation from `executor_session_ref` after a restart.
@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createBashAgent } from "../../agent/examples/bash-agent.ts";
+import { createBashAgent } from "../../agent/examples/bash-agent.node.ts";
 import { APPROVAL_ID_PATTERN, approvalId } from "../../mod.ts";
 import { AgentFixtures, collect, eventTypes, text, until } from "../helpers/agent-fixture.ts";
 

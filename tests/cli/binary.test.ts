@@ -29,7 +29,7 @@ describe("bma-executor single-file binary", { timeout: 120_000, skip: RUNTIME !=
         "build",
         "--compile",
         "--minify",
-        join(ROOT, "executor/cli.ts"),
+        join(ROOT, "executor/cli.node.ts"),
         "--outfile",
         binary,
       ], {

@@ -43,14 +43,14 @@ describe("bma-harness", { timeout: 90_000 }, () => {
 
   it("a bad flag exits 2 with one line; beyond loopback needs --insecure-no-auth", async () => {
     for (const args of [["--bogus"], ["--host", "0.0.0.0"], ["--port", "x"]]) {
-      const run = await finished(spawnTs(join(ROOT, "harness/cli.ts"), args));
+      const run = await finished(spawnTs(join(ROOT, "harness/cli.node.ts"), args));
       assert.equal(run.code, 2, run.stderr);
       assert.equal(run.stderr.trim().split("\n").length, 1);
     }
   });
 
   it("lists executors, assigns, streams a bash call, cancels, stops and drains", async () => {
-    const harness = spawnTs(join(ROOT, "harness/cli.ts"), [
+    const harness = spawnTs(join(ROOT, "harness/cli.node.ts"), [
       "--port",
       "0",
       "--unix",
@@ -63,7 +63,7 @@ describe("bma-harness", { timeout: 90_000 }, () => {
     const [, url] = await output.match(/^listening (ws:\S+)/);
     await output.match(/^listening unix:/);
     // The executor dials the Unix socket; the harness serves both.
-    const executor = spawnTs(join(ROOT, "executor/cli.ts"), [
+    const executor = spawnTs(join(ROOT, "executor/cli.node.ts"), [
       "--harness",
       `unix://${join(dir, "h.sock")}`,
       "--workdir",

@@ -115,10 +115,10 @@ describe("publication", { timeout: 240_000, skip: !onNode && "runs from Node onl
     for (const path of ["dist/mod.js", "dist/mod.d.ts", "dist/node.js", "dist/deno.js"]) {
       assert.ok(files.includes(path), path);
     }
-    for (const path of ["dist/bun.js", "dist/workers.js", "dist/executor/cli.js"]) {
+    for (const path of ["dist/bun.js", "dist/workers.js", "dist/executor/cli.node.js"]) {
       assert.ok(files.includes(path), path);
     }
-    assert.ok(files.includes("dist/harness/cli.js"));
+    assert.ok(files.includes("dist/harness/cli.node.js"));
     const foreign = files.filter((f) =>
       /^(tests|scripts|node_modules|examples|protocol|executor|harness|transport)\//.test(f) ||
       (f.endsWith(".ts") && !f.endsWith(".d.ts")) || f === "dist/bma-executor"

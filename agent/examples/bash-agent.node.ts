@@ -13,7 +13,7 @@
  *
  * Run it against a harness (the brain) with
  *
- *   BMA_HARNESS_URL=ws://127.0.0.1:8080 tsx agent/examples/bash-agent.ts ./workdir
+ *   BMA_HARNESS_URL=ws://127.0.0.1:8080 tsx agent/examples/bash-agent.node.ts ./workdir
  *
  * Node (also Deno and Bun through their Node compatibility): it uses `node:fs` and the
  * executor's machine `bash` runner.
