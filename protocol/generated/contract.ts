@@ -2097,329 +2097,2666 @@ const McpCloseParams_ = z.looseObject({
   reason: z.string().optional(),
 });
 
+// ---- Fast validators ----
+// One plain predicate per validator above, generated from the same contract: true only when
+// the validator succeeds and its output deep-equals the input, so the input may be used as
+// is; false when invalid or not provably so (the caller then parses with zod). Exact for
+// JSON data; objects must be plain (Object.prototype, no own __proto__ member) and arrays plain
+// arrays; symbol keys, accessors and non-index members of arrays are not inspected.
+
+const OBJECT_PROTOTYPE_: object = Object.prototype;
+const ARRAY_PROTOTYPE_: object = Array.prototype;
+const PATTERN_0_: RegExp = new RegExp("^[A-Za-z0-9+/]*={0,2}$");
+const PATTERN_1_: RegExp = new RegExp("^[0-9a-f]{64}$");
+const PATTERN_2_: RegExp = new RegExp("^[a-z0-9][a-z0-9._-]{0,63}$");
+/** The pattern of z.iso.datetime({ offset: true }), taken from zod itself. */
+const DATETIME_OFFSET_: RegExp = z.iso.datetime({ offset: true }).def.pattern ?? /(?!)/;
+const HAS_OWN_: (this: unknown, key: PropertyKey) => boolean = Object.prototype.hasOwnProperty;
+/**
+ * Whether reading __proto__ gives the prototype: on Node and Bun, where one (inlined) read both
+ * checks the prototype and sees an own __proto__ member (which shadows the accessor), for a
+ * fraction of Object.getPrototypeOf's cost; not in Deno, nor under node --disable-proto.
+ */
+const READS_PROTO_: boolean = readsProto_();
+function readsProto_(): boolean {
+  try {
+    return ({} as any).__proto__ === OBJECT_PROTOTYPE_ &&
+      ([] as any).__proto__ === ARRAY_PROTOTYPE_ &&
+      (JSON.parse('{"__proto__":0}') as any).__proto__ === 0;
+  } catch {
+    return false;
+  }
+}
+/** An object zod's output is a copy of: its prototype Object.prototype, no own __proto__ member. */
+function isPlain_(v: any): boolean {
+  if (typeof v !== "object" || v === null) return false;
+  if (READS_PROTO_) return v.__proto__ === OBJECT_PROTOTYPE_;
+  return Object.getPrototypeOf(v) === OBJECT_PROTOTYPE_ && !HAS_OWN_.call(v, "__proto__");
+}
+/** An array zod's output is a copy of: its prototype Array.prototype. */
+function isPlainArray_(v: any): boolean {
+  if (!Array.isArray(v)) return false;
+  return (READS_PROTO_ ? (v as any).__proto__ : Object.getPrototypeOf(v)) === ARRAY_PROTOTYPE_;
+}
+function isAck_(v: any): v is Ack {
+  if (!isPlain_(v)) return false;
+  if (!(v.ok === true)) return false;
+  if (v.duplicate !== undefined && !(typeof v.duplicate === "boolean")) return false;
+  return true;
+}
+function isAgentCapability_(v: any): v is AgentCapability {
+  if (!isPlain_(v)) return false;
+  if (v.custom_tools !== undefined && !(typeof v.custom_tools === "boolean")) return false;
+  if (
+    v.max_sessions !== undefined && !(Number.isSafeInteger(v.max_sessions) && v.max_sessions >= 1)
+  ) return false;
+  return true;
+}
+function isAgentCustomToolUseEvent_(v: any): v is AgentCustomToolUseEvent {
+  if (!isPlain_(v)) return false;
+  if (!(v.type === "agent.custom_tool_use")) return false;
+  if (!(typeof v.name === "string" && v.name.length >= 1)) return false;
+  if (!(isRecordOfUnknown_(v.input))) return false;
+  return true;
+}
+function isTextBlock_(v: any): v is TextBlock {
+  if (!isPlain_(v)) return false;
+  if (!(v.type === "text")) return false;
+  if (!(typeof v.text === "string")) return false;
+  return true;
+}
+function isImageSource_(v: any): v is ImageSource {
+  if (!isPlain_(v)) return false;
+  if (!(v.type === "base64")) return false;
+  if (
+    !(v.media_type === "image/png" || v.media_type === "image/jpeg" ||
+      v.media_type === "image/gif" || v.media_type === "image/webp")
+  ) return false;
+  if (!(typeof v.data === "string" && PATTERN_0_.test(v.data))) return false;
+  return true;
+}
+function isImageBlock_(v: any): v is ImageBlock {
+  if (!isPlain_(v)) return false;
+  if (!(v.type === "image")) return false;
+  if (!(isImageSource_(v.source))) return false;
+  return true;
+}
+function isArtifactBlock_(v: any): v is ArtifactBlock {
+  if (!isPlain_(v)) return false;
+  if (!(v.type === "artifact")) return false;
+  if (!(typeof v.artifact_id === "string" && v.artifact_id.length >= 1)) return false;
+  if (v.name !== undefined && !(typeof v.name === "string")) return false;
+  if (v.size !== undefined && !(Number.isSafeInteger(v.size) && v.size >= 0)) return false;
+  if (v.mime_type !== undefined && !(typeof v.mime_type === "string")) return false;
+  if (v.url !== undefined) return false;
+  return true;
+}
+function isContentBlock_(v: any): v is ContentBlock {
+  if (typeof v !== "object" || v === null) return false;
+  switch (v.type) {
+    case "text":
+      return isTextBlock_(v);
+    case "image":
+      return isImageBlock_(v);
+    case "artifact":
+      return isArtifactBlock_(v);
+    default:
+      return false;
+  }
+}
+function isAgentMessageEvent_(v: any): v is AgentMessageEvent {
+  if (!isPlain_(v)) return false;
+  if (!(v.type === "agent.message")) return false;
+  if (!(isArrayOfContentBlock_(v.content))) return false;
+  return true;
+}
+function isAgentThinkingEvent_(v: any): v is AgentThinkingEvent {
+  if (!isPlain_(v)) return false;
+  if (!(v.type === "agent.thinking")) return false;
+  if (!(typeof v.thinking === "string")) return false;
+  return true;
+}
+function isEvaluatedPermission_(v: any): v is EvaluatedPermission {
+  return (v === "allow" || v === "ask" || v === "deny");
+}
+function isAgentToolUseEvent_(v: any): v is AgentToolUseEvent {
+  if (!isPlain_(v)) return false;
+  if (!(v.type === "agent.tool_use")) return false;
+  if (!(typeof v.name === "string" && v.name.length >= 1)) return false;
+  if (!(isRecordOfUnknown_(v.input))) return false;
+  if (v.evaluated_permission !== undefined && !(isEvaluatedPermission_(v.evaluated_permission))) {
+    return false;
+  }
+  return true;
+}
+function isAgentToolResultEvent_(v: any): v is AgentToolResultEvent {
+  if (!isPlain_(v)) return false;
+  if (!(v.type === "agent.tool_result")) return false;
+  if (!(typeof v.tool_use_id === "string" && v.tool_use_id.length >= 1)) return false;
+  if (v.content !== undefined && !(isArrayOfContentBlock_(v.content))) return false;
+  if (v.is_error !== undefined && !(typeof v.is_error === "boolean")) return false;
+  return true;
+}
+function isAgentMcpToolUseEvent_(v: any): v is AgentMcpToolUseEvent {
+  if (!isPlain_(v)) return false;
+  if (!(v.type === "agent.mcp_tool_use")) return false;
+  if (!(typeof v.server_name === "string" && v.server_name.length >= 1)) return false;
+  if (!(typeof v.name === "string" && v.name.length >= 1)) return false;
+  if (!(isRecordOfUnknown_(v.input))) return false;
+  if (v.evaluated_permission !== undefined && !(isEvaluatedPermission_(v.evaluated_permission))) {
+    return false;
+  }
+  return true;
+}
+function isAgentMcpToolResultEvent_(v: any): v is AgentMcpToolResultEvent {
+  if (!isPlain_(v)) return false;
+  if (!(v.type === "agent.mcp_tool_result")) return false;
+  if (!(typeof v.tool_use_id === "string" && v.tool_use_id.length >= 1)) return false;
+  if (v.content !== undefined && !(isArrayOfContentBlock_(v.content))) return false;
+  if (v.is_error !== undefined && !(typeof v.is_error === "boolean")) return false;
+  return true;
+}
+function isSessionStatusRunningEvent_(v: any): v is SessionStatusRunningEvent {
+  if (!isPlain_(v)) return false;
+  if (!(v.type === "session.status_running")) return false;
+  return true;
+}
+function isTurnOutcome_(v: any): v is TurnOutcome {
+  return (v === "completed" || v === "canceled" || v === "failed" || v === "max_turns");
+}
+function isSessionStatusIdleEvent_(v: any): v is SessionStatusIdleEvent {
+  if (!isPlain_(v)) return false;
+  if (!(v.type === "session.status_idle")) return false;
+  if (!(isTurnOutcome_(v.turn_outcome))) return false;
+  if (v.stop_reason !== undefined && !(typeof v.stop_reason === "string")) return false;
+  return true;
+}
+function isErrorInfo_(v: any): v is ErrorInfo {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.message === "string")) return false;
+  if (v.code !== undefined && !(typeof v.code === "string")) return false;
+  return true;
+}
+function isSessionErrorEvent_(v: any): v is SessionErrorEvent {
+  if (!isPlain_(v)) return false;
+  if (!(v.type === "session.error")) return false;
+  if (!(isErrorInfo_(v.error))) return false;
+  return true;
+}
+function isAgentEvent_(v: any): v is AgentEvent {
+  if (typeof v !== "object" || v === null) return false;
+  switch (v.type) {
+    case "agent.message":
+      return isAgentMessageEvent_(v);
+    case "agent.thinking":
+      return isAgentThinkingEvent_(v);
+    case "agent.tool_use":
+      return isAgentToolUseEvent_(v);
+    case "agent.tool_result":
+      return isAgentToolResultEvent_(v);
+    case "agent.mcp_tool_use":
+      return isAgentMcpToolUseEvent_(v);
+    case "agent.mcp_tool_result":
+      return isAgentMcpToolResultEvent_(v);
+    case "agent.custom_tool_use":
+      return isAgentCustomToolUseEvent_(v);
+    case "session.status_running":
+      return isSessionStatusRunningEvent_(v);
+    case "session.status_idle":
+      return isSessionStatusIdleEvent_(v);
+    case "session.error":
+      return isSessionErrorEvent_(v);
+    default:
+      return false;
+  }
+}
+function isArtifact_(v: any): v is Artifact {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.artifact_id === "string" && v.artifact_id.length >= 1)) return false;
+  if (v.name !== undefined && !(typeof v.name === "string")) return false;
+  if (v.size !== undefined && !(Number.isSafeInteger(v.size) && v.size >= 0)) return false;
+  if (v.mime_type !== undefined && !(typeof v.mime_type === "string")) return false;
+  if (v.url !== undefined) return false;
+  return true;
+}
+function isBashInput_(v: any): v is BashInput {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.command === "string" && v.command.length >= 1)) return false;
+  if (v.timeout_ms !== undefined && !(Number.isSafeInteger(v.timeout_ms) && v.timeout_ms >= 1)) {
+    return false;
+  }
+  if (v.cwd !== undefined && !(typeof v.cwd === "string")) return false;
+  if (v.env !== undefined && !(isRecordOfString_(v.env))) return false;
+  return true;
+}
+function isBashResult_(v: any): v is BashResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.stdout === "string")) return false;
+  if (!(typeof v.stderr === "string")) return false;
+  if (!(Number.isSafeInteger(v.exit_code))) return false;
+  if (v.truncated !== undefined && !(typeof v.truncated === "boolean")) return false;
+  return true;
+}
+function isToolGroupCapability_(v: any): v is ToolGroupCapability {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.enabled === "boolean")) return false;
+  return true;
+}
+function isMcpCapability_(v: any): v is McpCapability {
+  if (!isPlain_(v)) return false;
+  if (v.servers !== undefined && !(isArrayOfStringMinLength1_(v.servers))) return false;
+  return true;
+}
+function isFsCapability_(v: any): v is FsCapability {
+  if (!isPlain_(v)) return false;
+  if (v.fuse !== undefined && !(typeof v.fuse === "boolean")) return false;
+  return true;
+}
+function isCapabilities_(v: any): v is Capabilities {
+  if (!isPlain_(v)) return false;
+  if (v.tools !== undefined && !(isArrayOfStringMinLength1_(v.tools))) return false;
+  if (v.shell !== undefined && !(isToolGroupCapability_(v.shell))) return false;
+  if (v.files !== undefined && !(isToolGroupCapability_(v.files))) return false;
+  if (v.process !== undefined && !(typeof v.process === "boolean")) return false;
+  if (v.terminal !== undefined && !(typeof v.terminal === "boolean")) return false;
+  if (v.skills !== undefined && !(typeof v.skills === "boolean")) return false;
+  if (v.file_transfer !== undefined && !(typeof v.file_transfer === "boolean")) return false;
+  if (v.git_credentials !== undefined && !(typeof v.git_credentials === "boolean")) return false;
+  if (v.workspace_backup !== undefined && !(typeof v.workspace_backup === "boolean")) return false;
+  if (v.mcp !== undefined && !(isMcpCapability_(v.mcp))) return false;
+  if (v.agent !== undefined && !(isAgentCapability_(v.agent))) return false;
+  if (v.fs !== undefined && !(isFsCapability_(v.fs))) return false;
+  return true;
+}
+function isCapabilityMissingData_(v: any): v is CapabilityMissingData {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.reason === "string" && v.reason.length >= 1)) return false;
+  if (!(typeof v.capability === "string" && v.capability.length >= 1)) return false;
+  return true;
+}
+function isConflictData_(v: any): v is ConflictData {
+  if (!isPlain_(v)) return false;
+  if (v.reason !== undefined && !(typeof v.reason === "string")) return false;
+  if (
+    v.expected_sequence !== undefined &&
+    !(Number.isSafeInteger(v.expected_sequence) && v.expected_sequence >= 1)
+  ) return false;
+  if (
+    v.expected_offset !== undefined &&
+    !(Number.isSafeInteger(v.expected_offset) && v.expected_offset >= 0)
+  ) return false;
+  if (v.turn_id !== undefined && !(typeof v.turn_id === "string")) return false;
+  return true;
+}
+function isCustomToolResultResult_(v: any): v is CustomToolResultResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.accepted === "boolean")) return false;
+  return true;
+}
+function isEditInput_(v: any): v is EditInput {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.path === "string" && v.path.length >= 1)) return false;
+  if (!(typeof v.old_string === "string" && v.old_string.length >= 1)) return false;
+  if (!(typeof v.new_string === "string")) return false;
+  if (v.replace_all !== undefined && !(typeof v.replace_all === "boolean")) return false;
+  return true;
+}
+function isEditResult_(v: any): v is EditResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.path === "string" && v.path.length >= 1)) return false;
+  if (!(Number.isSafeInteger(v.replacements) && v.replacements >= 0)) return false;
+  return true;
+}
+function isEncoding_(v: any): v is Encoding {
+  return (v === "utf8" || v === "base64");
+}
+function isErrorData_(v: any): v is ErrorData {
+  if (!isPlain_(v)) return false;
+  if (v.reason !== undefined && !(typeof v.reason === "string")) return false;
+  if (
+    v.retry_after_ms !== undefined &&
+    !(Number.isSafeInteger(v.retry_after_ms) && v.retry_after_ms >= 0)
+  ) return false;
+  if (v.field !== undefined && !(typeof v.field === "string")) return false;
+  return true;
+}
+function isEventDelta_(v: any): v is EventDelta {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.type === "string" && v.type.length >= 1)) return false;
+  return true;
+}
+function isExecutorDrainResult_(v: any): v is ExecutorDrainResult {
+  if (!isPlain_(v)) return false;
+  if (!(isArrayOfStringMinLength1_(v.active_sessions))) return false;
+  return true;
+}
+function isExecutorHeartbeatResult_(v: any): v is ExecutorHeartbeatResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.drain === "boolean")) return false;
+  if (
+    v.lease_expires_at !== undefined &&
+    !(typeof v.lease_expires_at === "string" && DATETIME_OFFSET_.test(v.lease_expires_at))
+  ) return false;
+  return true;
+}
+function isExecutorInfo_(v: any): v is ExecutorInfo {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.name === "string" && v.name.length >= 1)) return false;
+  if (!(typeof v.os === "string" && v.os.length >= 1)) return false;
+  if (!(typeof v.arch === "string" && v.arch.length >= 1)) return false;
+  if (!(typeof v.version === "string" && v.version.length >= 1)) return false;
+  return true;
+}
+function isSubprotocol_(v: any): v is Subprotocol {
+  return (v === "bma.executor.v1" || v === "bma.executor.v1.1");
+}
+function isExecutorRegisterResult_(v: any): v is ExecutorRegisterResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.executor_id === "string" && v.executor_id.length >= 1)) return false;
+  if (!(isSubprotocol_(v.protocol))) return false;
+  if (!(Number.isSafeInteger(v.heartbeat_interval_ms) && v.heartbeat_interval_ms >= 1)) {
+    return false;
+  }
+  if (
+    v.lease_expires_at !== undefined &&
+    !(typeof v.lease_expires_at === "string" && DATETIME_OFFSET_.test(v.lease_expires_at))
+  ) return false;
+  if (v.resumed_sessions !== undefined && !(isArrayOfStringMinLength1_(v.resumed_sessions))) {
+    return false;
+  }
+  return true;
+}
+function isExecutorTokenRefreshResult_(v: any): v is ExecutorTokenRefreshResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.expires_at === "string" && DATETIME_OFFSET_.test(v.expires_at))) return false;
+  return true;
+}
+function isFileDownloadResult_(v: any): v is FileDownloadResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.path === "string" && v.path.length >= 1)) return false;
+  if (!(typeof v.content === "string" && PATTERN_0_.test(v.content))) return false;
+  if (!(Number.isSafeInteger(v.offset) && v.offset >= 0)) return false;
+  if (!(Number.isSafeInteger(v.size) && v.size >= 0)) return false;
+  if (!(typeof v.eof === "boolean")) return false;
+  if (!(typeof v.sha256 === "string" && PATTERN_1_.test(v.sha256))) return false;
+  return true;
+}
+function isFileUploadResult_(v: any): v is FileUploadResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.path === "string" && v.path.length >= 1)) return false;
+  if (!(Number.isSafeInteger(v.size) && v.size >= 0)) return false;
+  if (!(typeof v.sha256 === "string" && PATTERN_1_.test(v.sha256))) return false;
+  return true;
+}
+function isFsMountStatus_(v: any): v is FsMountStatus {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.view === "string" && v.view.length >= 1)) return false;
+  if (!(typeof v.path === "string" && v.path.length >= 1)) return false;
+  if (!(v.status === "mounted" || v.status === "renewed" || v.status === "remounted")) return false;
+  return true;
+}
+function isFsMountResult_(v: any): v is FsMountResult {
+  if (!isPlain_(v)) return false;
+  if (!(isArrayOfFsMountStatus_(v.mounts))) return false;
+  return true;
+}
+function isFsUnmountResult_(v: any): v is FsUnmountResult {
+  if (!isPlain_(v)) return false;
+  if (!(v.status === "unmounted")) return false;
+  if (v.flushed !== undefined && !(typeof v.flushed === "boolean")) return false;
+  return true;
+}
+function isFsView_(v: any): v is FsView {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.view === "string" && v.view.length >= 1)) return false;
+  if (!(typeof v.path === "string" && v.path.length >= 1)) return false;
+  if (!(typeof v.token === "string" && v.token.length >= 1)) return false;
+  if (v.readonly !== undefined && !(typeof v.readonly === "boolean")) return false;
+  return true;
+}
+function isGitCredentialsResult_(v: any): v is GitCredentialsResult {
+  if (!isPlain_(v)) return false;
+  if (!(v.stored === true)) return false;
+  if (!(typeof v.host === "string" && v.host.length >= 1)) return false;
+  return true;
+}
+function isGlobInput_(v: any): v is GlobInput {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.pattern === "string" && v.pattern.length >= 1)) return false;
+  if (v.path !== undefined && !(typeof v.path === "string")) return false;
+  return true;
+}
+function isGlobResult_(v: any): v is GlobResult {
+  if (!isPlain_(v)) return false;
+  if (!(isArrayOfString_(v.files))) return false;
+  if (v.truncated !== undefined && !(typeof v.truncated === "boolean")) return false;
+  return true;
+}
+function isGrepInput_(v: any): v is GrepInput {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.pattern === "string" && v.pattern.length >= 1)) return false;
+  if (v.path !== undefined && !(typeof v.path === "string")) return false;
+  if (v.glob !== undefined && !(typeof v.glob === "string")) return false;
+  if (v.case_insensitive !== undefined && !(typeof v.case_insensitive === "boolean")) return false;
+  if (v.max_results !== undefined && !(Number.isSafeInteger(v.max_results) && v.max_results >= 1)) {
+    return false;
+  }
+  return true;
+}
+function isGrepMatch_(v: any): v is GrepMatch {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.path === "string" && v.path.length >= 1)) return false;
+  if (!(Number.isSafeInteger(v.line) && v.line >= 1)) return false;
+  if (!(typeof v.text === "string")) return false;
+  return true;
+}
+function isGrepResult_(v: any): v is GrepResult {
+  if (!isPlain_(v)) return false;
+  if (!(isArrayOfGrepMatch_(v.matches))) return false;
+  if (v.truncated !== undefined && !(typeof v.truncated === "boolean")) return false;
+  return true;
+}
+function isInteractionKind_(v: any): v is InteractionKind {
+  return (v === "permission" || v === "question");
+}
+function isInteractionOption_(v: any): v is InteractionOption {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.id === "string" && v.id.length >= 1)) return false;
+  if (!(typeof v.label === "string" && v.label.length >= 1)) return false;
+  if (v.description !== undefined && !(typeof v.description === "string")) return false;
+  return true;
+}
+function isInteractionOutcome_(v: any): v is InteractionOutcome {
+  return (v === "approved" || v === "denied" || v === "answered" || v === "expired" ||
+    v === "canceled");
+}
+function isInteractionRequestResult_(v: any): v is InteractionRequestResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.interaction_id === "string" && v.interaction_id.length >= 1)) return false;
+  if (!(typeof v.platform_interaction_id === "string" && v.platform_interaction_id.length >= 1)) {
+    return false;
+  }
+  if (
+    !(v.status === "open" || v.status === "resolved" || v.status === "expired" ||
+      v.status === "canceled")
+  ) return false;
+  return true;
+}
+function isInteractionResponseResult_(v: any): v is InteractionResponseResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.accepted === "boolean")) return false;
+  return true;
+}
+function isMcpCloseResult_(v: any): v is McpCloseResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.closed === "boolean")) return false;
+  return true;
+}
+function isMcpOpenResult_(v: any): v is McpOpenResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.channel_id === "string" && v.channel_id.length >= 1)) return false;
+  return true;
+}
+function isModelTokenRefreshResult_(v: any): v is ModelTokenRefreshResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.model_token === "string" && v.model_token.length >= 1)) return false;
+  if (!(typeof v.expires_at === "string" && DATETIME_OFFSET_.test(v.expires_at))) return false;
+  if (v.model_base_url !== undefined) return false;
+  return true;
+}
+function isOutputStream_(v: any): v is OutputStream {
+  return (v === "stdout" || v === "stderr");
+}
+function isProcessInfo_(v: any): v is ProcessInfo {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.process_id === "string" && v.process_id.length >= 1)) return false;
+  if (!(isArrayOfStringMinItems1_(v.argv))) return false;
+  if (v.pid !== undefined && !(Number.isSafeInteger(v.pid) && v.pid >= 0)) return false;
+  if (v.cwd !== undefined && !(typeof v.cwd === "string")) return false;
+  if (!(typeof v.running === "boolean")) return false;
+  if (v.exit_code !== undefined && !(Number.isSafeInteger(v.exit_code) || v.exit_code === null)) {
+    return false;
+  }
+  if (v.signal !== undefined && !(typeof v.signal === "string" || v.signal === null)) return false;
+  if (
+    v.started_at !== undefined &&
+    !(typeof v.started_at === "string" && DATETIME_OFFSET_.test(v.started_at))
+  ) return false;
+  if (
+    v.exited_at !== undefined &&
+    !(typeof v.exited_at === "string" && DATETIME_OFFSET_.test(v.exited_at))
+  ) return false;
+  return true;
+}
+function isProcessListResult_(v: any): v is ProcessListResult {
+  if (!isPlain_(v)) return false;
+  if (!(isArrayOfProcessInfo_(v.processes))) return false;
+  return true;
+}
+function isProcessReadResult_(v: any): v is ProcessReadResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.process_id === "string" && v.process_id.length >= 1)) return false;
+  if (!(isOutputStream_(v.stream))) return false;
+  if (!(Number.isSafeInteger(v.offset) && v.offset >= 0)) return false;
+  if (!(typeof v.data === "string")) return false;
+  if (!(isEncoding_(v.encoding))) return false;
+  if (!(Number.isSafeInteger(v.next_offset) && v.next_offset >= 0)) return false;
+  if (!(typeof v.eof === "boolean")) return false;
+  return true;
+}
+function isProcessSignalResult_(v: any): v is ProcessSignalResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.delivered === "boolean")) return false;
+  return true;
+}
+function isProcessStartResult_(v: any): v is ProcessStartResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.process_id === "string" && v.process_id.length >= 1)) return false;
+  if (v.pid !== undefined && !(Number.isSafeInteger(v.pid) && v.pid >= 0)) return false;
+  if (v.duplicate !== undefined && !(typeof v.duplicate === "boolean")) return false;
+  return true;
+}
+function isProcessWaitResult_(v: any): v is ProcessWaitResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.process_id === "string" && v.process_id.length >= 1)) return false;
+  if (!(typeof v.exited === "boolean")) return false;
+  if (v.exit_code !== undefined && !(Number.isSafeInteger(v.exit_code) || v.exit_code === null)) {
+    return false;
+  }
+  if (v.signal !== undefined && !(typeof v.signal === "string" || v.signal === null)) return false;
+  return true;
+}
+function isProcessWriteResult_(v: any): v is ProcessWriteResult {
+  if (!isPlain_(v)) return false;
+  if (!(Number.isSafeInteger(v.written) && v.written >= 0)) return false;
+  return true;
+}
+function isProtocolMismatchData_(v: any): v is ProtocolMismatchData {
+  if (!isPlain_(v)) return false;
+  if (v.reason !== undefined && !(typeof v.reason === "string")) return false;
+  if (v.expected !== undefined && !(typeof v.expected === "string")) return false;
+  if (v.received !== undefined && !(typeof v.received === "string")) return false;
+  return true;
+}
+function isReadInput_(v: any): v is ReadInput {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.path === "string" && v.path.length >= 1)) return false;
+  if (v.offset !== undefined && !(Number.isSafeInteger(v.offset) && v.offset >= 1)) return false;
+  if (v.limit !== undefined && !(Number.isSafeInteger(v.limit) && v.limit >= 1)) return false;
+  return true;
+}
+function isReadResult_(v: any): v is ReadResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.content === "string")) return false;
+  if (v.start_line !== undefined && !(Number.isSafeInteger(v.start_line) && v.start_line >= 1)) {
+    return false;
+  }
+  if (v.total_lines !== undefined && !(Number.isSafeInteger(v.total_lines) && v.total_lines >= 0)) {
+    return false;
+  }
+  if (v.truncated !== undefined && !(typeof v.truncated === "boolean")) return false;
+  return true;
+}
+function isResumeInfo_(v: any): v is ResumeInfo {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.executor_id === "string" && v.executor_id.length >= 1)) return false;
+  if (!(isArrayOfStringMinLength1_(v.active_sessions))) return false;
+  return true;
+}
+function isSessionAssignResult_(v: any): v is SessionAssignResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(v.accepted === true)) return false;
+  return true;
+}
+function isSessionCloseResult_(v: any): v is SessionCloseResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.closed === "boolean")) return false;
+  return true;
+}
+function isSessionEventPayload_(v: any): v is SessionEventPayload {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.type === "string" && v.type.length >= 1)) return false;
+  return true;
+}
+function isSessionEventResult_(v: any): v is SessionEventResult {
+  if (!isPlain_(v)) return false;
+  if (
+    v.acked_sequence !== undefined &&
+    !(Number.isSafeInteger(v.acked_sequence) && v.acked_sequence >= 0)
+  ) return false;
+  if (v.duplicate !== undefined && !(typeof v.duplicate === "boolean")) return false;
+  return true;
+}
+function isSessionMetadata_(v: any): v is SessionMetadata {
+  if (!isPlain_(v)) return false;
+  if (v.source !== undefined && !(typeof v.source === "string")) return false;
+  return true;
+}
+function isSessionStatus_(v: any): v is SessionStatus {
+  return (v === "assigned" || v === "ready" || v === "running" || v === "idle" || v === "error" ||
+    v === "stopping");
+}
+function isSessionStopResult_(v: any): v is SessionStopResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.stopping === "boolean")) return false;
+  return true;
+}
+function isSignal_(v: any): v is Signal {
+  return (v === "SIGTERM" || v === "SIGKILL" || v === "SIGINT" || v === "SIGHUP" ||
+    v === "SIGQUIT" || v === "SIGUSR1" || v === "SIGUSR2" || v === "SIGSTOP" || v === "SIGCONT");
+}
+function isSkillFile_(v: any): v is SkillFile {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.path === "string" && v.path.length >= 1)) return false;
+  if (!(typeof v.content === "string")) return false;
+  if (v.encoding !== undefined && !(isEncoding_(v.encoding))) return false;
+  if (v.mode !== undefined && !(Number.isSafeInteger(v.mode) && v.mode >= 0 && v.mode <= 4095)) {
+    return false;
+  }
+  return true;
+}
+function isSkillFilesSource_(v: any): v is SkillFilesSource {
+  if (!isPlain_(v)) return false;
+  if (!(v.type === "files")) return false;
+  if (!(isArrayOfSkillFileMinItems1_(v.files))) return false;
+  return true;
+}
+function isSkillInstallResult_(v: any): v is SkillInstallResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.name === "string" && v.name.length >= 1)) return false;
+  if (!(typeof v.path === "string" && v.path.length >= 1)) return false;
+  if (!(Number.isSafeInteger(v.files) && v.files >= 0)) return false;
+  return true;
+}
+function isSkillUrlSource_(v: any): v is SkillUrlSource {
+  return false;
+}
+function isSkillSource_(v: any): v is SkillSource {
+  if (typeof v !== "object" || v === null) return false;
+  switch (v.type) {
+    case "files":
+      return isSkillFilesSource_(v);
+    case "url":
+      return isSkillUrlSource_(v);
+    default:
+      return false;
+  }
+}
+function isTerminalCloseResult_(v: any): v is TerminalCloseResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.closed === "boolean")) return false;
+  if (v.exit_code !== undefined && !(Number.isSafeInteger(v.exit_code) || v.exit_code === null)) {
+    return false;
+  }
+  return true;
+}
+function isTerminalInputResult_(v: any): v is TerminalInputResult {
+  if (!isPlain_(v)) return false;
+  if (!(Number.isSafeInteger(v.written) && v.written >= 0)) return false;
+  return true;
+}
+function isTerminalOpenResult_(v: any): v is TerminalOpenResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.terminal_id === "string" && v.terminal_id.length >= 1)) return false;
+  if (v.pid !== undefined && !(Number.isSafeInteger(v.pid) && v.pid >= 0)) return false;
+  if (v.duplicate !== undefined && !(typeof v.duplicate === "boolean")) return false;
+  return true;
+}
+function isTerminalResizeResult_(v: any): v is TerminalResizeResult {
+  if (!isPlain_(v)) return false;
+  if (!(Number.isSafeInteger(v.cols) && v.cols >= 1)) return false;
+  if (!(Number.isSafeInteger(v.rows) && v.rows >= 1)) return false;
+  return true;
+}
+function isToolCancelResult_(v: any): v is ToolCancelResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.canceled === "boolean")) return false;
+  return true;
+}
+function isToolOutcome_(v: any): v is ToolOutcome {
+  return (v === "completed" || v === "failed" || v === "canceled" || v === "timed_out");
+}
+function isToolOutputChunk_(v: any): v is ToolOutputChunk {
+  if (!isPlain_(v)) return false;
+  if (!(isOutputStream_(v.stream))) return false;
+  if (!(typeof v.text === "string")) return false;
+  return true;
+}
+function isToolsTokenRefreshResult_(v: any): v is ToolsTokenRefreshResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.tools_mcp_token === "string" && v.tools_mcp_token.length >= 1)) return false;
+  if (!(typeof v.expires_at === "string" && DATETIME_OFFSET_.test(v.expires_at))) return false;
+  if (v.tools_mcp_url !== undefined) return false;
+  return true;
+}
+function isTurnCancelResult_(v: any): v is TurnCancelResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.canceled === "boolean")) return false;
+  return true;
+}
+function isTurnMetadata_(v: any): v is TurnMetadata {
+  if (!isPlain_(v)) return false;
+  if (v.model_token !== undefined && !(typeof v.model_token === "string")) return false;
+  if (
+    v.model_token_expires_at !== undefined &&
+    !(typeof v.model_token_expires_at === "string" &&
+      DATETIME_OFFSET_.test(v.model_token_expires_at))
+  ) return false;
+  if (v.model_base_url !== undefined) return false;
+  if (v.tools_mcp_token !== undefined && !(typeof v.tools_mcp_token === "string")) return false;
+  if (
+    v.tools_mcp_token_expires_at !== undefined &&
+    !(typeof v.tools_mcp_token_expires_at === "string" &&
+      DATETIME_OFFSET_.test(v.tools_mcp_token_expires_at))
+  ) return false;
+  if (v.tools_mcp_url !== undefined) return false;
+  if (v.epoch !== undefined && !(Number.isSafeInteger(v.epoch) && v.epoch >= 0)) return false;
+  return true;
+}
+function isTurnStartResult_(v: any): v is TurnStartResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.turn_id === "string" && v.turn_id.length >= 1)) return false;
+  if (!(typeof v.accepted === "boolean")) return false;
+  if (v.executor_session_ref !== undefined && !(typeof v.executor_session_ref === "string")) {
+    return false;
+  }
+  if (v.duplicate !== undefined && !(typeof v.duplicate === "boolean")) return false;
+  return true;
+}
+function isWorkspaceBackupResult_(v: any): v is WorkspaceBackupResult {
+  if (!isPlain_(v)) return false;
+  if (!(v.format === "tar.gz")) return false;
+  if (!(Number.isSafeInteger(v.size) && v.size >= 0)) return false;
+  if (!(typeof v.sha256 === "string" && PATTERN_1_.test(v.sha256))) return false;
+  if (!(Number.isSafeInteger(v.files) && v.files >= 0)) return false;
+  return true;
+}
+function isWriteInput_(v: any): v is WriteInput {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.path === "string" && v.path.length >= 1)) return false;
+  if (!(typeof v.content === "string")) return false;
+  return true;
+}
+function isWriteResult_(v: any): v is WriteResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.path === "string" && v.path.length >= 1)) return false;
+  if (!(Number.isSafeInteger(v.bytes_written) && v.bytes_written >= 0)) return false;
+  if (v.created !== undefined && !(typeof v.created === "boolean")) return false;
+  return true;
+}
+/** checkToolInput's check: a built-in tool's input passes its validator. */
+function toolInputAccepted_(tool: unknown, input: unknown): boolean {
+  switch (tool) {
+    case "bash":
+      return isBashInput_(input);
+    case "read":
+      return isReadInput_(input);
+    case "write":
+      return isWriteInput_(input);
+    case "edit":
+      return isEditInput_(input);
+    case "glob":
+      return isGlobInput_(input);
+    case "grep":
+      return isGrepInput_(input);
+    default:
+      return true;
+  }
+}
+function isExecutorRegisterParams_(v: any): v is ExecutorRegisterParams {
+  if (!isPlain_(v)) return false;
+  if (!(isSubprotocol_(v.protocol))) return false;
+  if (!(typeof v.environment_id === "string")) return false;
+  if (
+    v.machine_id !== undefined && !(typeof v.machine_id === "string" && v.machine_id.length >= 1)
+  ) return false;
+  if (!(isExecutorInfo_(v.executor))) return false;
+  if (!(isCapabilities_(v.capabilities))) return false;
+  if (
+    v.max_sessions !== undefined && !(Number.isSafeInteger(v.max_sessions) && v.max_sessions >= 1)
+  ) return false;
+  if (v.resume !== undefined && !(isResumeInfo_(v.resume))) return false;
+  return true;
+}
+function isExecutorHeartbeatParams_(v: any): v is ExecutorHeartbeatParams {
+  if (!isPlain_(v)) return false;
+  if (v.active_sessions !== undefined && !(isArrayOfStringMinLength1_(v.active_sessions))) {
+    return false;
+  }
+  return true;
+}
+function isExecutorTokenRefreshParams_(v: any): v is ExecutorTokenRefreshParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.token === "string" && v.token.length >= 1)) return false;
+  return true;
+}
+function isExecutorCapabilitiesUpdateParams_(v: any): v is ExecutorCapabilitiesUpdateParams {
+  if (!isPlain_(v)) return false;
+  if (!(isCapabilities_(v.capabilities))) return false;
+  return true;
+}
+function isExecutorDrainParams_(v: any): v is ExecutorDrainParams {
+  if (!isPlain_(v)) return false;
+  if (v.reason !== undefined && !(typeof v.reason === "string")) return false;
+  if (v.deadline_ms !== undefined && !(Number.isSafeInteger(v.deadline_ms) && v.deadline_ms >= 0)) {
+    return false;
+  }
+  return true;
+}
+function isExecutorCloseParams_(v: any): v is ExecutorCloseParams {
+  if (!isPlain_(v)) return false;
+  if (v.reason !== undefined && !(typeof v.reason === "string")) return false;
+  return true;
+}
+function isSessionAssignParams_(v: any): v is SessionAssignParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (v.environment_id !== undefined && !(typeof v.environment_id === "string")) return false;
+  if (v.metadata !== undefined && !(isSessionMetadata_(v.metadata))) return false;
+  if (v.tools !== undefined && !(isArrayOfStringMinLength1_(v.tools))) return false;
+  return true;
+}
+function isSessionReadyParams_(v: any): v is SessionReadyParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  return true;
+}
+function isSessionEventParams_(v: any): v is SessionEventParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(isSessionEventPayload_(v.event))) return false;
+  if (v.turn_id !== undefined && !(typeof v.turn_id === "string" && v.turn_id.length >= 1)) {
+    return false;
+  }
+  if (v.event_id !== undefined && !(typeof v.event_id === "string" && v.event_id.length >= 1)) {
+    return false;
+  }
+  if (v.sequence !== undefined && !(Number.isSafeInteger(v.sequence) && v.sequence >= 1)) {
+    return false;
+  }
+  return true;
+}
+function isSessionStatusParams_(v: any): v is SessionStatusParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(isSessionStatus_(v.status))) return false;
+  if (v.detail !== undefined && !(typeof v.detail === "string")) return false;
+  return true;
+}
+function isSessionStopParams_(v: any): v is SessionStopParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (v.reason !== undefined && !(typeof v.reason === "string")) return false;
+  if (v.grace_ms !== undefined && !(Number.isSafeInteger(v.grace_ms) && v.grace_ms >= 0)) {
+    return false;
+  }
+  return true;
+}
+function isSessionEndedParams_(v: any): v is SessionEndedParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (v.reason !== undefined && !(typeof v.reason === "string")) return false;
+  return true;
+}
+function isToolCallParams_(v: any): v is ToolCallParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.tool_call_id === "string" && v.tool_call_id.length >= 1)) return false;
+  if (!(typeof v.tool === "string" && v.tool.length >= 1)) return false;
+  if (!(isRecordOfUnknown_(v.input))) return false;
+  if (v.timeout_ms !== undefined && !(Number.isSafeInteger(v.timeout_ms) && v.timeout_ms >= 1)) {
+    return false;
+  }
+  if (!toolInputAccepted_(v.tool, v.input)) return false;
+  return true;
+}
+function isToolResultParams_(v: any): v is ToolResultParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.tool_call_id === "string" && v.tool_call_id.length >= 1)) return false;
+  if (!(isToolOutcome_(v.outcome))) return false;
+  if (v.content !== undefined && !(isArrayOfContentBlock_(v.content))) return false;
+  if (v.is_error !== undefined && !(typeof v.is_error === "boolean")) return false;
+  if (v.error !== undefined && !(isErrorInfo_(v.error))) return false;
+  if (v.artifacts !== undefined && !(isArrayOfArtifact_(v.artifacts))) return false;
+  if (v.structured_content !== undefined && !(isRecordOfUnknown_(v.structured_content))) {
+    return false;
+  }
+  return true;
+}
+function isToolCancelParams_(v: any): v is ToolCancelParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.tool_call_id === "string" && v.tool_call_id.length >= 1)) return false;
+  if (
+    v.session_id !== undefined && !(typeof v.session_id === "string" && v.session_id.length >= 1)
+  ) return false;
+  if (v.reason !== undefined && !(typeof v.reason === "string")) return false;
+  return true;
+}
+function isToolProgressParams_(v: any): v is ToolProgressParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.tool_call_id === "string" && v.tool_call_id.length >= 1)) return false;
+  if (v.message !== undefined && !(typeof v.message === "string")) return false;
+  if (v.progress !== undefined && !(Number.isFinite(v.progress) && v.progress >= 0)) return false;
+  if (v.total !== undefined && !(Number.isFinite(v.total) && v.total >= 0)) return false;
+  if (v.output !== undefined && !(isToolOutputChunk_(v.output))) return false;
+  return true;
+}
+function isFsMountParams_(v: any): v is FsMountParams {
+  return false;
+}
+function isFsUnmountParams_(v: any): v is FsUnmountParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (v.flush !== undefined && !(typeof v.flush === "boolean")) return false;
+  return true;
+}
+function isTurnStartParams_(v: any): v is TurnStartParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.turn_id === "string" && v.turn_id.length >= 1)) return false;
+  if (!(isArrayOfContentBlockMinItems1_(v.input))) return false;
+  if (v.executor_session_ref !== undefined && !(typeof v.executor_session_ref === "string")) {
+    return false;
+  }
+  if (v.metadata !== undefined && !(isTurnMetadata_(v.metadata))) return false;
+  return true;
+}
+function isTurnInputParams_(v: any): v is TurnInputParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.turn_id === "string" && v.turn_id.length >= 1)) return false;
+  if (!(typeof v.input_id === "string" && v.input_id.length >= 1)) return false;
+  if (!(isArrayOfContentBlockMinItems1_(v.input))) return false;
+  return true;
+}
+function isTurnCancelParams_(v: any): v is TurnCancelParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (v.turn_id !== undefined && !(typeof v.turn_id === "string" && v.turn_id.length >= 1)) {
+    return false;
+  }
+  if (v.reason !== undefined && !(typeof v.reason === "string")) return false;
+  return true;
+}
+function isSessionCloseParams_(v: any): v is SessionCloseParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (v.reason !== undefined && !(typeof v.reason === "string")) return false;
+  return true;
+}
+function isSessionEventDeltaParams_(v: any): v is SessionEventDeltaParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.turn_id === "string" && v.turn_id.length >= 1)) return false;
+  if (!(typeof v.event_id === "string" && v.event_id.length >= 1)) return false;
+  if (!(isEventDelta_(v.delta))) return false;
+  if (v.index !== undefined && !(Number.isSafeInteger(v.index) && v.index >= 0)) return false;
+  return true;
+}
+function isInteractionRequestParams_(v: any): v is InteractionRequestParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.turn_id === "string" && v.turn_id.length >= 1)) return false;
+  if (!(typeof v.interaction_id === "string" && v.interaction_id.length >= 1)) return false;
+  if (!(isInteractionKind_(v.kind))) return false;
+  if (
+    v.tool_use_id !== undefined && !(typeof v.tool_use_id === "string" && v.tool_use_id.length >= 1)
+  ) return false;
+  if (v.title !== undefined && !(typeof v.title === "string")) return false;
+  if (v.prompt !== undefined && !(typeof v.prompt === "string")) return false;
+  if (v.options !== undefined && !(isArrayOfInteractionOption_(v.options))) return false;
+  if (
+    v.expires_at !== undefined &&
+    !(typeof v.expires_at === "string" && DATETIME_OFFSET_.test(v.expires_at))
+  ) return false;
+  return true;
+}
+function isInteractionResponseParams_(v: any): v is InteractionResponseParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.interaction_id === "string" && v.interaction_id.length >= 1)) return false;
+  if (!(isInteractionOutcome_(v.outcome))) return false;
+  if (v.answer !== undefined && !(typeof v.answer === "string")) return false;
+  if (v.message !== undefined && !(typeof v.message === "string")) return false;
+  return true;
+}
+function isAgentCustomToolResultParams_(v: any): v is AgentCustomToolResultParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.tool_use_id === "string" && v.tool_use_id.length >= 1)) return false;
+  if (v.content !== undefined && !(isArrayOfContentBlock_(v.content))) return false;
+  if (v.is_error !== undefined && !(typeof v.is_error === "boolean")) return false;
+  return true;
+}
+function isInteractionCancelParams_(v: any): v is InteractionCancelParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.interaction_id === "string" && v.interaction_id.length >= 1)) return false;
+  if (!(typeof v.reason === "string" && v.reason.length >= 1)) return false;
+  return true;
+}
+function isModelTokenRefreshParams_(v: any): v is ModelTokenRefreshParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.turn_id === "string" && v.turn_id.length >= 1)) return false;
+  return true;
+}
+function isToolsTokenRefreshParams_(v: any): v is ToolsTokenRefreshParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.turn_id === "string" && v.turn_id.length >= 1)) return false;
+  if (v.epoch !== undefined && !(Number.isSafeInteger(v.epoch) && v.epoch >= 0)) return false;
+  return true;
+}
+function isProcessStartParams_(v: any): v is ProcessStartParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(isArrayOfStringMinItems1_(v.argv))) return false;
+  if (
+    v.process_id !== undefined && !(typeof v.process_id === "string" && v.process_id.length >= 1)
+  ) return false;
+  if (v.cwd !== undefined && !(typeof v.cwd === "string")) return false;
+  if (v.env !== undefined && !(isRecordOfString_(v.env))) return false;
+  if (v.timeout_ms !== undefined && !(Number.isSafeInteger(v.timeout_ms) && v.timeout_ms >= 1)) {
+    return false;
+  }
+  return true;
+}
+function isProcessWriteParams_(v: any): v is ProcessWriteParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.process_id === "string" && v.process_id.length >= 1)) return false;
+  if (!(typeof v.data === "string")) return false;
+  if (v.encoding !== undefined && !(isEncoding_(v.encoding))) return false;
+  if (v.eof !== undefined && !(typeof v.eof === "boolean")) return false;
+  return true;
+}
+function isProcessReadParams_(v: any): v is ProcessReadParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.process_id === "string" && v.process_id.length >= 1)) return false;
+  if (!(isOutputStream_(v.stream))) return false;
+  if (v.offset !== undefined && !(Number.isSafeInteger(v.offset) && v.offset >= 0)) return false;
+  if (v.max_bytes !== undefined && !(Number.isSafeInteger(v.max_bytes) && v.max_bytes >= 1)) {
+    return false;
+  }
+  if (v.wait_ms !== undefined && !(Number.isSafeInteger(v.wait_ms) && v.wait_ms >= 0)) return false;
+  return true;
+}
+function isProcessSignalParams_(v: any): v is ProcessSignalParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.process_id === "string" && v.process_id.length >= 1)) return false;
+  if (v.signal !== undefined && !(isSignal_(v.signal))) return false;
+  if (v.group !== undefined && !(typeof v.group === "boolean")) return false;
+  return true;
+}
+function isProcessWaitParams_(v: any): v is ProcessWaitParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.process_id === "string" && v.process_id.length >= 1)) return false;
+  if (v.timeout_ms !== undefined && !(Number.isSafeInteger(v.timeout_ms) && v.timeout_ms >= 0)) {
+    return false;
+  }
+  return true;
+}
+function isProcessListParams_(v: any): v is ProcessListParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  return true;
+}
+function isProcessOutputParams_(v: any): v is ProcessOutputParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.process_id === "string" && v.process_id.length >= 1)) return false;
+  if (!(isOutputStream_(v.stream))) return false;
+  if (!(Number.isSafeInteger(v.offset) && v.offset >= 0)) return false;
+  if (!(typeof v.data === "string")) return false;
+  if (v.encoding !== undefined && !(isEncoding_(v.encoding))) return false;
+  if (v.eof !== undefined && !(typeof v.eof === "boolean")) return false;
+  return true;
+}
+function isTerminalOpenParams_(v: any): v is TerminalOpenParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (
+    v.terminal_id !== undefined && !(typeof v.terminal_id === "string" && v.terminal_id.length >= 1)
+  ) return false;
+  if (v.argv !== undefined && !(isArrayOfStringMinItems1_(v.argv))) return false;
+  if (v.cwd !== undefined && !(typeof v.cwd === "string")) return false;
+  if (v.env !== undefined && !(isRecordOfString_(v.env))) return false;
+  if (v.cols !== undefined && !(Number.isSafeInteger(v.cols) && v.cols >= 1 && v.cols <= 1000)) {
+    return false;
+  }
+  if (v.rows !== undefined && !(Number.isSafeInteger(v.rows) && v.rows >= 1 && v.rows <= 1000)) {
+    return false;
+  }
+  return true;
+}
+function isTerminalInputParams_(v: any): v is TerminalInputParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.terminal_id === "string" && v.terminal_id.length >= 1)) return false;
+  if (!(typeof v.data === "string")) return false;
+  if (v.encoding !== undefined && !(isEncoding_(v.encoding))) return false;
+  return true;
+}
+function isTerminalResizeParams_(v: any): v is TerminalResizeParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.terminal_id === "string" && v.terminal_id.length >= 1)) return false;
+  if (!(Number.isSafeInteger(v.cols) && v.cols >= 1 && v.cols <= 1000)) return false;
+  if (!(Number.isSafeInteger(v.rows) && v.rows >= 1 && v.rows <= 1000)) return false;
+  return true;
+}
+function isTerminalCloseParams_(v: any): v is TerminalCloseParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.terminal_id === "string" && v.terminal_id.length >= 1)) return false;
+  return true;
+}
+function isTerminalOutputParams_(v: any): v is TerminalOutputParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.terminal_id === "string" && v.terminal_id.length >= 1)) return false;
+  if (!(Number.isSafeInteger(v.offset) && v.offset >= 0)) return false;
+  if (!(typeof v.data === "string")) return false;
+  if (v.encoding !== undefined && !(isEncoding_(v.encoding))) return false;
+  if (v.eof !== undefined && !(typeof v.eof === "boolean")) return false;
+  if (v.exit_code !== undefined && !(Number.isSafeInteger(v.exit_code) || v.exit_code === null)) {
+    return false;
+  }
+  return true;
+}
+function isSkillInstallParams_(v: any): v is SkillInstallParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.name === "string" && PATTERN_2_.test(v.name))) return false;
+  if (v.version !== undefined && !(typeof v.version === "string")) return false;
+  if (!(isSkillSource_(v.source))) return false;
+  return true;
+}
+function isFileUploadParams_(v: any): v is FileUploadParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.path === "string" && v.path.length >= 1)) return false;
+  if (!(typeof v.content === "string" && PATTERN_0_.test(v.content))) return false;
+  if (v.offset !== undefined && !(Number.isSafeInteger(v.offset) && v.offset >= 0)) return false;
+  if (v.sha256 !== undefined && !(typeof v.sha256 === "string" && PATTERN_1_.test(v.sha256))) {
+    return false;
+  }
+  if (v.mode !== undefined && !(Number.isSafeInteger(v.mode) && v.mode >= 0 && v.mode <= 4095)) {
+    return false;
+  }
+  return true;
+}
+function isFileDownloadParams_(v: any): v is FileDownloadParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.path === "string" && v.path.length >= 1)) return false;
+  if (v.offset !== undefined && !(Number.isSafeInteger(v.offset) && v.offset >= 0)) return false;
+  if (v.max_bytes !== undefined && !(Number.isSafeInteger(v.max_bytes) && v.max_bytes >= 1)) {
+    return false;
+  }
+  return true;
+}
+function isGitCredentialsParams_(v: any): v is GitCredentialsParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.host === "string" && v.host.length >= 1)) return false;
+  if (!(typeof v.password === "string" && v.password.length >= 1)) return false;
+  if (v.username !== undefined && !(typeof v.username === "string")) return false;
+  if (v.protocol !== undefined && !(v.protocol === "https" || v.protocol === "http")) return false;
+  if (v.path !== undefined && !(typeof v.path === "string")) return false;
+  if (
+    v.expires_at !== undefined &&
+    !(typeof v.expires_at === "string" && DATETIME_OFFSET_.test(v.expires_at))
+  ) return false;
+  return true;
+}
+function isWorkspaceBackupParams_(v: any): v is WorkspaceBackupParams {
+  return false;
+}
+function isMcpOpenParams_(v: any): v is McpOpenParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.server === "string" && v.server.length >= 1)) return false;
+  return true;
+}
+function isMcpMessageParams_(v: any): v is McpMessageParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.channel_id === "string" && v.channel_id.length >= 1)) return false;
+  if (!(isRecordOfUnknown_(v.message))) return false;
+  return true;
+}
+function isMcpCloseParams_(v: any): v is McpCloseParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.channel_id === "string" && v.channel_id.length >= 1)) return false;
+  if (
+    v.session_id !== undefined && !(typeof v.session_id === "string" && v.session_id.length >= 1)
+  ) return false;
+  if (v.reason !== undefined && !(typeof v.reason === "string")) return false;
+  return true;
+}
+function isRecordOfUnknown_(v: any): boolean {
+  if (!isPlain_(v)) return false;
+  return true;
+}
+function isArrayOfContentBlock_(v: any): boolean {
+  if (!isPlainArray_(v)) return false;
+  for (let i = 0; i < v.length; i++) {
+    const e = v[i];
+    if (!(isContentBlock_(e))) return false;
+  }
+  return true;
+}
+function isRecordOfString_(v: any): boolean {
+  if (!isPlain_(v)) return false;
+  for (const k in v) if (!(typeof v[k] === "string")) return false;
+  return true;
+}
+function isArrayOfStringMinLength1_(v: any): boolean {
+  if (!isPlainArray_(v)) return false;
+  for (let i = 0; i < v.length; i++) {
+    const e = v[i];
+    if (!(typeof e === "string" && e.length >= 1)) return false;
+  }
+  return true;
+}
+function isArrayOfFsMountStatus_(v: any): boolean {
+  if (!isPlainArray_(v)) return false;
+  for (let i = 0; i < v.length; i++) {
+    const e = v[i];
+    if (!(isFsMountStatus_(e))) return false;
+  }
+  return true;
+}
+function isArrayOfString_(v: any): boolean {
+  if (!isPlainArray_(v)) return false;
+  for (let i = 0; i < v.length; i++) {
+    const e = v[i];
+    if (!(typeof e === "string")) return false;
+  }
+  return true;
+}
+function isArrayOfGrepMatch_(v: any): boolean {
+  if (!isPlainArray_(v)) return false;
+  for (let i = 0; i < v.length; i++) {
+    const e = v[i];
+    if (!(isGrepMatch_(e))) return false;
+  }
+  return true;
+}
+function isArrayOfStringMinItems1_(v: any): boolean {
+  if (!isPlainArray_(v)) return false;
+  if (v.length < 1) return false;
+  for (let i = 0; i < v.length; i++) {
+    const e = v[i];
+    if (!(typeof e === "string")) return false;
+  }
+  return true;
+}
+function isArrayOfProcessInfo_(v: any): boolean {
+  if (!isPlainArray_(v)) return false;
+  for (let i = 0; i < v.length; i++) {
+    const e = v[i];
+    if (!(isProcessInfo_(e))) return false;
+  }
+  return true;
+}
+function isArrayOfSkillFileMinItems1_(v: any): boolean {
+  if (!isPlainArray_(v)) return false;
+  if (v.length < 1) return false;
+  for (let i = 0; i < v.length; i++) {
+    const e = v[i];
+    if (!(isSkillFile_(e))) return false;
+  }
+  return true;
+}
+function isArrayOfArtifact_(v: any): boolean {
+  if (!isPlainArray_(v)) return false;
+  for (let i = 0; i < v.length; i++) {
+    const e = v[i];
+    if (!(isArtifact_(e))) return false;
+  }
+  return true;
+}
+function isArrayOfContentBlockMinItems1_(v: any): boolean {
+  if (!isPlainArray_(v)) return false;
+  if (v.length < 1) return false;
+  for (let i = 0; i < v.length; i++) {
+    const e = v[i];
+    if (!(isContentBlock_(e))) return false;
+  }
+  return true;
+}
+function isArrayOfInteractionOption_(v: any): boolean {
+  if (!isPlainArray_(v)) return false;
+  for (let i = 0; i < v.length; i++) {
+    const e = v[i];
+    if (!(isInteractionOption_(e))) return false;
+  }
+  return true;
+}
+
 /** Validates {@linkcode Ack}. */
 export const AckSchema: z.ZodType<Ack> = Ack_;
+/**
+ * Fast check of {@linkcode AckSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isAck: (value: unknown) => value is Ack = isAck_;
 /** Validates {@linkcode AgentCapability}. */
 export const AgentCapabilitySchema: z.ZodType<AgentCapability> = AgentCapability_;
+/**
+ * Fast check of {@linkcode AgentCapabilitySchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isAgentCapability: (value: unknown) => value is AgentCapability = isAgentCapability_;
 /** Validates {@linkcode AgentCustomToolUseEvent}. */
 export const AgentCustomToolUseEventSchema: z.ZodType<AgentCustomToolUseEvent> =
   AgentCustomToolUseEvent_;
+/**
+ * Fast check of {@linkcode AgentCustomToolUseEventSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isAgentCustomToolUseEvent: (value: unknown) => value is AgentCustomToolUseEvent =
+  isAgentCustomToolUseEvent_;
 /** Validates {@linkcode TextBlock}. */
 export const TextBlockSchema: z.ZodType<TextBlock> = TextBlock_;
+/**
+ * Fast check of {@linkcode TextBlockSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isTextBlock: (value: unknown) => value is TextBlock = isTextBlock_;
 /** Validates {@linkcode ImageSource}. */
 export const ImageSourceSchema: z.ZodType<ImageSource> = ImageSource_;
+/**
+ * Fast check of {@linkcode ImageSourceSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isImageSource: (value: unknown) => value is ImageSource = isImageSource_;
 /** Validates {@linkcode ImageBlock}. */
 export const ImageBlockSchema: z.ZodType<ImageBlock> = ImageBlock_;
+/**
+ * Fast check of {@linkcode ImageBlockSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isImageBlock: (value: unknown) => value is ImageBlock = isImageBlock_;
 /** Validates {@linkcode ArtifactBlock}. */
 export const ArtifactBlockSchema: z.ZodType<ArtifactBlock> = ArtifactBlock_;
+/**
+ * Fast check of {@linkcode ArtifactBlockSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isArtifactBlock: (value: unknown) => value is ArtifactBlock = isArtifactBlock_;
 /** Validates {@linkcode ContentBlock}. */
 export const ContentBlockSchema: z.ZodType<ContentBlock> = ContentBlock_;
+/**
+ * Fast check of {@linkcode ContentBlockSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isContentBlock: (value: unknown) => value is ContentBlock = isContentBlock_;
 /** Validates {@linkcode AgentMessageEvent}. */
 export const AgentMessageEventSchema: z.ZodType<AgentMessageEvent> = AgentMessageEvent_;
+/**
+ * Fast check of {@linkcode AgentMessageEventSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isAgentMessageEvent: (value: unknown) => value is AgentMessageEvent =
+  isAgentMessageEvent_;
 /** Validates {@linkcode AgentThinkingEvent}. */
 export const AgentThinkingEventSchema: z.ZodType<AgentThinkingEvent> = AgentThinkingEvent_;
+/**
+ * Fast check of {@linkcode AgentThinkingEventSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isAgentThinkingEvent: (value: unknown) => value is AgentThinkingEvent =
+  isAgentThinkingEvent_;
 /** Validates {@linkcode EvaluatedPermission}. */
 export const EvaluatedPermissionSchema: z.ZodType<EvaluatedPermission> = EvaluatedPermission_;
+/**
+ * Fast check of {@linkcode EvaluatedPermissionSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isEvaluatedPermission: (value: unknown) => value is EvaluatedPermission =
+  isEvaluatedPermission_;
 /** Validates {@linkcode AgentToolUseEvent}. */
 export const AgentToolUseEventSchema: z.ZodType<AgentToolUseEvent> = AgentToolUseEvent_;
+/**
+ * Fast check of {@linkcode AgentToolUseEventSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isAgentToolUseEvent: (value: unknown) => value is AgentToolUseEvent =
+  isAgentToolUseEvent_;
 /** Validates {@linkcode AgentToolResultEvent}. */
 export const AgentToolResultEventSchema: z.ZodType<AgentToolResultEvent> = AgentToolResultEvent_;
+/**
+ * Fast check of {@linkcode AgentToolResultEventSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isAgentToolResultEvent: (value: unknown) => value is AgentToolResultEvent =
+  isAgentToolResultEvent_;
 /** Validates {@linkcode AgentMcpToolUseEvent}. */
 export const AgentMcpToolUseEventSchema: z.ZodType<AgentMcpToolUseEvent> = AgentMcpToolUseEvent_;
+/**
+ * Fast check of {@linkcode AgentMcpToolUseEventSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isAgentMcpToolUseEvent: (value: unknown) => value is AgentMcpToolUseEvent =
+  isAgentMcpToolUseEvent_;
 /** Validates {@linkcode AgentMcpToolResultEvent}. */
 export const AgentMcpToolResultEventSchema: z.ZodType<AgentMcpToolResultEvent> =
   AgentMcpToolResultEvent_;
+/**
+ * Fast check of {@linkcode AgentMcpToolResultEventSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isAgentMcpToolResultEvent: (value: unknown) => value is AgentMcpToolResultEvent =
+  isAgentMcpToolResultEvent_;
 /** Validates {@linkcode SessionStatusRunningEvent}. */
 export const SessionStatusRunningEventSchema: z.ZodType<SessionStatusRunningEvent> =
   SessionStatusRunningEvent_;
+/**
+ * Fast check of {@linkcode SessionStatusRunningEventSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSessionStatusRunningEvent: (value: unknown) => value is SessionStatusRunningEvent =
+  isSessionStatusRunningEvent_;
 /** Validates {@linkcode TurnOutcome}. */
 export const TurnOutcomeSchema: z.ZodType<TurnOutcome> = TurnOutcome_;
+/**
+ * Fast check of {@linkcode TurnOutcomeSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isTurnOutcome: (value: unknown) => value is TurnOutcome = isTurnOutcome_;
 /** Validates {@linkcode SessionStatusIdleEvent}. */
 export const SessionStatusIdleEventSchema: z.ZodType<SessionStatusIdleEvent> =
   SessionStatusIdleEvent_;
+/**
+ * Fast check of {@linkcode SessionStatusIdleEventSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSessionStatusIdleEvent: (value: unknown) => value is SessionStatusIdleEvent =
+  isSessionStatusIdleEvent_;
 /** Validates {@linkcode ErrorInfo}. */
 export const ErrorInfoSchema: z.ZodType<ErrorInfo> = ErrorInfo_;
+/**
+ * Fast check of {@linkcode ErrorInfoSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isErrorInfo: (value: unknown) => value is ErrorInfo = isErrorInfo_;
 /** Validates {@linkcode SessionErrorEvent}. */
 export const SessionErrorEventSchema: z.ZodType<SessionErrorEvent> = SessionErrorEvent_;
+/**
+ * Fast check of {@linkcode SessionErrorEventSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSessionErrorEvent: (value: unknown) => value is SessionErrorEvent =
+  isSessionErrorEvent_;
 /** Validates {@linkcode AgentEvent}. */
 export const AgentEventSchema: z.ZodType<AgentEvent> = AgentEvent_;
+/**
+ * Fast check of {@linkcode AgentEventSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isAgentEvent: (value: unknown) => value is AgentEvent = isAgentEvent_;
 /** Validates {@linkcode Artifact}. */
 export const ArtifactSchema: z.ZodType<Artifact> = Artifact_;
+/**
+ * Fast check of {@linkcode ArtifactSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isArtifact: (value: unknown) => value is Artifact = isArtifact_;
 /** Validates {@linkcode BashInput}. */
 export const BashInputSchema: z.ZodType<BashInput> = BashInput_;
+/**
+ * Fast check of {@linkcode BashInputSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isBashInput: (value: unknown) => value is BashInput = isBashInput_;
 /** Validates {@linkcode BashResult}. */
 export const BashResultSchema: z.ZodType<BashResult> = BashResult_;
+/**
+ * Fast check of {@linkcode BashResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isBashResult: (value: unknown) => value is BashResult = isBashResult_;
 /** Validates {@linkcode ToolGroupCapability}. */
 export const ToolGroupCapabilitySchema: z.ZodType<ToolGroupCapability> = ToolGroupCapability_;
+/**
+ * Fast check of {@linkcode ToolGroupCapabilitySchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isToolGroupCapability: (value: unknown) => value is ToolGroupCapability =
+  isToolGroupCapability_;
 /** Validates {@linkcode McpCapability}. */
 export const McpCapabilitySchema: z.ZodType<McpCapability> = McpCapability_;
+/**
+ * Fast check of {@linkcode McpCapabilitySchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isMcpCapability: (value: unknown) => value is McpCapability = isMcpCapability_;
 /** Validates {@linkcode FsCapability}. */
 export const FsCapabilitySchema: z.ZodType<FsCapability> = FsCapability_;
+/**
+ * Fast check of {@linkcode FsCapabilitySchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isFsCapability: (value: unknown) => value is FsCapability = isFsCapability_;
 /** Validates {@linkcode Capabilities}. */
 export const CapabilitiesSchema: z.ZodType<Capabilities> = Capabilities_;
+/**
+ * Fast check of {@linkcode CapabilitiesSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isCapabilities: (value: unknown) => value is Capabilities = isCapabilities_;
 /** Validates {@linkcode CapabilityMissingData}. */
 export const CapabilityMissingDataSchema: z.ZodType<CapabilityMissingData> = CapabilityMissingData_;
+/**
+ * Fast check of {@linkcode CapabilityMissingDataSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isCapabilityMissingData: (value: unknown) => value is CapabilityMissingData =
+  isCapabilityMissingData_;
 /** Validates {@linkcode ConflictData}. */
 export const ConflictDataSchema: z.ZodType<ConflictData> = ConflictData_;
+/**
+ * Fast check of {@linkcode ConflictDataSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isConflictData: (value: unknown) => value is ConflictData = isConflictData_;
 /** Validates {@linkcode CustomToolResultResult}. */
 export const CustomToolResultResultSchema: z.ZodType<CustomToolResultResult> =
   CustomToolResultResult_;
+/**
+ * Fast check of {@linkcode CustomToolResultResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isCustomToolResultResult: (value: unknown) => value is CustomToolResultResult =
+  isCustomToolResultResult_;
 /** Validates {@linkcode EditInput}. */
 export const EditInputSchema: z.ZodType<EditInput> = EditInput_;
+/**
+ * Fast check of {@linkcode EditInputSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isEditInput: (value: unknown) => value is EditInput = isEditInput_;
 /** Validates {@linkcode EditResult}. */
 export const EditResultSchema: z.ZodType<EditResult> = EditResult_;
+/**
+ * Fast check of {@linkcode EditResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isEditResult: (value: unknown) => value is EditResult = isEditResult_;
 /** Validates {@linkcode Encoding}. */
 export const EncodingSchema: z.ZodType<Encoding> = Encoding_;
+/**
+ * Fast check of {@linkcode EncodingSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isEncoding: (value: unknown) => value is Encoding = isEncoding_;
 /** Validates {@linkcode ErrorData}. */
 export const ErrorDataSchema: z.ZodType<ErrorData> = ErrorData_;
+/**
+ * Fast check of {@linkcode ErrorDataSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isErrorData: (value: unknown) => value is ErrorData = isErrorData_;
 /** Validates {@linkcode EventDelta}. */
 export const EventDeltaSchema: z.ZodType<EventDelta> = EventDelta_;
+/**
+ * Fast check of {@linkcode EventDeltaSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isEventDelta: (value: unknown) => value is EventDelta = isEventDelta_;
 /** Validates {@linkcode ExecutorDrainResult}. */
 export const ExecutorDrainResultSchema: z.ZodType<ExecutorDrainResult> = ExecutorDrainResult_;
+/**
+ * Fast check of {@linkcode ExecutorDrainResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isExecutorDrainResult: (value: unknown) => value is ExecutorDrainResult =
+  isExecutorDrainResult_;
 /** Validates {@linkcode ExecutorHeartbeatResult}. */
 export const ExecutorHeartbeatResultSchema: z.ZodType<ExecutorHeartbeatResult> =
   ExecutorHeartbeatResult_;
+/**
+ * Fast check of {@linkcode ExecutorHeartbeatResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isExecutorHeartbeatResult: (value: unknown) => value is ExecutorHeartbeatResult =
+  isExecutorHeartbeatResult_;
 /** Validates {@linkcode ExecutorInfo}. */
 export const ExecutorInfoSchema: z.ZodType<ExecutorInfo> = ExecutorInfo_;
+/**
+ * Fast check of {@linkcode ExecutorInfoSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isExecutorInfo: (value: unknown) => value is ExecutorInfo = isExecutorInfo_;
 /** Validates {@linkcode Subprotocol}. */
 export const SubprotocolSchema: z.ZodType<Subprotocol> = Subprotocol_;
+/**
+ * Fast check of {@linkcode SubprotocolSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSubprotocol: (value: unknown) => value is Subprotocol = isSubprotocol_;
 /** Validates {@linkcode ExecutorRegisterResult}. */
 export const ExecutorRegisterResultSchema: z.ZodType<ExecutorRegisterResult> =
   ExecutorRegisterResult_;
+/**
+ * Fast check of {@linkcode ExecutorRegisterResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isExecutorRegisterResult: (value: unknown) => value is ExecutorRegisterResult =
+  isExecutorRegisterResult_;
 /** Validates {@linkcode ExecutorTokenRefreshResult}. */
 export const ExecutorTokenRefreshResultSchema: z.ZodType<ExecutorTokenRefreshResult> =
   ExecutorTokenRefreshResult_;
+/**
+ * Fast check of {@linkcode ExecutorTokenRefreshResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isExecutorTokenRefreshResult: (value: unknown) => value is ExecutorTokenRefreshResult =
+  isExecutorTokenRefreshResult_;
 /** Validates {@linkcode FileDownloadResult}. */
 export const FileDownloadResultSchema: z.ZodType<FileDownloadResult> = FileDownloadResult_;
+/**
+ * Fast check of {@linkcode FileDownloadResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isFileDownloadResult: (value: unknown) => value is FileDownloadResult =
+  isFileDownloadResult_;
 /** Validates {@linkcode FileUploadResult}. */
 export const FileUploadResultSchema: z.ZodType<FileUploadResult> = FileUploadResult_;
+/**
+ * Fast check of {@linkcode FileUploadResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isFileUploadResult: (value: unknown) => value is FileUploadResult =
+  isFileUploadResult_;
 /** Validates {@linkcode FsMountStatus}. */
 export const FsMountStatusSchema: z.ZodType<FsMountStatus> = FsMountStatus_;
+/**
+ * Fast check of {@linkcode FsMountStatusSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isFsMountStatus: (value: unknown) => value is FsMountStatus = isFsMountStatus_;
 /** Validates {@linkcode FsMountResult}. */
 export const FsMountResultSchema: z.ZodType<FsMountResult> = FsMountResult_;
+/**
+ * Fast check of {@linkcode FsMountResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isFsMountResult: (value: unknown) => value is FsMountResult = isFsMountResult_;
 /** Validates {@linkcode FsUnmountResult}. */
 export const FsUnmountResultSchema: z.ZodType<FsUnmountResult> = FsUnmountResult_;
+/**
+ * Fast check of {@linkcode FsUnmountResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isFsUnmountResult: (value: unknown) => value is FsUnmountResult = isFsUnmountResult_;
 /** Validates {@linkcode FsView}. */
 export const FsViewSchema: z.ZodType<FsView> = FsView_;
+/**
+ * Fast check of {@linkcode FsViewSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isFsView: (value: unknown) => value is FsView = isFsView_;
 /** Validates {@linkcode GitCredentialsResult}. */
 export const GitCredentialsResultSchema: z.ZodType<GitCredentialsResult> = GitCredentialsResult_;
+/**
+ * Fast check of {@linkcode GitCredentialsResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isGitCredentialsResult: (value: unknown) => value is GitCredentialsResult =
+  isGitCredentialsResult_;
 /** Validates {@linkcode GlobInput}. */
 export const GlobInputSchema: z.ZodType<GlobInput> = GlobInput_;
+/**
+ * Fast check of {@linkcode GlobInputSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isGlobInput: (value: unknown) => value is GlobInput = isGlobInput_;
 /** Validates {@linkcode GlobResult}. */
 export const GlobResultSchema: z.ZodType<GlobResult> = GlobResult_;
+/**
+ * Fast check of {@linkcode GlobResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isGlobResult: (value: unknown) => value is GlobResult = isGlobResult_;
 /** Validates {@linkcode GrepInput}. */
 export const GrepInputSchema: z.ZodType<GrepInput> = GrepInput_;
+/**
+ * Fast check of {@linkcode GrepInputSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isGrepInput: (value: unknown) => value is GrepInput = isGrepInput_;
 /** Validates {@linkcode GrepMatch}. */
 export const GrepMatchSchema: z.ZodType<GrepMatch> = GrepMatch_;
+/**
+ * Fast check of {@linkcode GrepMatchSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isGrepMatch: (value: unknown) => value is GrepMatch = isGrepMatch_;
 /** Validates {@linkcode GrepResult}. */
 export const GrepResultSchema: z.ZodType<GrepResult> = GrepResult_;
+/**
+ * Fast check of {@linkcode GrepResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isGrepResult: (value: unknown) => value is GrepResult = isGrepResult_;
 /** Validates {@linkcode InteractionKind}. */
 export const InteractionKindSchema: z.ZodType<InteractionKind> = InteractionKind_;
+/**
+ * Fast check of {@linkcode InteractionKindSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isInteractionKind: (value: unknown) => value is InteractionKind = isInteractionKind_;
 /** Validates {@linkcode InteractionOption}. */
 export const InteractionOptionSchema: z.ZodType<InteractionOption> = InteractionOption_;
+/**
+ * Fast check of {@linkcode InteractionOptionSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isInteractionOption: (value: unknown) => value is InteractionOption =
+  isInteractionOption_;
 /** Validates {@linkcode InteractionOutcome}. */
 export const InteractionOutcomeSchema: z.ZodType<InteractionOutcome> = InteractionOutcome_;
+/**
+ * Fast check of {@linkcode InteractionOutcomeSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isInteractionOutcome: (value: unknown) => value is InteractionOutcome =
+  isInteractionOutcome_;
 /** Validates {@linkcode InteractionRequestResult}. */
 export const InteractionRequestResultSchema: z.ZodType<InteractionRequestResult> =
   InteractionRequestResult_;
+/**
+ * Fast check of {@linkcode InteractionRequestResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isInteractionRequestResult: (value: unknown) => value is InteractionRequestResult =
+  isInteractionRequestResult_;
 /** Validates {@linkcode InteractionResponseResult}. */
 export const InteractionResponseResultSchema: z.ZodType<InteractionResponseResult> =
   InteractionResponseResult_;
+/**
+ * Fast check of {@linkcode InteractionResponseResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isInteractionResponseResult: (value: unknown) => value is InteractionResponseResult =
+  isInteractionResponseResult_;
 /** Validates {@linkcode McpCloseResult}. */
 export const McpCloseResultSchema: z.ZodType<McpCloseResult> = McpCloseResult_;
+/**
+ * Fast check of {@linkcode McpCloseResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isMcpCloseResult: (value: unknown) => value is McpCloseResult = isMcpCloseResult_;
 /** Validates {@linkcode McpOpenResult}. */
 export const McpOpenResultSchema: z.ZodType<McpOpenResult> = McpOpenResult_;
+/**
+ * Fast check of {@linkcode McpOpenResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isMcpOpenResult: (value: unknown) => value is McpOpenResult = isMcpOpenResult_;
 /** Validates {@linkcode ModelTokenRefreshResult}. */
 export const ModelTokenRefreshResultSchema: z.ZodType<ModelTokenRefreshResult> =
   ModelTokenRefreshResult_;
+/**
+ * Fast check of {@linkcode ModelTokenRefreshResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isModelTokenRefreshResult: (value: unknown) => value is ModelTokenRefreshResult =
+  isModelTokenRefreshResult_;
 /** Validates {@linkcode OutputStream}. */
 export const OutputStreamSchema: z.ZodType<OutputStream> = OutputStream_;
+/**
+ * Fast check of {@linkcode OutputStreamSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isOutputStream: (value: unknown) => value is OutputStream = isOutputStream_;
 /** Validates {@linkcode ProcessInfo}. */
 export const ProcessInfoSchema: z.ZodType<ProcessInfo> = ProcessInfo_;
+/**
+ * Fast check of {@linkcode ProcessInfoSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isProcessInfo: (value: unknown) => value is ProcessInfo = isProcessInfo_;
 /** Validates {@linkcode ProcessListResult}. */
 export const ProcessListResultSchema: z.ZodType<ProcessListResult> = ProcessListResult_;
+/**
+ * Fast check of {@linkcode ProcessListResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isProcessListResult: (value: unknown) => value is ProcessListResult =
+  isProcessListResult_;
 /** Validates {@linkcode ProcessReadResult}. */
 export const ProcessReadResultSchema: z.ZodType<ProcessReadResult> = ProcessReadResult_;
+/**
+ * Fast check of {@linkcode ProcessReadResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isProcessReadResult: (value: unknown) => value is ProcessReadResult =
+  isProcessReadResult_;
 /** Validates {@linkcode ProcessSignalResult}. */
 export const ProcessSignalResultSchema: z.ZodType<ProcessSignalResult> = ProcessSignalResult_;
+/**
+ * Fast check of {@linkcode ProcessSignalResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isProcessSignalResult: (value: unknown) => value is ProcessSignalResult =
+  isProcessSignalResult_;
 /** Validates {@linkcode ProcessStartResult}. */
 export const ProcessStartResultSchema: z.ZodType<ProcessStartResult> = ProcessStartResult_;
+/**
+ * Fast check of {@linkcode ProcessStartResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isProcessStartResult: (value: unknown) => value is ProcessStartResult =
+  isProcessStartResult_;
 /** Validates {@linkcode ProcessWaitResult}. */
 export const ProcessWaitResultSchema: z.ZodType<ProcessWaitResult> = ProcessWaitResult_;
+/**
+ * Fast check of {@linkcode ProcessWaitResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isProcessWaitResult: (value: unknown) => value is ProcessWaitResult =
+  isProcessWaitResult_;
 /** Validates {@linkcode ProcessWriteResult}. */
 export const ProcessWriteResultSchema: z.ZodType<ProcessWriteResult> = ProcessWriteResult_;
+/**
+ * Fast check of {@linkcode ProcessWriteResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isProcessWriteResult: (value: unknown) => value is ProcessWriteResult =
+  isProcessWriteResult_;
 /** Validates {@linkcode ProtocolMismatchData}. */
 export const ProtocolMismatchDataSchema: z.ZodType<ProtocolMismatchData> = ProtocolMismatchData_;
+/**
+ * Fast check of {@linkcode ProtocolMismatchDataSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isProtocolMismatchData: (value: unknown) => value is ProtocolMismatchData =
+  isProtocolMismatchData_;
 /** Validates {@linkcode ReadInput}. */
 export const ReadInputSchema: z.ZodType<ReadInput> = ReadInput_;
+/**
+ * Fast check of {@linkcode ReadInputSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isReadInput: (value: unknown) => value is ReadInput = isReadInput_;
 /** Validates {@linkcode ReadResult}. */
 export const ReadResultSchema: z.ZodType<ReadResult> = ReadResult_;
+/**
+ * Fast check of {@linkcode ReadResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isReadResult: (value: unknown) => value is ReadResult = isReadResult_;
 /** Validates {@linkcode ResumeInfo}. */
 export const ResumeInfoSchema: z.ZodType<ResumeInfo> = ResumeInfo_;
+/**
+ * Fast check of {@linkcode ResumeInfoSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isResumeInfo: (value: unknown) => value is ResumeInfo = isResumeInfo_;
 /** Validates {@linkcode SessionAssignResult}. */
 export const SessionAssignResultSchema: z.ZodType<SessionAssignResult> = SessionAssignResult_;
+/**
+ * Fast check of {@linkcode SessionAssignResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSessionAssignResult: (value: unknown) => value is SessionAssignResult =
+  isSessionAssignResult_;
 /** Validates {@linkcode SessionCloseResult}. */
 export const SessionCloseResultSchema: z.ZodType<SessionCloseResult> = SessionCloseResult_;
+/**
+ * Fast check of {@linkcode SessionCloseResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSessionCloseResult: (value: unknown) => value is SessionCloseResult =
+  isSessionCloseResult_;
 /** Validates {@linkcode SessionEventPayload}. */
 export const SessionEventPayloadSchema: z.ZodType<SessionEventPayload> = SessionEventPayload_;
+/**
+ * Fast check of {@linkcode SessionEventPayloadSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSessionEventPayload: (value: unknown) => value is SessionEventPayload =
+  isSessionEventPayload_;
 /** Validates {@linkcode SessionEventResult}. */
 export const SessionEventResultSchema: z.ZodType<SessionEventResult> = SessionEventResult_;
+/**
+ * Fast check of {@linkcode SessionEventResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSessionEventResult: (value: unknown) => value is SessionEventResult =
+  isSessionEventResult_;
 /** Validates {@linkcode SessionMetadata}. */
 export const SessionMetadataSchema: z.ZodType<SessionMetadata> = SessionMetadata_;
+/**
+ * Fast check of {@linkcode SessionMetadataSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSessionMetadata: (value: unknown) => value is SessionMetadata = isSessionMetadata_;
 /** Validates {@linkcode SessionStatus}. */
 export const SessionStatusSchema: z.ZodType<SessionStatus> = SessionStatus_;
+/**
+ * Fast check of {@linkcode SessionStatusSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSessionStatus: (value: unknown) => value is SessionStatus = isSessionStatus_;
 /** Validates {@linkcode SessionStopResult}. */
 export const SessionStopResultSchema: z.ZodType<SessionStopResult> = SessionStopResult_;
+/**
+ * Fast check of {@linkcode SessionStopResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSessionStopResult: (value: unknown) => value is SessionStopResult =
+  isSessionStopResult_;
 /** Validates {@linkcode Signal}. */
 export const SignalSchema: z.ZodType<Signal> = Signal_;
+/**
+ * Fast check of {@linkcode SignalSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSignal: (value: unknown) => value is Signal = isSignal_;
 /** Validates {@linkcode SkillFile}. */
 export const SkillFileSchema: z.ZodType<SkillFile> = SkillFile_;
+/**
+ * Fast check of {@linkcode SkillFileSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSkillFile: (value: unknown) => value is SkillFile = isSkillFile_;
 /** Validates {@linkcode SkillFilesSource}. */
 export const SkillFilesSourceSchema: z.ZodType<SkillFilesSource> = SkillFilesSource_;
+/**
+ * Fast check of {@linkcode SkillFilesSourceSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSkillFilesSource: (value: unknown) => value is SkillFilesSource =
+  isSkillFilesSource_;
 /** Validates {@linkcode SkillInstallResult}. */
 export const SkillInstallResultSchema: z.ZodType<SkillInstallResult> = SkillInstallResult_;
+/**
+ * Fast check of {@linkcode SkillInstallResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSkillInstallResult: (value: unknown) => value is SkillInstallResult =
+  isSkillInstallResult_;
 /** Validates {@linkcode SkillUrlSource}. */
 export const SkillUrlSourceSchema: z.ZodType<SkillUrlSource> = SkillUrlSource_;
+/**
+ * Fast check of {@linkcode SkillUrlSourceSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSkillUrlSource: (value: unknown) => value is SkillUrlSource = isSkillUrlSource_;
 /** Validates {@linkcode SkillSource}. */
 export const SkillSourceSchema: z.ZodType<SkillSource> = SkillSource_;
+/**
+ * Fast check of {@linkcode SkillSourceSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSkillSource: (value: unknown) => value is SkillSource = isSkillSource_;
 /** Validates {@linkcode TerminalCloseResult}. */
 export const TerminalCloseResultSchema: z.ZodType<TerminalCloseResult> = TerminalCloseResult_;
+/**
+ * Fast check of {@linkcode TerminalCloseResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isTerminalCloseResult: (value: unknown) => value is TerminalCloseResult =
+  isTerminalCloseResult_;
 /** Validates {@linkcode TerminalInputResult}. */
 export const TerminalInputResultSchema: z.ZodType<TerminalInputResult> = TerminalInputResult_;
+/**
+ * Fast check of {@linkcode TerminalInputResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isTerminalInputResult: (value: unknown) => value is TerminalInputResult =
+  isTerminalInputResult_;
 /** Validates {@linkcode TerminalOpenResult}. */
 export const TerminalOpenResultSchema: z.ZodType<TerminalOpenResult> = TerminalOpenResult_;
+/**
+ * Fast check of {@linkcode TerminalOpenResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isTerminalOpenResult: (value: unknown) => value is TerminalOpenResult =
+  isTerminalOpenResult_;
 /** Validates {@linkcode TerminalResizeResult}. */
 export const TerminalResizeResultSchema: z.ZodType<TerminalResizeResult> = TerminalResizeResult_;
+/**
+ * Fast check of {@linkcode TerminalResizeResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isTerminalResizeResult: (value: unknown) => value is TerminalResizeResult =
+  isTerminalResizeResult_;
 /** Validates {@linkcode ToolCancelResult}. */
 export const ToolCancelResultSchema: z.ZodType<ToolCancelResult> = ToolCancelResult_;
+/**
+ * Fast check of {@linkcode ToolCancelResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isToolCancelResult: (value: unknown) => value is ToolCancelResult =
+  isToolCancelResult_;
 /** Validates {@linkcode ToolOutcome}. */
 export const ToolOutcomeSchema: z.ZodType<ToolOutcome> = ToolOutcome_;
+/**
+ * Fast check of {@linkcode ToolOutcomeSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isToolOutcome: (value: unknown) => value is ToolOutcome = isToolOutcome_;
 /** Validates {@linkcode ToolOutputChunk}. */
 export const ToolOutputChunkSchema: z.ZodType<ToolOutputChunk> = ToolOutputChunk_;
+/**
+ * Fast check of {@linkcode ToolOutputChunkSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isToolOutputChunk: (value: unknown) => value is ToolOutputChunk = isToolOutputChunk_;
 /** Validates {@linkcode ToolsTokenRefreshResult}. */
 export const ToolsTokenRefreshResultSchema: z.ZodType<ToolsTokenRefreshResult> =
   ToolsTokenRefreshResult_;
+/**
+ * Fast check of {@linkcode ToolsTokenRefreshResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isToolsTokenRefreshResult: (value: unknown) => value is ToolsTokenRefreshResult =
+  isToolsTokenRefreshResult_;
 /** Validates {@linkcode TurnCancelResult}. */
 export const TurnCancelResultSchema: z.ZodType<TurnCancelResult> = TurnCancelResult_;
+/**
+ * Fast check of {@linkcode TurnCancelResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isTurnCancelResult: (value: unknown) => value is TurnCancelResult =
+  isTurnCancelResult_;
 /** Validates {@linkcode TurnMetadata}. */
 export const TurnMetadataSchema: z.ZodType<TurnMetadata> = TurnMetadata_;
+/**
+ * Fast check of {@linkcode TurnMetadataSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isTurnMetadata: (value: unknown) => value is TurnMetadata = isTurnMetadata_;
 /** Validates {@linkcode TurnStartResult}. */
 export const TurnStartResultSchema: z.ZodType<TurnStartResult> = TurnStartResult_;
+/**
+ * Fast check of {@linkcode TurnStartResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isTurnStartResult: (value: unknown) => value is TurnStartResult = isTurnStartResult_;
 /** Validates {@linkcode WorkspaceBackupResult}. */
 export const WorkspaceBackupResultSchema: z.ZodType<WorkspaceBackupResult> = WorkspaceBackupResult_;
+/**
+ * Fast check of {@linkcode WorkspaceBackupResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isWorkspaceBackupResult: (value: unknown) => value is WorkspaceBackupResult =
+  isWorkspaceBackupResult_;
 /** Validates {@linkcode WriteInput}. */
 export const WriteInputSchema: z.ZodType<WriteInput> = WriteInput_;
+/**
+ * Fast check of {@linkcode WriteInputSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isWriteInput: (value: unknown) => value is WriteInput = isWriteInput_;
 /** Validates {@linkcode WriteResult}. */
 export const WriteResultSchema: z.ZodType<WriteResult> = WriteResult_;
+/**
+ * Fast check of {@linkcode WriteResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isWriteResult: (value: unknown) => value is WriteResult = isWriteResult_;
 /** Validates {@linkcode ExecutorRegisterParams}. */
 export const ExecutorRegisterParamsSchema: z.ZodType<ExecutorRegisterParams> =
   ExecutorRegisterParams_;
+/**
+ * Fast check of {@linkcode ExecutorRegisterParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isExecutorRegisterParams: (value: unknown) => value is ExecutorRegisterParams =
+  isExecutorRegisterParams_;
 /** Validates {@linkcode ExecutorHeartbeatParams}. */
 export const ExecutorHeartbeatParamsSchema: z.ZodType<ExecutorHeartbeatParams> =
   ExecutorHeartbeatParams_;
+/**
+ * Fast check of {@linkcode ExecutorHeartbeatParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isExecutorHeartbeatParams: (value: unknown) => value is ExecutorHeartbeatParams =
+  isExecutorHeartbeatParams_;
 /** Validates {@linkcode ExecutorTokenRefreshParams}. */
 export const ExecutorTokenRefreshParamsSchema: z.ZodType<ExecutorTokenRefreshParams> =
   ExecutorTokenRefreshParams_;
+/**
+ * Fast check of {@linkcode ExecutorTokenRefreshParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isExecutorTokenRefreshParams: (value: unknown) => value is ExecutorTokenRefreshParams =
+  isExecutorTokenRefreshParams_;
 /** Validates {@linkcode ExecutorCapabilitiesUpdateParams}. */
 export const ExecutorCapabilitiesUpdateParamsSchema: z.ZodType<ExecutorCapabilitiesUpdateParams> =
   ExecutorCapabilitiesUpdateParams_;
+/**
+ * Fast check of {@linkcode ExecutorCapabilitiesUpdateParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isExecutorCapabilitiesUpdateParams: (
+  value: unknown,
+) => value is ExecutorCapabilitiesUpdateParams = isExecutorCapabilitiesUpdateParams_;
 /** Validates {@linkcode ExecutorDrainParams}. */
 export const ExecutorDrainParamsSchema: z.ZodType<ExecutorDrainParams> = ExecutorDrainParams_;
+/**
+ * Fast check of {@linkcode ExecutorDrainParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isExecutorDrainParams: (value: unknown) => value is ExecutorDrainParams =
+  isExecutorDrainParams_;
 /** Validates {@linkcode ExecutorCloseParams}. */
 export const ExecutorCloseParamsSchema: z.ZodType<ExecutorCloseParams> = ExecutorCloseParams_;
+/**
+ * Fast check of {@linkcode ExecutorCloseParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isExecutorCloseParams: (value: unknown) => value is ExecutorCloseParams =
+  isExecutorCloseParams_;
 /** Validates {@linkcode SessionAssignParams}. */
 export const SessionAssignParamsSchema: z.ZodType<SessionAssignParams> = SessionAssignParams_;
+/**
+ * Fast check of {@linkcode SessionAssignParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSessionAssignParams: (value: unknown) => value is SessionAssignParams =
+  isSessionAssignParams_;
 /** Validates {@linkcode SessionReadyParams}. */
 export const SessionReadyParamsSchema: z.ZodType<SessionReadyParams> = SessionReadyParams_;
+/**
+ * Fast check of {@linkcode SessionReadyParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSessionReadyParams: (value: unknown) => value is SessionReadyParams =
+  isSessionReadyParams_;
 /** Validates {@linkcode SessionEventParams}. */
 export const SessionEventParamsSchema: z.ZodType<SessionEventParams> = SessionEventParams_;
+/**
+ * Fast check of {@linkcode SessionEventParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSessionEventParams: (value: unknown) => value is SessionEventParams =
+  isSessionEventParams_;
 /** Validates {@linkcode SessionStatusParams}. */
 export const SessionStatusParamsSchema: z.ZodType<SessionStatusParams> = SessionStatusParams_;
+/**
+ * Fast check of {@linkcode SessionStatusParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSessionStatusParams: (value: unknown) => value is SessionStatusParams =
+  isSessionStatusParams_;
 /** Validates {@linkcode SessionStopParams}. */
 export const SessionStopParamsSchema: z.ZodType<SessionStopParams> = SessionStopParams_;
+/**
+ * Fast check of {@linkcode SessionStopParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSessionStopParams: (value: unknown) => value is SessionStopParams =
+  isSessionStopParams_;
 /** Validates {@linkcode SessionEndedParams}. */
 export const SessionEndedParamsSchema: z.ZodType<SessionEndedParams> = SessionEndedParams_;
+/**
+ * Fast check of {@linkcode SessionEndedParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSessionEndedParams: (value: unknown) => value is SessionEndedParams =
+  isSessionEndedParams_;
 /** Validates {@linkcode ToolCallParams}. */
 export const ToolCallParamsSchema: z.ZodType<ToolCallParams> = ToolCallParams_;
+/**
+ * Fast check of {@linkcode ToolCallParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isToolCallParams: (value: unknown) => value is ToolCallParams = isToolCallParams_;
 /** Validates {@linkcode ToolResultParams}. */
 export const ToolResultParamsSchema: z.ZodType<ToolResultParams> = ToolResultParams_;
+/**
+ * Fast check of {@linkcode ToolResultParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isToolResultParams: (value: unknown) => value is ToolResultParams =
+  isToolResultParams_;
 /** Validates {@linkcode ToolCancelParams}. */
 export const ToolCancelParamsSchema: z.ZodType<ToolCancelParams> = ToolCancelParams_;
+/**
+ * Fast check of {@linkcode ToolCancelParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isToolCancelParams: (value: unknown) => value is ToolCancelParams =
+  isToolCancelParams_;
 /** Validates {@linkcode ToolProgressParams}. */
 export const ToolProgressParamsSchema: z.ZodType<ToolProgressParams> = ToolProgressParams_;
+/**
+ * Fast check of {@linkcode ToolProgressParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isToolProgressParams: (value: unknown) => value is ToolProgressParams =
+  isToolProgressParams_;
 /** Validates {@linkcode FsMountParams}. */
 export const FsMountParamsSchema: z.ZodType<FsMountParams> = FsMountParams_;
+/**
+ * Fast check of {@linkcode FsMountParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isFsMountParams: (value: unknown) => value is FsMountParams = isFsMountParams_;
 /** Validates {@linkcode FsUnmountParams}. */
 export const FsUnmountParamsSchema: z.ZodType<FsUnmountParams> = FsUnmountParams_;
+/**
+ * Fast check of {@linkcode FsUnmountParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isFsUnmountParams: (value: unknown) => value is FsUnmountParams = isFsUnmountParams_;
 /** Validates {@linkcode TurnStartParams}. */
 export const TurnStartParamsSchema: z.ZodType<TurnStartParams> = TurnStartParams_;
+/**
+ * Fast check of {@linkcode TurnStartParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isTurnStartParams: (value: unknown) => value is TurnStartParams = isTurnStartParams_;
 /** Validates {@linkcode TurnInputParams}. */
 export const TurnInputParamsSchema: z.ZodType<TurnInputParams> = TurnInputParams_;
+/**
+ * Fast check of {@linkcode TurnInputParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isTurnInputParams: (value: unknown) => value is TurnInputParams = isTurnInputParams_;
 /** Validates {@linkcode TurnCancelParams}. */
 export const TurnCancelParamsSchema: z.ZodType<TurnCancelParams> = TurnCancelParams_;
+/**
+ * Fast check of {@linkcode TurnCancelParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isTurnCancelParams: (value: unknown) => value is TurnCancelParams =
+  isTurnCancelParams_;
 /** Validates {@linkcode SessionCloseParams}. */
 export const SessionCloseParamsSchema: z.ZodType<SessionCloseParams> = SessionCloseParams_;
+/**
+ * Fast check of {@linkcode SessionCloseParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSessionCloseParams: (value: unknown) => value is SessionCloseParams =
+  isSessionCloseParams_;
 /** Validates {@linkcode SessionEventDeltaParams}. */
 export const SessionEventDeltaParamsSchema: z.ZodType<SessionEventDeltaParams> =
   SessionEventDeltaParams_;
+/**
+ * Fast check of {@linkcode SessionEventDeltaParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSessionEventDeltaParams: (value: unknown) => value is SessionEventDeltaParams =
+  isSessionEventDeltaParams_;
 /** Validates {@linkcode InteractionRequestParams}. */
 export const InteractionRequestParamsSchema: z.ZodType<InteractionRequestParams> =
   InteractionRequestParams_;
+/**
+ * Fast check of {@linkcode InteractionRequestParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isInteractionRequestParams: (value: unknown) => value is InteractionRequestParams =
+  isInteractionRequestParams_;
 /** Validates {@linkcode InteractionResponseParams}. */
 export const InteractionResponseParamsSchema: z.ZodType<InteractionResponseParams> =
   InteractionResponseParams_;
+/**
+ * Fast check of {@linkcode InteractionResponseParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isInteractionResponseParams: (value: unknown) => value is InteractionResponseParams =
+  isInteractionResponseParams_;
 /** Validates {@linkcode AgentCustomToolResultParams}. */
 export const AgentCustomToolResultParamsSchema: z.ZodType<AgentCustomToolResultParams> =
   AgentCustomToolResultParams_;
+/**
+ * Fast check of {@linkcode AgentCustomToolResultParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isAgentCustomToolResultParams: (
+  value: unknown,
+) => value is AgentCustomToolResultParams = isAgentCustomToolResultParams_;
 /** Validates {@linkcode InteractionCancelParams}. */
 export const InteractionCancelParamsSchema: z.ZodType<InteractionCancelParams> =
   InteractionCancelParams_;
+/**
+ * Fast check of {@linkcode InteractionCancelParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isInteractionCancelParams: (value: unknown) => value is InteractionCancelParams =
+  isInteractionCancelParams_;
 /** Validates {@linkcode ModelTokenRefreshParams}. */
 export const ModelTokenRefreshParamsSchema: z.ZodType<ModelTokenRefreshParams> =
   ModelTokenRefreshParams_;
+/**
+ * Fast check of {@linkcode ModelTokenRefreshParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isModelTokenRefreshParams: (value: unknown) => value is ModelTokenRefreshParams =
+  isModelTokenRefreshParams_;
 /** Validates {@linkcode ToolsTokenRefreshParams}. */
 export const ToolsTokenRefreshParamsSchema: z.ZodType<ToolsTokenRefreshParams> =
   ToolsTokenRefreshParams_;
+/**
+ * Fast check of {@linkcode ToolsTokenRefreshParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isToolsTokenRefreshParams: (value: unknown) => value is ToolsTokenRefreshParams =
+  isToolsTokenRefreshParams_;
 /** Validates {@linkcode ProcessStartParams}. */
 export const ProcessStartParamsSchema: z.ZodType<ProcessStartParams> = ProcessStartParams_;
+/**
+ * Fast check of {@linkcode ProcessStartParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isProcessStartParams: (value: unknown) => value is ProcessStartParams =
+  isProcessStartParams_;
 /** Validates {@linkcode ProcessWriteParams}. */
 export const ProcessWriteParamsSchema: z.ZodType<ProcessWriteParams> = ProcessWriteParams_;
+/**
+ * Fast check of {@linkcode ProcessWriteParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isProcessWriteParams: (value: unknown) => value is ProcessWriteParams =
+  isProcessWriteParams_;
 /** Validates {@linkcode ProcessReadParams}. */
 export const ProcessReadParamsSchema: z.ZodType<ProcessReadParams> = ProcessReadParams_;
+/**
+ * Fast check of {@linkcode ProcessReadParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isProcessReadParams: (value: unknown) => value is ProcessReadParams =
+  isProcessReadParams_;
 /** Validates {@linkcode ProcessSignalParams}. */
 export const ProcessSignalParamsSchema: z.ZodType<ProcessSignalParams> = ProcessSignalParams_;
+/**
+ * Fast check of {@linkcode ProcessSignalParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isProcessSignalParams: (value: unknown) => value is ProcessSignalParams =
+  isProcessSignalParams_;
 /** Validates {@linkcode ProcessWaitParams}. */
 export const ProcessWaitParamsSchema: z.ZodType<ProcessWaitParams> = ProcessWaitParams_;
+/**
+ * Fast check of {@linkcode ProcessWaitParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isProcessWaitParams: (value: unknown) => value is ProcessWaitParams =
+  isProcessWaitParams_;
 /** Validates {@linkcode ProcessListParams}. */
 export const ProcessListParamsSchema: z.ZodType<ProcessListParams> = ProcessListParams_;
+/**
+ * Fast check of {@linkcode ProcessListParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isProcessListParams: (value: unknown) => value is ProcessListParams =
+  isProcessListParams_;
 /** Validates {@linkcode ProcessOutputParams}. */
 export const ProcessOutputParamsSchema: z.ZodType<ProcessOutputParams> = ProcessOutputParams_;
+/**
+ * Fast check of {@linkcode ProcessOutputParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isProcessOutputParams: (value: unknown) => value is ProcessOutputParams =
+  isProcessOutputParams_;
 /** Validates {@linkcode TerminalOpenParams}. */
 export const TerminalOpenParamsSchema: z.ZodType<TerminalOpenParams> = TerminalOpenParams_;
+/**
+ * Fast check of {@linkcode TerminalOpenParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isTerminalOpenParams: (value: unknown) => value is TerminalOpenParams =
+  isTerminalOpenParams_;
 /** Validates {@linkcode TerminalInputParams}. */
 export const TerminalInputParamsSchema: z.ZodType<TerminalInputParams> = TerminalInputParams_;
+/**
+ * Fast check of {@linkcode TerminalInputParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isTerminalInputParams: (value: unknown) => value is TerminalInputParams =
+  isTerminalInputParams_;
 /** Validates {@linkcode TerminalResizeParams}. */
 export const TerminalResizeParamsSchema: z.ZodType<TerminalResizeParams> = TerminalResizeParams_;
+/**
+ * Fast check of {@linkcode TerminalResizeParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isTerminalResizeParams: (value: unknown) => value is TerminalResizeParams =
+  isTerminalResizeParams_;
 /** Validates {@linkcode TerminalCloseParams}. */
 export const TerminalCloseParamsSchema: z.ZodType<TerminalCloseParams> = TerminalCloseParams_;
+/**
+ * Fast check of {@linkcode TerminalCloseParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isTerminalCloseParams: (value: unknown) => value is TerminalCloseParams =
+  isTerminalCloseParams_;
 /** Validates {@linkcode TerminalOutputParams}. */
 export const TerminalOutputParamsSchema: z.ZodType<TerminalOutputParams> = TerminalOutputParams_;
+/**
+ * Fast check of {@linkcode TerminalOutputParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isTerminalOutputParams: (value: unknown) => value is TerminalOutputParams =
+  isTerminalOutputParams_;
 /** Validates {@linkcode SkillInstallParams}. */
 export const SkillInstallParamsSchema: z.ZodType<SkillInstallParams> = SkillInstallParams_;
+/**
+ * Fast check of {@linkcode SkillInstallParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isSkillInstallParams: (value: unknown) => value is SkillInstallParams =
+  isSkillInstallParams_;
 /** Validates {@linkcode FileUploadParams}. */
 export const FileUploadParamsSchema: z.ZodType<FileUploadParams> = FileUploadParams_;
+/**
+ * Fast check of {@linkcode FileUploadParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isFileUploadParams: (value: unknown) => value is FileUploadParams =
+  isFileUploadParams_;
 /** Validates {@linkcode FileDownloadParams}. */
 export const FileDownloadParamsSchema: z.ZodType<FileDownloadParams> = FileDownloadParams_;
+/**
+ * Fast check of {@linkcode FileDownloadParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isFileDownloadParams: (value: unknown) => value is FileDownloadParams =
+  isFileDownloadParams_;
 /** Validates {@linkcode GitCredentialsParams}. */
 export const GitCredentialsParamsSchema: z.ZodType<GitCredentialsParams> = GitCredentialsParams_;
+/**
+ * Fast check of {@linkcode GitCredentialsParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isGitCredentialsParams: (value: unknown) => value is GitCredentialsParams =
+  isGitCredentialsParams_;
 /** Validates {@linkcode WorkspaceBackupParams}. */
 export const WorkspaceBackupParamsSchema: z.ZodType<WorkspaceBackupParams> = WorkspaceBackupParams_;
+/**
+ * Fast check of {@linkcode WorkspaceBackupParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isWorkspaceBackupParams: (value: unknown) => value is WorkspaceBackupParams =
+  isWorkspaceBackupParams_;
 /** Validates {@linkcode McpOpenParams}. */
 export const McpOpenParamsSchema: z.ZodType<McpOpenParams> = McpOpenParams_;
+/**
+ * Fast check of {@linkcode McpOpenParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isMcpOpenParams: (value: unknown) => value is McpOpenParams = isMcpOpenParams_;
 /** Validates {@linkcode McpMessageParams}. */
 export const McpMessageParamsSchema: z.ZodType<McpMessageParams> = McpMessageParams_;
+/**
+ * Fast check of {@linkcode McpMessageParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isMcpMessageParams: (value: unknown) => value is McpMessageParams =
+  isMcpMessageParams_;
 /** Validates {@linkcode McpCloseParams}. */
 export const McpCloseParamsSchema: z.ZodType<McpCloseParams> = McpCloseParams_;
+/**
+ * Fast check of {@linkcode McpCloseParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isMcpCloseParams: (value: unknown) => value is McpCloseParams = isMcpCloseParams_;
 
 // ---- Methods ----
 
@@ -2726,6 +5063,16 @@ export interface MethodSpec {
   readonly params: z.ZodType<unknown>;
   /** Absent for notifications. */
   readonly result?: z.ZodType<unknown>;
+  /**
+   * Fast check of params, generated from the contract with `params`: true only when `params`
+   * accepts the value AND its output deep-equals the value, so the value may be used as is (no
+   * parse); false when the value is invalid or not provably so (a URL member, a non-plain object,
+   * ...): then parse with `params`, which also gives the issues. For tool.call it applies the
+   * built-in tool's input check too.
+   */
+  readonly acceptsParams: (value: unknown) => boolean;
+  /** The same fast check for `result`. Absent for notifications. */
+  readonly acceptsResult?: (value: unknown) => boolean;
   readonly summary: string;
 }
 
@@ -2738,6 +5085,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     since: "bma.executor.v1",
     params: ExecutorRegisterParams_,
     result: ExecutorRegisterResult_,
+    acceptsParams: isExecutorRegisterParams_,
+    acceptsResult: isExecutorRegisterResult_,
     summary: "Register an executor connection.",
   }],
   ["executor.heartbeat", {
@@ -2747,6 +5096,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     since: "bma.executor.v1",
     params: ExecutorHeartbeatParams_,
     result: ExecutorHeartbeatResult_,
+    acceptsParams: isExecutorHeartbeatParams_,
+    acceptsResult: isExecutorHeartbeatResult_,
     summary: "Refresh the executor lease.",
   }],
   ["executor.token.refresh", {
@@ -2756,6 +5107,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     since: "bma.executor.v1.1",
     params: ExecutorTokenRefreshParams_,
     result: ExecutorTokenRefreshResult_,
+    acceptsParams: isExecutorTokenRefreshParams_,
+    acceptsResult: isExecutorTokenRefreshResult_,
     summary: "Extend the connection with a fresh executor token.",
   }],
   ["executor.capabilities.update", {
@@ -2764,6 +5117,7 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     direction: "executor_to_harness",
     since: "bma.executor.v1",
     params: ExecutorCapabilitiesUpdateParams_,
+    acceptsParams: isExecutorCapabilitiesUpdateParams_,
     summary: "Publish changed executor capabilities.",
   }],
   ["executor.drain", {
@@ -2773,6 +5127,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     since: "bma.executor.v1",
     params: ExecutorDrainParams_,
     result: ExecutorDrainResult_,
+    acceptsParams: isExecutorDrainParams_,
+    acceptsResult: isExecutorDrainResult_,
     summary: "Ask the executor to drain.",
   }],
   ["executor.close", {
@@ -2781,6 +5137,7 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     direction: "both",
     since: "bma.executor.v1",
     params: ExecutorCloseParams_,
+    acceptsParams: isExecutorCloseParams_,
     summary: "Close the executor connection.",
   }],
   ["session.assign", {
@@ -2790,6 +5147,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     since: "bma.executor.v1",
     params: SessionAssignParams_,
     result: SessionAssignResult_,
+    acceptsParams: isSessionAssignParams_,
+    acceptsResult: isSessionAssignResult_,
     summary: "Assign a session to the executor.",
   }],
   ["session.ready", {
@@ -2799,6 +5158,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     since: "bma.executor.v1",
     params: SessionReadyParams_,
     result: Ack_,
+    acceptsParams: isSessionReadyParams_,
+    acceptsResult: isAck_,
     summary: "Report a session ready.",
   }],
   ["session.event", {
@@ -2809,6 +5170,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     idempotencyKey: "jsonrpc_id",
     params: SessionEventParams_,
     result: SessionEventResult_,
+    acceptsParams: isSessionEventParams_,
+    acceptsResult: isSessionEventResult_,
     summary: "Emit a durable session event.",
   }],
   ["session.status", {
@@ -2817,6 +5180,7 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     direction: "executor_to_harness",
     since: "bma.executor.v1",
     params: SessionStatusParams_,
+    acceptsParams: isSessionStatusParams_,
     summary: "Report session status.",
   }],
   ["session.stop", {
@@ -2826,6 +5190,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     since: "bma.executor.v1",
     params: SessionStopParams_,
     result: SessionStopResult_,
+    acceptsParams: isSessionStopParams_,
+    acceptsResult: isSessionStopResult_,
     summary: "Stop a session.",
   }],
   ["session.ended", {
@@ -2835,6 +5201,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     since: "bma.executor.v1",
     params: SessionEndedParams_,
     result: Ack_,
+    acceptsParams: isSessionEndedParams_,
+    acceptsResult: isAck_,
     summary: "Report a session ended.",
   }],
   ["tool.call", {
@@ -2845,6 +5213,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     idempotencyKey: "tool_call_id",
     params: ToolCallParams_,
     result: Ack_,
+    acceptsParams: isToolCallParams_,
+    acceptsResult: isAck_,
     summary: "Dispatch a tool call.",
   }],
   ["tool.result", {
@@ -2855,6 +5225,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     idempotencyKey: "tool_call_id",
     params: ToolResultParams_,
     result: Ack_,
+    acceptsParams: isToolResultParams_,
+    acceptsResult: isAck_,
     summary: "Report a tool result.",
   }],
   ["tool.cancel", {
@@ -2864,6 +5236,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     since: "bma.executor.v1",
     params: ToolCancelParams_,
     result: ToolCancelResult_,
+    acceptsParams: isToolCancelParams_,
+    acceptsResult: isToolCancelResult_,
     summary: "Cancel a running tool call.",
   }],
   ["tool.progress", {
@@ -2872,6 +5246,7 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     direction: "executor_to_harness",
     since: "bma.executor.v1",
     params: ToolProgressParams_,
+    acceptsParams: isToolProgressParams_,
     summary: "Report tool progress.",
   }],
   ["fs.mount", {
@@ -2883,6 +5258,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     idempotencyKey: "session_id+view",
     params: FsMountParams_,
     result: FsMountResult_,
+    acceptsParams: isFsMountParams_,
+    acceptsResult: isFsMountResult_,
     summary: "Mount session file views backed by bma-file.",
   }],
   ["fs.unmount", {
@@ -2894,6 +5271,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     idempotencyKey: "session_id",
     params: FsUnmountParams_,
     result: FsUnmountResult_,
+    acceptsParams: isFsUnmountParams_,
+    acceptsResult: isFsUnmountResult_,
     summary: "Unmount the session file views.",
   }],
   ["turn.start", {
@@ -2905,6 +5284,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     idempotencyKey: "turn_id",
     params: TurnStartParams_,
     result: TurnStartResult_,
+    acceptsParams: isTurnStartParams_,
+    acceptsResult: isTurnStartResult_,
     summary: "Start an agent turn.",
   }],
   ["turn.input", {
@@ -2916,6 +5297,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     idempotencyKey: "input_id",
     params: TurnInputParams_,
     result: Ack_,
+    acceptsParams: isTurnInputParams_,
+    acceptsResult: isAck_,
     summary: "Add user input to the running turn.",
   }],
   ["turn.cancel", {
@@ -2926,6 +5309,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     capability: "agent",
     params: TurnCancelParams_,
     result: TurnCancelResult_,
+    acceptsParams: isTurnCancelParams_,
+    acceptsResult: isTurnCancelResult_,
     summary: "Stop the running turn.",
   }],
   ["session.close", {
@@ -2936,6 +5321,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     capability: "agent",
     params: SessionCloseParams_,
     result: SessionCloseResult_,
+    acceptsParams: isSessionCloseParams_,
+    acceptsResult: isSessionCloseResult_,
     summary: "Close an agent session.",
   }],
   ["session.event_delta", {
@@ -2945,6 +5332,7 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     since: "bma.executor.v1.1",
     capability: "agent",
     params: SessionEventDeltaParams_,
+    acceptsParams: isSessionEventDeltaParams_,
     summary: "Stream a preview of a durable agent event.",
   }],
   ["interaction.request", {
@@ -2956,6 +5344,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     idempotencyKey: "interaction_id",
     params: InteractionRequestParams_,
     result: InteractionRequestResult_,
+    acceptsParams: isInteractionRequestParams_,
+    acceptsResult: isInteractionRequestResult_,
     summary: "Ask the platform for an approval or an answer.",
   }],
   ["interaction.response", {
@@ -2967,6 +5357,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     idempotencyKey: "interaction_id",
     params: InteractionResponseParams_,
     result: InteractionResponseResult_,
+    acceptsParams: isInteractionResponseParams_,
+    acceptsResult: isInteractionResponseResult_,
     summary: "Deliver the answer to an interaction.",
   }],
   ["agent.custom_tool_result", {
@@ -2978,6 +5370,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     idempotencyKey: "tool_use_id",
     params: AgentCustomToolResultParams_,
     result: CustomToolResultResult_,
+    acceptsParams: isAgentCustomToolResultParams_,
+    acceptsResult: isCustomToolResultResult_,
     summary: "Deliver the user's result of a custom tool call.",
   }],
   ["interaction.cancel", {
@@ -2989,6 +5383,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     idempotencyKey: "interaction_id",
     params: InteractionCancelParams_,
     result: Ack_,
+    acceptsParams: isInteractionCancelParams_,
+    acceptsResult: isAck_,
     summary: "Withdraw an open interaction.",
   }],
   ["model_token.refresh", {
@@ -2999,6 +5395,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     capability: "agent",
     params: ModelTokenRefreshParams_,
     result: ModelTokenRefreshResult_,
+    acceptsParams: isModelTokenRefreshParams_,
+    acceptsResult: isModelTokenRefreshResult_,
     summary: "Fetch a fresh model token for a running turn.",
   }],
   ["tools_token.refresh", {
@@ -3009,6 +5407,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     capability: "agent",
     params: ToolsTokenRefreshParams_,
     result: ToolsTokenRefreshResult_,
+    acceptsParams: isToolsTokenRefreshParams_,
+    acceptsResult: isToolsTokenRefreshResult_,
     summary: "Fetch a fresh platform tools token for a running turn.",
   }],
   ["process.start", {
@@ -3019,6 +5419,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     capability: "process",
     params: ProcessStartParams_,
     result: ProcessStartResult_,
+    acceptsParams: isProcessStartParams_,
+    acceptsResult: isProcessStartResult_,
     summary: "Start a process in the session.",
   }],
   ["process.write", {
@@ -3029,6 +5431,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     capability: "process",
     params: ProcessWriteParams_,
     result: ProcessWriteResult_,
+    acceptsParams: isProcessWriteParams_,
+    acceptsResult: isProcessWriteResult_,
     summary: "Write to a process's stdin.",
   }],
   ["process.read", {
@@ -3039,6 +5443,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     capability: "process",
     params: ProcessReadParams_,
     result: ProcessReadResult_,
+    acceptsParams: isProcessReadParams_,
+    acceptsResult: isProcessReadResult_,
     summary: "Read buffered output of a process.",
   }],
   ["process.signal", {
@@ -3049,6 +5455,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     capability: "process",
     params: ProcessSignalParams_,
     result: ProcessSignalResult_,
+    acceptsParams: isProcessSignalParams_,
+    acceptsResult: isProcessSignalResult_,
     summary: "Send a signal to a process.",
   }],
   ["process.wait", {
@@ -3059,6 +5467,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     capability: "process",
     params: ProcessWaitParams_,
     result: ProcessWaitResult_,
+    acceptsParams: isProcessWaitParams_,
+    acceptsResult: isProcessWaitResult_,
     summary: "Wait for a process to exit.",
   }],
   ["process.list", {
@@ -3069,6 +5479,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     capability: "process",
     params: ProcessListParams_,
     result: ProcessListResult_,
+    acceptsParams: isProcessListParams_,
+    acceptsResult: isProcessListResult_,
     summary: "List the session's processes.",
   }],
   ["process.output", {
@@ -3078,6 +5490,7 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     since: "bma.executor.v1",
     capability: "process",
     params: ProcessOutputParams_,
+    acceptsParams: isProcessOutputParams_,
     summary: "Stream process output.",
   }],
   ["terminal.open", {
@@ -3088,6 +5501,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     capability: "terminal",
     params: TerminalOpenParams_,
     result: TerminalOpenResult_,
+    acceptsParams: isTerminalOpenParams_,
+    acceptsResult: isTerminalOpenResult_,
     summary: "Open a PTY in the session.",
   }],
   ["terminal.input", {
@@ -3098,6 +5513,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     capability: "terminal",
     params: TerminalInputParams_,
     result: TerminalInputResult_,
+    acceptsParams: isTerminalInputParams_,
+    acceptsResult: isTerminalInputResult_,
     summary: "Write keyboard input to a PTY.",
   }],
   ["terminal.resize", {
@@ -3108,6 +5525,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     capability: "terminal",
     params: TerminalResizeParams_,
     result: TerminalResizeResult_,
+    acceptsParams: isTerminalResizeParams_,
+    acceptsResult: isTerminalResizeResult_,
     summary: "Resize a PTY.",
   }],
   ["terminal.close", {
@@ -3118,6 +5537,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     capability: "terminal",
     params: TerminalCloseParams_,
     result: TerminalCloseResult_,
+    acceptsParams: isTerminalCloseParams_,
+    acceptsResult: isTerminalCloseResult_,
     summary: "Close a PTY.",
   }],
   ["terminal.output", {
@@ -3127,6 +5548,7 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     since: "bma.executor.v1",
     capability: "terminal",
     params: TerminalOutputParams_,
+    acceptsParams: isTerminalOutputParams_,
     summary: "Stream PTY output.",
   }],
   ["skill.install", {
@@ -3137,6 +5559,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     capability: "skills",
     params: SkillInstallParams_,
     result: SkillInstallResult_,
+    acceptsParams: isSkillInstallParams_,
+    acceptsResult: isSkillInstallResult_,
     summary: "Install an agent skill.",
   }],
   ["file.upload", {
@@ -3147,6 +5571,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     capability: "file_transfer",
     params: FileUploadParams_,
     result: FileUploadResult_,
+    acceptsParams: isFileUploadParams_,
+    acceptsResult: isFileUploadResult_,
     summary: "Write a file to the executor (harness to executor).",
   }],
   ["file.download", {
@@ -3157,6 +5583,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     capability: "file_transfer",
     params: FileDownloadParams_,
     result: FileDownloadResult_,
+    acceptsParams: isFileDownloadParams_,
+    acceptsResult: isFileDownloadResult_,
     summary: "Read a file from the executor (executor to harness data).",
   }],
   ["git.credentials", {
@@ -3167,6 +5595,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     capability: "git_credentials",
     params: GitCredentialsParams_,
     result: GitCredentialsResult_,
+    acceptsParams: isGitCredentialsParams_,
+    acceptsResult: isGitCredentialsResult_,
     summary: "Set Git credentials for a host.",
   }],
   ["workspace.backup", {
@@ -3177,6 +5607,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     capability: "workspace_backup",
     params: WorkspaceBackupParams_,
     result: WorkspaceBackupResult_,
+    acceptsParams: isWorkspaceBackupParams_,
+    acceptsResult: isWorkspaceBackupResult_,
     summary: "Back up the session workspace.",
   }],
   ["mcp.open", {
@@ -3187,6 +5619,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     capability: "mcp",
     params: McpOpenParams_,
     result: McpOpenResult_,
+    acceptsParams: isMcpOpenParams_,
+    acceptsResult: isMcpOpenResult_,
     summary: "Open an MCP channel to a server of the session.",
   }],
   ["mcp.message", {
@@ -3196,6 +5630,7 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     since: "bma.executor.v1",
     capability: "mcp",
     params: McpMessageParams_,
+    acceptsParams: isMcpMessageParams_,
     summary: "Relay one raw MCP JSON-RPC message.",
   }],
   ["mcp.close", {
@@ -3206,6 +5641,8 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     capability: "mcp",
     params: McpCloseParams_,
     result: McpCloseResult_,
+    acceptsParams: isMcpCloseParams_,
+    acceptsResult: isMcpCloseResult_,
     summary: "Close an MCP channel.",
   }],
 ]);
