@@ -40,6 +40,7 @@ import {
   type InteractionRequestParams,
   type InteractionResponseParams,
   type InteractionResponseResult,
+  isAgentEvent,
   type RequestMap,
   type SessionCloseParams,
   type SessionCloseResult,
@@ -701,8 +702,8 @@ class AgentService {
         }]),
       );
     }
-    const checked = AgentEventSchema.safeParse(event);
-    if (!checked.success) {
+    const checked = isAgentEvent(event) ? undefined : AgentEventSchema.safeParse(event);
+    if (checked && !checked.success) {
       return rejected(
         new InvalidOutgoingParamsError(
           "session.event",

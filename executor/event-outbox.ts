@@ -21,6 +21,7 @@ import {
   RequestTimeoutError,
 } from "../protocol/errors.ts";
 import {
+  isSessionEventParams,
   METHOD_SPECS,
   type SessionEventParams,
   type SessionEventResult,
@@ -108,8 +109,10 @@ export class EventOutbox {
    */
   enqueue(params: SessionEventParams): Promise<SessionEventResult> {
     if (this.#closedWith !== undefined) return Promise.reject(this.#closedWith);
-    const checked = METHOD_SPECS.get("session.event")!.params.safeParse(params);
-    if (!checked.success) {
+    const checked = isSessionEventParams(params)
+      ? undefined
+      : METHOD_SPECS.get("session.event")!.params.safeParse(params);
+    if (checked && !checked.success) {
       return Promise.reject(
         new InvalidOutgoingParamsError(
           "session.event",

@@ -12,6 +12,7 @@ import {
   type EditResult,
   type GlobResult,
   type GrepResult,
+  isContentBlock,
   type ReadResult,
   TOOL_SPECS,
   type WriteResult,
@@ -177,7 +178,7 @@ export function renderToolOutput(
 
 function checkBlocks(blocks: unknown[]): ContentBlock[] {
   for (const block of blocks) {
-    if (!ContentBlockSchema.safeParse(block).success) {
+    if (!isContentBlock(block) && !ContentBlockSchema.safeParse(block).success) {
       throw new InvalidToolOutputError("a returned content block does not match the contract");
     }
   }

@@ -13,6 +13,7 @@
 import type { JsonRpcId } from "../protocol/jsonrpc.ts";
 import {
   AgentEventSchema,
+  isAgentEvent,
   type SessionEventParams,
   type SessionEventPayload,
   type SessionEventResult,
@@ -162,8 +163,10 @@ export class EventLog {
           });
         }
       }
-      const checked = AgentEventSchema.safeParse(params.event);
-      if (!checked.success) {
+      const checked = isAgentEvent(params.event)
+        ? undefined
+        : AgentEventSchema.safeParse(params.event);
+      if (checked && !checked.success) {
         throw new InvalidParamsError("invalid params: event is not an AgentEvent", {
           field: "/event",
           issues: checked.error.issues.map((i) => ({

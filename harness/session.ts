@@ -13,6 +13,7 @@ import { servesTool } from "../protocol/capabilities.ts";
 import {
   type Capabilities,
   type HarnessRequestMethod,
+  isToolCallParams,
   METHOD_SPECS,
   type RequestMap,
   type SessionAssignParams,
@@ -363,8 +364,8 @@ export class Session {
         ...(request.timeout_ms !== undefined ? { timeout_ms: request.timeout_ms } : {}),
       };
       // Checked now, not at dispatch: a call queued for a reconnect must not fail later.
-      const checked = TOOL_CALL_PARAMS.safeParse(params);
-      if (!checked.success) {
+      const checked = isToolCallParams(params) ? undefined : TOOL_CALL_PARAMS.safeParse(params);
+      if (checked && !checked.success) {
         throw new InvalidOutgoingParamsError(
           "tool.call",
           checked.error.issues.map((i) => ({
