@@ -148,6 +148,21 @@ interface Pending {
 type AnyRequestHandler = (params: unknown, context: RequestContext) => unknown;
 type AnyNotificationHandler = (params: unknown) => unknown;
 
+/** What a fast check that passed stands for: the value as it is. */
+const ACCEPTED = { success: true } as const;
+
+type Checked = ReturnType<MethodSpec["params"]["safeParse"]>;
+
+/**
+ * Validates incoming params: the generated predicate admits almost every valid value as it is,
+ * without zod's copy; zod decides (and explains) the rest.
+ */
+function checkParams(spec: MethodSpec, params: unknown): Checked {
+  return spec.acceptsParams(params)
+    ? { success: true, data: params } as Checked
+    : spec.params.safeParse(params);
+}
+
 /** Issues as sent in `data.issues` of a -32602 answer. */
 export interface ValidationIssue {
   path: (string | number)[];
@@ -365,8 +380,11 @@ export class Peer {
       throw new CapabilityNotAdvertisedError(method, spec.capability);
     }
     if (validate && this.#validateOutgoing) {
-      const parsed = spec.params.safeParse(params);
-      if (!parsed.success) throw new InvalidOutgoingParamsError(method, toIssues(parsed.error));
+      // The generated predicate answers for almost every valid value; zod explains the rest.
+      if (!spec.acceptsParams(params)) {
+        const parsed = spec.params.safeParse(params);
+        if (!parsed.success) throw new InvalidOutgoingParamsError(method, toIssues(parsed.error));
+      }
     }
     return spec;
   }
@@ -390,6 +408,10 @@ export class Peer {
         this.#abandon(id);
       }
       pending.reject(error);
+      return;
+    }
+    if (pending.spec.acceptsResult!(result)) {
+      pending.resolve(result);
       return;
     }
     const checked = pending.spec.result!.safeParse(result);
@@ -559,7 +581,7 @@ export class Peer {
         issues: [],
       });
     }
-    const parsed = spec.params.safeParse(params ?? {});
+    const parsed = checkParams(spec, params ?? {});
     if (!parsed.success) {
       return failure(id, ErrorCode.INVALID_PARAMS, "invalid params", {
         issues: toIssues(parsed.error),
@@ -570,7 +592,7 @@ export class Peer {
     this.#inFlight.add(context);
     const answer = (result: unknown): JsonRpcResponse => {
       this.#inFlight.delete(context);
-      const checked = spec.result!.safeParse(result);
+      const checked = spec.acceptsResult!(result) ? ACCEPTED : spec.result!.safeParse(result);
       if (!checked.success) {
         this.#logger.error("handler returned a result outside the contract", {
           method,
@@ -599,7 +621,7 @@ export class Peer {
   #serveNotification(method: string, params: unknown): undefined | Promise<undefined> {
     const spec = this.#admission(method, "notification");
     if (spec instanceof ProtocolError) return this.#dropNotification(method, spec.code);
-    const parsed = Array.isArray(params) ? undefined : spec.params.safeParse(params ?? {});
+    const parsed = Array.isArray(params) ? undefined : checkParams(spec, params ?? {});
     if (!parsed?.success) {
       this.#logger.warn("notification rejected", {
         method,
