@@ -72,7 +72,7 @@ import {
   TurnEndedError,
 } from "./errors.ts";
 import { randomId } from "./ids.ts";
-import { BoundedSet } from "../protocol/bounded-set.ts";
+import { BoundedSet, RecentIds } from "../protocol/bounded-set.ts";
 import { AsyncQueue } from "./queue.ts";
 import type {
   AgentHandler,
@@ -221,7 +221,7 @@ interface SessionState {
   readonly inputIds: BoundedSet<string>;
   run: TurnRun | undefined;
   closing: Promise<void> | undefined;
-  readonly eventIds: BoundedSet<string>;
+  readonly eventIds: RecentIds<string>;
   /** Emitted events not yet acknowledged (awaited before `session.close` releases). */
   readonly pending: Set<Promise<unknown>>;
   readonly interactions: Map<string, PendingInteraction>;
@@ -496,7 +496,7 @@ class AgentService {
       inputIds: new BoundedSet<string>(4096),
       run: undefined,
       closing: undefined,
-      eventIds: new BoundedSet<string>(100_000),
+      eventIds: new RecentIds<string>(50_000),
       pending: new Set(),
       interactions: new Map(),
       customWaits: new Map(),

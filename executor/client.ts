@@ -323,7 +323,13 @@ export class ExecutorClient {
 
     this.#registry = new ToolRegistry(() => this.#capabilitiesChanged());
     this.tools = this.#registry.slots;
-    this.#link = { whenConnected: (signal) => this.#whenConnected(signal) };
+    this.#link = {
+      whenConnected: (signal) => this.#whenConnected(signal),
+      connected: () => {
+        const connection = this.#connection;
+        return connection && !connection.peer.isClosed ? connection.peer : undefined;
+      },
+    };
     this.#artifacts = new ArtifactUploader({
       baseUrl: this.#credentials.baseUrl,
       environmentId: this.#credentials.environmentId,

@@ -24,7 +24,12 @@ export interface ConnectionLink {
    * signal aborts or the client stops for good.
    */
   whenConnected(signal?: AbortSignal): Promise<Peer>;
+  /** The registered connection if there is one now (saves a promise on the common path). */
+  connected?(): Peer | undefined;
 }
+
+/** Marks the first attempt as not made (no connection): not an error of the request. */
+const NOT_TRIED = Symbol("not tried");
 
 /** How {@linkcode deliver} retries. */
 export interface DeliveryOptions {
@@ -146,23 +151,49 @@ export class ResultOutbox {
       this.#lost(params, this.#closedWith);
       return Promise.resolve(false);
     }
-    const accepted = deliver(this.#options.link, "tool.result", params, {
-      clock: this.#options.clock,
-      random: this.#options.random,
-      retry: this.#options.retry,
-      timeoutMs: this.#options.timeoutMs,
-      signal: this.#closing.signal,
-      // Closing comes with the connection's end, which ends the request in flight anyway.
-      signalBetweenAttempts: true,
-    }).then(
-      () => true,
+    const pending: PendingResult = { params, accepted: this.#deliver(params) };
+    this.#pending.set(params.tool_call_id, pending);
+    return pending.accepted;
+  }
+
+  /** One delivery: straight on the live connection first, the retry loop only if that fails. */
+  #deliver(params: ToolResultParams): Promise<boolean> {
+    const connected = this.#options.link.connected?.();
+    const first = connected
+      ? connected.call("tool.result", params, { timeoutMs: this.#options.timeoutMs })
+      : Promise.reject(NOT_TRIED);
+    return first.then(
+      () => this.#accepted(params),
       (error) => {
-        this.#lost(params, error);
-        return false;
+        // Anything but success goes through the full loop, which sends again where a first
+        // attempt failed for a reason worth retrying, and gives up where it is final.
+        if (
+          error !== NOT_TRIED && !isRetryable(error) && !(error instanceof ConnectionClosedError)
+        ) {
+          return this.#given(params, error);
+        }
+        return deliver(this.#options.link, "tool.result", params, {
+          clock: this.#options.clock,
+          random: this.#options.random,
+          retry: this.#options.retry,
+          timeoutMs: this.#options.timeoutMs,
+          signal: this.#closing.signal,
+          // Closing comes with the connection's end, which ends the request in flight anyway.
+          signalBetweenAttempts: true,
+        }).then(() => this.#accepted(params), (error) => this.#given(params, error));
       },
-    ).finally(() => this.#pending.delete(params.tool_call_id));
-    this.#pending.set(params.tool_call_id, { params, accepted });
-    return accepted;
+    );
+  }
+
+  #accepted(params: ToolResultParams): boolean {
+    this.#pending.delete(params.tool_call_id);
+    return true;
+  }
+
+  #given(params: ToolResultParams, error: unknown): boolean {
+    this.#pending.delete(params.tool_call_id);
+    this.#lost(params, error);
+    return false;
   }
 
   /** Resolves once every result pending now is accepted or given up on. */

@@ -17,7 +17,7 @@ import type {
 import { CapabilityMissingError, NotFoundError } from "../protocol/generated/errors.ts";
 import { exceedsBytes } from "../protocol/jsonrpc.ts";
 import type { Logger } from "../protocol/logger.ts";
-import { BoundedSet } from "../protocol/bounded-set.ts";
+import { RecentIds } from "../protocol/bounded-set.ts";
 import type { ArtifactUpload } from "./artifacts.ts";
 import type { ResultOutbox } from "./result-outbox.ts";
 import type { SecretScrubber } from "./secrets.ts";
@@ -65,8 +65,11 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 
 const RESOLVED: Promise<void> = Promise.resolve();
 
-/** How many finished call ids are remembered to recognize duplicates. */
-const REMEMBERED_CALLS = 50_000;
+/**
+ * How many finished call ids are remembered, at least, to recognize duplicates (up to twice as
+ * many are held: see {@linkcode RecentIds}).
+ */
+const REMEMBERED_CALLS = 25_000;
 
 /** Why a call's signal was aborted. */
 export class ToolCallAbort extends Error {
@@ -181,8 +184,8 @@ export interface ToolCallRunnerDeps {
 export class ToolCallRunner {
   readonly #deps: ToolCallRunnerDeps;
   readonly #running = new Map<string, RunningCall>();
-  /** Ids of calls that ran, the most recent {@linkcode REMEMBERED_CALLS}. */
-  readonly #finished = new BoundedSet<string>(REMEMBERED_CALLS);
+  /** Ids of calls that ran: at least the most recent {@linkcode REMEMBERED_CALLS}. */
+  readonly #finished = new RecentIds<string>(REMEMBERED_CALLS);
   /** Calls per session that have not finished reporting. */
   readonly #perSession = new Map<string, Set<RunningCall>>();
   /** Sessions whose end aborts their calls (one listener per session, not one per call). */

@@ -23,7 +23,7 @@ import {
   InvalidParamsError,
   UnavailableError,
 } from "../protocol/generated/errors.ts";
-import { BoundedSet } from "../protocol/bounded-set.ts";
+import { RecentIds } from "../protocol/bounded-set.ts";
 
 /** One accepted durable event. */
 export interface SessionEventRecord {
@@ -64,8 +64,8 @@ export class EventLog {
   /** The session. */
   readonly sessionId: string;
   readonly #records: SessionEventRecord[] = [];
-  readonly #rpcIds: BoundedSet<string>;
-  readonly #eventIds: BoundedSet<string>;
+  readonly #rpcIds: RecentIds<string>;
+  readonly #eventIds: RecentIds<string>;
   readonly #sink: SessionEventSink | undefined;
   readonly #now: () => number;
   #ackedSequence = 0;
@@ -78,8 +78,8 @@ export class EventLog {
     this.sessionId = sessionId;
     this.#sink = options.sink;
     this.#now = options.now ?? Date.now;
-    this.#rpcIds = new BoundedSet(options.remember ?? 10_000);
-    this.#eventIds = new BoundedSet(options.remember ?? 10_000);
+    this.#rpcIds = new RecentIds(options.remember ?? 10_000);
+    this.#eventIds = new RecentIds(options.remember ?? 10_000);
     this.#armChange();
   }
 

@@ -343,7 +343,8 @@ export class Session {
     if (this.#state === "ended") throw new SessionEndedError(this.id, this.#endReason ?? "ended");
     const ledger = this.#ctx.ledger;
     const id = request.tool_call_id ?? randomId("call_");
-    let entry = ledger.get(id);
+    // A fresh random id is in no table: only a caller's own id can name an earlier call.
+    let entry = request.tool_call_id === undefined ? undefined : ledger.get(id);
     if (entry && (entry.sessionId !== this.id || entry.executorId !== this.executor.id)) {
       throw new InvalidOutgoingParamsError("tool.call", [{
         path: ["tool_call_id"],

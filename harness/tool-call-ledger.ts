@@ -11,7 +11,6 @@ import type {
   ToolOutcome,
   ToolResultParams,
 } from "../protocol/generated/contract.ts";
-import { BoundedSet } from "../protocol/bounded-set.ts";
 
 /** The outcome of a tool call, as reported by the executor's `tool.result`. */
 export interface ToolCallResult<S = Record<string, unknown>> {
@@ -93,27 +92,34 @@ export type ResultAcceptance = "accepted" | "duplicate" | "unknown";
 
 /** The harness-wide ledger of tool calls. */
 export class ToolCallLedger {
-  readonly #entries = new Map<string, ToolCallEntry>();
   /** Unsettled calls: what lease expiry, session end and reconnect walk through. */
-  readonly #live = new Set<ToolCallEntry>();
-  /** Settled ids, oldest evicted first, so the memory of finished calls stays bounded. */
-  readonly #settled: BoundedSet<string> | undefined;
+  readonly #live = new Map<string, ToolCallEntry>();
+  /**
+   * Settled calls in two generations of up to `#remember` each: when the young one fills, it
+   * becomes the old one and the old one is dropped whole. So at least the `#remember` most
+   * recent are kept, and no call costs a deletion in a large table (see `RecentIds`).
+   */
+  #young = new Map<string, ToolCallEntry>();
+  #old: Map<string, ToolCallEntry> | undefined;
+  readonly #remember: number;
 
-  /** Keeps up to `remember` settled calls for duplicate detection. */
+  /**
+   * Keeps at least the `remember` most recently settled calls (and up to twice as many) for
+   * duplicate detection; `0` keeps none.
+   */
   constructor(remember = 10_000) {
-    this.#settled = remember >= 1 ? new BoundedSet(remember) : undefined;
+    this.#remember = Math.max(0, Math.floor(remember));
   }
 
   /** The entry for a call id, live or remembered. */
   get(id: string): ToolCallEntry | undefined {
-    return this.#entries.get(id);
+    return this.#live.get(id) ?? this.#young.get(id) ?? this.#old?.get(id);
   }
 
   /** Adds a new call; the caller has checked that its id is free. */
   add(params: ToolCallParams, executorId: string): ToolCallEntry {
     const entry = new ToolCallEntry(params, executorId);
-    this.#entries.set(entry.id, entry);
-    this.#live.add(entry);
+    this.#live.set(entry.id, entry);
     return entry;
   }
 
@@ -122,7 +128,7 @@ export class ToolCallLedger {
    * or session counts as unknown: an executor can only complete its own calls.
    */
   accept(params: ToolResultParams, executorId: string): ResultAcceptance {
-    const entry = this.#entries.get(params.tool_call_id);
+    const entry = this.get(params.tool_call_id);
     if (!entry || entry.executorId !== executorId || entry.sessionId !== params.session_id) {
       return "unknown";
     }
@@ -159,17 +165,17 @@ export class ToolCallLedger {
   /** The unsettled calls matching `filter`. */
   pending(filter: (entry: ToolCallEntry) => boolean): ToolCallEntry[] {
     const out: ToolCallEntry[] = [];
-    for (const entry of this.#live) if (filter(entry)) out.push(entry);
+    for (const entry of this.#live.values()) if (filter(entry)) out.push(entry);
     return out;
   }
 
   #remembered(entry: ToolCallEntry): void {
-    this.#live.delete(entry);
-    if (!this.#settled) {
-      this.#entries.delete(entry.id);
-      return;
+    this.#live.delete(entry.id);
+    if (this.#remember === 0) return;
+    if (this.#young.size >= this.#remember) {
+      this.#old = this.#young;
+      this.#young = new Map();
     }
-    const evicted = this.#settled.add(entry.id);
-    if (evicted !== undefined) this.#entries.delete(evicted);
+    this.#young.set(entry.id, entry);
   }
 }

@@ -56,3 +56,42 @@ export class BoundedSet<T> {
     return this.#members.delete(key);
   }
 }
+
+/**
+ * Remembers at least the `limit` most recent ids, in two generations of up to `limit` each:
+ * when the young one fills, it becomes the old one and the old one is dropped whole. Unlike
+ * {@linkcode BoundedSet} nothing is deleted one at a time, so a set that turns over on every
+ * tool call (add one, evict one) costs no hash-table churn: the cheaper choice where only
+ * membership matters and up to twice `limit` members may be held.
+ */
+export class RecentIds<T> {
+  /** The fewest most recent members remembered. */
+  readonly limit: number;
+  #young = new Set<T>();
+  #old: Set<T> | undefined;
+
+  constructor(limit: number) {
+    this.limit = Math.max(1, Math.floor(limit));
+  }
+
+  /** Whether `key` is remembered. */
+  has(key: T): boolean {
+    return this.#young.has(key) || this.#old?.has(key) === true;
+  }
+
+  /** Remembers `key` as the most recent. */
+  add(key: T): void {
+    if (this.has(key)) return;
+    if (this.#young.size >= this.limit) {
+      this.#old = this.#young;
+      this.#young = new Set();
+    }
+    this.#young.add(key);
+  }
+
+  /** Forgets `key`; whether it was remembered. */
+  delete(key: T): boolean {
+    const young = this.#young.delete(key);
+    return this.#old?.delete(key) === true || young;
+  }
+}

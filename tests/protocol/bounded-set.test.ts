@@ -1,0 +1,44 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { BoundedSet, RecentIds } from "../../protocol/bounded-set.ts";
+
+describe("BoundedSet", () => {
+  it("holds at most limit members, evicting the oldest and naming it", () => {
+    const set = new BoundedSet<string>(3);
+    assert.equal(set.add("a"), undefined);
+    set.add("b");
+    set.add("c");
+    assert.equal(set.add("a"), undefined, "a member added again stays where it is");
+    assert.equal(set.add("d"), "a", "the oldest goes first");
+    assert.equal(set.size, 3);
+    assert.ok(!set.has("a") && set.has("b") && set.has("d"), "b, c, d remain");
+  });
+});
+
+describe("RecentIds", () => {
+  it("remembers at least the limit most recent ids, and at most twice as many", () => {
+    const ids = new RecentIds<number>(100);
+    for (let i = 0; i < 1_000; i++) {
+      ids.add(i);
+      for (let back = 0; back < Math.min(100, i + 1); back++) {
+        if (!ids.has(i - back)) assert.fail(`id ${i - back} forgotten after adding ${i}`);
+      }
+    }
+    let held = 0;
+    for (let i = 0; i < 1_000; i++) if (ids.has(i)) held++;
+    assert.ok(held >= 100 && held <= 200, `held ${held}`);
+    assert.ok(!ids.has(0), "the oldest are forgotten");
+  });
+
+  it("forgets a deleted id, and an id added twice is one member", () => {
+    const ids = new RecentIds<string>(2);
+    ids.add("x");
+    ids.add("x");
+    ids.add("y");
+    ids.add("z"); // turns the generation over: x and y are old, still remembered
+    assert.ok(ids.has("x") && ids.has("y") && ids.has("z"), "old generation still answers");
+    assert.equal(ids.delete("y"), true);
+    assert.equal(ids.has("y"), false);
+    assert.equal(ids.delete("y"), false);
+  });
+});
