@@ -20,11 +20,15 @@ export {
   DEFAULT_MAX_FRAME_BYTES,
   DEFAULT_REQUEST_TIMEOUT_MS,
   type Disposable,
+  type HandlerTable,
   type NotificationHandler,
   Peer,
+  PeerHandlers,
   type PeerOptions,
   type RequestContext,
   type RequestHandler,
+  type SharedNotificationHandler,
+  type SharedRequestHandler,
   type ValidationIssue,
 } from "./peer.ts";
 export {

@@ -77,6 +77,13 @@ export interface PeerOptions {
   capabilities?: unknown;
   /** Validate params of outgoing requests and notifications against the contract. Default true. */
   validateOutgoing?: boolean;
+  /**
+   * Handlers shared with other peers (every connection of a server), consulted when this peer
+   * has no handler of its own for a method: a {@linkcode PeerHandlers} of any owner type.
+   */
+  handlers?: HandlerTable;
+  /** What the shared {@linkcode PeerOptions.handlers} receive as their owner (the connection). */
+  owner?: unknown;
 }
 
 /** Per-request options of {@linkcode Peer.call}. */
@@ -145,8 +152,87 @@ interface Pending {
   detach: (() => void) | undefined;
 }
 
-type AnyRequestHandler = (params: unknown, context: RequestContext) => unknown;
-type AnyNotificationHandler = (params: unknown) => unknown;
+type AnyRequestHandler = (params: unknown, context: RequestContext, owner?: unknown) => unknown;
+type AnyNotificationHandler = (params: unknown, owner?: unknown) => unknown;
+
+/** Serves one request method for every peer of a {@linkcode PeerHandlers} table. */
+export type SharedRequestHandler<M extends RequestMethod, O> = (
+  params: RequestMap[M]["params"],
+  context: RequestContext,
+  owner: O,
+) => RequestMap[M]["result"] | Promise<RequestMap[M]["result"]>;
+
+/** Receives one notification method for every peer of a {@linkcode PeerHandlers} table. */
+export type SharedNotificationHandler<M extends NotificationMethod, O> = (
+  params: NotificationMap[M],
+  owner: O,
+) => void | Promise<void>;
+
+/** What a peer reads of a shared handler table ({@linkcode PeerHandlers}, of any owner type). */
+export interface HandlerTable {
+  /** Run after the peer's own {@linkcode Peer.admit} has admitted a message. */
+  readonly admit:
+    | ((
+      owner: never,
+      method: string,
+      kind: "request" | "notification",
+    ) => ProtocolError | undefined)
+    | undefined;
+  /** The handler of a request method; it is called with the peer's owner as third argument. */
+  request(
+    method: string,
+  ): ((params: unknown, context: RequestContext, owner: never) => unknown) | undefined;
+  /** The handler of a notification method; it is called with the peer's owner as second argument. */
+  notification(method: string): ((params: unknown, owner: never) => unknown) | undefined;
+}
+
+/**
+ * Request and notification handlers shared by many peers (e.g. every connection of a server):
+ * one table, where handlers registered per peer cost a closure and a map entry per method per
+ * connection. Each handler receives the `owner` its peer was given ({@linkcode PeerOptions}).
+ * A peer's own handlers take precedence over the table's.
+ */
+export class PeerHandlers<O> implements HandlerTable {
+  /** Optional gate run after the peer's own {@linkcode Peer.admit} has admitted a message. */
+  admit:
+    | ((owner: O, method: string, kind: "request" | "notification") => ProtocolError | undefined)
+    | undefined;
+  readonly #requests = new Map<string, AnyRequestHandler>();
+  readonly #notifications = new Map<string, AnyNotificationHandler>();
+
+  /** Serves a request method on every peer of the table. Registering again replaces it. */
+  onRequest<M extends RequestMethod>(method: M, handler: SharedRequestHandler<M, O>): this {
+    requireMethod(method, "request");
+    this.#requests.set(method, handler as AnyRequestHandler);
+    return this;
+  }
+
+  /** Receives a notification method on every peer of the table. Registering again replaces it. */
+  onNotification<M extends NotificationMethod>(
+    method: M,
+    handler: SharedNotificationHandler<M, O>,
+  ): this {
+    requireMethod(method, "notification");
+    this.#notifications.set(method, handler as AnyNotificationHandler);
+    return this;
+  }
+
+  /** The handler of a request method, if the table serves it. */
+  request(method: string): AnyRequestHandler | undefined {
+    return this.#requests.get(method);
+  }
+
+  /** The handler of a notification method, if the table serves it. */
+  notification(method: string): AnyNotificationHandler | undefined {
+    return this.#notifications.get(method);
+  }
+}
+
+function requireMethod(method: string, kind: "request" | "notification"): void {
+  const spec = METHOD_SPECS.get(method);
+  if (!spec) throw new LocalError(`${method} is not a method of the contract`);
+  if (spec.kind !== kind) throw new LocalError(`${method} is a ${spec.kind}, not a ${kind}`);
+}
 
 /** What a fast check that passed stands for: the value as it is. */
 const ACCEPTED = { success: true } as const;
@@ -180,6 +266,11 @@ function toIssues(
   }));
 }
 
+// Shared empty collections of peers that have not written theirs yet: never written themselves.
+const NO_PENDING = new Map<JsonRpcId, never>();
+const NO_HANDLERS = new Map<string, never>();
+const NO_REQUESTS = new Set<never>();
+
 /** A JSON-RPC 2.0 peer bound to one transport and the contract. */
 export class Peer {
   /** Settles when the connection has ended, with the close code and reason this side saw. */
@@ -199,12 +290,17 @@ export class Peer {
   readonly #maxFrameBytes: number;
   readonly #timeoutMs: number;
   readonly #validateOutgoing: boolean;
-  readonly #pending = new Map<JsonRpcId, Pending>();
+  // The maps and the set below start as shared empty ones, never written, and are made on the
+  // first write: a server holds a peer per idle connection, and an empty Map costs ~180 bytes.
+  #pending: Map<JsonRpcId, Pending> = NO_PENDING;
   /** Ids of requests given up on (timeout, abort), made when the first is. */
   #abandoned: BoundedSet<JsonRpcId> | undefined;
-  readonly #requestHandlers = new Map<string, AnyRequestHandler>();
-  readonly #notificationHandlers = new Map<string, AnyNotificationHandler>();
-  readonly #inFlight = new Set<IncomingRequest>();
+  #requestHandlers: Map<string, AnyRequestHandler> = NO_HANDLERS;
+  #notificationHandlers: Map<string, AnyNotificationHandler> = NO_HANDLERS;
+  #inFlight: Set<IncomingRequest> = NO_REQUESTS;
+  /** Handlers shared with other peers, and what they receive as owner. */
+  readonly #shared: PeerHandlers<unknown> | undefined;
+  readonly #owner: unknown;
   /** The one timer that expires requests on the default timeout (see {@linkcode Pending}). */
   #sweepTimer: TimerHandle | undefined;
   #nextId = 1;
@@ -219,6 +315,8 @@ export class Peer {
     this.#timeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.#validateOutgoing = options.validateOutgoing ?? true;
     this.capabilities = options.capabilities;
+    this.#shared = options.handlers as PeerHandlers<unknown> | undefined;
+    this.#owner = options.owner;
     this.closed = transport.closed.then((info) => {
       this.#shutdown(info);
       return info;
@@ -245,6 +343,7 @@ export class Peer {
   /** Serves a request method. Registering a method again replaces its handler. */
   onRequest<M extends RequestMethod>(method: M, handler: RequestHandler<M>): Disposable {
     this.#requireSpec(method, "request");
+    if (this.#requestHandlers === NO_HANDLERS) this.#requestHandlers = new Map();
     this.#requestHandlers.set(method, handler as AnyRequestHandler);
     return {
       dispose: () => {
@@ -259,6 +358,7 @@ export class Peer {
     handler: NotificationHandler<M>,
   ): Disposable {
     this.#requireSpec(method, "notification");
+    if (this.#notificationHandlers === NO_HANDLERS) this.#notificationHandlers = new Map();
     this.#notificationHandlers.set(method, handler as AnyNotificationHandler);
     return {
       dispose: () => {
@@ -321,6 +421,7 @@ export class Peer {
         signal.addEventListener("abort", onAbort, { once: true });
         pending.detach = () => signal.removeEventListener("abort", onAbort);
       }
+      if (this.#pending === NO_PENDING) this.#pending = new Map();
       this.#pending.set(id, pending);
       this.#abandoned?.delete(id);
       try {
@@ -547,8 +648,8 @@ export class Peer {
       );
     }
     const served = kind === "request"
-      ? this.#requestHandlers.has(method)
-      : this.#notificationHandlers.has(method);
+      ? this.#requestHandlers.has(method) || this.#shared?.request(method) !== undefined
+      : this.#notificationHandlers.has(method) || this.#shared?.notification(method) !== undefined;
     if (!spec || !served) {
       return new ProtocolError(ErrorCode.METHOD_NOT_FOUND, "method not found", { method });
     }
@@ -558,7 +659,7 @@ export class Peer {
         since: spec.since,
       });
     }
-    const gate = this.admit?.(method, kind);
+    const gate = this.admit?.(method, kind) ?? this.#shared?.admit?.(this.#owner, method, kind);
     if (gate) return gate;
     if (spec.capability && !hasCapability(this.capabilities, spec.capability)) {
       return new ProtocolError(ErrorCode.CAPABILITY_MISSING, "capability missing", {
@@ -587,9 +688,8 @@ export class Peer {
         issues: toIssues(parsed.error),
       });
     }
-    const handler = this.#requestHandlers.get(method)!;
+    const handler = this.#requestHandlers.get(method) ?? this.#shared!.request(method)!;
     const context = new IncomingRequest(id, method);
-    this.#inFlight.add(context);
     const answer = (result: unknown): JsonRpcResponse => {
       this.#inFlight.delete(context);
       const checked = spec.acceptsResult!(result) ? ACCEPTED : spec.result!.safeParse(result);
@@ -610,8 +710,13 @@ export class Peer {
       return failure(id, ErrorCode.INTERNAL_ERROR, "internal error");
     };
     try {
-      const result = handler(parsed.data, context);
-      if (result instanceof Promise) return result.then(answer, fail);
+      const result = handler(parsed.data, context, this.#owner);
+      if (result instanceof Promise) {
+        // Only an answer still to come can see the connection end: a synchronous one has none.
+        if (this.#inFlight === NO_REQUESTS) this.#inFlight = new Set();
+        this.#inFlight.add(context);
+        return result.then(answer, fail);
+      }
       return answer(result);
     } catch (error) {
       return fail(error);
@@ -635,7 +740,9 @@ export class Peer {
       return undefined;
     };
     try {
-      const done = this.#notificationHandlers.get(method)!(parsed.data);
+      const handler = this.#notificationHandlers.get(method) ??
+        this.#shared!.notification(method)!;
+      const done = handler(parsed.data, this.#owner);
       if (done instanceof Promise) return done.then(() => undefined, failed);
     } catch (error) {
       failed(error);
