@@ -1,8 +1,11 @@
 /**
  * One executor WebSocket on the harness side (internal): register-first admission, the
- * executor's requests and notifications, and the token deadline (close 4001).
+ * executor's requests and notifications, the register deadline (close 1008) and the token
+ * deadline (close 4001).
  */
-import { Peer } from "../protocol/peer.ts";
+import { Peer, PeerHandlers } from "../protocol/peer.ts";
+import type { TimerHandle } from "../protocol/clock.ts";
+import type { ProtocolError } from "../protocol/errors.ts";
 import type { Transport } from "../transport/transport.ts";
 import type {
   ExecutorRegisterParams,
@@ -17,12 +20,11 @@ import {
 } from "../protocol/generated/errors.ts";
 import { afterReply, type HarnessContext } from "./context.ts";
 import { executorControl, type ExecutorHandle } from "./executor-handle.ts";
-import { Deadline } from "./lease.ts";
 import { mcpChannelControl } from "./mcp-channel.ts";
 import { type Authenticate, expiryOf, type Principal } from "./principal.ts";
 import { sessionControl } from "./session.ts";
 
-/** What a connection needs from the harness (internal). */
+/** What a connection needs from the harness (internal): one object shared by its connections. */
 export interface ConnectionHost {
   readonly ctx: HarnessContext;
   readonly maxFrameBytes: number | undefined;
@@ -43,20 +45,36 @@ export interface ConnectionHost {
 
 type State = "unregistered" | "registered" | "closed";
 
-/** One executor connection. */
+/** The handler tables of a host's connections, one per protocol version (built on first use). */
+const handlerTables = new WeakMap<
+  ConnectionHost,
+  Map<ProtocolVersion, PeerHandlers<ExecutorConnection>>
+>();
+
+/**
+ * One executor connection. A harness holds one per executor, idle most of the time, so it keeps
+ * little: its methods are served from a handler table shared by every connection of the harness
+ * (each handler is given the connection), and one timer covers both the register deadline and
+ * the token's expiry.
+ */
 export class ExecutorConnection {
   readonly peer: Peer;
   readonly protocol: ProtocolVersion;
-  /** The URL it connected with (for token refresh checks); never logged whole. */
-  readonly url: URL;
+  readonly #href: string;
   #principal: Principal;
   #state: State = "unregistered";
   #executor: ExecutorHandle | undefined;
   #closingForGood = false;
   #refused = 0;
   readonly #host: ConnectionHost;
-  readonly #tokenDeadline: Deadline;
-  readonly #registerDeadline: Deadline;
+  /** Until when it may stay unregistered; `undefined` once registered (or past). */
+  #registerBy: number | undefined;
+  /** When its token expires, if it does. */
+  #tokenExpiresAt: number | undefined;
+  /** The token's expiry has passed (a refresh no longer moves it). */
+  #tokenExpired = false;
+  /** The one timer, due at the earlier of `#registerBy` and `#tokenExpiresAt`. */
+  #timer: TimerHandle | undefined;
 
   constructor(
     transport: Transport,
@@ -68,7 +86,7 @@ export class ExecutorConnection {
     this.#host = host;
     this.protocol = protocol;
     this.#principal = principal;
-    this.url = url;
+    this.#href = url.href;
     const ctx = host.ctx;
     this.peer = new Peer(transport, {
       protocol,
@@ -76,29 +94,24 @@ export class ExecutorConnection {
       logger: ctx.logger,
       maxFrameBytes: host.maxFrameBytes,
       ...(ctx.requestTimeoutMs !== undefined ? { requestTimeoutMs: ctx.requestTimeoutMs } : {}),
+      handlers: ExecutorConnection.#handlers(host, protocol),
+      owner: this,
     });
-    this.#tokenDeadline = new Deadline(ctx.clock, () => {
-      ctx.logger.info("executor token expired: closing", { executor_id: this.#executor?.id });
-      this.peer.close(CloseCode.TOKEN_EXPIRED, "token expired");
-    });
-    const expiresAt = expiryOf(principal);
-    if (expiresAt !== undefined) this.#tokenDeadline.set(expiresAt);
-    this.#registerDeadline = new Deadline(ctx.clock, () => {
-      if (this.#state === "unregistered") {
-        this.peer.close(CloseCode.POLICY_VIOLATION, "executor.register not received");
-      }
-    });
-    this.#registerDeadline.set(ctx.clock.now() + host.registerTimeoutMs);
-    this.peer.admit = (method, kind) => this.#admit(method, kind);
-    this.#serve();
+    this.#tokenExpiresAt = expiryOf(principal);
+    this.#registerBy = ctx.clock.now() + host.registerTimeoutMs;
+    this.#arm();
     this.peer.closed.then(() => {
       this.#state = "closed";
-      this.#tokenDeadline.cancel();
-      this.#registerDeadline.cancel();
+      this.#disarm();
       const executor = this.#executor;
       if (executor) executorControl(executor).detach(this, this.#closingForGood);
       host.closed(this);
     });
+  }
+
+  /** The URL it connected with (for token refresh checks); never logged whole. */
+  get url(): URL {
+    return new URL(this.#href);
   }
 
   /** The principal `authenticate` returned (replaced by a refreshed token's). */
@@ -113,7 +126,7 @@ export class ExecutorConnection {
 
   /** When the connection's token expires (ms since the epoch), if it does. */
   get tokenExpiresAt(): number | undefined {
-    return this.#tokenDeadline.at;
+    return this.#tokenExpiresAt;
   }
 
   /** A new registration with the same executor id took over: close with 4004. */
@@ -127,7 +140,61 @@ export class ExecutorConnection {
     return this.peer.close(code, reason);
   }
 
-  #admit(method: string, kind: "request" | "notification") {
+  /** Binds the executor after a successful registration (called by the harness). */
+  bind(executor: ExecutorHandle): void {
+    this.#executor = executor;
+  }
+
+  // ---- deadlines -----------------------------------------------------------------------------
+
+  /** Sets the timer for the earlier pending deadline. */
+  #arm(): void {
+    this.#disarm();
+    if (this.#state === "closed") return;
+    const token = this.#tokenExpired ? undefined : this.#tokenExpiresAt;
+    const register = this.#registerBy;
+    const at = token === undefined
+      ? register
+      : register === undefined
+      ? token
+      : Math.min(token, register);
+    if (at === undefined) return;
+    const clock = this.#host.ctx.clock;
+    this.#timer = clock.setTimeout(() => {
+      this.#timer = undefined;
+      this.#deadlinePassed();
+    }, Math.max(0, at - clock.now()));
+  }
+
+  #disarm(): void {
+    if (this.#timer === undefined) return;
+    this.#host.ctx.clock.clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #deadlinePassed(): void {
+    if (this.#state === "closed") return;
+    const ctx = this.#host.ctx;
+    const now = ctx.clock.now();
+    const token = this.#tokenExpiresAt;
+    if (!this.#tokenExpired && token !== undefined && token <= now) {
+      this.#tokenExpired = true;
+      ctx.logger.info("executor token expired: closing", { executor_id: this.#executor?.id });
+      this.peer.close(CloseCode.TOKEN_EXPIRED, "token expired");
+    }
+    const register = this.#registerBy;
+    if (register !== undefined && register <= now) {
+      this.#registerBy = undefined;
+      if (this.#state === "unregistered") {
+        this.peer.close(CloseCode.POLICY_VIOLATION, "executor.register not received");
+      }
+    }
+    this.#arm();
+  }
+
+  // ---- what the executor sends ---------------------------------------------------------------
+
+  #admit(method: string, kind: "request" | "notification"): ProtocolError | undefined {
     if (this.#state === "registered") {
       return method === "executor.register"
         ? new ConflictError("already registered", { reason: "already_registered" })
@@ -150,70 +217,100 @@ export class ExecutorConnection {
     return executor;
   }
 
-  #serve(): void {
-    const peer = this.peer;
-    const ctx = this.#host.ctx;
+  #registered(params: ExecutorRegisterParams): ExecutorRegisterResult {
+    const result = this.#host.register(this, params);
+    this.#state = "registered";
+    if (this.#registerBy !== undefined) {
+      this.#registerBy = undefined;
+      this.#arm();
+    }
+    return result;
+  }
 
-    peer.onRequest("executor.register", (params) => {
-      const result = this.#host.register(this, params);
-      this.#state = "registered";
-      this.#registerDeadline.cancel();
-      return result;
-    });
-
-    peer.onRequest("executor.heartbeat", () => executorControl(this.#bound()).heartbeat());
-
-    if (this.#host.authenticate && this.protocol !== "bma.executor.v1") {
-      const authenticate = this.#host.authenticate;
-      peer.onRequest("executor.token.refresh", async ({ token }) => {
-        let next: Principal;
-        try {
-          next = await authenticate({
-            kind: "refresh",
-            token,
-            url: this.url,
-            headers: new Headers({ authorization: `Bearer ${token}` }),
-            protocols: [],
-          });
-        } catch {
-          throw new ForbiddenError("token invalid", { reason: "token_invalid" });
-        }
-        const expiresAt = expiryOf(next);
-        if (expiresAt === undefined || expiresAt <= ctx.clock.now()) {
-          throw new ForbiddenError("token invalid", { reason: "token_invalid" });
-        }
-        if (!sameIdentity(this.#principal, next)) {
-          throw new ForbiddenError("token mismatch", { reason: "token_mismatch" });
-        }
-        this.#principal = next;
-        this.#tokenDeadline.set(expiresAt);
-        return { expires_at: new Date(expiresAt).toISOString() };
+  async #refresh(token: string): Promise<{ expires_at: string }> {
+    const authenticate = this.#host.authenticate!;
+    let next: Principal;
+    try {
+      next = await authenticate({
+        kind: "refresh",
+        token,
+        url: this.url,
+        headers: new Headers({ authorization: `Bearer ${token}` }),
+        protocols: [],
       });
+    } catch {
+      throw new ForbiddenError("token invalid", { reason: "token_invalid" });
+    }
+    const expiresAt = expiryOf(next);
+    if (expiresAt === undefined || expiresAt <= this.#host.ctx.clock.now()) {
+      throw new ForbiddenError("token invalid", { reason: "token_invalid" });
+    }
+    if (!sameIdentity(this.#principal, next)) {
+      throw new ForbiddenError("token mismatch", { reason: "token_mismatch" });
+    }
+    this.#principal = next;
+    // A deadline that has passed, or a connection that has closed, is not moved.
+    if (!this.#tokenExpired && this.#state !== "closed") {
+      this.#tokenExpiresAt = expiresAt;
+      this.#arm();
+    }
+    return { expires_at: new Date(expiresAt).toISOString() };
+  }
+
+  /** The handler table of a host's connections on one protocol version. */
+  static #handlers(
+    host: ConnectionHost,
+    protocol: ProtocolVersion,
+  ): PeerHandlers<ExecutorConnection> {
+    let tables = handlerTables.get(host);
+    if (!tables) handlerTables.set(host, tables = new Map());
+    let table = tables.get(protocol);
+    if (!table) tables.set(protocol, table = ExecutorConnection.#serve(host, protocol));
+    return table;
+  }
+
+  static #serve(host: ConnectionHost, protocol: ProtocolVersion): PeerHandlers<ExecutorConnection> {
+    const ctx = host.ctx;
+    const table = new PeerHandlers<ExecutorConnection>();
+    table.admit = (connection, method, kind) => connection.#admit(method, kind);
+
+    table.onRequest("executor.register", (params, _, connection) => connection.#registered(params));
+
+    table.onRequest(
+      "executor.heartbeat",
+      (_params, _, connection) => executorControl(connection.#bound()).heartbeat(),
+    );
+
+    if (host.authenticate && protocol !== "bma.executor.v1") {
+      table.onRequest(
+        "executor.token.refresh",
+        ({ token }, _, connection) => connection.#refresh(token),
+      );
     }
 
-    peer.onRequest("session.ready", ({ session_id }) => {
-      const session = executorControl(this.#bound()).session(session_id);
+    table.onRequest("session.ready", ({ session_id }, _, connection) => {
+      const session = executorControl(connection.#bound()).session(session_id);
       if (!session) throw unknownSession();
       const repeat = sessionControl(session).markReady();
       return repeat ? { ok: true, duplicate: true } : { ok: true };
     });
 
-    peer.onRequest("session.event", (params, context) => {
-      const session = executorControl(this.#bound()).session(params.session_id);
+    table.onRequest("session.event", (params, context, connection) => {
+      const session = executorControl(connection.#bound()).session(params.session_id);
       if (!session) throw unknownSession();
       return sessionControl(session).appendEvent(params, context.id);
     });
 
-    peer.onRequest("session.ended", ({ session_id, reason }) => {
-      const session = executorControl(this.#bound()).session(session_id);
+    table.onRequest("session.ended", ({ session_id, reason }, _, connection) => {
+      const session = executorControl(connection.#bound()).session(session_id);
       // A repeat, or a session the harness no longer knows, ends the executor's retry loop.
       if (!session || session.state === "ended") return { ok: true, duplicate: true };
       sessionControl(session).end(reason ?? "ended", "session_ended");
       return { ok: true };
     });
 
-    peer.onRequest("tool.result", (params) => {
-      const executor = this.#bound();
+    table.onRequest("tool.result", (params, _, connection) => {
+      const executor = connection.#bound();
       const acceptance = ctx.ledger.accept(params, executor.id);
       if (acceptance === "unknown") {
         throw new NotFoundError("unknown tool call", { reason: "unknown_tool_call" });
@@ -221,8 +318,8 @@ export class ExecutorConnection {
       return acceptance === "duplicate" ? { ok: true, duplicate: true } : { ok: true };
     });
 
-    peer.onRequest("mcp.close", ({ channel_id, reason }) => {
-      const control = executorControl(this.#bound());
+    table.onRequest("mcp.close", ({ channel_id, reason }, _, connection) => {
+      const control = executorControl(connection.#bound());
       const channel = control.channel(channel_id);
       if (!channel || channel.isClosed) return { closed: false };
       control.dropChannel(channel_id);
@@ -230,8 +327,8 @@ export class ExecutorConnection {
       return { closed: true };
     });
 
-    peer.onNotification("mcp.message", ({ channel_id, message }) => {
-      const channel = executorControl(this.#bound()).channel(channel_id);
+    table.onNotification("mcp.message", ({ channel_id, message }, connection) => {
+      const channel = executorControl(connection.#bound()).channel(channel_id);
       if (!channel) {
         ctx.logger.warn("mcp.message for an unknown channel dropped", { channel_id });
         return;
@@ -239,22 +336,25 @@ export class ExecutorConnection {
       mcpChannelControl(channel).deliver(message as { jsonrpc: "2.0" });
     });
 
-    peer.onNotification("executor.capabilities.update", ({ capabilities }) => {
-      executorControl(this.#bound()).updateCapabilities(capabilities);
+    table.onNotification("executor.capabilities.update", ({ capabilities }, connection) => {
+      executorControl(connection.#bound()).updateCapabilities(capabilities);
     });
 
-    peer.onNotification("executor.close", ({ reason }) => {
-      ctx.logger.info("executor closing for good", { executor_id: this.#executor?.id, reason });
-      this.#closingForGood = true;
+    table.onNotification("executor.close", ({ reason }, connection) => {
+      ctx.logger.info("executor closing for good", {
+        executor_id: connection.#executor?.id,
+        reason,
+      });
+      connection.#closingForGood = true;
     });
 
-    peer.onNotification("session.status", (params) => {
-      const session = executorControl(this.#bound()).session(params.session_id);
+    table.onNotification("session.status", (params, connection) => {
+      const session = executorControl(connection.#bound()).session(params.session_id);
       if (session) sessionControl(session).status(params);
     });
 
-    peer.onNotification("tool.progress", (params) => {
-      const session = executorControl(this.#bound()).session(params.session_id);
+    table.onNotification("tool.progress", (params, connection) => {
+      const session = executorControl(connection.#bound()).session(params.session_id);
       if (session) sessionControl(session).progress(params);
     });
 
@@ -262,23 +362,28 @@ export class ExecutorConnection {
     // so a harness without one answers -32601 (the executor then keeps its tokens).
     const agent = ctx.agent;
     if (agent) {
-      peer.onNotification("session.event_delta", (params) => agent.delta(this.#bound(), params));
-      peer.onRequest(
+      table.onNotification(
+        "session.event_delta",
+        (params, connection) => agent.delta(connection.#bound(), params),
+      );
+      table.onRequest(
         "interaction.request",
-        (params) => agent.requestInteraction(this.#bound(), params),
+        (params, _, connection) => agent.requestInteraction(connection.#bound(), params),
       );
-      peer.onRequest(
+      table.onRequest(
         "interaction.cancel",
-        (params) => agent.cancelInteraction(this.#bound(), params),
+        (params, _, connection) => agent.cancelInteraction(connection.#bound(), params),
       );
-      peer.onRequest("model_token.refresh", (params) => agent.modelToken(this.#bound(), params));
-      peer.onRequest("tools_token.refresh", (params) => agent.toolsToken(this.#bound(), params));
+      table.onRequest(
+        "model_token.refresh",
+        (params, _, connection) => agent.modelToken(connection.#bound(), params),
+      );
+      table.onRequest(
+        "tools_token.refresh",
+        (params, _, connection) => agent.toolsToken(connection.#bound(), params),
+      );
     }
-  }
-
-  /** Binds the executor after a successful registration (called by the harness). */
-  bind(executor: ExecutorHandle): void {
-    this.#executor = executor;
+    return table;
   }
 }
 

@@ -7,6 +7,7 @@ import type { AgentHost } from "./agent-host.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { SessionEventSink } from "./event-log.ts";
 import type { ExecutorHandle } from "./executor-handle.ts";
+import type { Leases } from "./lease.ts";
 import type { Session } from "./session.ts";
 import type { ToolCallLedger } from "./tool-call-ledger.ts";
 
@@ -36,6 +37,8 @@ export interface HarnessContext {
   readonly logger: Logger;
   readonly ledger: ToolCallLedger;
   readonly heartbeatIntervalMs: number;
+  /** The executors' leases (two heartbeat intervals each), on one timer. */
+  readonly leases: Leases;
   readonly requestTimeoutMs: number | undefined;
   /** Every live session of the harness, by id (ids are unique across executors). */
   readonly sessions: Map<string, Session>;

@@ -47,7 +47,7 @@ import {
   ToolOutcomeUnknownError,
   type ToolOutcomeUnknownReason,
 } from "./errors.ts";
-import { Lease } from "./lease.ts";
+import type { Lease, LeaseHolder } from "./lease.ts";
 import { McpChannel, mcpChannelControl } from "./mcp-channel.ts";
 import type { Principal } from "./principal.ts";
 import { Session, sessionControl, type SessionHost } from "./session.ts";
@@ -96,71 +96,140 @@ export interface ExecutorControl {
   openAgentSession(id: string): Session;
 }
 
-const controls = new WeakMap<ExecutorHandle, ExecutorControl>();
+/** The controls of an executor and the host of its sessions: one object per executor. */
+type Control = ExecutorControl & SessionHost & LeaseHolder;
+
+// Defined in ExecutorHandle's static block, where the handle's private members are in reach.
+let newControl: (executor: ExecutorHandle) => Control;
+let controlOf: (executor: ExecutorHandle) => Control;
 
 /** The internal controls of an executor (for the harness's own modules). */
 export function executorControl(executor: ExecutorHandle): ExecutorControl {
-  return controls.get(executor)!;
+  return controlOf(executor);
 }
 
 /** An executor registered with the harness. */
 export class ExecutorHandle {
   /** The executor id (`exec_<machine_id>` for a machine credential). */
   readonly id: string;
-  /** Settles when the executor is gone for good. */
-  readonly closed: Promise<ExecutorEnd>;
 
+  // A harness holds one handle per executor, idle most of the time: what an idle executor does
+  // not use (its sessions' and channels' maps, the `closed` promise) is made on first use, and
+  // its controls are one object of a class rather than closures.
   readonly #ctx: HarnessContext;
   readonly #principal: Principal;
+  readonly #control: Control;
   readonly #lease: Lease;
-  readonly #sessions = new Map<string, Session>();
-  readonly #channels = new Map<string, McpChannel>();
-  readonly #host: SessionHost;
+  #sessions: Map<string, Session> | undefined;
+  #channels: Map<string, McpChannel> | undefined;
   #connection: ExecutorConnection | undefined;
   #register!: ExecutorRegisterParams;
   #capabilities: Capabilities = {};
   #draining = false;
   #gone: ExecutorGoneReason | undefined;
   #epoch = 0;
-  #resolveClosed!: (end: ExecutorEnd) => void;
+  #closed: Promise<ExecutorEnd> | undefined;
+  #resolveClosed: ((end: ExecutorEnd) => void) | undefined;
 
   /** Internal: executors are created by the harness when they register. */
   constructor(id: string, principal: Principal, ctx: HarnessContext) {
     this.id = id;
     this.#principal = principal;
     this.#ctx = ctx;
-    this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
-    this.#lease = new Lease(ctx.clock, ctx.heartbeatIntervalMs, () => this.#expire());
-    const capabilities = () => this.#capabilities;
-    const epoch = () => this.#epoch;
-    this.#host = {
-      get capabilities() {
-        return capabilities();
-      },
-      dispatch: (entry) => this.#dispatch(entry),
-      request: (method, params, options) => this.request(method, params, options),
-      openMcp: (session, server) => this.#openMcp(session, server),
-    };
-    controls.set(this, {
-      attach: (connection, params) => this.#attach(connection, params),
-      detach: (connection, forGood) => this.#detach(connection, forGood),
-      heartbeat: () => {
-        const at = this.#lease.renew();
-        return { drain: this.#draining, lease_expires_at: new Date(at).toISOString() };
-      },
-      updateCapabilities: (capabilities) => {
-        this.#capabilities = capabilities;
-        if (this.#connection) this.#connection.peer.capabilities = capabilities;
-      },
-      session: (id) => this.#sessions.get(id),
-      channel: (id) => this.#channels.get(id),
-      dropChannel: (id) => this.#channels.delete(id),
-      release: (reason) => this.#release(reason),
-      get epoch() {
-        return epoch();
-      },
-      openAgentSession: (id) => this.#openAgentSession(id),
-    });
+    this.#control = newControl(this);
+    this.#lease = ctx.leases.lease(this.#control);
+  }
+
+  static {
+    /** What the harness's modules and the executor's sessions call, in one object. */
+    class ExecutorControls implements ExecutorControl, SessionHost, LeaseHolder {
+      readonly #executor: ExecutorHandle;
+
+      constructor(executor: ExecutorHandle) {
+        this.#executor = executor;
+      }
+
+      get capabilities(): Capabilities {
+        return this.#executor.#capabilities;
+      }
+
+      get epoch(): number {
+        return this.#executor.#epoch;
+      }
+
+      dispatch(entry: ToolCallEntry): void {
+        this.#executor.#dispatch(entry);
+      }
+
+      request<M extends HarnessRequestMethod>(
+        method: M,
+        params: RequestMap[M]["params"],
+        options?: CallOptions,
+      ): Promise<RequestMap[M]["result"]> {
+        return this.#executor.request(method, params, options);
+      }
+
+      openMcp(session: Session, server: string): Promise<McpChannel> {
+        return this.#executor.#openMcp(session, server);
+      }
+
+      attach(connection: ExecutorConnection, params: ExecutorRegisterParams): string[] {
+        return this.#executor.#attach(connection, params);
+      }
+
+      detach(connection: ExecutorConnection, forGood: boolean): void {
+        this.#executor.#detach(connection, forGood);
+      }
+
+      heartbeat(): ExecutorHeartbeatResult {
+        const executor = this.#executor;
+        const at = executor.#lease.renew();
+        return { drain: executor.#draining, lease_expires_at: new Date(at).toISOString() };
+      }
+
+      updateCapabilities(capabilities: Capabilities): void {
+        const executor = this.#executor;
+        executor.#capabilities = capabilities;
+        if (executor.#connection) executor.#connection.peer.capabilities = capabilities;
+      }
+
+      session(id: string): Session | undefined {
+        return this.#executor.#sessions?.get(id);
+      }
+
+      channel(id: string): McpChannel | undefined {
+        return this.#executor.#channels?.get(id);
+      }
+
+      dropChannel(id: string): void {
+        this.#executor.#channels?.delete(id);
+      }
+
+      release(reason: ExecutorGoneReason): void {
+        this.#executor.#release(reason);
+      }
+
+      openAgentSession(id: string): Session {
+        return this.#executor.#openAgentSession(id);
+      }
+
+      leaseExpired(): void {
+        this.#executor.#expire();
+      }
+    }
+    newControl = (executor) => new ExecutorControls(executor);
+    controlOf = (executor) => executor.#control;
+  }
+
+  /** Settles when the executor is gone for good. */
+  get closed(): Promise<ExecutorEnd> {
+    if (!this.#closed) {
+      const gone = this.#gone;
+      this.#closed = gone
+        ? Promise.resolve({ reason: gone })
+        : new Promise((resolve) => (this.#resolveClosed = resolve));
+    }
+    return this.#closed;
   }
 
   /** The negotiated protocol version of the current (or last) connection. */
@@ -220,7 +289,7 @@ export class ExecutorHandle {
 
   /** Its live sessions, by id. */
   get sessions(): ReadonlyMap<string, Session> {
-    return this.#sessions;
+    return this.#sessions ??= new Map();
   }
 
   /**
@@ -247,13 +316,9 @@ export class ExecutorHandle {
       await this.request("session.assign", assign, options);
       return existing;
     }
-    const session = new Session(this, assign, this.#host, this.#ctx);
+    const session = new Session(this, assign, this.#control, this.#ctx);
     // Registered before the request: session.ready may arrive right behind the ack.
-    this.#sessions.set(id, session);
-    this.#ctx.sessions.set(id, session);
-    session.ended.then(() => {
-      if (this.#sessions.get(id) === session) this.#sessions.delete(id);
-    });
+    this.#addSession(session);
     try {
       await this.request("session.assign", assign, options);
     } catch (error) {
@@ -426,22 +491,28 @@ export class ExecutorHandle {
     return fn(agent);
   }
 
+  #addSession(session: Session): void {
+    const id = session.id;
+    const sessions = this.#sessions ??= new Map();
+    sessions.set(id, session);
+    this.#ctx.sessions.set(id, session);
+    session.ended.then(() => {
+      if (sessions.get(id) === session) sessions.delete(id);
+    });
+  }
+
   #openAgentSession(id: string): Session {
-    const existing = this.#sessions.get(id);
+    const existing = this.#sessions?.get(id);
     if (existing && existing.state !== "ended") return existing;
     const other = this.#ctx.sessions.get(id);
     if (other && other.executor !== this) throw new SessionRefusedError(id, "session_exists");
     const session = new Session(
       this,
       { session_id: id, metadata: { source: "harness" } },
-      this.#host,
+      this.#control,
       this.#ctx,
     );
-    this.#sessions.set(id, session);
-    this.#ctx.sessions.set(id, session);
-    session.ended.then(() => {
-      if (this.#sessions.get(id) === session) this.#sessions.delete(id);
-    });
+    this.#addSession(session);
     // Opened by its first turn: there is no session.assign or session.ready to wait for.
     const control = sessionControl(session);
     control.markAssigned();
@@ -471,7 +542,7 @@ export class ExecutorHandle {
       ? new Set(params.resume.active_sessions)
       : new Set<string>();
     const resumed: string[] = [];
-    for (const session of [...this.#sessions.values()]) {
+    for (const session of [...(this.#sessions?.values() ?? [])]) {
       if (wanted.has(session.id)) resumed.push(session.id);
       else sessionControl(session).end("lost", "session_lost");
     }
@@ -492,12 +563,13 @@ export class ExecutorHandle {
   #detach(connection: ExecutorConnection, forGood: boolean): void {
     if (this.#connection !== connection) return;
     this.#connection = undefined;
-    for (const channel of [...this.#channels.values()]) {
+    const channels = this.#channels;
+    this.#channels = undefined;
+    for (const channel of [...(channels?.values() ?? [])]) {
       // The server may live on with the session, but messages in flight are lost: the MCP
       // client sees the channel end and opens a new one after the executor is back.
       mcpChannelControl(channel).end("disconnected");
     }
-    this.#channels.clear();
     if (forGood) {
       this.#release("closed");
       return;
@@ -552,7 +624,7 @@ export class ExecutorHandle {
         this.#connection.peer.notify("mcp.message", { channel_id, message });
       },
       close: async (reason) => {
-        this.#channels.delete(channel_id);
+        this.#channels?.delete(channel_id);
         sessionControl(session).channels.delete(channel_id);
         if (this.#connection !== connection || !connection) return;
         try {
@@ -570,10 +642,10 @@ export class ExecutorHandle {
       mcpChannelControl(channel).end(session.state === "ended" ? "session_ended" : "disconnected");
       return channel;
     }
-    this.#channels.set(channel_id, channel);
+    (this.#channels ??= new Map()).set(channel_id, channel);
     sessionControl(session).channels.set(channel_id, channel);
     channel.closed.then(() => {
-      if (this.#channels.get(channel_id) === channel) this.#channels.delete(channel_id);
+      if (this.#channels?.get(channel_id) === channel) this.#channels.delete(channel_id);
       sessionControl(session).channels.delete(channel_id);
     });
     return channel;
@@ -592,7 +664,7 @@ export class ExecutorHandle {
     this.#lease.end();
     this.#connection = undefined;
     const toolReason: ToolOutcomeUnknownReason = reason === "closed" ? "executor_closed" : reason;
-    for (const session of [...this.#sessions.values()]) {
+    for (const session of [...(this.#sessions?.values() ?? [])]) {
       sessionControl(session).end(reason, toolReason);
     }
     for (const entry of this.#ctx.ledger.pending((e) => e.executorId === this.id)) {
@@ -601,11 +673,13 @@ export class ExecutorHandle {
         new ToolOutcomeUnknownError(entry.id, entry.sessionId, toolReason),
       );
     }
-    for (const channel of [...this.#channels.values()]) mcpChannelControl(channel).end(reason);
-    this.#channels.clear();
+    const channels = this.#channels;
+    this.#channels = undefined;
+    for (const channel of [...(channels?.values() ?? [])]) mcpChannelControl(channel).end(reason);
     this.#ctx.forget(this);
     this.#ctx.logger.info("executor gone", { executor_id: this.id, reason });
     this.#ctx.emit({ type: "gone", executor: this });
-    this.#resolveClosed({ reason });
+    this.#resolveClosed?.({ reason });
+    this.#resolveClosed = undefined;
   }
 }

@@ -29,7 +29,8 @@ import { isUpgradeRequest, offeredProtocols } from "../transport/server.ts";
 import { webSocketTransport } from "../transport/websocket.ts";
 import { CONNECT_PATHS, createHarnessApp, type FetchOptions } from "./app.ts";
 import { type ArtifactStore, MemoryArtifactStore } from "./artifacts.ts";
-import { ExecutorConnection } from "./connection.ts";
+import { type ConnectionHost, ExecutorConnection } from "./connection.ts";
+import { Leases } from "./lease.ts";
 import { DialLink, type ExecutorLink, type HarnessDialOptions } from "./dial-link.ts";
 import { afterReply, type ExecutorEvent, type HarnessContext } from "./context.ts";
 import {
@@ -132,6 +133,9 @@ export interface WaitExecutorOptions {
   filter?: (executor: ExecutorHandle) => boolean;
 }
 
+/** The principal of a connection nobody authenticated: one object for all of them. */
+const NO_PRINCIPAL: Principal = Object.freeze({});
+
 /** A connect request that passed the checks before the upgrade. */
 interface Admitted {
   readonly protocol: ProtocolVersion;
@@ -160,6 +164,8 @@ export class Harness {
   readonly #dialer: Dialer | undefined;
   readonly #listeners = new Set<(event: ExecutorEvent) => void>();
   readonly #closeWaiters = new Set<() => void>();
+  /** What every connection is given (one object, not one per connection). */
+  readonly #connectionHost: ConnectionHost;
   #closed = false;
 
   constructor(options: HarnessOptions = {}) {
@@ -188,6 +194,7 @@ export class Harness {
       logger,
       ledger: new ToolCallLedger(options.rememberToolCalls),
       heartbeatIntervalMs,
+      leases: new Leases(clock, heartbeatIntervalMs),
       requestTimeoutMs: options.requestTimeoutMs,
       sessions: new Map<string, Session>(),
       eventSink: agentSink(options.onSessionEvent, agent),
@@ -197,6 +204,15 @@ export class Harness {
       forget: (executor) => {
         if (this.#executors.get(executor.id) === executor) this.#executors.delete(executor.id);
       },
+    };
+    this.#connectionHost = {
+      ctx: this.#ctx,
+      maxFrameBytes: this.#maxFrameBytes,
+      maxUnregisteredRequests: this.#maxUnregisteredRequests,
+      registerTimeoutMs: this.#registerTimeoutMs,
+      authenticate: this.#authenticate,
+      register: (c, params) => this.#register(c, params),
+      closed: (c) => this.#connections.delete(c),
     };
     agent?.attach({ clock, logger, onExecutor: (listener) => this.onExecutor(listener) });
     this.#app = createHarnessApp({
@@ -308,7 +324,7 @@ export class Harness {
           transport.close(CloseCode.PROTOCOL_MISMATCH, "unsupported subprotocol");
           return;
         }
-        this.#open(transport, { protocol, principal: {}, url: connectUrl });
+        this.#open(transport, { protocol, principal: NO_PRINCIPAL, url: connectUrl });
       },
     }, options);
     this.#links.add(link);
@@ -352,7 +368,7 @@ export class Harness {
       throw new ConnectRefusedError();
     }
     const url = new URL(request?.url ?? "http://localhost/");
-    let principal: Principal = {};
+    let principal: Principal = NO_PRINCIPAL;
     if (this.#authenticate) {
       const headers = request?.headers ?? new Headers();
       try {
@@ -427,7 +443,7 @@ export class Harness {
     if (!CONNECT_PATHS.includes(url.pathname)) return jsonResponse(404, { error: "not_found" });
     const protocol = PROTOCOLS.find((p) => protocols.includes(p));
     if (!protocol) return jsonResponse(400, { error: "unsupported_subprotocol" });
-    let principal: Principal = {};
+    let principal: Principal = NO_PRINCIPAL;
     if (this.#authenticate) {
       try {
         principal = await this.#authenticate({
@@ -480,15 +496,7 @@ export class Harness {
       admitted.protocol,
       admitted.principal,
       admitted.url,
-      {
-        ctx: this.#ctx,
-        maxFrameBytes: this.#maxFrameBytes,
-        maxUnregisteredRequests: this.#maxUnregisteredRequests,
-        registerTimeoutMs: this.#registerTimeoutMs,
-        authenticate: this.#authenticate,
-        register: (c, params) => this.#register(c, params),
-        closed: (c) => this.#connections.delete(c),
-      },
+      this.#connectionHost,
     );
     this.#connections.add(connection);
   }

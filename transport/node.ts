@@ -7,8 +7,17 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Duplex } from "node:stream";
 import { unlink } from "node:fs/promises";
 import { WebSocket, WebSocketServer } from "ws";
-import { DialError, type DialOptions, type Transport } from "./transport.ts";
-import { type WebSocketLike, webSocketTransport } from "./websocket.ts";
+import {
+  ABNORMAL_CLOSURE,
+  assertSendableCloseCode,
+  clampCloseReason,
+  type CloseInfo,
+  DialError,
+  type DialOptions,
+  type Transport,
+  TransportClosedError,
+  type TransportReceiver,
+} from "./transport.ts";
 import {
   isLocalSocketUrl,
   isNamedPipe,
@@ -68,7 +77,7 @@ export function dialWebSocket(url: string, options: DialOptions = {}): Promise<T
       reject(new DialError(`cannot connect to ${redactUrl(url)}`, undefined, { cause: error }));
     });
     // Wrap before "open" so no frame sent right after the handshake is missed.
-    const transport = webSocketTransport(writesPerTurn(socket));
+    const transport = new WsTransport(socket, undefined);
     socket.once("open", () => {
       if (settled) return;
       settled = true;
@@ -84,41 +93,60 @@ interface Corkable {
   uncork(): void;
 }
 
+/** Where a `ws` socket keeps its transport (the listeners below are shared by all sockets). */
+const TRANSPORT: unique symbol = Symbol("bma.transport");
+
+type TransportSocket = WebSocket & { [TRANSPORT]?: WsTransport };
+
+const OPEN = 1;
+const CLOSED = 3;
+const decoder = new TextDecoder();
+
 /**
- * The socket as the adapter sees it, with every frame sent in one turn of the event loop
- * written together: the first send of a turn corks the TCP (or Unix) socket, the end of the
- * turn (`setImmediate`) uncorks it. A request's answer and what its handler sends right after
- * (a tool call's ack and its result) then reach the peer in one write and wake it once, where
- * `ws` alone makes one write per frame. A class, not an object literal with accessors: a
- * harness holds one per executor, and V8 keeps such literals as dictionaries.
+ * A {@linkcode Transport} over a `ws` socket. Behaves as `webSocketTransport` of
+ * transport/websocket.ts does over a WHATWG socket (close codes and reasons, subprotocol,
+ * frames buffered until `listen`), with what a harness holding thousands of idle connections
+ * needs: `ws`'s own events with listeners shared by every socket (its WHATWG
+ * `addEventListener` wraps each listener in two closures per socket), and state made only when
+ * used. Every frame sent in one turn of the event loop is written together: the first send of
+ * a turn corks the TCP (or Unix) socket, the end of the turn (`setImmediate`) uncorks it, so a
+ * request's answer and what its handler sends right after (a tool call's ack and its result)
+ * reach the peer in one write and wake it once, where `ws` alone makes one write per frame.
  */
-class WritesPerTurn {
+class WsTransport implements Transport {
+  readonly closed: Promise<CloseInfo>;
   readonly #ws: WebSocket;
+  readonly #protocol: string | undefined;
+  #receiver: TransportReceiver | undefined;
+  /** Frames that arrived before `listen`. */
+  #buffer: string[] | undefined;
+  #closeInfo: CloseInfo | undefined;
+  #resolveClosed!: (info: CloseInfo) => void;
   #corked: Corkable | undefined;
 
-  constructor(ws: WebSocket) {
+  constructor(ws: WebSocket, protocol: string | undefined) {
     this.#ws = ws;
+    this.#protocol = protocol;
+    this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
+    (ws as TransportSocket)[TRANSPORT] = this;
+    ws.on("message", onSocketMessage);
+    ws.on("close", onSocketClose);
+    ws.on("error", onSocketError);
+    if (ws.readyState > OPEN) this.finish(ABNORMAL_CLOSURE, "");
   }
 
+  /** Read from the socket unless given: a client socket knows it only once open. */
   get protocol(): string {
-    return this.#ws.protocol;
+    return this.#protocol ?? this.#ws.protocol;
   }
 
-  get readyState(): number {
-    return this.#ws.readyState;
-  }
-
-  get binaryType(): string {
-    return this.#ws.binaryType;
-  }
-
-  set binaryType(type: string) {
-    this.#ws.binaryType = type as WebSocket["binaryType"];
-  }
-
-  send(data: string): void {
+  send(frame: string): void {
+    const ws = this.#ws;
+    if (this.#closeInfo || ws.readyState !== OPEN) {
+      throw new TransportClosedError(this.#closeInfo?.code, this.#closeInfo?.reason);
+    }
     if (!this.#corked) {
-      const socket = (this.#ws as unknown as { _socket?: Partial<Corkable> })._socket;
+      const socket = (ws as unknown as { _socket?: Partial<Corkable> })._socket;
       // Bun's own client behind the `ws` API has a socket without cork: it writes as it goes.
       if (typeof socket?.cork === "function" && typeof socket.uncork === "function") {
         socket.cork();
@@ -126,7 +154,26 @@ class WritesPerTurn {
         setImmediate(uncorkLater, this);
       }
     }
-    this.#ws.send(data);
+    ws.send(frame);
+  }
+
+  listen(receiver: TransportReceiver): void {
+    if (this.#receiver) throw new Error("listen() may be called once");
+    this.#receiver = receiver;
+    const buffered = this.#buffer;
+    this.#buffer = undefined;
+    if (buffered) { for (const frame of buffered) receiver(frame); }
+  }
+
+  close(code = 1000, reason = ""): void {
+    assertSendableCloseCode(code);
+    if (this.#closeInfo) return;
+    try {
+      this.#ws.close(code, clampCloseReason(reason));
+    } catch {
+      // A client socket that refuses codes outside 1000/3000-4999 (Bun's): close normally then.
+      this.#ws.close(1000, clampCloseReason(reason));
+    }
   }
 
   /** Writes what the turn corked. */
@@ -136,21 +183,46 @@ class WritesPerTurn {
     socket?.uncork();
   }
 
-  close(code?: number, reason?: string): void {
-    this.#ws.close(code, reason);
+  receive(frame: string): void {
+    const receiver = this.#receiver;
+    if (receiver) receiver(frame);
+    else (this.#buffer ??= []).push(frame);
   }
 
-  addEventListener(type: string, listener: (event: never) => void): void {
-    this.#ws.addEventListener(type as "message", listener as () => void);
+  finish(code: number, reason: string): void {
+    if (this.#closeInfo) return;
+    this.#closeInfo = { code, reason };
+    this.#resolveClosed(this.#closeInfo);
+  }
+
+  socketError(): void {
+    // An error is followed by a close event on a conforming socket; a socket that never
+    // opened, or dies without one, still ends here.
+    if (this.#ws.readyState === CLOSED) this.finish(ABNORMAL_CLOSURE, "");
   }
 }
 
-function uncorkLater(socket: WritesPerTurn): void {
-  socket.flush();
+function onSocketMessage(this: TransportSocket, data: unknown, isBinary: boolean): void {
+  let frame: string;
+  if (typeof data === "string") frame = data;
+  else if (!isBinary && data instanceof Buffer) frame = data.toString();
+  else if (data instanceof ArrayBuffer || ArrayBuffer.isView(data)) frame = decoder.decode(data);
+  else if (Array.isArray(data)) {
+    frame = data.map((part: Uint8Array) => decoder.decode(part)).join("");
+  } else return;
+  this[TRANSPORT]?.receive(frame);
 }
 
-function writesPerTurn(ws: WebSocket): WebSocketLike {
-  return new WritesPerTurn(ws) as unknown as WebSocketLike;
+function onSocketClose(this: TransportSocket, code: number, reason: unknown): void {
+  this[TRANSPORT]?.finish(code || 1005, reason === undefined ? "" : String(reason));
+}
+
+function onSocketError(this: TransportSocket): void {
+  this[TRANSPORT]?.socketError();
+}
+
+function uncorkLater(transport: WsTransport): void {
+  transport.flush();
 }
 
 /** Drops credentials and query (which may carry tokens) from a URL before it is shown. */
@@ -176,7 +248,9 @@ export async function serveWebSocket(options: ServeWebSocketOptions): Promise<Ru
     void handleHttp(req, res, options.fetch);
   });
   server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    socket.on("error", () => socket.destroy());
+    // A listener of its own, not a closure: one here would keep this scope (the request, its
+    // headers and the buffer under `head`) for as long as the socket lives.
+    socket.on("error", destroySocket);
     const request = toRequest(req, base);
     options.upgrade(request, offeredProtocols(request)).then((decision) => {
       if (!decision.accept) {
@@ -185,7 +259,9 @@ export async function serveWebSocket(options: ServeWebSocketOptions): Promise<Ru
       }
       chosen.set(req, decision.protocol);
       wss.handleUpgrade(req, socket, head, (ws) => {
-        decision.onOpen(webSocketTransport(writesPerTurn(ws), { protocol: decision.protocol }));
+        // `ws` handles the socket's errors from here on.
+        socket.removeListener("error", destroySocket);
+        decision.onOpen(new WsTransport(ws, decision.protocol));
       });
     }, () => {
       void writeRawResponse(socket, new Response("internal error", { status: 500 }));
@@ -231,6 +307,10 @@ export async function serveWebSocket(options: ServeWebSocketOptions): Promise<Ru
       }
     },
   };
+}
+
+function destroySocket(this: Duplex): void {
+  this.destroy();
 }
 
 function toRequest(req: IncomingMessage, base: string, body?: Uint8Array): Request {
