@@ -5,13 +5,15 @@
  * - `scale-harness <host> <port>`: one `Harness` (harness/node.ts) serving TCP, nothing added
  *   to it. Commands: `mem` (heap and RSS after a full GC), `wait {count}` (until that many
  *   executors are registered and connected; answers the wall-clock time), `cpu {ms}` (CPU time
- *   this process used over `ms`, and how many executors renewed their lease meanwhile).
+ *   this process used over `ms`, and how many executors renewed their lease meanwhile),
+ *   `snapshot {path}` (a heap snapshot after a full GC, for scripts/bench/heap.ts).
  * - `scale-executors <url> <count> <prefix>`: `count` `ExecutorClient`s (executor/node.ts)
  *   that register and heartbeat at the interval the harness gives them.
  * - `idle-ws-server <host>` / `idle-ws-clients <url> <count>`: the baseline, a bare `ws` server
- *   holding idle connections, with the same `mem` and `wait` commands.
+ *   holding idle connections, with the same `mem`, `wait` and `snapshot` commands.
  */
 import { createServer as createHttpServer } from "node:http";
+import { writeHeapSnapshot } from "node:v8";
 import { WebSocket as WsWebSocket, WebSocketServer } from "ws";
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, Harness } from "../../harness/node.ts";
 import { ExecutorClient } from "../../executor/node.ts";
@@ -33,6 +35,12 @@ async function memory(): Promise<Record<string, number>> {
     arrayBuffers: usage.arrayBuffers,
     gc: gc ? 1 : 0,
   };
+}
+
+/** Writes a heap snapshot to `path` after a full collection (for scripts/bench/heap.ts). */
+async function snapshot(path: string): Promise<Record<string, unknown>> {
+  await memory();
+  return { path: writeHeapSnapshot(path) };
 }
 
 /** Waits until `count()` reaches `want`, polling. */
@@ -58,6 +66,8 @@ async function scaleHarness(host: string, port: number): Promise<void> {
     switch (command.cmd) {
       case "mem":
         return { ...(await memory()), executors: connected() };
+      case "snapshot":
+        return await snapshot(String(command.path));
       case "wait":
         return { at: await until(connected, Number(command.count)) };
       case "cpu": {
@@ -120,6 +130,7 @@ async function idleServer(host: string): Promise<void> {
   report({ ready: true, url: `ws://${host}:${port}` });
   await serveCommands(async (command) => {
     if (command.cmd === "mem") return { ...(await memory()), connections: wss.clients.size };
+    if (command.cmd === "snapshot") return await snapshot(String(command.path));
     if (command.cmd === "wait") {
       return { at: await until(() => wss.clients.size, Number(command.count)) };
     }
