@@ -234,9 +234,6 @@ function requireMethod(method: string, kind: "request" | "notification"): void {
   if (spec.kind !== kind) throw new LocalError(`${method} is a ${spec.kind}, not a ${kind}`);
 }
 
-/** What a fast check that passed stands for: the value as it is. */
-const ACCEPTED = { success: true } as const;
-
 type Checked = ReturnType<MethodSpec["params"]["safeParse"]>;
 
 /**
@@ -682,17 +679,45 @@ export class Peer {
         issues: [],
       });
     }
-    const parsed = checkParams(spec, params ?? {});
-    if (!parsed.success) {
-      return failure(id, ErrorCode.INVALID_PARAMS, "invalid params", {
-        issues: toIssues(parsed.error),
-      });
+    let data: unknown = params ?? {};
+    // The generated predicate admits almost every valid value as it is; zod decides the rest.
+    if (!spec.acceptsParams(data)) {
+      const parsed = spec.params.safeParse(data);
+      if (!parsed.success) {
+        return failure(id, ErrorCode.INVALID_PARAMS, "invalid params", {
+          issues: toIssues(parsed.error),
+        });
+      }
+      data = parsed.data;
     }
     const handler = this.#requestHandlers.get(method) ?? this.#shared!.request(method)!;
     const context = new IncomingRequest(id, method);
-    const answer = (result: unknown): JsonRpcResponse => {
-      this.#inFlight.delete(context);
-      const checked = spec.acceptsResult!(result) ? ACCEPTED : spec.result!.safeParse(result);
+    let result: unknown;
+    try {
+      result = handler(data, context, this.#owner);
+    } catch (error) {
+      return this.#failed(id, method, error);
+    }
+    if (!(result instanceof Promise)) return this.#answered(spec, id, method, result);
+    // Only an answer still to come can see the connection end: a synchronous one has none.
+    if (this.#inFlight === NO_REQUESTS) this.#inFlight = new Set();
+    this.#inFlight.add(context);
+    return result.then(
+      (value) => {
+        this.#inFlight.delete(context);
+        return this.#answered(spec, id, method, value);
+      },
+      (error) => {
+        this.#inFlight.delete(context);
+        return this.#failed(id, method, error);
+      },
+    );
+  }
+
+  /** The response carrying a handler's result, once checked against the contract. */
+  #answered(spec: MethodSpec, id: JsonRpcId, method: string, result: unknown): JsonRpcResponse {
+    if (!spec.acceptsResult!(result)) {
+      const checked = spec.result!.safeParse(result);
       if (!checked.success) {
         this.#logger.error("handler returned a result outside the contract", {
           method,
@@ -700,27 +725,16 @@ export class Peer {
         });
         return failure(id, ErrorCode.INTERNAL_ERROR, "internal error");
       }
-      return { jsonrpc: "2.0", id, result };
-    };
-    const fail = (error: unknown): JsonRpcResponse => {
-      this.#inFlight.delete(context);
-      if (error instanceof ProtocolError) return failure(id, error.code, error.message, error.data);
-      // The exception's text stays local: it may name paths or values the peer must not see.
-      this.#logger.error("request handler failed", { method, error: describe(error) });
-      return failure(id, ErrorCode.INTERNAL_ERROR, "internal error");
-    };
-    try {
-      const result = handler(parsed.data, context, this.#owner);
-      if (result instanceof Promise) {
-        // Only an answer still to come can see the connection end: a synchronous one has none.
-        if (this.#inFlight === NO_REQUESTS) this.#inFlight = new Set();
-        this.#inFlight.add(context);
-        return result.then(answer, fail);
-      }
-      return answer(result);
-    } catch (error) {
-      return fail(error);
     }
+    return { jsonrpc: "2.0", id, result };
+  }
+
+  /** The response to a handler that threw or rejected. */
+  #failed(id: JsonRpcId, method: string, error: unknown): JsonRpcResponse {
+    if (error instanceof ProtocolError) return failure(id, error.code, error.message, error.data);
+    // The exception's text stays local: it may name paths or values the peer must not see.
+    this.#logger.error("request handler failed", { method, error: describe(error) });
+    return failure(id, ErrorCode.INTERNAL_ERROR, "internal error");
   }
 
   #serveNotification(method: string, params: unknown): undefined | Promise<undefined> {
