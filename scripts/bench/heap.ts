@@ -15,6 +15,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Child } from "./procs.ts";
 import { sleep } from "./common.ts";
+import { startClients } from "./scale.ts";
 
 const { values: flags } = parseArgs({
   options: {
@@ -36,7 +37,6 @@ const anchors = new Set(
       "HTTPParser,IncomingMessage,URL,Timeout").split(","),
 );
 const NODE_FLAGS = { runtimeFlags: ["--expose-gc"], raiseFileLimit: true };
-const PER_PROCESS = 2_500;
 
 interface Snapshot {
   snapshot: {
@@ -211,19 +211,6 @@ function analyse(before: string, after: string, count: number, anchors: Set<stri
   return out.join("\n");
 }
 
-async function clients(role: string, url: string, prefix: string): Promise<Child[]> {
-  const children: Child[] = [];
-  for (let start = 0, k = 0; start < n; start += PER_PROCESS, k++) {
-    const count = Math.min(PER_PROCESS, n - start);
-    const args = role === "idle-ws-clients"
-      ? [role, url, String(count)]
-      : [role, url, String(count), `${prefix}${k}`];
-    children.push(await Child.start("node", args, { ...NODE_FLAGS, label: `${role} ${k}` }));
-  }
-  await Promise.all(children.map((c) => c.ready));
-  return children;
-}
-
 async function measure(serverRole: string, clientRole: string, name: string): Promise<string> {
   const server = await Child.start("node", [serverRole, "127.0.0.1", "0"], NODE_FLAGS);
   let children: Child[] = [];
@@ -233,7 +220,7 @@ async function measure(serverRole: string, clientRole: string, name: string): Pr
     const after = join(dir, `${name}-after.heapsnapshot`);
     await server.send("snapshot", { path: before });
     const memBefore = await server.send("mem");
-    children = await clients(clientRole, String(url), "h");
+    children = await startClients(clientRole, String(url), n, "h");
     await server.send("wait", { count: n });
     await sleep(2000);
     const memAfter = await server.send("mem");

@@ -42,7 +42,13 @@ export interface ScaleOptions {
 
 const NODE_FLAGS = { runtimeFlags: ["--expose-gc"], raiseFileLimit: true };
 
-async function startClients(role: string, url: string, n: number, prefix: string) {
+/** Starts `n` clients of a scale role, 2,500 per process; resolves once all are ready. */
+export async function startClients(
+  role: string,
+  url: string,
+  n: number,
+  prefix: string,
+): Promise<Child[]> {
   const children: Child[] = [];
   for (let start = 0, k = 0; start < n; start += PER_PROCESS, k++) {
     const count = Math.min(PER_PROCESS, n - start);
