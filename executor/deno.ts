@@ -1,7 +1,8 @@
 /**
- * The executor end preconfigured for Deno: `ExecutorClient` dials and `listen`s with
- * Deno's own WebSocket client and `Deno.serve` (`transport/deno.ts`; Unix-socket dials go
- * through the `ws` package, which Deno's native client cannot do). On Deno, `executor/node.ts` (the `ws` package) works as well.
+ * The executor end preconfigured for Deno: `ExecutorClient` dials with the `ws` package (on
+ * Deno's `node:net`: Deno's native client leaves Nagle's algorithm on and refuses `ws+unix`, see
+ * `transport/deno.ts`) and `listen`s with `Deno.serve`. On Deno, `executor/node.ts` (the `ws`
+ * package for both) works as well.
  *
  * @module
  */
