@@ -303,6 +303,12 @@ export class Peer {
   #nextId = 1;
   #closeInfo: CloseInfo | undefined;
 
+  /**
+   * Binds the peer to `transport` and starts reading at once: frames the transport buffered
+   * before (a peer that spoke first) may be dispatched during construction, before any
+   * `onRequest` registered afterwards. Where the other side may speak first, pass the handlers
+   * in {@linkcode PeerOptions.handlers} (a {@linkcode PeerHandlers} table).
+   */
   constructor(transport: Transport, options: PeerOptions = {}) {
     this.#transport = transport;
     this.protocol = options.protocol ?? transport.protocol;
