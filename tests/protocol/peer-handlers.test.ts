@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { ErrorCode, ForbiddenError, type Peer, PeerHandlers } from "../../mod.ts";
+import { ErrorCode, ForbiddenError, Peer, PeerHandlers } from "../../mod.ts";
 import { peerWithRawEnd } from "../helpers/raw.ts";
 
 interface Owner {
@@ -89,5 +89,33 @@ describe("Peer: handlers shared by many peers", { timeout: 10_000 }, () => {
     const refused = await gated.raw.next();
     assert.equal(refused.error.message, "own gate");
     assert.deepEqual(seen, ["locked executor.heartbeat"]);
+  });
+});
+
+describe("PeerHandlers: frames buffered before the peer exists", () => {
+  it("serves a request the transport delivers during construction", async () => {
+    const sent: string[] = [];
+    let resolveClosed!: (info: { code: number; reason: string }) => void;
+    // A transport that already holds a request and hands it over inside listen(), as a
+    // WebSocket adapter does with frames that arrived before anyone listened.
+    const transport = {
+      protocol: "bma.executor.v1.1",
+      closed: new Promise<{ code: number; reason: string }>((r) => (resolveClosed = r)),
+      send: (frame: string) => void sent.push(frame),
+      listen: (receiver: (frame: string) => void) =>
+        receiver(
+          JSON.stringify({ jsonrpc: "2.0", id: 1, method: "executor.heartbeat", params: {} }),
+        ),
+      close: (code = 1000, reason = "") => resolveClosed({ code, reason }),
+    };
+    const owner: Owner = { name: "early", statuses: [] };
+    const peer = new Peer(transport, { handlers: table(), owner });
+    open.push(peer);
+    await new Promise((r) => setTimeout(r, 0));
+    assert.equal(sent.length, 1, "one answer");
+    const answer = JSON.parse(sent[0]);
+    assert.equal(answer.id, 1);
+    assert.equal(answer.error, undefined, `answered without error: ${sent[0]}`);
+    assert.equal(answer.result.drain, false);
   });
 });
