@@ -22,6 +22,7 @@ import {
   type TransportReceiver,
 } from "./transport.ts";
 import { dialNativeWebSocket } from "./websocket.ts";
+import { canDialBunSocket, dialBunSocket } from "./websocket-client.bun.ts";
 import { dialWebSocket as dialWithWs, serveWebSocket as serveWithWs } from "./node.ts";
 
 export type { RunningServer, ServeWebSocketOptions, UpgradeDecision } from "./server.ts";
@@ -116,10 +117,15 @@ class BunServerTransport implements Transport {
   }
 }
 
-/** Opens a WebSocket with Bun's native client: `ws://`, `wss://`, `unix:///path.sock`. */
+/**
+ * Opens a WebSocket: `ws://` and `unix:///path.sock` over `Bun.connect`
+ * (`transport/websocket-client.bun.ts`), `wss://` with Bun's native client.
+ */
 export function dialWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
   // A Windows named pipe takes the `ws` + node:net path the Unix socket tests cover.
   if (isLocalSocketUrl(url) && isNamedPipe(localSocketPath(url))) return dialWithWs(url, options);
+  // ws:// and Unix sockets: a client that writes a turn's frames at once (see its module).
+  if (canDialBunSocket(url)) return dialBunSocket(url, options);
   const target = isLocalSocketUrl(url) ? `ws+unix://${localSocketPath(url)}` : url;
   return dialNativeWebSocket(target, options);
 }
