@@ -1,6 +1,7 @@
 /**
- * The executor end preconfigured for Bun: `ExecutorClient` dials and `listen`s with
- * Bun's own WebSocket client and `Bun.serve` (`transport/bun.ts`). On Bun, `executor/node.ts` (the `ws` package) works as well.
+ * The executor end preconfigured for Bun: `ExecutorClient` dials with a WebSocket client over
+ * `Bun.connect` (`ws://`, Unix sockets; `wss://` with Bun's own client) and `listen`s with
+ * `Bun.serve` (`transport/bun.ts`). On Bun, `executor/node.ts` (the `ws` package) works as well.
  *
  * @module
  */
