@@ -234,16 +234,26 @@ function requireMethod(method: string, kind: "request" | "notification"): void {
   if (spec.kind !== kind) throw new LocalError(`${method} is a ${spec.kind}, not a ${kind}`);
 }
 
-type Checked = ReturnType<MethodSpec["params"]["safeParse"]>;
+/** What {@linkcode checked} returns for a value outside the contract: why. */
+class Refused {
+  readonly issues: ValidationIssue[];
+  constructor(issues: ValidationIssue[]) {
+    this.issues = issues;
+  }
+}
 
 /**
- * Validates incoming params: the generated predicate admits almost every valid value as it is,
- * without zod's copy; zod decides (and explains) the rest.
+ * Checks a value against the contract: the generated predicate admits almost every valid value
+ * as it is (nothing allocated); zod decides the rest, returning its data or why it refused.
  */
-function checkParams(spec: MethodSpec, params: unknown): Checked {
-  return spec.acceptsParams(params)
-    ? { success: true, data: params } as Checked
-    : spec.params.safeParse(params);
+function checked(
+  accepts: (value: unknown) => boolean,
+  schema: MethodSpec["params"],
+  value: unknown,
+): unknown {
+  if (accepts(value)) return value;
+  const parsed = schema.safeParse(value);
+  return parsed.success ? parsed.data : new Refused(toIssues(parsed.error));
 }
 
 /** Issues as sent in `data.issues` of a -32602 answer. */
@@ -484,11 +494,8 @@ export class Peer {
       throw new CapabilityNotAdvertisedError(method, spec.capability);
     }
     if (validate && this.#validateOutgoing) {
-      // The generated predicate answers for almost every valid value; zod explains the rest.
-      if (!spec.acceptsParams(params)) {
-        const parsed = spec.params.safeParse(params);
-        if (!parsed.success) throw new InvalidOutgoingParamsError(method, toIssues(parsed.error));
-      }
+      const verdict = checked(spec.acceptsParams, spec.params, params);
+      if (verdict instanceof Refused) throw new InvalidOutgoingParamsError(method, verdict.issues);
     }
     return spec;
   }
@@ -514,13 +521,10 @@ export class Peer {
       pending.reject(error);
       return;
     }
-    if (pending.spec.acceptsResult!(result)) {
-      pending.resolve(result);
-      return;
-    }
-    const checked = pending.spec.result!.safeParse(result);
-    if (checked.success) pending.resolve(checked.data);
-    else pending.reject(new InvalidResultError(pending.method, toIssues(checked.error)));
+    const verdict = checked(pending.spec.acceptsResult!, pending.spec.result!, result);
+    if (verdict instanceof Refused) {
+      pending.reject(new InvalidResultError(pending.method, verdict.issues));
+    } else pending.resolve(verdict);
   }
 
   #armSweep(at: number): void {
@@ -685,16 +689,9 @@ export class Peer {
         issues: [],
       });
     }
-    let data: unknown = params ?? {};
-    // The generated predicate admits almost every valid value as it is; zod decides the rest.
-    if (!spec.acceptsParams(data)) {
-      const parsed = spec.params.safeParse(data);
-      if (!parsed.success) {
-        return failure(id, ErrorCode.INVALID_PARAMS, "invalid params", {
-          issues: toIssues(parsed.error),
-        });
-      }
-      data = parsed.data;
+    const data = checked(spec.acceptsParams, spec.params, params ?? {});
+    if (data instanceof Refused) {
+      return failure(id, ErrorCode.INVALID_PARAMS, "invalid params", { issues: data.issues });
     }
     const handler = this.#requestHandlers.get(method) ?? this.#shared!.request(method)!;
     const context = new IncomingRequest(id, method);
@@ -722,15 +719,13 @@ export class Peer {
 
   /** The response carrying a handler's result, once checked against the contract. */
   #answered(spec: MethodSpec, id: JsonRpcId, method: string, result: unknown): JsonRpcResponse {
-    if (!spec.acceptsResult!(result)) {
-      const checked = spec.result!.safeParse(result);
-      if (!checked.success) {
-        this.#logger.error("handler returned a result outside the contract", {
-          method,
-          issues: toIssues(checked.error),
-        });
-        return failure(id, ErrorCode.INTERNAL_ERROR, "internal error");
-      }
+    const verdict = checked(spec.acceptsResult!, spec.result!, result);
+    if (verdict instanceof Refused) {
+      this.#logger.error("handler returned a result outside the contract", {
+        method,
+        issues: verdict.issues,
+      });
+      return failure(id, ErrorCode.INTERNAL_ERROR, "internal error");
     }
     return { jsonrpc: "2.0", id, result };
   }
@@ -746,12 +741,14 @@ export class Peer {
   #serveNotification(method: string, params: unknown): undefined | Promise<undefined> {
     const spec = this.#admission(method, "notification");
     if (spec instanceof ProtocolError) return this.#dropNotification(method, spec.code);
-    const parsed = Array.isArray(params) ? undefined : checkParams(spec, params ?? {});
-    if (!parsed?.success) {
+    const data = Array.isArray(params)
+      ? new Refused([])
+      : checked(spec.acceptsParams, spec.params, params ?? {});
+    if (data instanceof Refused) {
       this.#logger.warn("notification rejected", {
         method,
         code: ErrorCode.INVALID_PARAMS,
-        issues: parsed ? toIssues(parsed.error) : [],
+        issues: data.issues,
       });
       return undefined;
     }
@@ -762,7 +759,7 @@ export class Peer {
     try {
       const handler = this.#notificationHandlers.get(method) ??
         this.#shared!.notification(method)!;
-      const done = handler(parsed.data, this.#owner);
+      const done = handler(data, this.#owner);
       if (done instanceof Promise) return done.then(() => undefined, failed);
     } catch (error) {
       failed(error);
