@@ -28,9 +28,6 @@ export interface ConnectionLink {
   connected?(): Peer | undefined;
 }
 
-/** Marks the first attempt as not made (no connection): not an error of the request. */
-const NOT_TRIED = Symbol("not tried");
-
 /** How {@linkcode deliver} retries. */
 export interface DeliveryOptions {
   clock: Clock;
@@ -65,7 +62,8 @@ export async function deliver<M extends ExecutorRequestMethod>(
 ): Promise<RequestMap[M]["result"]> {
   let failures = 0;
   for (;;) {
-    const peer = await link.whenConnected(options.signal);
+    // The live connection at once when there is one: no promise to wait on, on every call.
+    const peer = link.connected?.() ?? await link.whenConnected(options.signal);
     try {
       return await peer.call(method, params, {
         timeoutMs: options.timeoutMs,
@@ -156,33 +154,17 @@ export class ResultOutbox {
     return pending.accepted;
   }
 
-  /** One delivery: straight on the live connection first, the retry loop only if that fails. */
+  /** Delivers through {@linkcode deliver}: across reconnects and retryable refusals. */
   #deliver(params: ToolResultParams): Promise<boolean> {
-    const connected = this.#options.link.connected?.();
-    const first = connected
-      ? connected.call("tool.result", params, { timeoutMs: this.#options.timeoutMs })
-      : Promise.reject(NOT_TRIED);
-    return first.then(
-      () => this.#accepted(params),
-      (error) => {
-        // Anything but success goes through the full loop, which sends again where a first
-        // attempt failed for a reason worth retrying, and gives up where it is final.
-        if (
-          error !== NOT_TRIED && !isRetryable(error) && !(error instanceof ConnectionClosedError)
-        ) {
-          return this.#given(params, error);
-        }
-        return deliver(this.#options.link, "tool.result", params, {
-          clock: this.#options.clock,
-          random: this.#options.random,
-          retry: this.#options.retry,
-          timeoutMs: this.#options.timeoutMs,
-          signal: this.#closing.signal,
-          // Closing comes with the connection's end, which ends the request in flight anyway.
-          signalBetweenAttempts: true,
-        }).then(() => this.#accepted(params), (error) => this.#given(params, error));
-      },
-    );
+    return deliver(this.#options.link, "tool.result", params, {
+      clock: this.#options.clock,
+      random: this.#options.random,
+      retry: this.#options.retry,
+      timeoutMs: this.#options.timeoutMs,
+      signal: this.#closing.signal,
+      // Closing comes with the connection's end, which ends the request in flight anyway.
+      signalBetweenAttempts: true,
+    }).then(() => this.#accepted(params), (error) => this.#given(params, error));
   }
 
   #accepted(params: ToolResultParams): boolean {

@@ -11,6 +11,7 @@ import type {
   ToolOutcome,
   ToolResultParams,
 } from "../protocol/generated/contract.ts";
+import { RecentMap } from "../protocol/bounded-set.ts";
 
 /** The outcome of a tool call, as reported by the executor's `tool.result`. */
 export interface ToolCallResult<S = Record<string, unknown>> {
@@ -94,26 +95,20 @@ export type ResultAcceptance = "accepted" | "duplicate" | "unknown";
 export class ToolCallLedger {
   /** Unsettled calls: what lease expiry, session end and reconnect walk through. */
   readonly #live = new Map<string, ToolCallEntry>();
-  /**
-   * Settled calls in two generations of up to `#remember` each: when the young one fills, it
-   * becomes the old one and the old one is dropped whole. So at least the `#remember` most
-   * recent are kept, and no call costs a deletion in a large table (see `RecentIds`).
-   */
-  #young = new Map<string, ToolCallEntry>();
-  #old: Map<string, ToolCallEntry> | undefined;
-  readonly #remember: number;
+  /** Settled calls, the most recent kept for duplicate detection (none when `remember` is 0). */
+  readonly #settled: RecentMap<string, ToolCallEntry> | undefined;
 
   /**
    * Keeps at least the `remember` most recently settled calls (and up to twice as many) for
    * duplicate detection; `0` keeps none.
    */
   constructor(remember = 10_000) {
-    this.#remember = Math.max(0, Math.floor(remember));
+    this.#settled = remember >= 1 ? new RecentMap(remember) : undefined;
   }
 
   /** The entry for a call id, live or remembered. */
   get(id: string): ToolCallEntry | undefined {
-    return this.#live.get(id) ?? this.#young.get(id) ?? this.#old?.get(id);
+    return this.#live.get(id) ?? this.#settled?.get(id);
   }
 
   /** Adds a new call; the caller has checked that its id is free. */
@@ -171,11 +166,6 @@ export class ToolCallLedger {
 
   #remembered(entry: ToolCallEntry): void {
     this.#live.delete(entry.id);
-    if (this.#remember === 0) return;
-    if (this.#young.size >= this.#remember) {
-      this.#old = this.#young;
-      this.#young = new Map();
-    }
-    this.#young.set(entry.id, entry);
+    this.#settled?.set(entry.id, entry);
   }
 }

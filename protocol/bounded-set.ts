@@ -58,40 +58,73 @@ export class BoundedSet<T> {
 }
 
 /**
- * Remembers at least the `limit` most recent ids, in two generations of up to `limit` each:
- * when the young one fills, it becomes the old one and the old one is dropped whole. Unlike
- * {@linkcode BoundedSet} nothing is deleted one at a time, so a set that turns over on every
- * tool call (add one, evict one) costs no hash-table churn: the cheaper choice where only
- * membership matters and up to twice `limit` members may be held.
+ * Remembers at least the `limit` most recently set entries, in two generations of up to `limit`
+ * each: when the young one fills, it becomes the old one and the old one is dropped whole.
+ * Unlike {@linkcode BoundedSet} nothing is deleted one at a time, so a table that turns over on
+ * every tool call (add one, evict one) costs no hash-table churn: the cheaper choice where up to
+ * twice `limit` entries may be held.
  */
-export class RecentIds<T> {
-  /** The fewest most recent members remembered. */
+export class RecentMap<K, V> {
+  /** The fewest most recent entries remembered. */
   readonly limit: number;
-  #young = new Set<T>();
-  #old: Set<T> | undefined;
+  #young = new Map<K, V>();
+  #old: Map<K, V> | undefined;
 
   constructor(limit: number) {
     this.limit = Math.max(1, Math.floor(limit));
   }
 
+  /** The value remembered for `key`. */
+  get(key: K): V | undefined {
+    return this.#young.get(key) ?? this.#old?.get(key);
+  }
+
+  /** Whether `key` is remembered. */
+  has(key: K): boolean {
+    return this.#young.has(key) || this.#old?.has(key) === true;
+  }
+
+  /** Remembers `key` with `value` as the most recent. */
+  set(key: K, value: V): void {
+    if (this.#young.size >= this.limit) {
+      this.#old = this.#young;
+      this.#young = new Map();
+    }
+    this.#young.set(key, value);
+  }
+
+  /** Forgets `key`; whether it was remembered. */
+  delete(key: K): boolean {
+    const young = this.#young.delete(key);
+    return this.#old?.delete(key) === true || young;
+  }
+}
+
+/** Remembers at least the `limit` most recent ids: a {@linkcode RecentMap} of ids alone. */
+export class RecentIds<T> {
+  readonly #ids: RecentMap<T, true>;
+
+  constructor(limit: number) {
+    this.#ids = new RecentMap(limit);
+  }
+
+  /** The fewest most recent members remembered. */
+  get limit(): number {
+    return this.#ids.limit;
+  }
+
   /** Whether `key` is remembered. */
   has(key: T): boolean {
-    return this.#young.has(key) || this.#old?.has(key) === true;
+    return this.#ids.has(key);
   }
 
   /** Remembers `key` as the most recent. */
   add(key: T): void {
-    if (this.has(key)) return;
-    if (this.#young.size >= this.limit) {
-      this.#old = this.#young;
-      this.#young = new Set();
-    }
-    this.#young.add(key);
+    if (!this.#ids.has(key)) this.#ids.set(key, true);
   }
 
   /** Forgets `key`; whether it was remembered. */
   delete(key: T): boolean {
-    const young = this.#young.delete(key);
-    return this.#old?.delete(key) === true || young;
+    return this.#ids.delete(key);
   }
 }

@@ -1,6 +1,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { BoundedSet, RecentIds } from "../../protocol/bounded-set.ts";
+import { BoundedSet, RecentIds, RecentMap } from "../../protocol/bounded-set.ts";
 
 describe("BoundedSet", () => {
   it("holds at most limit members, evicting the oldest and naming it", () => {
@@ -40,5 +40,19 @@ describe("RecentIds", () => {
     assert.equal(ids.delete("y"), true);
     assert.equal(ids.has("y"), false);
     assert.equal(ids.delete("y"), false);
+  });
+});
+
+describe("RecentMap", () => {
+  it("keeps the values of at least the limit most recent keys across a turnover", () => {
+    const map = new RecentMap<string, number>(2);
+    map.set("a", 1);
+    map.set("b", 2);
+    map.set("c", 3); // a and b become the old generation
+    assert.deepEqual([map.get("a"), map.get("b"), map.get("c")], [1, 2, 3]);
+    map.set("d", 4);
+    map.set("e", 5); // the old generation (a, b) is dropped
+    assert.equal(map.get("a"), undefined);
+    assert.deepEqual([map.get("c"), map.get("d"), map.get("e")], [3, 4, 5]);
   });
 });
