@@ -389,8 +389,7 @@ export class ToolCallRunner {
       ran.catch(() => {}); // the handler's late end is of no interest any more
       return this.#aborted(call);
     }
-    const result = this.#completed(call, first.v);
-    return result instanceof Promise ? await result : result;
+    return this.#completed(call, first.v);
   }
 
   /** The outcome of a handler's value: rendered, or a failure if it does not render. */
