@@ -23,7 +23,7 @@ import { isLocalSocketUrl, localSocketPath } from "./server.ts";
 
 /** The part of Bun's socket API used here, typed locally so other checkers compile this file. */
 interface BunSocket {
-  write(data: Uint8Array | string): number;
+  write(data: Uint8Array | string, byteOffset?: number, byteLength?: number): number;
   end(): void;
 }
 interface BunSocketHandlers {
@@ -51,6 +51,10 @@ const MAX_HANDSHAKE_BYTES = 16 * 1024;
 
 /** Random bytes for frame masks, drawn a page at a time (one `getRandomValues` per frame costs). */
 const maskPool = new Uint8Array(4096);
+/** The turn buffer's first size, and the most it keeps between turns. */
+const OUT_INITIAL_BYTES = 4096;
+const OUT_KEPT_BYTES = 256 * 1024;
+const NO_BYTES = new Uint8Array(0);
 let maskAt = maskPool.length;
 
 const encoder = new TextEncoder();
@@ -232,14 +236,14 @@ class BunSocketTransport implements Transport {
   /** A close frame was sent (by `close`, or in answer to the server's). */
   #closeSent = false;
   #closeTimer: ReturnType<typeof setTimeout> | undefined;
-  /** Frames of this turn, written together at its end. */
-  #outgoing: Uint8Array[] = [];
-  #outgoingBytes = 0;
+  /** Frames of this turn, written together at its end: `#out[0, #outLength)`. */
+  #out = new Uint8Array(OUT_INITIAL_BYTES);
+  #outLength = 0;
   #flushScheduled = false;
   /** What the socket did not take yet (written on `drain`). */
   #backlog: Uint8Array | undefined;
   /** Received bytes not yet parsed into a whole frame. */
-  #input = new Uint8Array(0);
+  #input: Uint8Array = NO_BYTES;
   /** Fragments of a message in progress, and its opcode. */
   #fragments: Uint8Array[] = [];
   #fragmentBytes = 0;
@@ -290,7 +294,7 @@ class BunSocketTransport implements Transport {
       if (taken === 0) break;
       at += taken;
     }
-    this.#input = at < input.length ? input.slice(at) : new Uint8Array(0);
+    this.#input = at < input.length ? input.slice(at) : NO_BYTES;
   }
 
   /** The socket can take more: write what it did not take before. */
@@ -452,40 +456,64 @@ class BunSocketTransport implements Transport {
     this.#resolveClosed(this.#closeInfo);
   }
 
-  /** Masks and queues one frame; the turn's frames are written together. */
+  /**
+   * Masks one frame into the turn's buffer; the turn's frames are written together. Written in
+   * place, byte by byte: a typed-array view (`subarray`) or a buffer per frame cost more than
+   * the masking itself on Bun.
+   */
   #queue(opcode: number, payload: Uint8Array): void {
     const length = payload.length;
     const header = length < 126 ? 2 : length < 65536 ? 4 : 10;
-    const frame = new Uint8Array(header + 4 + length);
-    frame[0] = 0x80 | opcode;
-    if (length < 126) frame[1] = 0x80 | length;
-    else if (length < 65536) {
-      frame[1] = 0x80 | 126;
-      frame[2] = length >> 8;
-      frame[3] = length & 0xff;
-    } else {
-      frame[1] = 0x80 | 127;
-      const high = Math.floor(length / 2 ** 32);
-      frame[2] = high >>> 24;
-      frame[3] = (high >>> 16) & 0xff;
-      frame[4] = (high >>> 8) & 0xff;
-      frame[5] = high & 0xff;
-      frame[6] = length >>> 24;
-      frame[7] = (length >>> 16) & 0xff;
-      frame[8] = (length >>> 8) & 0xff;
-      frame[9] = length & 0xff;
+    let at = this.#outLength;
+    const end = at + header + 4 + length;
+    if (end > this.#out.length) {
+      const grown = new Uint8Array(Math.max(end, this.#out.length * 2));
+      grown.set(this.#out.subarray(0, at));
+      this.#out = grown;
     }
-    const mask = frame.subarray(header, header + 4);
+    const out = this.#out;
+    out[at] = 0x80 | opcode;
+    if (length < 126) out[at + 1] = 0x80 | length;
+    else if (length < 65536) {
+      out[at + 1] = 0x80 | 126;
+      out[at + 2] = length >> 8;
+      out[at + 3] = length & 0xff;
+    } else {
+      out[at + 1] = 0x80 | 127;
+      const high = Math.floor(length / 2 ** 32);
+      out[at + 2] = high >>> 24;
+      out[at + 3] = (high >>> 16) & 0xff;
+      out[at + 4] = (high >>> 8) & 0xff;
+      out[at + 5] = high & 0xff;
+      out[at + 6] = length >>> 24;
+      out[at + 7] = (length >>> 16) & 0xff;
+      out[at + 8] = (length >>> 8) & 0xff;
+      out[at + 9] = length & 0xff;
+    }
+    at += header;
     if (maskAt + 4 > maskPool.length) {
       crypto.getRandomValues(maskPool);
       maskAt = 0;
     }
-    mask.set(maskPool.subarray(maskAt, maskAt + 4));
+    const m0 = maskPool[maskAt];
+    const m1 = maskPool[maskAt + 1];
+    const m2 = maskPool[maskAt + 2];
+    const m3 = maskPool[maskAt + 3];
     maskAt += 4;
-    const body = header + 4;
-    for (let i = 0; i < length; i++) frame[body + i] = payload[i] ^ mask[i & 3];
-    this.#outgoing.push(frame);
-    this.#outgoingBytes += frame.length;
+    out[at] = m0;
+    out[at + 1] = m1;
+    out[at + 2] = m2;
+    out[at + 3] = m3;
+    at += 4;
+    let i = 0;
+    for (; i + 3 < length; i += 4) {
+      out[at + i] = payload[i] ^ m0;
+      out[at + i + 1] = payload[i + 1] ^ m1;
+      out[at + i + 2] = payload[i + 2] ^ m2;
+      out[at + i + 3] = payload[i + 3] ^ m3;
+    }
+    for (; i < length; i++) out[at + i] = payload[i] ^ maskPool[maskAt - 4 + (i & 3)];
+    this.#outLength = end;
     if (!this.#flushScheduled) {
       this.#flushScheduled = true;
       queueMicrotask(() => this.#flush());
@@ -494,27 +522,28 @@ class BunSocketTransport implements Transport {
 
   #flush(): void {
     this.#flushScheduled = false;
-    if (this.#outgoing.length === 0 || this.#closeInfo) return;
-    let data: Uint8Array;
-    if (this.#outgoing.length === 1) data = this.#outgoing[0];
-    else {
-      data = new Uint8Array(this.#outgoingBytes);
-      let offset = 0;
-      for (const frame of this.#outgoing) {
-        data.set(frame, offset);
-        offset += frame.length;
-      }
-    }
-    this.#outgoing = [];
-    this.#outgoingBytes = 0;
+    const length = this.#outLength;
+    if (length === 0 || this.#closeInfo) return;
+    const out = this.#out;
+    this.#outLength = 0;
+    // One large frame does not keep its buffer for the life of the connection.
+    if (out.length > OUT_KEPT_BYTES) this.#out = new Uint8Array(OUT_INITIAL_BYTES);
     if (this.#backlog) {
-      const joined = new Uint8Array(this.#backlog.length + data.length);
+      const joined = new Uint8Array(this.#backlog.length + length);
       joined.set(this.#backlog);
-      joined.set(data, this.#backlog.length);
+      joined.set(out.subarray(0, length), this.#backlog.length);
       this.#backlog = joined;
       return;
     }
-    this.#write(data);
+    let written: number;
+    try {
+      written = this.#socket.write(out, 0, length);
+    } catch {
+      this.#end(ABNORMAL_CLOSURE, "");
+      return;
+    }
+    // The buffer is reused: what the socket did not take is copied out.
+    if (written < length) this.#backlog = out.slice(Math.max(0, written), length);
   }
 
   #write(data: Uint8Array): void {
