@@ -22,7 +22,7 @@ import {
   type TransportReceiver,
 } from "./transport.ts";
 import { dialNativeWebSocket } from "./websocket.ts";
-import { canDialBunSocket, dialBunSocket } from "./websocket-client.bun.ts";
+import { canDialBunSocket, dialBunSocket } from "./websocket-stream.bun.ts";
 import { dialWebSocket as dialWithWs, serveWebSocket as serveWithWs } from "./node.ts";
 
 export type { RunningServer, ServeWebSocketOptions, UpgradeDecision } from "./server.ts";
@@ -119,7 +119,7 @@ class BunServerTransport implements Transport {
 
 /**
  * Opens a WebSocket: `ws://` and `unix:///path.sock` over `Bun.connect`
- * (`transport/websocket-client.bun.ts`), `wss://` with Bun's native client.
+ * (`transport/websocket-stream.bun.ts`), `wss://` with Bun's native client.
  */
 export function dialWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
   // A Windows named pipe takes the `ws` + node:net path the Unix socket tests cover.

@@ -29,9 +29,20 @@ import {
 
 export type { RunningServer, ServeWebSocketOptions, UpgradeDecision } from "./server.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "./bytes.ts";
+import { canDialNetSocket, dialNetSocket } from "./websocket-stream.node.ts";
+
+/**
+ * Opens a WebSocket connection: `ws://`, `unix:///path.sock` and `\\.\pipe\name` with the
+ * byte-stream client over `node:net` (`websocket-stream.node.ts`: a turn's frames in one write),
+ * `wss://` with `ws`.
+ */
+export function dialWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
+  if (canDialNetSocket(url)) return dialNetSocket(url, options);
+  return dialWithWs(url, options);
+}
 
 /** Opens a WebSocket connection with `ws`: `ws://`, `wss://`, `unix:///path.sock`, `\\.\pipe\name`. */
-export function dialWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
+export function dialWithWs(url: string, options: DialOptions = {}): Promise<Transport> {
   const protocols = options.protocols ?? [];
   const maxPayload = (options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES) + 1024;
   return new Promise((resolve, reject) => {

@@ -69,9 +69,10 @@ describe("ExecutorClient: connecting", { timeout: 30_000 }, () => {
     assert.equal(registration.protocol, "bma.executor.v1");
     assert.equal(harness.last.register?.protocol, "bma.executor.v1");
     assert.equal(harness.last.headers.get("authorization"), "Bearer scripted.jwt.SECRET-1");
-    assert.equal(
-      harness.last.headers.get("sec-websocket-protocol"),
-      "bma.executor.v1.1,bma.executor.v1",
+    assert.deepEqual(
+      harness.last.headers.get("sec-websocket-protocol")?.split(",").map((p) => p.trim()),
+      ["bma.executor.v1.1", "bma.executor.v1"],
+      "both offered, preferred first",
     );
   });
 

@@ -52,7 +52,8 @@ describe("ExecutorClient: sessions", { timeout: 30_000 }, () => {
     client.onSessionAssign((session, params) => {
       setUp.push(`${session.id}:${params.tools?.join(",")}`);
       // Set-up continues after the answer; ready is reported when it is done.
-      queueMicrotask(() => void client.sessionReady(session.id));
+      // Caught: the test may end (and stop the client) before the ack of session.ready arrives.
+      queueMicrotask(() => void client.sessionReady(session.id).catch(() => {}));
     });
     client.tools.bash.handle(() => "ok");
     await client.start();
@@ -131,7 +132,8 @@ describe("ExecutorClient: sessions", { timeout: 30_000 }, () => {
         await new Promise((resolve) => cleanup.graceSignal.addEventListener("abort", resolve));
         signals.push("SIGKILL");
       });
-      queueMicrotask(() => void client.sessionReady(session.id));
+      // Caught: the test may end (and stop the client) before the ack of session.ready arrives.
+      queueMicrotask(() => void client.sessionReady(session.id).catch(() => {}));
     });
     await client.start();
     const executor = await harness.waitExecutor();

@@ -1,11 +1,12 @@
 /**
- * A WebSocket client over `Bun.connect` (TCP or Unix socket): RFC 6455 framing in a few hundred
- * lines, for one reason. Bun's own client `WebSocket` writes every frame with its own syscall and
- * has no way to batch them, so an executor's tool-call ack and result cost two writes and can wake
- * the harness twice; here the frames of one event-loop turn go out in one write (a round of two
- * frames costs 20.5 µs of client CPU against 27–33 µs with the native client, one frame the same).
+ * A WebSocket client over a plain byte stream (TCP or a Unix socket), RFC 6455 framing in a few
+ * hundred lines, with the runtime's socket injected (`websocket-stream.node.ts` over `node:net`,
+ * `websocket-stream.bun.ts` over `Bun.connect`). It exists for one reason: the frames of one
+ * event-loop turn go out in one write. Bun's own client `WebSocket` writes every frame with its
+ * own syscall and `ws` runs each frame through two stream writes and its own event machinery, so
+ * an executor's tool-call ack and result cost more and can wake the harness twice.
  *
- * `wss://` is left to Bun's native client (`transport/bun.ts` chooses).
+ * `wss://` is left to each runtime's TLS-capable client (the adapters choose).
  */
 import {
   ABNORMAL_CLOSURE,
@@ -21,27 +22,38 @@ import {
 import { DEFAULT_MAX_FRAME_BYTES } from "./bytes.ts";
 import { isLocalSocketUrl, localSocketPath } from "./server.ts";
 
-/** The part of Bun's socket API used here, typed locally so other checkers compile this file. */
-interface BunSocket {
-  write(data: Uint8Array | string, byteOffset?: number, byteLength?: number): number;
+/** Where to connect: TCP, or a Unix socket (or Windows named pipe) path. */
+export type ByteSocketTarget = { hostname: string; port: number } | { path: string };
+
+/** An open byte stream, as a runtime adapter hands it over. */
+export interface ByteSocket {
+  /**
+   * Writes `length` bytes of `data` from `offset`; returns how many the socket took (the rest is
+   * offered again after `drain`). `data` is handed over: the caller never writes to it again.
+   */
+  write(data: Uint8Array, offset: number, length: number): number;
+  /** Ends the stream. */
   end(): void;
+  /** A buffer of `size` bytes or more to gather a turn's frames in (default: a Uint8Array). */
+  allocate?(size: number): Uint8Array;
 }
-interface BunSocketHandlers {
-  open(socket: BunSocket): void;
-  data(socket: BunSocket, chunk: Uint8Array): void;
-  drain(socket: BunSocket): void;
-  close(socket: BunSocket): void;
-  error(socket: BunSocket, error: unknown): void;
-  connectError?(socket: BunSocket, error: unknown): void;
+
+/** What a runtime adapter reports about the stream it opened. */
+export interface ByteSocketEvents {
+  /** Connected. */
+  open(socket: ByteSocket): void;
+  /** Bytes arrived; `chunk` may be reused after the call. */
+  data(chunk: Uint8Array): void;
+  /** The socket takes writes again after a short one. */
+  drain(): void;
+  /** The stream ended (after an error too). */
+  close(): void;
+  /** The stream failed (a connect failure included). */
+  error(error: unknown): void;
 }
-interface BunConnect {
-  connect(
-    options: { hostname: string; port: number; socket: BunSocketHandlers } | {
-      unix: string;
-      socket: BunSocketHandlers;
-    },
-  ): Promise<BunSocket>;
-}
+
+/** Opens a byte stream to `target` and reports on it through `events`. */
+export type ConnectByteSocket = (target: ByteSocketTarget, events: ByteSocketEvents) => void;
 
 const GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 /** How long a close we started waits for the server's close frame before dropping the socket. */
@@ -51,32 +63,33 @@ const MAX_HANDSHAKE_BYTES = 16 * 1024;
 
 /** Random bytes for frame masks, drawn a page at a time (one `getRandomValues` per frame costs). */
 const maskPool = new Uint8Array(4096);
-/** The turn buffer's first size, and the most it keeps between turns. */
-const OUT_INITIAL_BYTES = 4096;
-const OUT_KEPT_BYTES = 256 * 1024;
-const NO_BYTES = new Uint8Array(0);
 let maskAt = maskPool.length;
+/** The smallest turn buffer (frames of a turn are gathered in one, made when the turn sends). */
+const OUT_MIN_BYTES = 1024;
+const NO_BYTES = new Uint8Array(0);
 
 const encoder = new TextEncoder();
 const strictDecoder = new TextDecoder("utf-8", { fatal: true });
 const looseDecoder = new TextDecoder();
 
-/** Whether {@linkcode dialBunSocket} can open `url` (`ws://` or a Unix socket, not `wss://`). */
-export function canDialBunSocket(url: string): boolean {
+/** Whether {@linkcode dialByteWebSocket} can open `url` (`ws://` or a local socket, not `wss://`). */
+export function canDialByteWebSocket(url: string): boolean {
   return isLocalSocketUrl(url) || url.startsWith("ws://");
 }
 
-/** Opens a WebSocket over `Bun.connect`: `ws://host:port/path` or `unix:///path.sock`. */
-export async function dialBunSocket(url: string, options: DialOptions = {}): Promise<Transport> {
-  const bun = (globalThis as { Bun?: BunConnect }).Bun;
-  if (!bun) throw new DialError("dialBunSocket needs the Bun runtime");
+/** Opens a WebSocket over a byte stream `connect` opens: `ws://host:port/path` or `unix:///path.sock`. */
+export async function dialByteWebSocket(
+  url: string,
+  options: DialOptions,
+  connect: ConnectByteSocket,
+): Promise<Transport> {
   const signal = options.signal;
   if (signal?.aborted) throw new DialError("dial aborted", undefined, { cause: signal.reason });
-  let target: { hostname: string; port: number } | { unix: string };
+  let target: ByteSocketTarget;
   let host: string;
   let path: string;
   if (isLocalSocketUrl(url)) {
-    target = { unix: localSocketPath(url) };
+    target = { path: localSocketPath(url) };
     host = "localhost";
     path = "/";
   } else {
@@ -119,10 +132,10 @@ export async function dialBunSocket(url: string, options: DialOptions = {}): Pro
   const maxFrameBytes = (options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES) + 1024;
 
   return await new Promise<Transport>((resolve, reject) => {
-    let transport: BunSocketTransport | undefined;
+    let transport: ByteStreamTransport | undefined;
     let head = new Uint8Array(0);
     let settled = false;
-    let socketRef: BunSocket | undefined;
+    let socketRef: ByteSocket | undefined;
     const fail = (error: DialError) => {
       if (settled) return;
       settled = true;
@@ -132,7 +145,7 @@ export async function dialBunSocket(url: string, options: DialOptions = {}): Pro
     };
     const onAbort = () => fail(new DialError("dial aborted", undefined, { cause: signal?.reason }));
     signal?.addEventListener("abort", onAbort, { once: true });
-    const handshake = (socket: BunSocket, chunk: Uint8Array) => {
+    const handshake = (chunk: Uint8Array) => {
       const joined = new Uint8Array(head.length + chunk.length);
       joined.set(head);
       joined.set(chunk, head.length);
@@ -174,23 +187,24 @@ export async function dialBunSocket(url: string, options: DialOptions = {}): Pro
       }
       settled = true;
       signal?.removeEventListener("abort", onAbort);
-      transport = new BunSocketTransport(socket, chosen, maxFrameBytes);
+      transport = new ByteStreamTransport(socketRef!, chosen, maxFrameBytes);
       resolve(transport);
       const rest = head.subarray(end + 4);
       if (rest.length) transport.receive(rest);
     };
-    const handlers: BunSocketHandlers = {
+    connect(target, {
       open(socket) {
         socketRef = socket;
         if (settled) {
           socket.end();
           return;
         }
-        socket.write(request);
+        const bytes = encoder.encode(request);
+        socket.write(bytes, 0, bytes.length);
       },
-      data(socket, chunk) {
+      data(chunk) {
         if (transport) transport.receive(chunk);
-        else handshake(socket, chunk);
+        else handshake(chunk);
       },
       drain() {
         transport?.drain();
@@ -199,18 +213,11 @@ export async function dialBunSocket(url: string, options: DialOptions = {}): Pro
         if (transport) transport.socketClosed();
         else fail(new DialError("cannot connect: closed during the handshake"));
       },
-      error(_socket, error) {
+      error(error) {
         if (transport) transport.socketClosed();
         else fail(new DialError("cannot connect", undefined, { cause: error }));
       },
-      connectError(_socket, error) {
-        fail(new DialError("cannot connect", undefined, { cause: error }));
-      },
-    };
-    const connecting = "unix" in target
-      ? bun.connect({ unix: target.unix, socket: handlers })
-      : bun.connect({ hostname: target.hostname, port: target.port, socket: handlers });
-    connecting.catch((error) => fail(new DialError("cannot connect", undefined, { cause: error })));
+    });
   });
 }
 
@@ -223,21 +230,44 @@ function indexOfHeaderEnd(bytes: Uint8Array): number {
   return -1;
 }
 
-/** A client WebSocket connection over a Bun socket, after the handshake. */
-class BunSocketTransport implements Transport {
+/**
+ * Runs `fn` once the current turn is over (its microtasks and the other events read with it):
+ * what one turn sends is then written at once. A microtask would be too early — a handler's
+ * answer and the request its continuation sends a few promise steps later would leave in two
+ * writes.
+ */
+const endOfTurn: (fn: () => void) => void = (() => {
+  const immediate = (globalThis as { setImmediate?: (fn: () => void) => unknown }).setImmediate;
+  return typeof immediate === "function"
+    ? (fn) => void immediate(fn)
+    : (fn) => void setTimeout(fn, 0);
+})();
+
+/** Close codes a peer may send (RFC 6455 7.4): 1000–1003, 1007–1014, 3000–4999. */
+function isReceivableCloseCode(code: number): boolean {
+  return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) ||
+    (code >= 3000 && code <= 4999);
+}
+
+/**
+ * A client WebSocket connection over a byte stream, after the handshake: it masks what it sends
+ * and refuses masked frames. State is made when used.
+ */
+class ByteStreamTransport implements Transport {
   readonly protocol: string;
   readonly closed: Promise<CloseInfo>;
-  readonly #socket: BunSocket;
+  readonly #socket: ByteSocket;
   readonly #maxFrameBytes: number;
   #receiver: TransportReceiver | undefined;
-  #buffered: string[] | undefined = [];
+  /** Frames that arrived before `listen`. */
+  #buffered: string[] | undefined;
   #closeInfo: CloseInfo | undefined;
   #resolveClosed!: (info: CloseInfo) => void;
   /** A close frame was sent (by `close`, or in answer to the server's). */
   #closeSent = false;
   #closeTimer: ReturnType<typeof setTimeout> | undefined;
   /** Frames of this turn, written together at its end: `#out[0, #outLength)`. */
-  #out = new Uint8Array(OUT_INITIAL_BYTES);
+  #out: Uint8Array = NO_BYTES;
   #outLength = 0;
   #flushScheduled = false;
   /** What the socket did not take yet (written on `drain`). */
@@ -245,11 +275,11 @@ class BunSocketTransport implements Transport {
   /** Received bytes not yet parsed into a whole frame. */
   #input: Uint8Array = NO_BYTES;
   /** Fragments of a message in progress, and its opcode. */
-  #fragments: Uint8Array[] = [];
+  #fragments: Uint8Array[] | undefined;
   #fragmentBytes = 0;
   #fragmentOpcode = 0;
 
-  constructor(socket: BunSocket, protocol: string, maxFrameBytes: number) {
+  constructor(socket: ByteSocket, protocol: string, maxFrameBytes: number) {
     this.#socket = socket;
     this.protocol = protocol;
     this.#maxFrameBytes = maxFrameBytes;
@@ -266,16 +296,16 @@ class BunSocketTransport implements Transport {
   listen(receiver: TransportReceiver): void {
     if (this.#receiver) throw new Error("listen() may be called once");
     this.#receiver = receiver;
-    const buffered = this.#buffered!;
+    const buffered = this.#buffered;
     this.#buffered = undefined;
-    for (const frame of buffered) receiver(frame);
+    if (buffered) { for (const frame of buffered) receiver(frame); }
   }
 
   close(code = 1000, reason = ""): void {
     assertSendableCloseCode(code);
     if (this.#closeInfo || this.#closeSent) return;
     this.#sendClose(code, clampCloseReason(reason));
-    // The server answers with its close frame; one that never does is dropped.
+    // The other end answers with its close frame; one that never does is dropped.
     this.#closeTimer = setTimeout(() => this.#end(ABNORMAL_CLOSURE, ""), CLOSE_WAIT_MS);
   }
 
@@ -375,12 +405,12 @@ class BunSocketTransport implements Transport {
     }
     if (opcode !== 0) this.#fragmentOpcode = opcode;
     if (!fin) {
-      this.#fragments.push(payload.slice());
+      (this.#fragments ??= []).push(payload.slice());
       this.#fragmentBytes += payload.length;
       return;
     }
     let whole = payload;
-    if (this.#fragments.length) {
+    if (this.#fragments) {
       whole = new Uint8Array(this.#fragmentBytes + payload.length);
       let offset = 0;
       for (const part of this.#fragments) {
@@ -390,7 +420,7 @@ class BunSocketTransport implements Transport {
       whole.set(payload, offset);
     }
     const text = this.#fragmentOpcode === 1;
-    this.#fragments = [];
+    this.#fragments = undefined;
     this.#fragmentBytes = 0;
     this.#fragmentOpcode = 0;
     let frame: string;
@@ -401,19 +431,28 @@ class BunSocketTransport implements Transport {
       return;
     }
     if (this.#closeSent) return;
-    if (this.#buffered) this.#buffered.push(frame);
-    else this.#receiver!(frame);
+    if (this.#receiver) this.#receiver(frame);
+    else (this.#buffered ??= []).push(frame);
   }
 
   #closeFrame(payload: Uint8Array): void {
     let code = 1005;
     let reason = "";
+    if (payload.length === 1) {
+      this.#protocolError(1002, "invalid close frame");
+      return;
+    }
     if (payload.length >= 2) {
       code = (payload[0] << 8) | payload[1];
+      if (!isReceivableCloseCode(code)) {
+        this.#protocolError(1002, "invalid close code");
+        return;
+      }
       try {
         reason = strictDecoder.decode(payload.subarray(2));
       } catch {
-        reason = "";
+        this.#protocolError(1007, "invalid UTF-8");
+        return;
       }
     }
     if (!this.#closeSent) {
@@ -459,7 +498,7 @@ class BunSocketTransport implements Transport {
   /**
    * Masks one frame into the turn's buffer; the turn's frames are written together. Written in
    * place, byte by byte: a typed-array view (`subarray`) or a buffer per frame cost more than
-   * the masking itself on Bun.
+   * the masking itself (on Bun, a tenth of an executor's CPU).
    */
   #queue(opcode: number, payload: Uint8Array): void {
     const length = payload.length;
@@ -467,8 +506,9 @@ class BunSocketTransport implements Transport {
     let at = this.#outLength;
     const end = at + header + 4 + length;
     if (end > this.#out.length) {
-      const grown = new Uint8Array(Math.max(end, this.#out.length * 2));
-      grown.set(this.#out.subarray(0, at));
+      const size = Math.max(end, OUT_MIN_BYTES, this.#out.length * 2);
+      const grown = this.#socket.allocate?.(size) ?? new Uint8Array(size);
+      if (at) grown.set(this.#out.subarray(0, at));
       this.#out = grown;
     }
     const out = this.#out;
@@ -512,11 +552,11 @@ class BunSocketTransport implements Transport {
       out[at + i + 2] = payload[i + 2] ^ m2;
       out[at + i + 3] = payload[i + 3] ^ m3;
     }
-    for (; i < length; i++) out[at + i] = payload[i] ^ maskPool[maskAt - 4 + (i & 3)];
+    for (; i < length; i++) out[at + i] = payload[i] ^ out[at - 4 + (i & 3)];
     this.#outLength = end;
     if (!this.#flushScheduled) {
       this.#flushScheduled = true;
-      queueMicrotask(() => this.#flush());
+      endOfTurn(() => this.#flush());
     }
   }
 
@@ -524,10 +564,10 @@ class BunSocketTransport implements Transport {
     this.#flushScheduled = false;
     const length = this.#outLength;
     if (length === 0 || this.#closeInfo) return;
+    // The turn's buffer is handed to the socket; the next turn makes its own.
     const out = this.#out;
+    this.#out = NO_BYTES;
     this.#outLength = 0;
-    // One large frame does not keep its buffer for the life of the connection.
-    if (out.length > OUT_KEPT_BYTES) this.#out = new Uint8Array(OUT_INITIAL_BYTES);
     if (this.#backlog) {
       const joined = new Uint8Array(this.#backlog.length + length);
       joined.set(this.#backlog);
@@ -542,14 +582,13 @@ class BunSocketTransport implements Transport {
       this.#end(ABNORMAL_CLOSURE, "");
       return;
     }
-    // The buffer is reused: what the socket did not take is copied out.
-    if (written < length) this.#backlog = out.slice(Math.max(0, written), length);
+    if (written < length) this.#backlog = out.subarray(Math.max(0, written), length);
   }
 
   #write(data: Uint8Array): void {
     let written: number;
     try {
-      written = this.#socket.write(data);
+      written = this.#socket.write(data, 0, data.length);
     } catch {
       this.#end(ABNORMAL_CLOSURE, "");
       return;
