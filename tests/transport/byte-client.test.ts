@@ -179,13 +179,18 @@ describe(`byte-stream WebSocket client on ${runtime}`, { timeout: 20_000 }, () =
     assert.throws(() => transport.send("late"), /closed/);
   });
 
-  it("closes with 1007 on invalid UTF-8 and 1002 on a masked server frame", async () => {
-    for (
-      const [bad, code] of [[serverFrame(1, Buffer.from([0xc3, 0x28])), 1007], [
-        serverFrame(1, "masked", true, true),
-        1002,
-      ]] as const
-    ) {
+  it("closes with 1007 on invalid UTF-8, 1002 on a masked frame or a bad close frame", async () => {
+    const closeWith = (payload: number[]) => serverFrame(8, Buffer.from(payload));
+    const cases: [Buffer, number][] = [
+      [serverFrame(1, Buffer.from([0xc3, 0x28])), 1007],
+      [serverFrame(1, "masked", true, true), 1002],
+      // 1005 and 1006 never go on the wire; a one-byte close payload has no code.
+      [closeWith([0x03, 0xed]), 1002],
+      [closeWith([0x03]), 1002],
+      // A close reason must be UTF-8 too.
+      [closeWith([0x03, 0xe8, 0xc3, 0x28]), 1007],
+    ];
+    for (const [bad, code] of cases) {
       const closeSeen = deferred<ClientFrame>();
       const { url, server } = await rawServer(async (socket, frames) => {
         socket.write(bad);
