@@ -48,13 +48,30 @@ export function dialBunSocket(url: string, options: DialOptions = {}): Promise<T
   return dialByteWebSocket(url, options, (target, events) => connectBun(bun, target, events));
 }
 
+/** The turn buffer a connection keeps between turns, and the largest it keeps. */
+const TURN_BUFFER_BYTES = 4096;
+const TURN_BUFFER_KEPT_BYTES = 256 * 1024;
+
 function connectBun(bun: BunConnect, target: ByteSocketTarget, events: ByteSocketEvents): void {
   let opened: ByteSocket | undefined;
+  let turnBuffer: Uint8Array | undefined;
   const socket: BunSocketHandlers = {
     open(raw) {
       opened = {
+        // Bun writes what it can at once and keeps nothing: the next turn reuses the buffer
+        // (a new one per turn cost ~10% at 64 calls in flight).
         write: (data, offset, length) => raw.write(data, offset, length),
+        allocate: (size) => {
+          if (turnBuffer && turnBuffer.length >= size) return turnBuffer;
+          const buffer = new Uint8Array(Math.max(size, TURN_BUFFER_BYTES));
+          if (buffer.length <= TURN_BUFFER_KEPT_BYTES) turnBuffer = buffer;
+          return buffer;
+        },
         end: () => raw.end(),
+        // Bun's setImmediate waits for another turn of its loop: 64 calls in flight ran at
+        // 28–29k/s with it and 31–39k/s with a microtask, which still gathers an executor's ack
+        // and the result of a synchronous handler (queued before the flush in the same drain).
+        afterTurn: (fn) => queueMicrotask(fn),
       };
       events.open(opened);
     },

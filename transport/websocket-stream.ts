@@ -29,13 +29,17 @@ export type ByteSocketTarget = { hostname: string; port: number } | { path: stri
 export interface ByteSocket {
   /**
    * Writes `length` bytes of `data` from `offset`; returns how many the socket took (the rest is
-   * offered again after `drain`). `data` is handed over: the caller never writes to it again.
+   * offered again after `drain`; the caller copies it). `data` is a buffer from `allocate`
+   * (or one the caller made and never writes to again): an adapter whose `allocate` hands out
+   * the same buffer again must not keep `data` past the call.
    */
   write(data: Uint8Array, offset: number, length: number): number;
   /** Ends the stream. */
   end(): void;
   /** A buffer of `size` bytes or more to gather a turn's frames in (default: a Uint8Array). */
   allocate?(size: number): Uint8Array;
+  /** Schedules the write of a turn's frames (default: `setImmediate`, else `setTimeout` 0). */
+  afterTurn?(fn: () => void): void;
 }
 
 /** What a runtime adapter reports about the stream it opened. */
@@ -232,11 +236,10 @@ function indexOfHeaderEnd(bytes: Uint8Array): number {
 
 /**
  * Runs `fn` once the current turn is over (its microtasks and the other events read with it):
- * what one turn sends is then written at once. A microtask would be too early — a handler's
- * answer and the request its continuation sends a few promise steps later would leave in two
- * writes.
+ * what one turn sends is then written at once. A microtask can be too early: a handler's answer
+ * and the request its continuation sends a few promise steps later would leave in two writes.
  */
-const endOfTurn: (fn: () => void) => void = (() => {
+const afterTurn: (fn: () => void) => void = (() => {
   const immediate = (globalThis as { setImmediate?: (fn: () => void) => unknown }).setImmediate;
   return typeof immediate === "function"
     ? (fn) => void immediate(fn)
@@ -556,7 +559,7 @@ class ByteStreamTransport implements Transport {
     this.#outLength = end;
     if (!this.#flushScheduled) {
       this.#flushScheduled = true;
-      endOfTurn(() => this.#flush());
+      (this.#socket.afterTurn ?? afterTurn)(() => this.#flush());
     }
   }
 
@@ -582,7 +585,8 @@ class ByteStreamTransport implements Transport {
       this.#end(ABNORMAL_CLOSURE, "");
       return;
     }
-    if (written < length) this.#backlog = out.subarray(Math.max(0, written), length);
+    // A copy: the adapter may hand the same buffer out again for the next turn.
+    if (written < length) this.#backlog = out.slice(Math.max(0, written), length);
   }
 
   #write(data: Uint8Array): void {
