@@ -1,9 +1,10 @@
 /**
  * bma-executor-sdk for Bun: the whole public API of `mod.ts`, with Bun's transports injected.
- * `ExecutorClient` dials (and `listen`s) and `Harness` serves (and `dial`s) with
- * `Bun.serve` and Bun's WebSocket, over TCP and Unix sockets (`unix:///path.sock`).
- * Windows named pipes (`\\.\pipe\name`): use `bma-executor-sdk/node`, whose `ws` and `node:net`
- * code path Bun runs and the Unix socket tests cover (untested here: nothing runs Windows).
+ * `ExecutorClient` and `Harness` dial `ws://` and Unix sockets (`unix:///path.sock`) with the
+ * byte-stream client over `Bun.connect` and `wss://` with Bun's `WebSocket`, and serve (`listen`)
+ * with `Bun.serve`. Windows named pipes (`\\.\pipe\name`): use `bma-executor-sdk/node`, whose
+ * `node:net` code path Bun runs and the Unix socket tests cover (untested here: nothing runs
+ * Windows).
  *
  * ```ts
  * import { ExecutorClient, Harness } from "bma-executor-sdk/bun";

@@ -1,11 +1,11 @@
 /**
  * bma-executor-sdk for Deno: the whole public API of `mod.ts`, with Deno's transports injected.
- * `ExecutorClient` dials with the `ws` package on Deno's `node:net` and `listen`s with
- * `Deno.serve`; `Harness` serves TCP with the `ws` server on Deno's `node:http` (it writes a
- * turn's frames at once, which `Deno.upgradeWebSocket` cannot) and Unix sockets
- * (`unix:///path.sock`) with `Deno.serve`, and dials with `ws`. `serveWebSocket` below is
- * `Deno.serve` for both.
- * Windows named pipes (`\\.\pipe\name`) are dialed through `ws` and `node:net`, the Unix
+ * `ExecutorClient` dials `ws://` and Unix sockets with the byte-stream client over Deno's
+ * `node:net` (`wss://` with the `ws` package) and `listen`s with `Deno.serve`; `Harness` serves
+ * TCP with the `ws` server on Deno's `node:http` (it writes a turn's frames at once, which
+ * `Deno.upgradeWebSocket` cannot) and Unix sockets (`unix:///path.sock`) with `Deno.serve`, and
+ * dials like the executor. `serveWebSocket` below is `Deno.serve` for both.
+ * Windows named pipes (`\\.\pipe\name`) are dialed through `node:net`, the Unix
  * socket code path; to serve one, use `bma-executor-sdk/node` (untested here: nothing runs Windows).
  *
  * ```ts

@@ -1,8 +1,8 @@
 /**
  * bma-executor-sdk for Node: the whole public API of `mod.ts`, with Node's transports injected.
- * `ExecutorClient` dials (and `listen`s) and `Harness` serves (and `dial`s) with
- * Node's `http` server and the `ws` package (both also run on Deno and Bun), over TCP and Unix
- * sockets (`unix:///path.sock`).
+ * `ExecutorClient` and `Harness` dial `ws://` and Unix sockets (`unix:///path.sock`) with the
+ * byte-stream client over `node:net` and `wss://` with the `ws` package, and serve (`listen`)
+ * with Node's `http` server and `ws` (all of it also runs on Deno and Bun).
  * Windows named pipes (`\\.\pipe\name`) take the same `node:net` code path as Unix sockets
  * (untested here: nothing runs Windows; the Unix socket tests cover that path).
  *

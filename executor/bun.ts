@@ -1,7 +1,7 @@
 /**
- * The executor end preconfigured for Bun: `ExecutorClient` dials with a WebSocket client over
+ * The executor end preconfigured for Bun: `ExecutorClient` dials with the byte-stream client over
  * `Bun.connect` (`ws://`, Unix sockets; `wss://` with Bun's own client) and `listen`s with
- * `Bun.serve` (`transport/bun.ts`). On Bun, `executor/node.ts` (the `ws` package) works as well.
+ * `Bun.serve` (`transport/bun.ts`). On Bun, `executor/node.ts` (`node:net` and `ws`) works as well.
  *
  * @module
  */

@@ -1,8 +1,8 @@
 /**
- * The executor end preconfigured for Deno: `ExecutorClient` dials with the `ws` package (on
- * Deno's `node:net`: Deno's native client leaves Nagle's algorithm on and refuses `ws+unix`, see
- * `transport/deno.ts`) and `listen`s with `Deno.serve`. On Deno, `executor/node.ts` (the `ws`
- * package for both) works as well.
+ * The executor end preconfigured for Deno: `ExecutorClient` dials with the byte-stream client
+ * over Deno's `node:net` (`wss://` with the `ws` package; Deno's native client leaves Nagle's
+ * algorithm on and refuses `ws+unix`, see `transport/deno.ts`) and `listen`s with `Deno.serve`.
+ * On Deno, `executor/node.ts` (the same dialer, `ws` to listen) works as well.
  *
  * @module
  */

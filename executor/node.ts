@@ -1,7 +1,8 @@
 /**
  * The executor end preconfigured for Node (and Deno and Bun through their Node compatibility):
- * `ExecutorClient` dials with the `ws` package (ws://, wss://, unix:///path.sock) and `listen`s
- * with Node's `http` server and `ws`. Everything else is re-exported from the portable
+ * `ExecutorClient` dials `ws://` and `unix:///path.sock` with the byte-stream client over
+ * `node:net` (`transport/websocket-stream.node.ts`), `wss://` with the `ws` package, and
+ * `listen`s with Node's `http` server and `ws`. Everything else is re-exported from the portable
  * `executor/mod.ts`.
  *
  * @module

@@ -1,7 +1,7 @@
 /**
  * WebSocket server on Deno's own APIs: `Deno.serve` (TCP or Unix socket) with
- * `Deno.upgradeWebSocket`. Dials go through the `ws` package (on Deno's `node:net`): Deno's
- * native client refuses `ws+unix`, and over TCP it leaves Nagle's algorithm on, so a second
+ * `Deno.upgradeWebSocket`. Dials go through `transport/node.ts` (the byte-stream client over
+ * Deno's `node:net`, `ws` for `wss://`): Deno's native client refuses `ws+unix`, and over TCP it leaves Nagle's algorithm on, so a second
  * frame sent before the first is acknowledged waits for the peer's delayed ACK (~40 ms) — an
  * executor's tool-call ack and result, every call (20 calls/s instead of thousands).
  */
@@ -47,7 +47,10 @@ function deno(): DenoServe {
   return value;
 }
 
-/** Opens a WebSocket with the `ws` package: `ws://`, `wss://`, `unix:///path.sock`. */
+/**
+ * Opens a WebSocket as `transport/node.ts` does: `ws://` and `unix:///path.sock` with the
+ * byte-stream client, `wss://` with `ws`.
+ */
 export function dialWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
   return dialWithWs(url, options);
 }
