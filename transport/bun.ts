@@ -22,7 +22,8 @@ import {
   type TransportReceiver,
 } from "./transport.ts";
 import { dialNativeWebSocket } from "./websocket.ts";
-import { canDialBunSocket, dialBunSocket } from "./websocket-stream.bun.ts";
+import { dialBunSocket } from "./websocket-stream.bun.ts";
+import { canDialByteWebSocket } from "./websocket-stream.ts";
 import { dialWebSocket as dialWithWs, serveWebSocket as serveWithWs } from "./node.ts";
 
 export type { RunningServer, ServeWebSocketOptions, UpgradeDecision } from "./server.ts";
@@ -125,7 +126,7 @@ export function dialWebSocket(url: string, options: DialOptions = {}): Promise<T
   // A Windows named pipe takes the `ws` + node:net path the Unix socket tests cover.
   if (isLocalSocketUrl(url) && isNamedPipe(localSocketPath(url))) return dialWithWs(url, options);
   // ws:// and Unix sockets: a client that writes a turn's frames at once (see its module).
-  if (canDialBunSocket(url)) return dialBunSocket(url, options);
+  if (canDialByteWebSocket(url)) return dialBunSocket(url, options);
   const target = isLocalSocketUrl(url) ? `ws+unix://${localSocketPath(url)}` : url;
   return dialNativeWebSocket(target, options);
 }

@@ -30,7 +30,8 @@ import {
 
 export type { RunningServer, ServeWebSocketOptions, UpgradeDecision } from "./server.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "./bytes.ts";
-import { canDialNetSocket, dialNetSocket } from "./websocket-stream.node.ts";
+import { dialNetSocket } from "./websocket-stream.node.ts";
+import { canDialByteWebSocket } from "./websocket-stream.ts";
 
 /**
  * Opens a WebSocket connection: `ws://`, `unix:///path.sock` and `\\.\pipe\name` with the
@@ -38,7 +39,7 @@ import { canDialNetSocket, dialNetSocket } from "./websocket-stream.node.ts";
  * `wss://` with `ws`.
  */
 export function dialWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
-  if (canDialNetSocket(url)) return dialNetSocket(url, options);
+  if (canDialByteWebSocket(url)) return dialNetSocket(url, options);
   return dialWithWs(url, options);
 }
 

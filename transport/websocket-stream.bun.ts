@@ -7,10 +7,8 @@
  */
 import { DialError, type DialOptions, type Transport } from "./transport.ts";
 import {
-  type ByteSocket,
   type ByteSocketEvents,
   type ByteSocketTarget,
-  canDialByteWebSocket,
   dialByteWebSocket,
 } from "./websocket-stream.ts";
 
@@ -36,11 +34,6 @@ interface BunConnect {
   ): Promise<BunSocket>;
 }
 
-/** Whether {@linkcode dialBunSocket} can open `url` (`ws://` or a Unix socket, not `wss://`). */
-export function canDialBunSocket(url: string): boolean {
-  return canDialByteWebSocket(url);
-}
-
 /** Opens a WebSocket over `Bun.connect`: `ws://host:port/path` or `unix:///path.sock`. */
 export function dialBunSocket(url: string, options: DialOptions = {}): Promise<Transport> {
   const bun = (globalThis as { Bun?: BunConnect }).Bun;
@@ -53,11 +46,10 @@ const TURN_BUFFER_BYTES = 4096;
 const TURN_BUFFER_KEPT_BYTES = 256 * 1024;
 
 function connectBun(bun: BunConnect, target: ByteSocketTarget, events: ByteSocketEvents): void {
-  let opened: ByteSocket | undefined;
   let turnBuffer: Uint8Array | undefined;
   const socket: BunSocketHandlers = {
     open(raw) {
-      opened = {
+      events.open({
         // Bun writes what it can at once and keeps nothing: the next turn reuses the buffer
         // (a new one per turn cost ~10% at 64 calls in flight).
         write: (data, offset, length) => raw.write(data, offset, length),
@@ -72,8 +64,7 @@ function connectBun(bun: BunConnect, target: ByteSocketTarget, events: ByteSocke
         // 28–29k/s with it and 31–39k/s with a microtask, which still gathers an executor's ack
         // and the result of a synchronous handler (queued before the flush in the same drain).
         afterTurn: (fn) => queueMicrotask(fn),
-      };
-      events.open(opened);
+      });
     },
     data(_raw, chunk) {
       events.data(chunk);

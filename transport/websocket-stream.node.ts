@@ -11,14 +11,8 @@ import {
   type ByteSocket,
   type ByteSocketEvents,
   type ByteSocketTarget,
-  canDialByteWebSocket,
   dialByteWebSocket,
 } from "./websocket-stream.ts";
-
-/** Whether {@linkcode dialNetSocket} can open `url` (`ws://` or a local socket, not `wss://`). */
-export function canDialNetSocket(url: string): boolean {
-  return canDialByteWebSocket(url);
-}
 
 /** Opens a WebSocket over `node:net`: `ws://host:port/path`, `unix:///path.sock`, a pipe. */
 export function dialNetSocket(url: string, options: DialOptions = {}): Promise<Transport> {

@@ -335,7 +335,7 @@ class ByteStreamTransport implements Transport {
     const backlog = this.#backlog;
     if (!backlog) return;
     this.#backlog = undefined;
-    this.#write(backlog);
+    this.#write(backlog, backlog.length);
   }
 
   /** The socket ended: without a close frame first, that is 1006. */
@@ -390,7 +390,8 @@ class ByteStreamTransport implements Transport {
         this.#closeFrame(payload);
         break;
       case 9:
-        if (!this.#closeSent) this.#queue(10, payload.slice());
+        // #queue copies the payload out of the read buffer.
+        if (!this.#closeSent) this.#queue(10, payload);
         break;
       case 10:
         break;
@@ -473,7 +474,7 @@ class ByteStreamTransport implements Transport {
 
   #sendClose(code: number | undefined, reason: string): void {
     this.#closeSent = true;
-    let payload = new Uint8Array(0);
+    let payload = NO_BYTES;
     if (code !== undefined) {
       const text = encoder.encode(reason);
       payload = new Uint8Array(2 + text.length);
@@ -567,7 +568,7 @@ class ByteStreamTransport implements Transport {
     this.#flushScheduled = false;
     const length = this.#outLength;
     if (length === 0 || this.#closeInfo) return;
-    // The turn's buffer is handed to the socket; the next turn makes its own.
+    // The next turn asks the adapter for a buffer again (it may hand this one out again).
     const out = this.#out;
     this.#out = NO_BYTES;
     this.#outLength = 0;
@@ -578,25 +579,19 @@ class ByteStreamTransport implements Transport {
       this.#backlog = joined;
       return;
     }
-    let written: number;
-    try {
-      written = this.#socket.write(out, 0, length);
-    } catch {
-      this.#end(ABNORMAL_CLOSURE, "");
-      return;
-    }
-    // A copy: the adapter may hand the same buffer out again for the next turn.
-    if (written < length) this.#backlog = out.slice(Math.max(0, written), length);
+    this.#write(out, length);
   }
 
-  #write(data: Uint8Array): void {
+  /** Writes `data[0, length)`; what the socket does not take waits, copied, for `drain`. */
+  #write(data: Uint8Array, length: number): void {
     let written: number;
     try {
-      written = this.#socket.write(data, 0, data.length);
+      written = this.#socket.write(data, 0, length);
     } catch {
       this.#end(ABNORMAL_CLOSURE, "");
       return;
     }
-    if (written < data.length) this.#backlog = data.subarray(Math.max(0, written));
+    // A copy: `data` may be a turn buffer the adapter hands out again.
+    if (written < length) this.#backlog = data.slice(Math.max(0, written), length);
   }
 }
