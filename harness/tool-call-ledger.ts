@@ -46,18 +46,27 @@ export type ToolCallState =
 
 /** One call in the ledger. */
 export class ToolCallEntry {
-  readonly params: ToolCallParams;
+  readonly id: string;
+  readonly sessionId: string;
   readonly executorId: string;
   state: ToolCallState = "queued";
   /** The connection the latest `tool.call` went out on (internal). */
   dispatchedOn: unknown = undefined;
   /** The result or failure, once settled. */
   readonly outcome: Promise<ToolCallResult>;
+  /**
+   * What `tool.call` sends, until the call settles: the ledger remembers thousands of finished
+   * calls for idempotent repeats, and their inputs (a file's content, a command) are not needed
+   * for that.
+   */
+  #params: ToolCallParams | undefined;
   #resolve!: (result: ToolCallResult) => void;
   #reject!: (error: unknown) => void;
 
   constructor(params: ToolCallParams, executorId: string) {
-    this.params = params;
+    this.#params = params;
+    this.id = params.tool_call_id;
+    this.sessionId = params.session_id;
     this.executorId = executorId;
     this.outcome = new Promise((resolve, reject) => {
       this.#resolve = resolve;
@@ -67,22 +76,25 @@ export class ToolCallEntry {
     this.outcome.catch(ignore);
   }
 
-  get id(): string {
-    return this.params.tool_call_id;
-  }
-
-  get sessionId(): string {
-    return this.params.session_id;
+  /** The params of `tool.call`; a settled call is never sent again and has none. */
+  get params(): ToolCallParams {
+    if (!this.#params) throw new Error(`tool call ${this.id} has settled: it is not sent again`);
+    return this.#params;
   }
 
   resolve(result: ToolCallResult): void {
-    this.state = "settled";
+    this.#settled();
     this.#resolve(result);
   }
 
   reject(error: unknown): void {
-    this.state = "settled";
+    this.#settled();
     this.#reject(error);
+  }
+
+  #settled(): void {
+    this.state = "settled";
+    this.#params = undefined;
   }
 }
 
