@@ -27,8 +27,8 @@ function serveHarness(options: ServeWebSocketOptions): Promise<RunningServer> {
 
 /**
  * A {@linkcode CoreHarness} whose `serve` uses the `ws` server, `serveUnix` `Deno.serve` and
- * `dial` the `ws` dialer, unless `server` / `dial` are given (`server: serveWebSocket` of
- * `transport/deno.ts` serves TCP with `Deno.serve` too).
+ * `dial` the byte-stream client over `node:net` (`ws` for `wss://`), unless `server` / `dial`
+ * are given (`server: serveWebSocket` of `transport/deno.ts` serves TCP with `Deno.serve` too).
  */
 export class Harness extends CoreHarness {
   constructor(options: HarnessOptions = {}) {

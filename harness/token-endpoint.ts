@@ -184,9 +184,10 @@ const HEX: readonly string[] = Array.from(
   (_, b) => b.toString(16).padStart(2, "0"),
 );
 
-function hex(bytes: Uint8Array): string {
-  let out = "";
-  for (let i = 0; i < bytes.length; i++) out += HEX[bytes[i]];
+/** `bytes[start, end)` in hex, after `prefix`: read in place (a view per id costs more on Bun). */
+function hex(bytes: Uint8Array, start = 0, end = bytes.length, prefix = ""): string {
+  let out = prefix;
+  for (let i = start; i < end; i++) out += HEX[bytes[i]];
   return out;
 }
 
@@ -209,9 +210,7 @@ export function randomId(prefix: string): string {
     pool = crypto.getRandomValues(new Uint8Array(POOL_BYTES));
     poolAt = 0;
   }
-  // Read in place: a subarray view per id costs more than the hex on Bun.
-  let out = prefix;
-  for (let i = poolAt; i < poolAt + 12; i++) out += HEX[pool[i]];
+  const id = hex(pool, poolAt, poolAt + 12, prefix);
   poolAt += 12;
-  return out;
+  return id;
 }

@@ -24,7 +24,7 @@ import {
 import { dialNativeWebSocket } from "./websocket.ts";
 import { dialBunSocket } from "./websocket-stream.bun.ts";
 import { canDialByteWebSocket } from "./websocket-stream.ts";
-import { dialWebSocket as dialWithWs, serveWebSocket as serveWithWs } from "./node.ts";
+import { dialWebSocket as dialWithNode, serveWebSocket as serveWithWs } from "./node.ts";
 
 export type { RunningServer, ServeWebSocketOptions, UpgradeDecision } from "./server.ts";
 
@@ -123,8 +123,8 @@ class BunServerTransport implements Transport {
  * (`transport/websocket-stream.bun.ts`), `wss://` with Bun's native client.
  */
 export function dialWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
-  // A Windows named pipe takes the `ws` + node:net path the Unix socket tests cover.
-  if (isLocalSocketUrl(url) && isNamedPipe(localSocketPath(url))) return dialWithWs(url, options);
+  // A Windows named pipe takes the node:net path (transport/node.ts) the Unix socket tests cover.
+  if (isLocalSocketUrl(url) && isNamedPipe(localSocketPath(url))) return dialWithNode(url, options);
   // ws:// and Unix sockets: a client that writes a turn's frames at once (see its module).
   if (canDialByteWebSocket(url)) return dialBunSocket(url, options);
   const target = isLocalSocketUrl(url) ? `ws+unix://${localSocketPath(url)}` : url;

@@ -1,11 +1,12 @@
 /**
  * WebSocket server on Deno's own APIs: `Deno.serve` (TCP or Unix socket) with
  * `Deno.upgradeWebSocket`. Dials go through `transport/node.ts` (the byte-stream client over
- * Deno's `node:net`, `ws` for `wss://`): Deno's native client refuses `ws+unix`, and over TCP it leaves Nagle's algorithm on, so a second
- * frame sent before the first is acknowledged waits for the peer's delayed ACK (~40 ms) — an
- * executor's tool-call ack and result, every call (20 calls/s instead of thousands).
+ * Deno's `node:net`, `ws` for `wss://`): Deno's native client refuses `ws+unix`, and over TCP it
+ * leaves Nagle's algorithm on, so a second frame sent before the first is acknowledged waits for
+ * the peer's delayed ACK (~40 ms) — an executor's tool-call ack and result, every call (20
+ * calls/s instead of thousands).
  */
-import { dialWebSocket as dialWithWs, serveWebSocket as serveWithWs } from "./node.ts";
+import { dialWebSocket as dialWithNode, serveWebSocket as serveWithWs } from "./node.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "./bytes.ts";
 import {
   isNamedPipe,
@@ -52,7 +53,7 @@ function deno(): DenoServe {
  * byte-stream client, `wss://` with `ws`.
  */
 export function dialWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
-  return dialWithWs(url, options);
+  return dialWithNode(url, options);
 }
 
 /** Serves WebSocket upgrades and plain HTTP with `Deno.serve`, over TCP or a Unix socket. */

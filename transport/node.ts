@@ -2,7 +2,8 @@
  * WebSocket client and server on Node's APIs (which Deno and Bun also run through their Node
  * compatibility): the server and `wss://` dials with the `ws` package, `ws://` and Unix-socket
  * dials with the byte-stream client (`websocket-stream.node.ts`); TCP and Unix sockets, with
- * subprotocol negotiation and the frame limit. Named pipes (`\\.\pipe\name`, Windows only) take the Unix socket code path.
+ * subprotocol negotiation and the frame limit. Named pipes (`\\.\pipe\name`, Windows only)
+ * take the Unix socket code path.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
