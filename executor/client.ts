@@ -373,7 +373,6 @@ export class ExecutorClient {
       notifyProgress: (params) => this.notify("tool.progress", params),
       upload: this.#artifacts.available ? (upload) => this.uploadArtifact(upload) : undefined,
       inlineBytes: options.inlineResultBytes ?? INLINE_RESULT_BYTES,
-      maxFrameBytes: this.#maxFrameBytes,
       endOneShot: (session) => {
         void this.#sessions.end(session, {
           reason: "one_shot_done",

@@ -6,7 +6,12 @@
  * other refusal is final: a tool result given up on goes to `onToolResultLost`.
  */
 import type { Clock } from "../protocol/clock.ts";
-import { ConnectionClosedError, ProtocolError, RequestTimeoutError } from "../protocol/errors.ts";
+import {
+  ConnectionClosedError,
+  FrameTooLargeError,
+  ProtocolError,
+  RequestTimeoutError,
+} from "../protocol/errors.ts";
 import type {
   ExecutorRequestMethod,
   RequestMap,
@@ -154,8 +159,12 @@ export class ResultOutbox {
     return pending.accepted;
   }
 
-  /** Delivers through {@linkcode deliver}: across reconnects and retryable refusals. */
-  #deliver(params: ToolResultParams): Promise<boolean> {
+  /**
+   * Delivers through {@linkcode deliver}: across reconnects and retryable refusals. A result
+   * too large for one frame is reported as a failure instead of being lost (the connection
+   * finds it too large when it serializes it: no second walk over every result to measure it).
+   */
+  #deliver(params: ToolResultParams, tooLarge = false): Promise<boolean> {
     return deliver(this.#options.link, "tool.result", params, {
       clock: this.#options.clock,
       random: this.#options.random,
@@ -164,7 +173,28 @@ export class ResultOutbox {
       signal: this.#closing.signal,
       // Closing comes with the connection's end, which ends the request in flight anyway.
       signalBetweenAttempts: true,
-    }).then(() => this.#accepted(params), (error) => this.#given(params, error));
+    }).then(
+      () => this.#accepted(params),
+      (error) =>
+        error instanceof FrameTooLargeError && !tooLarge
+          ? this.#deliver(this.#tooLarge(params), true)
+          : this.#given(params, error),
+    );
+  }
+
+  #tooLarge(params: ToolResultParams): ToolResultParams {
+    this.#options.logger.warn("tool result too large for one frame", {
+      tool_call_id: params.tool_call_id,
+    });
+    return {
+      session_id: params.session_id,
+      tool_call_id: params.tool_call_id,
+      outcome: "failed",
+      error: {
+        message: "the result is larger than the frame limit; return large output as an artifact",
+        code: "result_too_large",
+      },
+    };
   }
 
   #accepted(params: ToolResultParams): boolean {

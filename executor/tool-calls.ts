@@ -15,7 +15,6 @@ import type {
   ToolResultParams,
 } from "../protocol/generated/contract.ts";
 import { CapabilityMissingError, NotFoundError } from "../protocol/generated/errors.ts";
-import { exceedsBytes } from "../protocol/jsonrpc.ts";
 import type { Logger } from "../protocol/logger.ts";
 import { RecentIds } from "../protocol/bounded-set.ts";
 import type { ArtifactUpload } from "./artifacts.ts";
@@ -30,34 +29,6 @@ import {
   ToolError,
 } from "./tool-results.ts";
 import type { AnyToolHandler, ToolContext, ToolProgressUpdate } from "./tool-slots.ts";
-
-/**
- * An upper bound of the UTF-8 size of `value` as JSON, exact enough for small results and
- * cheaper than serializing them; past `limit`, or for anything but plain data, it gives up
- * (Infinity) and the caller serializes.
- */
-function jsonBytesBound(value: unknown, limit: number): number {
-  let total = 0;
-  const stack: unknown[] = [value];
-  while (stack.length > 0) {
-    if (total > limit) return Infinity;
-    const v = stack.pop();
-    if (typeof v === "string") total += v.length * 6 + 2; // every unit escaped, at worst
-    else if (v === null || typeof v === "number" || typeof v === "boolean") total += 24;
-    else if (v === undefined) continue;
-    else if (Array.isArray(v)) {
-      total += 2 + v.length;
-      for (let i = 0; i < v.length; i++) stack.push(v[i]);
-    } else if (typeof v === "object" && Object.getPrototypeOf(v) === Object.prototype) {
-      total += 2;
-      for (const key of Object.keys(v)) {
-        total += key.length * 6 + 4;
-        stack.push((v as Record<string, unknown>)[key]);
-      }
-    } else return Infinity;
-  }
-  return total;
-}
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === "function";
@@ -175,7 +146,6 @@ export interface ToolCallRunnerDeps {
   /** Uploads an artifact; absent when no endpoint is configured. */
   upload: ((upload: ArtifactUpload) => Promise<Artifact>) | undefined;
   inlineBytes: number;
-  maxFrameBytes: number;
   /** Ends a one-shot session once its call is reported. */
   endOneShot(session: ExecutorSession): void;
 }
@@ -333,7 +303,7 @@ export class ToolCallRunner {
     const report = (result: ToolResultParams): Promise<unknown> => {
       if (timer !== undefined) clock.clearTimeout(timer);
       call.reporting = true;
-      return this.#deps.results.send(this.#fitFrame(result));
+      return this.#deps.results.send(result);
     };
     const context = new CallContext(call, (update) => this.#progress(call, update));
     let outcome: ToolResultParams | Promise<ToolResultParams>;
@@ -478,25 +448,6 @@ export class ToolCallRunner {
           error instanceof Error ? error.message || error.name : String(error),
         ),
         code: invalid ? "invalid_result" : "handler_failed",
-      },
-    };
-  }
-
-  /** A result too large for one frame is reported as a failure instead of being lost. */
-  #fitFrame(result: ToolResultParams): ToolResultParams {
-    const limit = this.#deps.maxFrameBytes - 4096;
-    if (jsonBytesBound(result, limit) <= limit) return result;
-    if (!exceedsBytes(JSON.stringify(result), limit)) return result;
-    this.#deps.logger.warn("tool result too large for one frame", {
-      tool_call_id: result.tool_call_id,
-    });
-    return {
-      session_id: result.session_id,
-      tool_call_id: result.tool_call_id,
-      outcome: "failed",
-      error: {
-        message: "the result is larger than the frame limit; return large output as an artifact",
-        code: "result_too_large",
       },
     };
   }

@@ -61,6 +61,24 @@ describe("ExecutorClient: large output and artifacts", { timeout: 30_000 }, () =
     );
   });
 
+  it("reports a result too large for one frame as a failed call (result_too_large), and goes on", async () => {
+    const { harness, server } = await fx.harness();
+    const { client } = fx.client(server, { maxFrameBytes: 64 * 1024 });
+    client.tools.read.handle((input) => ({
+      content: input.path === "big" ? "x".repeat(100_000) : "small",
+    }));
+    await client.start();
+    const executor = await harness.waitExecutor();
+    const session = await executor.assignSession({ session_id: "ses_1" });
+    const big = await session.tools.read.call({ path: "big" });
+    assert.equal(big.outcome, "failed");
+    assert.equal(big.error?.code, "result_too_large");
+    assert.deepEqual(big.content, []);
+    const small = await session.tools.read.call({ path: "small" });
+    assert.equal(small.outcome, "completed");
+    assert.deepEqual(small.structured_content, { content: "small" });
+  });
+
   it("previews and uploads output the handler marked truncated, even under the limit", async () => {
     const { harness, session } = await bashSession({
       stdout: "partial",

@@ -30,6 +30,29 @@ describe("RecentIds", () => {
     assert.ok(!ids.has(0), "the oldest are forgotten");
   });
 
+  it("answers string ids exactly through its filters, as they grow and turn over", () => {
+    const ids = new RecentIds<string>(5_000);
+    const id = (i: number) => `call_${(i * 2654435761 >>> 0).toString(16)}_${i}`;
+    for (let i = 0; i < 12_000; i++) {
+      ids.add(id(i));
+      if (!ids.has(id(i))) assert.fail(`${id(i)} not remembered right after it was added`);
+      if (i % 97 === 0 && ids.has(id(i + 1))) {
+        assert.fail(`${id(i + 1)} remembered before it was added`);
+      }
+    }
+    for (let i = 12_000 - 5_000; i < 12_000; i++) {
+      if (!ids.has(id(i))) assert.fail(`${id(i)} forgotten among the 5,000 most recent`);
+    }
+    let held = 0;
+    for (let i = 0; i < 12_000; i++) if (ids.has(id(i))) held++;
+    assert.ok(held >= 5_000 && held <= 10_000, `held ${held}`);
+    for (let i = 12_000; i < 13_000; i++) {
+      if (ids.has(id(i))) assert.fail(`${id(i)} was never added`);
+    }
+    assert.equal(ids.delete(id(11_999)), true);
+    assert.equal(ids.has(id(11_999)), false, "a deleted id is forgotten despite its filter bits");
+  });
+
   it("forgets a deleted id, and an id added twice is one member", () => {
     const ids = new RecentIds<string>(2);
     ids.add("x");
