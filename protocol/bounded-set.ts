@@ -79,11 +79,6 @@ export class RecentMap<K, V> {
     return this.#young.get(key) ?? this.#old?.get(key);
   }
 
-  /** Whether `key` is remembered. */
-  has(key: K): boolean {
-    return this.#young.has(key) || this.#old?.has(key) === true;
-  }
-
   /** Remembers `key` with `value` as the most recent. */
   set(key: K, value: V): void {
     if (this.#young.size >= this.limit) {
