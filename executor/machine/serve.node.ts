@@ -11,13 +11,8 @@ import { editTool, FileToolError, globTool, grepTool, readTool, writeTool } from
 import { ProcessTable } from "./processes.node.ts";
 import { Workdir } from "./workdir.node.ts";
 import { McpRelay, type McpServerConfig } from "./mcp.node.ts";
-import {
-  backupWorkspace,
-  downloadFile,
-  GitCredentialStore,
-  installSkill,
-  uploadFile,
-} from "./transfer.node.ts";
+import { backupWorkspace, downloadFile, installSkill, uploadFile } from "./transfer.node.ts";
+import { GitCredentialStore } from "./git-credentials.node.ts";
 import { join } from "node:path";
 
 /** Options of {@linkcode serveMachine}. */

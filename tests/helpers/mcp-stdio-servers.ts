@@ -60,6 +60,9 @@ export class StdioMcpServers {
     const channelId = `mcp_${++this.#next}`;
     const { command, args } = runScript(script);
     const child = spawn(command, args, { stdio: ["pipe", "pipe", "ignore"] });
+    // A server that exits while messages are in flight fails their writes (EPIPE): the exit is
+    // reported as mcp.close, so the write error itself is nothing to act on.
+    child.stdin!.on("error", () => {});
     const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
     const channel: Channel = {
       child,
@@ -94,9 +97,9 @@ export class StdioMcpServers {
 
   /** Serves `mcp.message` from the harness: one line on the server's stdin. */
   message(params: McpMessageParams): void {
-    this.#channels.get(params.channel_id)?.child.stdin?.write(
-      JSON.stringify(params.message) + "\n",
-    );
+    const stdin = this.#channels.get(params.channel_id)?.child.stdin;
+    if (!stdin || stdin.destroyed || stdin.writableEnded) return; // lossy, like the executor's
+    stdin.write(JSON.stringify(params.message) + "\n");
   }
 
   /** Serves `mcp.close` from the harness: closes stdin, then terminates the server. */

@@ -1,11 +1,12 @@
 /**
  * Publication as users receive it: `npm pack` (which builds dist/ first), a fresh project
- * outside the repository that installs the tarball offline (its dependencies come from the npm
- * cache `npm ci` filled), and in it an executor running against a harness with plain `node`
- * (compiled JavaScript, no tsx) and with `bun`; `tsc` type-checks a consumer file against the
- * shipped declarations; the shipped `bma-executor` / `bma-harness` bins start. A Deno project
- * imports the same modules through the repository's `deno.json` exports (linked as the JSR
- * package `@bma/executor-sdk`) and runs the same exchange.
+ * outside the repository that installs the tarball with `--prefer-offline` (tarballs come from
+ * the cache `npm ci` filled; a fresh cache lacks the registry's metadata, which the registry
+ * answers), and in it an executor running against a harness with plain `node` (compiled
+ * JavaScript, no tsx) and with `bun`; `tsc` type-checks a consumer file against the shipped
+ * declarations; the shipped `bma-executor` / `bma-harness` bins start. A Deno project imports
+ * the same modules through the repository's `deno.json` exports (linked as the JSR package
+ * `@bma/executor-sdk`) and runs the same exchange.
  *
  * Node only: the steps spawn every runtime themselves.
  */
@@ -136,7 +137,7 @@ describe("publication", { timeout: 240_000, skip: !onNode && "runs from Node onl
     for (const path of Object.values(manifest.bin)) assert.ok(files.includes(path.slice(2)), path);
   });
 
-  it("installs offline into a fresh project outside the repository", async () => {
+  it("installs into a fresh project outside the repository", async () => {
     mkdirSync(app);
     writeFileSync(
       join(app, "package.json"),
@@ -147,7 +148,7 @@ describe("publication", { timeout: 240_000, skip: !onNode && "runs from Node onl
         dependencies: { "bma-executor-sdk": `file:${tarball}` },
       }),
     );
-    await ok("npm", ["install", "--offline", "--no-audit", "--no-fund"], app);
+    await ok("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund"], app);
     const installed = JSON.parse(
       readFileSync(join(app, "node_modules/bma-executor-sdk/package.json"), "utf8"),
     );
@@ -236,7 +237,7 @@ void state;
       join(denoApp, "package.json"),
       JSON.stringify({ name: "deno-consumer", private: true, type: "module", dependencies }),
     );
-    await ok("npm", ["install", "--offline", "--no-audit", "--no-fund"], denoApp);
+    await ok("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund"], denoApp);
     writeFileSync(join(denoApp, "app.ts"), APP("@bma/executor-sdk/deno"));
     const stdout = await ok(bin("deno"), ["run", "-A", "--quiet", "app.ts"], denoApp);
     assert.deepEqual(outcome(stdout), EXPECTED);
