@@ -24,7 +24,7 @@ const FILES = readdirSync(HERE).filter((name) => name.endsWith(".types.ts")).sor
 
 /** Runs tsc on one file (the portable core's settings); resolves with its diagnostics. */
 function compile(dir: string, file: string): Promise<{ code: number | null; output: string }> {
-  const config = join(dir, `${file}.tsconfig.json`);
+  const config = join(scratch, `${dir === HERE ? "source" : "copy"}-${file}.tsconfig.json`);
   writeFileSync(
     config,
     JSON.stringify({
