@@ -14,6 +14,7 @@ import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import * as z from "zod";
+import * as zm from "zod/mini";
 import {
   type Capabilities,
   type ExecutorClient,
@@ -256,6 +257,25 @@ describe("custom tools: the executor end", { timeout: 30_000 }, () => {
     assert.equal(full.outcome, "completed");
     assert.deepEqual(full.structured_content, { celsius: 3, summary: "cold" });
     assert.deepEqual(full.content, [{ type: "text", text: "sunny" }]);
+  });
+
+  it("takes zod/mini schemas alike", async () => {
+    const { session, executor } = await harnessSession((c) => {
+      c.tool("double", {
+        description: "Doubles n",
+        input: zm.object({ n: zm.number() }),
+        output: zm.object({ doubled: zm.number() }),
+      }, ({ n }) => ({ doubled: n * 2 }));
+    });
+    assert.deepEqual(executor.capabilities.tool_definitions?.double.input_schema.properties, {
+      n: { type: "number" },
+    });
+    await assert.rejects(
+      session.callTool({ tool: "double", input: { n: "2" } }),
+      InvalidOutgoingParamsError,
+    );
+    const result = await session.callTool({ tool: "double", input: { n: 2 } });
+    assert.deepEqual(result.structured_content, { doubled: 4 });
   });
 
   it("refuses definitions that cannot work, at registration", () => {
