@@ -298,7 +298,7 @@ export class Peer {
   readonly #timeoutMs: number;
   readonly #validateOutgoing: boolean;
   // The maps and the set below start as shared empty ones, never written, and are made on the
-  // first write: a server holds a peer per idle connection, and an empty Map costs ~180 bytes.
+  // first write: a server holds a peer per idle connection, where even empty Maps add up.
   #pending: Map<JsonRpcId, Pending> = NO_PENDING;
   /** Ids of requests given up on (timeout, abort), made when the first is. */
   #abandoned: BoundedSet<JsonRpcId> | undefined;
