@@ -12,6 +12,7 @@ export * from "./mod.ts";
 
 /** {@linkcode PortableExecutorClient} with Bun's WebSocket dialer and server as its defaults. */
 export class ExecutorClient extends PortableExecutorClient {
+  /** A client with Bun's transports unless `dial` / `server` are given. */
   constructor(options: ExecutorClientOptions) {
     super({ dial: dialWebSocket, server: serveWebSocket, ...options });
   }

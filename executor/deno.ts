@@ -13,6 +13,7 @@ export * from "./mod.ts";
 
 /** {@linkcode PortableExecutorClient} with Deno's WebSocket dialer and server as its defaults. */
 export class ExecutorClient extends PortableExecutorClient {
+  /** A client with Deno's transports unless `dial` / `server` are given. */
   constructor(options: ExecutorClientOptions) {
     super({ dial: dialWebSocket, server: serveWebSocket, ...options });
   }

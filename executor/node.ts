@@ -14,6 +14,7 @@ export * from "./mod.ts";
 
 /** {@linkcode PortableExecutorClient} with the Node WebSocket dialer and server as its defaults. */
 export class ExecutorClient extends PortableExecutorClient {
+  /** A client with Node's transports unless `dial` / `server` are given. */
   constructor(options: ExecutorClientOptions) {
     super({ dial: dialWebSocket, server: serveWebSocket, ...options });
   }

@@ -52,6 +52,7 @@ export class ExecutorSession {
   /** One-shot (`metadata.source` is not `"harness"`): the session ends after its tool call. */
   readonly oneShot: boolean;
 
+  /** A session as `session.assign` describes it (the client makes them; handlers receive them). */
   constructor(params: SessionAssignParams) {
     this.id = params.session_id;
     this.metadata = params.metadata ?? {};
@@ -254,6 +255,7 @@ export class SessionEndedSignal extends Error {
   readonly sessionId: string;
   /** Why it ended. */
   readonly reason: string;
+  /** Records which session ended and why. */
   constructor(sessionId: string, reason: string) {
     super(`session ${sessionId} ended: ${reason}`);
     this.name = "SessionEndedSignal";

@@ -30,6 +30,7 @@ function serveHarness(options: ServeWebSocketOptions): Promise<RunningServer> {
  * are given (`server: serveWebSocket` of `transport/deno.ts` serves TCP with `Deno.serve` too).
  */
 export class Harness extends CoreHarness {
+  /** A harness with Deno's servers and dialer unless `server` / `dial` are given. */
   constructor(options: HarnessOptions = {}) {
     super({ server: serveHarness, dial: dialWebSocket, ...options });
   }
