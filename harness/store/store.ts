@@ -230,11 +230,15 @@ export function encodeValue(key: string, value: unknown): string {
   return text;
 }
 
-/** Checks a value that a store keeps as it is (the memory store): only `undefined` is refused. */
+/**
+ * Checks a value that a store keeps as it is (the memory store): what is plainly not JSON at
+ * the top (`undefined`, a function, a symbol, a BigInt) is refused; what is nested is not
+ * looked at.
+ */
 export function checkValue(key: string, value: unknown): void {
-  if (value === undefined) {
-    throw new InvalidStoreRequestError("value", `the value of ${JSON.stringify(key)} is undefined`);
-  }
+  const type = typeof value;
+  if (type === "object" || type === "string" || type === "number" || type === "boolean") return;
+  throw new InvalidStoreRequestError("value", `the value of ${JSON.stringify(key)} is a ${type}`);
 }
 
 /** The kind of an operation, checking its shape and key. */
