@@ -141,6 +141,7 @@ const KV_BATCH = 128;
 export class DurableObjectKvStore implements HarnessStore {
   readonly #storage: DurableObjectStoreStorage;
   readonly #prefix: string;
+  #tail: Promise<void> = Promise.resolve();
   #closed = false;
 
   constructor(storage: DurableObjectStoreStorage, prefix = "") {
@@ -188,6 +189,23 @@ export class DurableObjectKvStore implements HarnessStore {
       }
     }
     const base = this.#prefix;
+    // One transaction at a time, in call order: a later batch never overtakes an earlier one.
+    const previous = this.#tail;
+    let done!: () => void;
+    this.#tail = new Promise<void>((resolve) => (done = resolve));
+    await previous;
+    try {
+      await this.#transaction(batch, texts, base);
+    } finally {
+      done();
+    }
+  }
+
+  async #transaction(
+    batch: readonly StoreOp[],
+    texts: (string | undefined)[],
+    base: string,
+  ): Promise<void> {
     await this.#storage.transaction(async (txn) => {
       for (let i = 0; i < batch.length; i++) {
         const op = batch[i];

@@ -149,14 +149,23 @@ export const storeCases: readonly StoreCase[] = [
     async run(subject) {
       const store = await subject.open();
       const wrote = store.write([{ put: "s", value: 1 }]);
+      assert.equal(isPromiseLike(wrote), !subject.synchronous);
+      await wrote;
       const got = store.get("s");
       const listed = store.list("");
-      assert.equal(isPromiseLike(wrote), !subject.synchronous);
       assert.equal(isPromiseLike(got), !subject.synchronous);
       assert.equal(isPromiseLike(listed), !subject.synchronous);
-      await wrote;
       assert.equal(await got, 1);
       assert.deepEqual(await listed, [["s", 1]]);
+      // Writes apply in call order, also when nobody awaits between them.
+      const writes = [];
+      for (let i = 0; i < 20; i++) {
+        writes.push(store.write([{ put: "s", value: i }, { put: `o:${i}`, value: i }]));
+        writes.push(store.write([{ deletePrefix: "o:" }]));
+      }
+      await Promise.all(writes);
+      assert.equal(await store.get("s"), 19);
+      assert.deepEqual(await store.list("o:"), []);
       await closeStore(store);
     },
   },
