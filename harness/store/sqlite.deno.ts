@@ -1,7 +1,8 @@
 /**
  * The SQLite file store on Deno: `openSqliteStore(path)` over Deno's built-in `node:sqlite`
  * (nothing to install), or over `libsql` (`{ driver: "libsql" }`, an npm package with prebuilt
- * binaries; needs `--allow-ffi`).
+ * binaries, resolved as the bare specifier `libsql`: from package.json, or from JSR with
+ * `"imports": { "libsql": "npm:libsql@0.5.29" }` in deno.json; needs `--allow-ffi`).
  *
  * @module
  */

@@ -25,18 +25,23 @@ export interface NodeSqliteStoreOptions extends SqliteStoreOptions {
   readonly driver?: NodeSqliteDriver;
 }
 
-// Specifiers in variables: a bundler leaves these imports to the runtime, so an application
-// that never opens a SQLite store needs neither package installed nor bundled.
+// In a variable: a bundler leaves this import to the runtime, so an application that never
+// opens a SQLite store needs the package neither installed nor bundled.
 const LIBSQL = "libsql";
-const NODE_SQLITE = "node:sqlite";
 
 type DatabaseConstructor = new (path: string) => PreparingDatabaseLike;
 
-/** Opens `path` with `libsql` (the package must be installed). */
-export async function openLibsqlDriver(path: string): Promise<SqlDriver> {
+/**
+ * Opens `path` with `libsql` (the package must be installed), loaded by `load` (default: the
+ * bare specifier `libsql`, resolved from node_modules).
+ */
+export async function openLibsqlDriver(
+  path: string,
+  load: () => Promise<unknown> = () => import(LIBSQL),
+): Promise<SqlDriver> {
   let Database: DatabaseConstructor;
   try {
-    const mod = await import(LIBSQL) as { default?: DatabaseConstructor };
+    const mod = await load() as { default?: DatabaseConstructor };
     Database = mod.default ?? (mod as unknown as DatabaseConstructor);
   } catch (error) {
     throw new SqliteDriverUnavailableError(
@@ -52,7 +57,8 @@ export async function openLibsqlDriver(path: string): Promise<SqlDriver> {
 export async function openNodeSqliteDriver(path: string): Promise<SqlDriver> {
   let DatabaseSync: DatabaseConstructor;
   try {
-    ({ DatabaseSync } = await import(NODE_SQLITE) as { DatabaseSync: DatabaseConstructor });
+    // @ts-ignore: Node 20's types have no node:sqlite (Deno's and Node ≥ 22.5's do).
+    ({ DatabaseSync } = await import("node:sqlite") as { DatabaseSync: DatabaseConstructor });
   } catch (error) {
     throw new SqliteDriverUnavailableError(
       "node:sqlite",
