@@ -120,6 +120,7 @@ export {
 } from "./errors.ts";
 export {
   checkKey,
+  checkList,
   compareKeys,
   type DeleteOp,
   type DeletePrefixOp,
