@@ -2,8 +2,8 @@
  * A sorted set of strings in UTF-16 order (JavaScript's `<`), for the memory store's prefix
  * listing: a list of sorted chunks of at most `2 × CHUNK` keys with the last key of each, so an
  * insert is two binary searches and a short `splice`, and a range is a seek and a walk.
- * Written here rather than taken from a B-tree package because it inserts about twice as fast as
- * `sorted-btree` with a comparator (the measurement is in the report of the store's change).
+ * Written here rather than taken from a B-tree package: it measured faster to insert than
+ * `sorted-btree` (docs/benchmarks.md).
  */
 
 /** Keys per chunk after a split (a chunk splits beyond twice this). */
