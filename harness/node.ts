@@ -4,7 +4,7 @@
  *
  * ```ts
  * import { Harness } from "bma-executor-sdk/harness/node";
- * const harness = new Harness({ authenticate });
+ * const harness = new Harness({ authenticate: () => ({}) }); // accepts every executor
  * const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
  * ```
  *

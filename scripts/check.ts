@@ -2,10 +2,21 @@
  * The project's static gates, in order: generated code matches the contract, deno fmt, deno
  * lint, deno check, tsc for the portable core (no @types/node: a node: import cannot compile)
  * and for everything, JSR's publish checks (slow types included), the documentation of every
- * export of every entry point (`deno doc --lint`, JSR's rule), and the runtime-import guard.
+ * export of every entry point (`deno doc --lint`, JSR's rule), the examples in the entry points'
+ * doc comments (`deno check --doc-only`, with the package's public specifiers mapped to the
+ * sources), and the runtime-import guard.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -49,6 +60,38 @@ function runtimeImportGuard(): string[] {
   return bad;
 }
 
+/** deno.json's exports: each public subpath and its source module (npm exports the same list). */
+const EXPORTS: Record<string, string> = JSON.parse(
+  readFileSync(join(root, "deno.json"), "utf8"),
+).exports;
+const entryPoints = [...new Set(Object.values(EXPORTS))];
+
+/**
+ * Type-checks the examples in the entry points' doc comments as a user's code: an import map
+ * resolves `bma-executor-sdk/...` and `@bma/executor-sdk/...` to the sources.
+ */
+function checkDocExamples(): number | null {
+  const dir = mkdtempSync(join(tmpdir(), "bma-check-"));
+  try {
+    const imports: Record<string, string> = {};
+    for (const [subpath, target] of Object.entries(EXPORTS)) {
+      for (const name of ["bma-executor-sdk", "@bma/executor-sdk"]) {
+        imports[name + subpath.slice(1)] = join(root, target);
+      }
+    }
+    const map = join(dir, "import_map.json");
+    writeFileSync(map, JSON.stringify({ imports }));
+    const args = ["check", "--doc-only", "--quiet", "--import-map", map, ...entryPoints];
+    return spawnSync(bin("deno"), args, {
+      cwd: root,
+      stdio: "inherit",
+      env: { ...process.env, NO_COLOR: "1" },
+    }).status;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /**
  * Types of the package's dependencies that its public types name: `deno doc --lint` calls them
  * private because the entry points do not re-export them, but users have them from the
@@ -62,10 +105,6 @@ const DEPENDENCY_TYPES: ReadonlySet<string> = new Set(["ZodType", "$ZodType", "i
  * entry points do not export. Each problem as `path:line: kind: message`.
  */
 function docLint(): { problems: string[]; failed: string | undefined } {
-  const exports: Record<string, string> = JSON.parse(
-    readFileSync(join(root, "deno.json"), "utf8"),
-  ).exports;
-  const entryPoints = [...new Set(Object.values(exports))];
   const result = spawnSync(bin("deno"), ["doc", "--lint", ...entryPoints], {
     cwd: root,
     encoding: "utf8",
@@ -113,6 +152,15 @@ for (const [name, command, args] of steps) {
     `${
       ok ? "ok  " : "FAIL"
     } deno doc --lint: every export of every entry point documented (${seconds} s)`,
+  );
+}
+{
+  const started = performance.now();
+  const ok = checkDocExamples() === 0;
+  const seconds = ((performance.now() - started) / 1000).toFixed(1);
+  failed ||= !ok;
+  console.log(
+    `${ok ? "ok  " : "FAIL"} deno check --doc-only: the entry points' examples (${seconds} s)`,
   );
 }
 const bad = runtimeImportGuard();
