@@ -283,7 +283,7 @@ export class Scratch {
   constructor(dir: string) {
     this.dir = dir;
     const specifiers = publicSpecifiers();
-    // Runtime resolution: tsx (TSX_TSCONFIG_PATH) and Bun read tsconfig paths, Deno an import map.
+    // Runtime resolution: tsx (TSX_TSCONFIG_PATH) and Bun read tsconfig paths, Deno `imports`.
     writeFileSync(
       join(dir, "tsconfig.json"),
       JSON.stringify({
@@ -296,9 +296,16 @@ export class Scratch {
         },
       }),
     );
+    // Deno: the repository's configuration with the specifiers mapped, written here, since the
+    // repository's own excludes this scratch space.
+    const deno = JSON.parse(readFileSync(join(ROOT, "deno.json"), "utf8"));
     writeFileSync(
-      join(dir, "import_map.json"),
-      JSON.stringify({ imports: Object.fromEntries(specifiers) }),
+      join(dir, "deno.json"),
+      JSON.stringify({
+        nodeModulesDir: deno.nodeModulesDir,
+        compilerOptions: deno.compilerOptions,
+        imports: Object.fromEntries(specifiers),
+      }),
     );
   }
 
@@ -373,15 +380,13 @@ export class Scratch {
     ], { cwd: this.dir, timeoutMs: 120_000 });
   }
 
-  /** `deno check` over `files` with the repository's configuration and the import map. */
+  /** `deno check` over `files` with the scratch configuration. */
   #denoCheck(files: string[]): Promise<ExecResult> {
     return exec(join(ROOT, "node_modules/.bin/deno"), [
       "check",
       "--quiet",
       "--config",
-      join(ROOT, "deno.json"),
-      "--import-map",
-      join(this.dir, "import_map.json"),
+      join(this.dir, "deno.json"),
       ...files,
     ], { cwd: this.dir, timeoutMs: 120_000, env: { NO_COLOR: "1" } });
   }
@@ -394,7 +399,7 @@ export class Scratch {
     const path = this.file(program);
     const cwd = join(path, "..");
     const tsconfig = join(this.dir, "tsconfig.json");
-    const [command, args] = runtimeCommand(runtime, path, join(this.dir, "import_map.json"));
+    const [command, args] = runtimeCommand(runtime, path, join(this.dir, "deno.json"));
     return exec(command, args, {
       cwd,
       timeoutMs,
@@ -411,7 +416,7 @@ export function currentRuntime(): Runtime {
 }
 
 /** The command running a TypeScript file on `runtime` with the package's specifiers mapped. */
-function runtimeCommand(runtime: Runtime, path: string, importMap: string): [string, string[]] {
+function runtimeCommand(runtime: Runtime, path: string, denoConfig: string): [string, string[]] {
   const self = runtime === currentRuntime() ? process.execPath : undefined;
   switch (runtime) {
     case "node":
@@ -422,9 +427,7 @@ function runtimeCommand(runtime: Runtime, path: string, importMap: string): [str
         "-A",
         "--quiet",
         "--config",
-        join(ROOT, "deno.json"),
-        "--import-map",
-        importMap,
+        denoConfig,
         path,
       ]];
     case "bun":
