@@ -72,6 +72,22 @@ export async function pidFrom(file: string): Promise<number> {
   return Number(readFileSync(file, "utf8"));
 }
 
+/**
+ * `/proc/<pid>/environ` of a process once it runs `argv` (a spawned process may still be
+ * between fork and exec, or in the executor's cgroup wrapper, when its pid is known).
+ */
+export async function environOf(pid: number, argv: string[]): Promise<string> {
+  const cmdline = `${argv.join("\0")}\0`;
+  await until(() => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, "latin1") === cmdline;
+    } catch {
+      return false;
+    }
+  });
+  return readFileSync(`/proc/${pid}/environ`, "latin1");
+}
+
 /** Parses `env -0` or `/proc/<pid>/environ` output (NUL-separated `NAME=value`). */
 export function parseEnviron(text: string): Map<string, string> {
   const out = new Map<string, string>();
