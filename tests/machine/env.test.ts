@@ -9,16 +9,20 @@
  */
 import { after, afterEach, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import type { ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { McpMessage } from "../../harness/node.ts";
 import type { ChildEnvironmentOptions } from "../../executor/machine/child-env.node.ts";
 import { Fixtures } from "../helpers/executor-fixture.ts";
 import { runScript } from "../helpers/mcp-stdio-servers.ts";
+import { finished, printed, ROOT, spawnTs } from "../helpers/runtime-command.ts";
 import { environOf, parseEnviron, SECRETS, startMachine } from "./machine-fixture.ts";
 
 const MCP_SERVER = new URL("./mcp-test-server.mjs", import.meta.url).pathname;
 const GIT_PASSWORD = "ghp_SECRET_git_password_5e9d";
+const CLI = join(ROOT, "executor/cli.node.ts");
 
 /** Variables set in the executor's own environment for these tests. */
 const EXECUTOR_ENV: Record<string, string> = {
@@ -208,5 +212,110 @@ describe("the child environment policy's options", { timeout: 60_000 }, () => {
     });
     const names = [...env.keys()].filter((name) => !["PWD", "SHLVL", "_"].includes(name));
     assert.deepEqual(names, ["PATH"]);
+  });
+});
+
+describe("bma-executor: the credential from a file or stdin, and the --env-* flags", {
+  timeout: 90_000,
+}, () => {
+  const fx = new Fixtures();
+  const children: ChildProcess[] = [];
+  afterEach(async () => {
+    for (const child of children.splice(0)) {
+      const exit = finished(child);
+      child.kill("SIGTERM");
+      await exit;
+    }
+    await fx.cleanup();
+  });
+
+  /** Starts the CLI against a harness with a token endpoint; returns its session's child env. */
+  async function launch(
+    args: string[],
+    env: Record<string, string>,
+    stdin?: string,
+  ) {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), "bma-cli-env-")));
+    fx.defer(() => rmSync(dir, { recursive: true, force: true }));
+    const { harness, server } = await fx.harness();
+    const base: Record<string, string> = {};
+    for (const name of ["PATH", "HOME", "USER", "LANG", "TMPDIR"]) {
+      if (process.env[name]) base[name] = process.env[name]!;
+    }
+    const child = spawnTs(CLI, ["--workdir", dir, "--log-level", "error", ...args], {
+      env: {
+        ...base,
+        BMA_BASE_URL: server.httpUrl,
+        BMA_ENVIRONMENT_ID: SECRETS.environmentId,
+        BMA_TEST_PLAIN: "plain-value",
+        ...env,
+      },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    children.push(child);
+    child.stdin!.end(stdin ?? "");
+    await printed(child, "registered ");
+    const executor = await harness.waitExecutor();
+    const session = await executor.assignSession({ session_id: "ses_cli_env" });
+    await session.ready();
+    const result = await session.tools.bash.call({
+      command: "cat /proc/self/environ > child.environ",
+    });
+    assert.equal(result.structured_content?.exit_code, 0);
+    return {
+      childEnv: readFileSync(join(dir, "child.environ"), "latin1"),
+      ownEnv: readFileSync(`/proc/${child.pid}/environ`, "latin1"),
+    };
+  }
+
+  it("--credential-file: the key is in no child and not in the executor's own environment", async () => {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), "bma-key-")));
+    fx.defer(() => rmSync(dir, { recursive: true, force: true }));
+    const file = join(dir, "key");
+    writeFileSync(file, `${SECRETS.environmentKey}\n`, { mode: 0o600 });
+    const { childEnv, ownEnv } = await launch(
+      ["--credential-file", file, "--env-keep", "BMA_TEST_*", "--env-set", "SET_ME=1"],
+      {},
+    );
+    assertClean(childEnv, [SECRETS.environmentKey], "the child");
+    assert.ok(!ownEnv.includes(SECRETS.environmentKey), "not in /proc/<executor>/environ");
+    const env = parseEnviron(childEnv);
+    assert.equal(env.get("BMA_TEST_PLAIN"), "plain-value");
+    assert.equal(env.get("SET_ME"), "1");
+  });
+
+  it("--credential-file - reads standard input; BMA_ENVIRONMENT_KEY_FILE works too", async () => {
+    const viaStdin = await launch(
+      ["--credential-file", "-", "--env-drop", "HOME"],
+      {},
+      SECRETS.environmentKey,
+    );
+    assertClean(viaStdin.childEnv, [SECRETS.environmentKey], "the child");
+    assert.ok(!viaStdin.ownEnv.includes(SECRETS.environmentKey));
+    assert.equal(parseEnviron(viaStdin.childEnv).has("HOME"), false, "--env-drop");
+    assert.equal(
+      parseEnviron(viaStdin.childEnv).has("BMA_TEST_PLAIN"),
+      false,
+      "not kept by default",
+    );
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), "bma-key-")));
+    fx.defer(() => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(join(dir, "key"), SECRETS.environmentKey, { mode: 0o600 });
+    const viaFileVar = await launch(["--env-clear", "--env-keep", "PATH"], {
+      BMA_ENVIRONMENT_KEY_FILE: join(dir, "key"),
+    });
+    assertClean(viaFileVar.childEnv, [SECRETS.environmentKey, join(dir, "key")], "the child");
+    const names = [...parseEnviron(viaFileVar.childEnv).keys()]
+      .filter((name) => !["PWD", "SHLVL", "_"].includes(name));
+    assert.deepEqual(names, ["PATH"], "--env-clear");
+  });
+
+  it("a credential passed by environment still reaches no child (only the executor's own entry)", async () => {
+    const { childEnv, ownEnv } = await launch(["--env-keep", "*"], {
+      BMA_ENVIRONMENT_KEY: SECRETS.environmentKey,
+    });
+    assertClean(childEnv, [SECRETS.environmentKey], "the child");
+    // The documented limit: the executor's own /proc entry holds what it was started with.
+    assert.ok(ownEnv.includes(SECRETS.environmentKey));
   });
 });
