@@ -7,7 +7,8 @@
  */
 import { existsSync } from "node:fs";
 import type { BashInput, BashResult } from "../../protocol/generated/contract.ts";
-import { exitCodeOf, type ProcessUnit, type SpawnUnitOptions } from "./process-group.node.ts";
+import { ChildEnvironment } from "./child-env.node.ts";
+import { exitCodeOf, ProcessUnit, type SpawnUnitOptions } from "./process-group.node.ts";
 import type { Workdir } from "./workdir.node.ts";
 
 /** Output kept per stream before the middle is dropped (the executor previews and uploads it). */
@@ -16,8 +17,11 @@ const MAX_KEPT_CHARS = 32 * 1024 * 1024;
 /** Options of {@linkcode runBash}. */
 export interface RunBashOptions {
   workdir: Workdir;
-  /** Starts the command as a unit of the session (`SessionProcesses.spawn`). */
-  spawn: (
+  /**
+   * Starts the command as a unit of the session (`SessionProcesses.spawn`). Default: a unit of
+   * its own, tracked by nothing else.
+   */
+  spawn?: (
     argv: readonly string[],
     options: Omit<SpawnUnitOptions, "cgroup">,
   ) => Promise<ProcessUnit>;
@@ -27,8 +31,11 @@ export interface RunBashOptions {
   graceMs?: number;
   /** Receives output as it arrives, decoded as UTF-8 on character boundaries. */
   onOutput?: (stream: "stdout" | "stderr", text: string) => void;
-  /** The command's whole environment (the policy's, with the input's `env` applied). */
-  env: Record<string, string>;
+  /**
+   * The command's whole environment. Default: the default child environment policy (see
+   * `child-env.node.ts`) with the input's `env` on top.
+   */
+  env?: Record<string, string>;
 }
 
 /** The command ran past its `timeout_ms` and its process group was ended. */
@@ -44,11 +51,19 @@ export class BashTimeoutError extends Error {
 
 const SHELL = existsSync("/bin/bash") ? "/bin/bash" : "/bin/sh";
 
+let defaultEnvironment: ChildEnvironment | undefined;
+/** The default child environment (for `runBash` without an `env`), made on first use. */
+function defaultPolicy(): ChildEnvironment {
+  return defaultEnvironment ??= new ChildEnvironment({}, { containsSecret: () => false });
+}
+
 /** Runs one `bash` tool call. */
 export async function runBash(input: BashInput, options: RunBashOptions): Promise<BashResult> {
   const cwd = await options.workdir.resolve(input.cwd ?? ".");
   options.signal?.throwIfAborted();
-  const unit = await options.spawn([SHELL, "-c", input.command], { cwd, env: options.env });
+  const spawn = options.spawn ?? ((argv, spawnOptions) => ProcessUnit.spawn(argv, spawnOptions));
+  const env = options.env ?? defaultPolicy().build(input.env);
+  const unit = await spawn([SHELL, "-c", input.command], { cwd, env });
   const child = unit.child;
   const out = new StreamText("stdout", options.onOutput);
   const err = new StreamText("stderr", options.onOutput);

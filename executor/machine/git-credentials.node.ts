@@ -93,7 +93,11 @@ export class GitCredentialStore {
       const delay = expiresAt - Date.now();
       if (delay <= 0) drop();
       // Timers hold at most ~24.8 days; a later expiry is also checked on every request.
-      else if (delay < 2 ** 31) credential.timer = setTimeout(drop, delay);
+      else if (delay < 2 ** 31) {
+        credential.timer = setTimeout(drop, delay);
+        // An expiry alone keeps no process running.
+        (credential.timer as { unref?: () => void }).unref?.();
+      }
     }
     await session.listening;
     return { stored: true, host: params.host };
