@@ -92,7 +92,13 @@ export class SessionProcesses {
         });
       }
     }
-    const unit = await ProcessUnit.spawn(argv, { ...options, cgroup: leaf });
+    let unit: ProcessUnit;
+    try {
+      unit = await ProcessUnit.spawn(argv, { ...options, cgroup: leaf });
+    } catch (error) {
+      leaf?.remove();
+      throw error;
+    }
     this.#units.add(unit);
     // The session began to end while this one started: it ends with the others.
     if (this.#ending) void unit.terminate(this.#graceMs);

@@ -8,7 +8,8 @@
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { CgroupTree } from "../../executor/machine/cgroup.node.ts";
+import { readdirSync } from "node:fs";
+import { CgroupTree, ownCgroupDirectory } from "../../executor/machine/cgroup.node.ts";
 import { Fixtures } from "../helpers/executor-fixture.ts";
 import { alive, pidFrom, startMachine, until } from "./machine-fixture.ts";
 
@@ -128,6 +129,28 @@ for (const cgroups of [true, false]) {
         assert.equal(alive(pid), true);
         await session.stop("done", { grace_ms: 200 });
         assert.equal(alive(pid), false, "the setsid descendant is gone before session.ended");
+        await call;
+      });
+
+      it("the session's cgroups are removed once session.ended arrives", async () => {
+        const ours = () =>
+          new Set(
+            readdirSync(ownCgroupDirectory()!).filter((name) =>
+              name.startsWith(`bma-${process.pid}-`)
+            ),
+          );
+        const before = ours();
+        const { dir, executor, session } = await start();
+        const pidFile = join(dir, "grandchild.pid");
+        const call = session.tools.bash.call({ command: stubborn(pidFile) }).catch((e) => e);
+        await pidFrom(pidFile);
+        await executor.request("process.start", { session_id: session.id, argv: ["sleep", "100"] });
+        await executor.request("process.start", { session_id: session.id, argv: ["/no/such"] })
+          .catch(() => {});
+        const during = [...ours()].filter((name) => !before.has(name));
+        assert.equal(during.length, 1, "one cgroup for the session");
+        await session.stop("done", { grace_ms: 200 });
+        assert.deepEqual([...ours()].filter((name) => !before.has(name)), []);
         await call;
       });
 
