@@ -21,7 +21,7 @@ import {
 import { afterReply, type HarnessContext } from "./context.ts";
 import { executorControl, type ExecutorHandle } from "./executor-handle.ts";
 import { mcpChannelControl } from "./mcp-channel.ts";
-import { type Authenticate, expiryOf, type Principal } from "./principal.ts";
+import { type Authenticate, expiryOf, type Principal, samePrincipal } from "./principal.ts";
 import { sessionControl } from "./session.ts";
 
 /** What a connection needs from the harness (internal): one object shared by its connections. */
@@ -60,6 +60,8 @@ const handlerTables = new WeakMap<
 export class ExecutorConnection {
   readonly peer: Peer;
   readonly protocol: ProtocolVersion;
+  /** No `authenticate` ran: what the executor registers as is believed (a local harness). */
+  readonly trusted: boolean;
   readonly #href: string;
   #principal: Principal;
   #state: State = "unregistered";
@@ -80,11 +82,13 @@ export class ExecutorConnection {
     transport: Transport,
     protocol: ProtocolVersion,
     principal: Principal,
+    trusted: boolean,
     url: URL,
     host: ConnectionHost,
   ) {
     this.#host = host;
     this.protocol = protocol;
+    this.trusted = trusted;
     this.#principal = principal;
     this.#href = url.href;
     const ctx = host.ctx;
@@ -245,7 +249,7 @@ export class ExecutorConnection {
     if (expiresAt === undefined || expiresAt <= this.#host.ctx.clock.now()) {
       throw new ForbiddenError("token invalid", { reason: "token_invalid" });
     }
-    if (!sameIdentity(this.#principal, next)) {
+    if (!samePrincipal(this.#principal, next)) {
       throw new ForbiddenError("token mismatch", { reason: "token_mismatch" });
     }
     this.#principal = next;
@@ -389,11 +393,4 @@ export class ExecutorConnection {
 
 function unknownSession(): NotFoundError {
   return new NotFoundError("unknown session", { reason: "unknown_session" });
-}
-
-/** Whether a refreshed token names the same executor, scope and credential. */
-function sameIdentity(a: Principal, b: Principal): boolean {
-  return a.scope === b.scope && a.environmentId === b.environmentId &&
-    a.machineId === b.machineId && a.credentialId === b.credentialId &&
-    a.executorId === b.executorId;
 }

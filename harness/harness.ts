@@ -50,6 +50,8 @@ import {
   type ConnectRequest,
   expiryOf,
   type Principal,
+  registrationClaim,
+  samePrincipal,
 } from "./principal.ts";
 import type { Session } from "./session.ts";
 import { randomId, type TokenEndpointOptions, TokenIssuer } from "./token-endpoint.ts";
@@ -64,8 +66,11 @@ export const DEFAULT_MAX_ARTIFACT_BYTES = 64 * 1024 * 1024;
 export interface HarnessOptions {
   /**
    * Decides on each connection before the upgrade (refusal: HTTP 401, no socket), and verifies
-   * refreshed tokens. Default: verify the JWTs of the self-hosted token endpoint when `tokens`
-   * is set, else none — which only `serveUnix`, `accept` and `insecureNoAuth` allow.
+   * refreshed tokens. The principal it returns is the executor's identity: what it may register
+   * as is bound to it (see {@linkcode Authenticate} and {@linkcode Principal}). Default: verify
+   * the JWTs of the self-hosted token endpoint when `tokens` is set, else none — which only
+   * `serveUnix`, `accept` and `insecureNoAuth` allow, and where what executors register as is
+   * believed.
    */
   authenticate?: Authenticate;
   /** Serve TCP without `authenticate`: only on a network you trust completely. */
@@ -140,6 +145,8 @@ const NO_PRINCIPAL: Principal = Object.freeze({});
 interface Admitted {
   readonly protocol: ProtocolVersion;
   readonly principal: Principal;
+  /** No `authenticate` ran: what the executor registers as is believed (a local harness). */
+  readonly trusted: boolean;
   readonly url: URL;
 }
 
@@ -324,7 +331,12 @@ export class Harness {
           transport.close(CloseCode.PROTOCOL_MISMATCH, "unsupported subprotocol");
           return;
         }
-        this.#open(transport, { protocol, principal: NO_PRINCIPAL, url: connectUrl });
+        this.#open(transport, {
+          protocol,
+          principal: NO_PRINCIPAL,
+          trusted: true,
+          url: connectUrl,
+        });
       },
     }, options);
     this.#links.add(link);
@@ -389,7 +401,7 @@ export class Harness {
         throw new ConnectRefusedError();
       }
     }
-    this.#open(transport, { protocol, principal, url });
+    this.#open(transport, { protocol, principal, trusted: !this.#authenticate, url });
   }
 
   /**
@@ -462,7 +474,7 @@ export class Harness {
         return jsonResponse(401, { error: "unauthorized" });
       }
     }
-    return { protocol, principal, url };
+    return { protocol, principal, trusted: !this.#authenticate, url };
   }
 
   async #connectViaFetch(request: Request, options: FetchOptions): Promise<Response> {
@@ -495,6 +507,7 @@ export class Harness {
       transport,
       admitted.protocol,
       admitted.principal,
+      admitted.trusted,
       admitted.url,
       this.#connectionHost,
     );
@@ -515,16 +528,8 @@ export class Harness {
     }
     const principal = connection.principal;
     const machineScoped = params.environment_id === "";
-    if (principal.scope === "environment" && params.environment_id !== principal.environmentId) {
-      throw new ForbiddenError("environment does not match the token", { reason: "forbidden" });
-    }
-    if (
-      principal.scope === "machine" &&
-      (!machineScoped ||
-        (params.machine_id !== undefined && params.machine_id !== principal.machineId))
-    ) {
-      throw new ForbiddenError("machine does not match the token", { reason: "forbidden" });
-    }
+    const claim = registrationClaim(principal, params, connection.trusted);
+    if (claim.kind === "refused") throw new ForbiddenError(claim.why, { reason: "forbidden" });
     if (
       machineScoped && !hasCapability(params.capabilities, "process") &&
       !hasCapability(params.capabilities, "agent")
@@ -535,9 +540,17 @@ export class Harness {
         capability: "process",
       });
     }
-    const id = this.#executorId(principal, params);
+    const id = claim.kind === "fixed"
+      ? claim.executorId
+      : this.#resumedId(principal, params) ?? randomId("exec_");
     let executor = this.#executors.get(id);
     const known = executor !== undefined && !executor.gone;
+    if (known && !samePrincipal(executor!.principal, principal)) {
+      // The id is another credential's while the harness holds it: its connection stays.
+      throw new ForbiddenError("the executor id belongs to another credential", {
+        reason: "forbidden",
+      });
+    }
     if (!executor || executor.gone) {
       executor = new ExecutorHandle(id, principal, this.#ctx);
       this.#executors.set(id, executor);
@@ -563,24 +576,17 @@ export class Harness {
   }
 
   /**
-   * The executor id: a machine credential's is always `exec_<machine_id>`; otherwise a resume
-   * keeps the id of a live executor of the same environment, and a new one is generated.
+   * The id a `resume` keeps: that of a live executor of the same environment registered by the
+   * same principal; anyone else's resume gets a new id (see {@linkcode registrationClaim}).
    */
-  #executorId(principal: Principal, params: ExecutorRegisterParams): string {
-    if (principal.executorId) return principal.executorId;
-    const machineId = principal.machineId ?? params.machine_id;
-    if (params.environment_id === "" && machineId) return `exec_${machineId}`;
+  #resumedId(principal: Principal, params: ExecutorRegisterParams): string | undefined {
     const resumeId = params.resume?.executor_id;
-    if (resumeId) {
-      const previous = this.#executors.get(resumeId);
-      if (
-        previous && !previous.gone && previous.environmentId === params.environment_id &&
-        previous.principal.credentialId === principal.credentialId
-      ) {
-        return resumeId;
-      }
-    }
-    return randomId("exec_");
+    if (!resumeId) return undefined;
+    const previous = this.#executors.get(resumeId);
+    return previous && !previous.gone && previous.environmentId === params.environment_id &&
+        samePrincipal(previous.principal, principal)
+      ? resumeId
+      : undefined;
   }
 
   #emit(event: ExecutorEvent): void {
