@@ -28,6 +28,7 @@ import { sessionControl } from "./session.ts";
 export interface ConnectionHost {
   readonly ctx: HarnessContext;
   readonly maxFrameBytes: number | undefined;
+  readonly maxFrameDepth: number | undefined;
   /** Frames refused before `executor.register` that close the connection with 1008. */
   readonly maxUnregisteredRequests: number;
   /** How long a connection may stay unregistered. */
@@ -97,6 +98,7 @@ export class ExecutorConnection {
       clock: ctx.clock,
       logger: ctx.logger,
       maxFrameBytes: host.maxFrameBytes,
+      maxFrameDepth: host.maxFrameDepth,
       ...(ctx.requestTimeoutMs !== undefined ? { requestTimeoutMs: ctx.requestTimeoutMs } : {}),
       handlers: ExecutorConnection.#handlers(host, protocol),
       owner: this,

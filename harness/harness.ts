@@ -85,6 +85,11 @@ export interface HarnessOptions {
   heartbeatIntervalMs?: number;
   /** Frames over this many bytes close the connection with 1009. Default 16 MiB. */
   maxFrameBytes?: number;
+  /**
+   * Frames nested deeper than this many levels of arrays and objects are refused (-32600
+   * `too_deep`) and the connection stays. Default 128.
+   */
+  maxFrameDepth?: number;
   /** Timeout of requests the harness sends (session.assign, tool.call acks, ...). Default 60 s. */
   requestTimeoutMs?: number;
   /** How long a connection may stay without `executor.register`. Default: two heartbeat intervals. */
@@ -215,6 +220,7 @@ export class Harness {
     this.#connectionHost = {
       ctx: this.#ctx,
       maxFrameBytes: this.#maxFrameBytes,
+      maxFrameDepth: options.maxFrameDepth,
       maxUnregisteredRequests: this.#maxUnregisteredRequests,
       registerTimeoutMs: this.#registerTimeoutMs,
       authenticate: this.#authenticate,
