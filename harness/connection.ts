@@ -304,7 +304,7 @@ export class ExecutorConnection {
     table.onRequest("session.event", (params, context, connection) => {
       const session = executorControl(connection.#bound()).session(params.session_id);
       if (!session) throw unknownSession();
-      return sessionControl(session).appendEvent(params, context.id);
+      return sessionControl(session).appendEvent(params, context.id, context.frameLength);
     });
 
     table.onRequest("session.ended", ({ session_id, reason }, _, connection) => {

@@ -102,6 +102,16 @@ export interface HarnessOptions {
   dial?: Dialer;
   /** Stores each accepted durable session event before it is acknowledged. */
   onSessionEvent?: SessionEventSink;
+  /**
+   * Most durable events a session keeps in memory (`session.events()`, `eventRecords`); beyond
+   * it the oldest are dropped (`onSessionEvent` has stored every one). Default 10,000.
+   */
+  maxSessionEvents?: number;
+  /**
+   * Most bytes of durable events a session keeps in memory, counted as the size of the frames
+   * that carried them; beyond it the oldest are dropped. Default 32 MiB.
+   */
+  maxSessionEventBytes?: number;
   /** Where uploaded artifacts go. Default: in memory. */
   artifacts?: ArtifactStore;
   /** Largest artifact upload in bytes. Default 64 MiB. */
@@ -210,6 +220,12 @@ export class Harness {
       requestTimeoutMs: options.requestTimeoutMs,
       sessions: new Map<string, Session>(),
       eventSink: agentSink(options.onSessionEvent, agent),
+      eventRetention: {
+        ...(options.maxSessionEvents !== undefined ? { maxRecords: options.maxSessionEvents } : {}),
+        ...(options.maxSessionEventBytes !== undefined
+          ? { maxBytes: options.maxSessionEventBytes }
+          : {}),
+      },
       fileServiceUrl: options.fileServiceUrl,
       agent,
       emit: (event) => this.#emit(event),

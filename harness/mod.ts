@@ -72,6 +72,8 @@ export {
 } from "./session.ts";
 export type { ToolCallResult, ToolCallState } from "./tool-call-ledger.ts";
 export {
+  DEFAULT_MAX_SESSION_EVENT_BYTES,
+  DEFAULT_MAX_SESSION_EVENTS,
   EventLog,
   type EventLogOptions,
   type SessionEventRecord,

@@ -123,6 +123,11 @@ export interface RequestContext {
   readonly method: string;
   /** Aborted when the connection ends before the handler has answered. */
   readonly signal: AbortSignal;
+  /**
+   * The length of the text frame that carried the request, in UTF-16 code units (its bytes, for
+   * ASCII JSON); 0 for a message handed over as an object.
+   */
+  readonly frameLength: number;
 }
 
 /** Serves one request method; throw a {@linkcode ProtocolError} to answer with its code and data. */
@@ -324,6 +329,8 @@ export class Peer {
   #sweepTimer: TimerHandle | undefined;
   #nextId = 1;
   #closeInfo: CloseInfo | undefined;
+  /** The length of the text frame being dispatched (0: a message object). */
+  #frameLength = 0;
 
   /**
    * Binds the peer to `transport` and starts reading at once: frames the transport buffered
@@ -598,6 +605,7 @@ export class Peer {
       this.#send(failure(null, ErrorCode.INVALID_REQUEST, "invalid request: batches are not used"));
       return;
     }
+    this.#frameLength = typeof frame === "string" ? frame.length : 0;
     const answer = this.#dispatch(message);
     if (answer instanceof Promise) answer.then((response) => response && this.#send(response));
     else if (answer) this.#send(answer);
@@ -754,7 +762,7 @@ export class Peer {
       return failure(id, ErrorCode.INVALID_PARAMS, "invalid params", { issues: data.issues });
     }
     const handler = this.#requestHandlers.get(method) ?? this.#shared!.request(method)!;
-    const context = new IncomingRequest(id, method);
+    const context = new IncomingRequest(id, method, this.#frameLength);
     let result: unknown;
     try {
       result = handler(data, context, this.#owner);
@@ -925,13 +933,15 @@ export class Peer {
 class IncomingRequest implements RequestContext {
   readonly id: JsonRpcId;
   readonly method: string;
+  readonly frameLength: number;
   #controller: AbortController | undefined;
   #aborted = false;
   #reason: unknown;
 
-  constructor(id: JsonRpcId, method: string) {
+  constructor(id: JsonRpcId, method: string, frameLength: number) {
     this.id = id;
     this.method = method;
+    this.frameLength = frameLength;
   }
 
   get signal(): AbortSignal {
