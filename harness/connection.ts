@@ -35,6 +35,8 @@ export interface ConnectionHost {
   readonly registerTimeoutMs: number;
   /** Verifies a refreshed token; absent: `executor.token.refresh` is not served (-32601). */
   readonly authenticate: Authenticate | undefined;
+  /** The connection registered, or closed before it did: called once per connection. */
+  settled(connection: ExecutorConnection): void;
   /** Registers the connection; throws the contract's error to refuse. */
   register(
     connection: ExecutorConnection,
@@ -107,6 +109,7 @@ export class ExecutorConnection {
     this.#registerBy = ctx.clock.now() + host.registerTimeoutMs;
     this.#arm();
     this.peer.closed.then(() => {
+      if (this.#state === "unregistered") host.settled(this);
       this.#state = "closed";
       this.#disarm();
       const executor = this.#executor;
@@ -226,6 +229,7 @@ export class ExecutorConnection {
   #registered(params: ExecutorRegisterParams): ExecutorRegisterResult {
     const result = this.#host.register(this, params);
     this.#state = "registered";
+    this.#host.settled(this);
     if (this.#registerBy !== undefined) {
       this.#registerBy = undefined;
       this.#arm();

@@ -61,6 +61,8 @@ import { ToolCallLedger } from "./tool-call-ledger.ts";
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 15_000;
 /** The default largest artifact upload: 64 MiB. */
 export const DEFAULT_MAX_ARTIFACT_BYTES = 64 * 1024 * 1024;
+/** The default most connections that have not registered yet (authenticating included): 4,096. */
+export const DEFAULT_MAX_UNREGISTERED_CONNECTIONS = 4_096;
 
 /** Options of a {@linkcode Harness}. */
 export interface HarnessOptions {
@@ -96,6 +98,21 @@ export interface HarnessOptions {
   registerTimeoutMs?: number;
   /** Requests refused as `not_registered` before the connection is closed with 1008. Default 16. */
   maxUnregisteredRequests?: number;
+  /**
+   * Most connections that have not registered yet, counting upgrades being authenticated:
+   * beyond it an upgrade is refused with HTTP 503 (`retry-after: 1`; executors retry with
+   * backoff) before `authenticate` runs, while registered executors go on as before. Connections
+   * from `accept` and `dial` count but are never refused. Default 4,096.
+   */
+  maxUnregisteredConnections?: number;
+  /**
+   * How long an accepted connection has to complete its request (an upgrade until its 101 is
+   * out, an HTTP request until its headers are in) before the server closes it. Default 10 s.
+   * Honoured by the `node:http` server (`harness/node.ts` on every runtime, and the TCP server
+   * of `harness/deno.ts`); `Bun.serve` closes such connections after about 10 s by itself, and
+   * `Deno.serve` (Unix sockets of `harness/deno.ts`) has no such deadline.
+   */
+  handshakeTimeoutMs?: number;
   /** The server factory used by `serve` / `serveUnix` (e.g. `serveWebSocket` of transport/node.ts). */
   server?: WebSocketServe;
   /** Opens connections for {@linkcode Harness.dial} (the runtime presets provide it). */
@@ -178,6 +195,10 @@ export class Harness {
   readonly #maxFrameBytes: number | undefined;
   readonly #registerTimeoutMs: number;
   readonly #maxUnregisteredRequests: number;
+  readonly #maxUnregisteredConnections: number;
+  readonly #handshakeTimeoutMs: number | undefined;
+  /** Connections that have not registered yet, and upgrades being authenticated. */
+  #unregistered = 0;
   readonly #app: Hono<{ Bindings: FetchOptions }>;
   readonly #executors = new Map<string, ExecutorHandle>();
   readonly #connections = new Set<ExecutorConnection>();
@@ -209,6 +230,9 @@ export class Harness {
     this.#maxFrameBytes = options.maxFrameBytes;
     this.#registerTimeoutMs = options.registerTimeoutMs ?? 2 * heartbeatIntervalMs;
     this.#maxUnregisteredRequests = options.maxUnregisteredRequests ?? 16;
+    this.#maxUnregisteredConnections = options.maxUnregisteredConnections ??
+      DEFAULT_MAX_UNREGISTERED_CONNECTIONS;
+    this.#handshakeTimeoutMs = options.handshakeTimeoutMs;
     this.artifacts = options.artifacts ?? new MemoryArtifactStore();
     const agent = options.agent ? agentHostOf(options.agent) : undefined;
     this.#ctx = {
@@ -241,6 +265,7 @@ export class Harness {
       registerTimeoutMs: this.#registerTimeoutMs,
       authenticate: this.#authenticate,
       register: (c, params) => this.#register(c, params),
+      settled: () => void this.#unregistered--,
       closed: (c) => this.#connections.delete(c),
     };
     agent?.attach({ clock, logger, onExecutor: (listener) => this.onExecutor(listener) });
@@ -457,6 +482,9 @@ export class Harness {
     const server = await factory({
       ...where,
       ...(this.#maxFrameBytes !== undefined ? { maxFrameBytes: this.#maxFrameBytes } : {}),
+      ...(this.#handshakeTimeoutMs !== undefined
+        ? { handshakeTimeoutMs: this.#handshakeTimeoutMs }
+        : {}),
       upgrade: (request, protocols) => this.upgrade(request, protocols),
       fetch: (request) => this.fetch(request),
     });
@@ -477,8 +505,16 @@ export class Harness {
     if (!CONNECT_PATHS.includes(url.pathname)) return jsonResponse(404, { error: "not_found" });
     const protocol = PROTOCOLS.find((p) => protocols.includes(p));
     if (!protocol) return jsonResponse(400, { error: "unsupported_subprotocol" });
+    if (this.#unregistered >= this.#maxUnregisteredConnections) {
+      this.#ctx.logger.warn("upgrade refused: too many connections not registered yet", {
+        limit: this.#maxUnregisteredConnections,
+      });
+      return jsonResponse(503, { error: "unavailable" }, { "retry-after": "1" });
+    }
     let principal: Principal = NO_PRINCIPAL;
     if (this.#authenticate) {
+      // An upgrade being authenticated counts as a connection not registered yet.
+      this.#unregistered++;
       try {
         principal = await this.#authenticate({
           kind: "connect",
@@ -490,6 +526,8 @@ export class Harness {
       } catch {
         this.#ctx.logger.info("connection refused before upgrade", { path: url.pathname });
         return jsonResponse(401, { error: "unauthorized" });
+      } finally {
+        this.#unregistered--;
       }
       const expiresAt = expiryOf(principal);
       if (expiresAt !== undefined && expiresAt <= this.#ctx.clock.now()) {
@@ -525,6 +563,8 @@ export class Harness {
       transport.close(CloseCode.GOING_AWAY, "harness shutting down");
       return;
     }
+    // Counted until it registers or closes (ExecutorConnection calls `settled` once).
+    this.#unregistered++;
     const connection = new ExecutorConnection(
       transport,
       admitted.protocol,
@@ -634,9 +674,13 @@ function agentSink(
   };
 }
 
-function jsonResponse(status: number, body: unknown): Response {
+function jsonResponse(
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Response {
   return new Response(JSON.stringify(body), {
     status,
-    headers: { "content-type": "application/json" },
+    headers: { "content-type": "application/json", ...headers },
   });
 }

@@ -40,6 +40,7 @@ export * from "../protocol/mod.ts";
 export {
   DEFAULT_HEARTBEAT_INTERVAL_MS,
   DEFAULT_MAX_ARTIFACT_BYTES,
+  DEFAULT_MAX_UNREGISTERED_CONNECTIONS,
   Harness,
   type HarnessOptions,
   type HarnessServer,
