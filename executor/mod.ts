@@ -44,6 +44,7 @@ export {
   type FetchFunction,
   LOCAL_ENVIRONMENT_ID,
   normalizeBaseUrl,
+  type SocketFetch,
   type TokenSource,
   type TokenSourceResult,
 } from "./credentials.ts";

@@ -4,10 +4,13 @@
  * `node:net` (`transport/websocket-stream.node.ts`), `wss://` with the `ws` package, and
  * `listen`s with Node's `http` server and `ws`. Everything else is re-exported from the portable
  * `executor/mod.ts`.
+ * Artifacts of an executor that dialed `unix:///path.sock` are uploaded to that harness through
+ * the same socket (`transport/http-socket.node.ts`).
  *
  * @module
  */
 import { dialWebSocket, serveWebSocket } from "../transport/node.ts";
+import { fetchOverSocket } from "../transport/http-socket.node.ts";
 import { ExecutorClient as PortableExecutorClient, type ExecutorClientOptions } from "./mod.ts";
 
 export * from "./mod.ts";
@@ -15,6 +18,11 @@ export * from "./mod.ts";
 /** {@linkcode PortableExecutorClient} with the Node WebSocket dialer and server as its defaults. */
 export class ExecutorClient extends PortableExecutorClient {
   constructor(options: ExecutorClientOptions) {
-    super({ dial: dialWebSocket, server: serveWebSocket, ...options });
+    super({
+      dial: dialWebSocket,
+      server: serveWebSocket,
+      socketFetch: fetchOverSocket,
+      ...options,
+    });
   }
 }
