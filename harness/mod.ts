@@ -99,8 +99,11 @@ export {
 export { HmacJwt, type JwtClaims, type JwtVerifyOptions } from "./jwt.ts";
 export {
   type ArtifactStore,
+  ArtifactStoreFullError,
   type ArtifactUpload,
+  DEFAULT_MAX_STORED_ARTIFACT_BYTES,
   MemoryArtifactStore,
+  type MemoryArtifactStoreOptions,
   type StoredArtifact,
 } from "./artifacts.ts";
 export { type FetchOptions, type WebSocketUpgrader } from "./app.ts";

@@ -11,7 +11,11 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ArtifactBlock, ContentBlock } from "../../mod.ts";
-import type { Harness as NodeHarness, HarnessServer } from "../../harness/node.ts";
+import {
+  type Harness as NodeHarness,
+  type HarnessServer,
+  MemoryArtifactStore,
+} from "../../harness/node.ts";
 import type { ExecutorClient as NodeExecutorClient } from "../../executor/node.ts";
 import { localHarnessOrigin } from "../../executor/credentials.ts";
 import { printed, ROOT, spawnTs } from "../helpers/runtime-command.ts";
@@ -81,6 +85,33 @@ for (const unix of [false, true]) {
     });
   });
 }
+
+describe("a full artifact store", { timeout: 30_000 }, () => {
+  it("refuses the upload (507): the result keeps its preview and names no artifact", async () => {
+    const store = new MemoryArtifactStore({ maxBytes: 50_000 });
+    const harness = new Harness({ insecureNoAuth: true, artifacts: store });
+    cleanups.push(() => harness.close());
+    const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
+    cleanups.push(() => server.close());
+    const client = new ExecutorClient({ harnessUrl: server.url, executor: INFO });
+    cleanups.push(() => client.stop());
+    client.tools.bash.handle(({ command }) => ({
+      stdout: command === "big" ? STDOUT : "small",
+      stderr: "",
+      exit_code: 0,
+    }));
+    await client.start();
+    const session = await (await harness.waitExecutor()).assignSession({ session_id: "ses_full" });
+    const result = await session.tools.bash.call({ command: "big" });
+    assert.equal(result.outcome, "completed");
+    assert.equal(result.structured_content?.truncated, true);
+    assert.deepEqual(artifactBlocks(result.content), []);
+    assert.deepEqual(result.artifacts, []);
+    assert.equal(store.size, 0);
+    const next = await session.tools.bash.call({ command: "small" });
+    assert.equal(next.structured_content?.stdout, "small");
+  });
+});
 
 describe("bma-executor --harness without BMA_BASE_URL", { timeout: 60_000 }, () => {
   for (const unix of [false, true]) {
