@@ -135,7 +135,7 @@ describe("Over real WebSockets", { timeout: 30_000 }, () => {
     const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
     cleanups.push(() => server.close(), () => harness.close());
     const end = new RawEnd(await dialWebSocket(server.url, { protocols: OFFERED }));
-    cleanups.push(async () => end.transport.close());
+    cleanups.push(() => Promise.resolve(end.transport.close()));
     end.sendJson({
       jsonrpc: "2.0",
       id: "r1",
