@@ -38,6 +38,8 @@ export interface CallSuiteOptions {
    * same groups, taking turns with this checkout's: before/after figures from one run.
    */
   compare?: string;
+  /** Only these cases (ids, e.g. `tool-ws`; their `--compare` twins follow them). */
+  cases?: readonly string[];
 }
 
 /** The cases of the SDK (not the raw baselines): twinned by `--compare`. */
@@ -192,6 +194,7 @@ export async function runCallSuite(
     return child;
   };
   let specs = cases(runtime, dir);
+  if (options.cases) specs = specs.filter((s) => options.cases!.includes(s.id));
   if (options.compare) {
     // The twins share their group with the cases they are compared with, so the turns
     // interleave them; Unix socket paths get their own names.

@@ -5,11 +5,13 @@
  *
  *   npm run bench [-- --quick] [--only calls,scale,binary,workers] [--runtimes node,deno,bun]
  *                 [--duration MS] [--runs N] [--warmup MS] [--sizes 1000,5000,10000] [--window MS]
- *                 [--cpu N | --no-pin] [--compare DIR] [--json FILE] [--help]
+ *                 [--cpu N | --no-pin] [--compare DIR] [--cases ID,...] [--json FILE] [--help]
  *
  * `--compare DIR` runs the SDK's cases of suites 1 and 2 from another checkout too (DIR: its
  * root, with node_modules), each taking turns with this checkout's, and prints both side by
- * side: a before/after of a change measured in one run.
+ * side: a before/after of a change measured in one run. `--cases` keeps only some cases of suites
+ * 1 and 2 (ids: ws-echo, tool-ws, unix-echo, tool-unix, ndjson-echo, tool-memory, events,
+ * mcp-memory, mcp-ws).
  *
  * 1. Tool-call round trips (harness `callTool` → executor handler → result at the harness), 1
  *    and 64 in flight, in memory, over WebSocket and over a Unix socket, on Node, Deno and Bun;
@@ -58,6 +60,7 @@ const { values: flags } = parseArgs({
     cpu: { type: "string" },
     "no-pin": { type: "boolean", default: false },
     compare: { type: "string" },
+    cases: { type: "string" },
     json: { type: "string" },
     help: { type: "boolean", default: false },
   },
@@ -212,6 +215,7 @@ if (suites.has("calls")) {
       cpu,
       log,
       ...(compare ? { compare } : {}),
+      ...(flags.cases ? { cases: flags.cases.split(",") } : {}),
     });
   }
   json.calls = all;
