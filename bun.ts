@@ -24,3 +24,8 @@ export * from "./mod.ts";
 export { ExecutorClient } from "./executor/bun.ts";
 export { Harness } from "./harness/bun.ts";
 export { dialWebSocket, serveWebSocket } from "./transport/bun.ts";
+export {
+  type BunSqliteDriver,
+  type BunSqliteStoreOptions,
+  openSqliteStore,
+} from "./harness/store/sqlite.bun.ts";

@@ -24,3 +24,8 @@ export * from "./mod.ts";
 export { ExecutorClient } from "./executor/node.ts";
 export { Harness } from "./harness/node.ts";
 export { dialWebSocket, serveWebSocket } from "./transport/node.ts";
+export {
+  type NodeSqliteDriver,
+  type NodeSqliteStoreOptions,
+  openSqliteStore,
+} from "./harness/store/sqlite.node.ts";
