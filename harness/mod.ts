@@ -43,6 +43,7 @@ export * from "../protocol/mod.ts";
 export {
   DEFAULT_HEARTBEAT_INTERVAL_MS,
   DEFAULT_MAX_ARTIFACT_BYTES,
+  DEFAULT_MAX_UNREGISTERED_CONNECTIONS,
   Harness,
   type HarnessOptions,
   type HarnessServer,
@@ -75,6 +76,8 @@ export {
 } from "./session.ts";
 export type { ToolCallResult, ToolCallState } from "./tool-call-ledger.ts";
 export {
+  DEFAULT_MAX_SESSION_EVENT_BYTES,
+  DEFAULT_MAX_SESSION_EVENTS,
   EventLog,
   type EventLogOptions,
   type SessionEventRecord,
@@ -99,8 +102,11 @@ export {
 export { HmacJwt, type JwtClaims, type JwtVerifyOptions } from "./jwt.ts";
 export {
   type ArtifactStore,
+  ArtifactStoreFullError,
   type ArtifactUpload,
+  DEFAULT_MAX_STORED_ARTIFACT_BYTES,
   MemoryArtifactStore,
+  type MemoryArtifactStoreOptions,
   type StoredArtifact,
 } from "./artifacts.ts";
 export { type FetchOptions, type WebSocketUpgrader } from "./app.ts";
