@@ -1,7 +1,8 @@
 /**
  * Wires the machine tools into an {@linkcode ExecutorClient}: the `bash` and file tools confined
  * to the workdir, and the process capability (`process.*`) with one process table per session,
- * ended with the session (SIGTERM, then SIGKILL after the grace period).
+ * ended with the session (SIGTERM, then SIGKILL after the grace period); with a `pty`, the
+ * terminal capability (`terminal.*`, `terminals.ts`) too.
  */
 import type { Disposable } from "../../protocol/peer.ts";
 import type { ExecutorClient } from "../client.ts";
@@ -13,6 +14,8 @@ import { Workdir } from "./workdir.node.ts";
 import { McpRelay, type McpServerConfig } from "./mcp.node.ts";
 import { backupWorkspace, downloadFile, installSkill, uploadFile } from "./transfer.node.ts";
 import { GitCredentialStore } from "./git-credentials.node.ts";
+import type { PtyHost } from "./pty.ts";
+import { serveTerminals } from "./terminals.ts";
 import { join } from "node:path";
 
 /** Options of {@linkcode serveMachine}. */
@@ -29,6 +32,11 @@ export interface ServeMachineOptions {
   skillsRoot?: string;
   /** Fetch for skill archives and backup uploads. Default: the global fetch. */
   fetch?: typeof fetch;
+  /**
+   * Pseudo-terminals for `terminal.*` (the runtime entry points pass their runtime's). Without
+   * one, or where it cannot start PTYs, terminals are neither served nor advertised.
+   */
+  pty?: PtyHost | false;
 }
 
 /** A file tool failure the model can act on becomes a tool error (`is_error: true`). */
@@ -152,6 +160,15 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
       return result;
     }),
   ];
+  if (options.pty && options.pty.available()) {
+    registrations.push(serveTerminals(client, {
+      pty: options.pty,
+      graceMs,
+      resolveCwd: (path) => workdir.resolve(path),
+      // The environment bash gets: the executor's, the configured one, the session's.
+      env: (sessionId) => definedOnly({ ...process.env, ...envFor(sessionId) }),
+    }));
+  }
   if (mcp.serverNames.length > 0) {
     registrations.push(
       client.onRequest("mcp.open", async (params) => {
@@ -170,4 +187,10 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
       tables.clear();
     },
   };
+}
+
+function definedOnly(env: Record<string, string | undefined>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined),
+  );
 }
