@@ -153,10 +153,9 @@ export class TerminalOutput {
     const end = params.offset + bytes.byteLength;
     if (end > this.#known) this.#known = end;
     if (params.eof) this.#eof(end, params.exit_code ?? null);
-    if (this.#reading || this.#queued >= TERMINAL_QUEUE_BYTES) {
-      this.#hold(params.offset, bytes);
-    } else if (!this.#apply(params.offset, bytes)) {
-      this.#hold(params.offset, bytes);
+    // Past the queue limit the chunk is dropped: it is read back once the reader catches up.
+    if (this.#queued < TERMINAL_QUEUE_BYTES) {
+      if (this.#reading || !this.#apply(params.offset, bytes)) this.#hold(params.offset, bytes);
     }
     this.#drainPending();
     this.#settle();
@@ -191,6 +190,7 @@ export class TerminalOutput {
       const chunk = this.#queue.shift();
       if (chunk) {
         this.#queued -= chunk.byteLength;
+        this.#drainPending();
         this.#settle();
         return chunk;
       }
