@@ -14,6 +14,8 @@ import { parseArgs } from "node:util";
 import { ExecutorClient } from "./node.ts";
 import { serveMachine } from "./machine/serve.node.ts";
 import { readMcpConfig } from "./machine/mcp.node.ts";
+import { nodePty } from "./machine/pty.node.ts";
+import { bunPty } from "./machine/pty.bun.ts";
 import { type Logger, redact } from "../protocol/logger.ts";
 import { CONTRACT_VERSION } from "../protocol/generated/contract.ts";
 
@@ -204,7 +206,13 @@ async function main(): Promise<number> {
     ...config.options,
     ...(mcpServers ? { capabilities: { mcp: { servers: Object.keys(mcpServers) } } } : {}),
   });
-  serveMachine(client, { workdir: config.workdir, graceMs: config.graceMs, mcpServers });
+  serveMachine(client, {
+    workdir: config.workdir,
+    graceMs: config.graceMs,
+    mcpServers,
+    // Terminals on this runtime's PTYs (Bun's own when compiled with `bun build --compile`).
+    pty: "Bun" in globalThis ? bunPty : nodePty,
+  });
   let stopping: Promise<unknown> | undefined;
   const stop = (signal: string) => {
     if (stopping) return;

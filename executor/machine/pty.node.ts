@@ -32,7 +32,7 @@ interface NodePtyTerminal {
   readonly pid: number;
   /** node-pty's master side (private in 1.1.0): the PTY's file descriptor and its stream. */
   readonly _fd?: number;
-  readonly _socket?: { on(event: "end", listener: () => void): unknown };
+  readonly _socket?: { on(event: "end" | "close", listener: () => void): unknown };
   onData(listener: (data: Uint8Array) => void): unknown;
   onExit(listener: (exit: { exitCode: number; signal?: number }) => void): unknown;
   write(data: Uint8Array | string): void;
@@ -41,6 +41,9 @@ interface NodePtyTerminal {
 }
 
 let loaded: NodePtyModule | Error | undefined;
+
+/** How often the event loop is woken while a terminal's exit is awaited (see `spawn`). */
+const EXIT_WAKE_MS = 20;
 
 function load(): NodePtyModule {
   if (loaded === undefined) {
@@ -130,9 +133,16 @@ function spawn(options: PtySpawnOptions, events: PtyEvents): Pty {
       events.data(chunk.slice(0, n));
     }
   });
-  // node-pty reports the exit once the PTY's output is drained (its socket closed).
+  // node-pty reports the exit once the PTY's output is drained (its socket closed), from its
+  // waitpid thread. Deno runs such a thread's callback only when its event loop wakes for
+  // something else: until the exit is in, a timer wakes it.
+  let waking: ReturnType<typeof setInterval> | undefined;
+  term._socket?.on("close", () => {
+    if (!exited) waking ??= setInterval(() => {}, EXIT_WAKE_MS);
+  });
   term.onExit(({ exitCode, signal }) => {
     exited = true;
+    clearInterval(waking);
     events.exit({ exitCode: signal ? null : exitCode, signal: signalName(signal) });
   });
   return {

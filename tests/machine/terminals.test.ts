@@ -72,7 +72,6 @@ function screen(terminal: Entry.Terminal) {
       for (;;) {
         const match = pattern.exec(text);
         if (match) return match;
-        if (process.env.TERM_DEBUG) console.log("SCREEN", JSON.stringify(text));
         if (ended) throw new Error(`output ended without ${pattern}: ${JSON.stringify(text)}`);
         await new Promise<void>((resolve) => (wake = resolve));
       }
@@ -93,16 +92,12 @@ describe(`terminals on ${RUNTIME}`, { timeout: 60_000 }, () => {
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "bma-term-"));
-    harness = new sdk.Harness({
-      insecureNoAuth: true,
-      ...(process.env.TERM_DEBUG ? { logger: console } : {}),
-    });
+    harness = new sdk.Harness({ insecureNoAuth: true });
     server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
     proxy = await ChaosProxy.start(server.url);
     client = new sdk.ExecutorClient({
       harnessUrl: proxy.url,
       executor: INFO,
-      ...(process.env.TERM_DEBUG ? { logger: console } : {}),
       dial: async (url, options) => {
         await gate;
         return sdk.dialWebSocket(url, options);
