@@ -45,7 +45,7 @@ describe("Harness: terminals", { timeout: 30_000 }, () => {
   });
 
   /** An executor serving terminal.* from scripted terminals. */
-  async function executorPeer(machineId: string, terminals: Map<string, ScriptedTerminal>) {
+  async function executorPeer(terminals: Map<string, ScriptedTerminal>) {
     const peer = await ExecutorPeer.dial(server.url);
     peers.push(peer);
     const closes: string[] = [];
@@ -83,7 +83,7 @@ describe("Harness: terminals", { timeout: 30_000 }, () => {
   async function setup() {
     const machineId = `m_term${++next}`;
     const terminals = new Map<string, ScriptedTerminal>();
-    const { peer, closes } = await executorPeer(machineId, terminals);
+    const { peer, closes } = await executorPeer(terminals);
     const params = registerParams({
       environment_id: "",
       machine_id: machineId,
@@ -106,7 +106,7 @@ describe("Harness: terminals", { timeout: 30_000 }, () => {
         ...(end !== undefined ? { eof: true, exit_code: end } : {}),
       });
     };
-    return { peer, closes, terminals, session, executor, send, params, machineId };
+    return { peer, closes, terminals, session, executor, send, params };
   }
 
   async function collect(terminal: AsyncIterable<string>): Promise<string> {
@@ -153,7 +153,7 @@ describe("Harness: terminals", { timeout: 30_000 }, () => {
   });
 
   it("after a reconnect it reads back what was sent while disconnected", async () => {
-    const { session, terminals, send, peer, params, machineId } = await setup();
+    const { session, terminals, send, peer, params } = await setup();
     const terminal = await session.terminal({ terminal_id: "t3" });
     const scripted = terminals.get("t3")!;
     scripted.output = "hello ";
@@ -163,7 +163,7 @@ describe("Harness: terminals", { timeout: 30_000 }, () => {
     await peer.close(1011, "gone for a moment");
     await until(() => !session.executor.connected);
     scripted.output += "world"; // printed while nobody listened: no notification shows it
-    const back = await executorPeer(machineId, terminals);
+    const back = await executorPeer(terminals);
     await back.peer.start({
       ...params,
       resume: { executor_id: session.executor.id, active_sessions: [session.id] },
