@@ -76,7 +76,9 @@ describe(`bma-harness attach on ${RUNTIME}`, { timeout: 90_000 }, () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it("attaches the user's terminal to a remote one: raw keys, resize, Ctrl-] and back", async () => {
+  it("attaches the user's terminal to a remote one: raw keys, resize, Ctrl-] and back", {
+    timeout: 60_000,
+  }, async () => {
     const [command, args] = tsCommand(join(ROOT, "harness/cli.node.ts"), ["--port", "0"]);
     const env = Object.fromEntries(
       Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined),
@@ -100,15 +102,20 @@ describe(`bma-harness attach on ${RUNTIME}`, { timeout: 90_000 }, () => {
 
     cli.type("attach ses_attach bash --norc --noprofile -i\r");
     const [, id] = await cli.expect(/attached (\S+) \(Ctrl-\] detaches\)/);
-    await cli.expect(/bash-[\d.]+[#$] /); // the remote prompt
+    // Each line is typed at the remote prompt: bash may drop what is typed while it switches
+    // between running a command and reading the next line.
+    const prompt = () => cli.expect(/bash-[\d.]+[#$] /);
+    await prompt();
     cli.type("tty\r");
     await cli.expect(/\/dev\/pts\/\d+\r+\n/);
+    await prompt();
 
     // The user's window grows: the remote terminal follows (once SIGWINCH got through).
     cli.pty.resize(120, 40);
     for (;;) {
       cli.type("stty size\r");
       const [, size] = await cli.expect(/(\d+ \d+)\r+\n/);
+      await prompt();
       if (size === "40 120") break;
     }
 
@@ -118,12 +125,16 @@ describe(`bma-harness attach on ${RUNTIME}`, { timeout: 90_000 }, () => {
     await cli.expect(/READY\r+\n/);
     cli.type("typed by hand\r");
     await cli.expect(/got=\[typed by hand\]/);
-    cli.type("sleep 1000\r");
-    await cli.expect(/sleep 1000\r+\n/);
+    await prompt();
+    // The marker comes from the foreground job itself: it runs when Ctrl-C is typed.
+    cli.type("sh -c 'echo SLEEP$((6*7)); exec sleep 1000'\r");
+    await cli.expect(/SLEEP42\r+\n/);
     cli.type("\x03");
     await cli.expect(/\^C/);
+    await prompt();
     cli.type("echo still $((20+22))\r");
     await cli.expect(/still 42\r+\n/);
+    await prompt();
 
     // Ctrl-] detaches: the command line is back in cooked mode (Enter ends a line again).
     cli.type("\x1d");

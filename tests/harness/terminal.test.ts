@@ -16,6 +16,8 @@ import {
 import { ExecutorPeer, registerParams } from "../helpers/executor-peer.ts";
 
 const CAPABILITIES = { tools: [], process: true, terminal: true };
+/** Per test (Bun does not pass a suite's timeout on to its tests). */
+const SLOW = { timeout: 20_000 };
 
 /** One terminal as the scripted executor holds it: its whole output, and what it still keeps. */
 class ScriptedTerminal {
@@ -115,28 +117,32 @@ describe("Harness: terminals", { timeout: 30_000 }, () => {
     return text;
   }
 
-  it("puts repeated, overlapping and out-of-order chunks together, each byte once", async () => {
-    const { session, terminals, send } = await setup();
-    const terminal = await session.terminal({ terminal_id: "t1" });
-    assert.equal(terminal.pid, 4242);
-    const scripted = terminals.get("t1")!;
-    scripted.output = "0123456789abcdefghij";
-    const text = collect(terminal);
-    send("t1", 0, 4);
-    send("t1", 0, 4); // a repeat
-    send("t1", 2, 6); // an overlap
-    send("t1", 10, 14); // after a gap: 6..10 is read back
-    send("t1", 6, 10); // the missing part arrives late after all
-    send("t1", 12, 16);
-    scripted.exitCode = 2;
-    send("t1", 16, 20, 2);
-    assert.equal(await text, "0123456789abcdefghij");
-    assert.equal(await terminal.exited, 2);
-    assert.equal(terminal.lostBytes, 0);
-    assert.ok(scripted.reads.every((read) => read.offset === 6), JSON.stringify(scripted.reads));
-  });
+  it(
+    "puts repeated, overlapping and out-of-order chunks together, each byte once",
+    SLOW,
+    async () => {
+      const { session, terminals, send } = await setup();
+      const terminal = await session.terminal({ terminal_id: "t1" });
+      assert.equal(terminal.pid, 4242);
+      const scripted = terminals.get("t1")!;
+      scripted.output = "0123456789abcdefghij";
+      const text = collect(terminal);
+      send("t1", 0, 4);
+      send("t1", 0, 4); // a repeat
+      send("t1", 2, 6); // an overlap
+      send("t1", 10, 14); // after a gap: 6..10 is read back
+      send("t1", 6, 10); // the missing part arrives late after all
+      send("t1", 12, 16);
+      scripted.exitCode = 2;
+      send("t1", 16, 20, 2);
+      assert.equal(await text, "0123456789abcdefghij");
+      assert.equal(await terminal.exited, 2);
+      assert.equal(terminal.lostBytes, 0);
+      assert.ok(scripted.reads.every((read) => read.offset === 6), JSON.stringify(scripted.reads));
+    },
+  );
 
-  it("counts bytes the executor no longer holds as lost and goes on after them", async () => {
+  it("counts bytes the executor no longer holds as lost and goes on after them", SLOW, async () => {
     const { session, terminals, send } = await setup();
     const terminal = await session.terminal({ terminal_id: "t2" });
     const scripted = terminals.get("t2")!;
@@ -152,7 +158,7 @@ describe("Harness: terminals", { timeout: 30_000 }, () => {
     assert.equal(terminal.offset, 10);
   });
 
-  it("after a reconnect it reads back what was sent while disconnected", async () => {
+  it("after a reconnect it reads back what was sent while disconnected", SLOW, async () => {
     const { session, terminals, send, peer, params } = await setup();
     const terminal = await session.terminal({ terminal_id: "t3" });
     const scripted = terminals.get("t3")!;
@@ -184,7 +190,7 @@ describe("Harness: terminals", { timeout: 30_000 }, () => {
     assert.equal(session.state, "ready");
   });
 
-  it("reads back what arrived while its reader lagged beyond the queue limit", async () => {
+  it("reads back what arrived while its reader lagged beyond the queue limit", SLOW, async () => {
     const { session, terminals, send } = await setup();
     const terminal = await session.terminal({ terminal_id: "t4" });
     const scripted = terminals.get("t4")!;
@@ -210,7 +216,7 @@ describe("Harness: terminals", { timeout: 30_000 }, () => {
     assert.ok(scripted.reads.length > 0, "the part beyond the queue was read back");
   });
 
-  it("has one reader at a time; the next one goes on where the last stopped", async () => {
+  it("has one reader at a time; the next one goes on where the last stopped", SLOW, async () => {
     const { session, terminals, send } = await setup();
     const terminal = await session.terminal({ terminal_id: "t5" });
     const scripted = terminals.get("t5")!;
@@ -227,7 +233,7 @@ describe("Harness: terminals", { timeout: 30_000 }, () => {
     assert.equal(await terminal.exited, 1);
   });
 
-  it("aborting its signal closes it; the session's end ends its output", async () => {
+  it("aborting its signal closes it; the session's end ends its output", SLOW, async () => {
     const { session, closes, terminals, send } = await setup();
     const controller = new AbortController();
     const terminal = await session.terminal({ terminal_id: "t6", signal: controller.signal });
