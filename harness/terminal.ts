@@ -286,7 +286,11 @@ export class TerminalOutput {
         this.#apply(result.offset, bytes);
         if (result.next_offset > this.#known) this.#known = result.next_offset;
         if (result.eof) this.#eof(result.next_offset, result.exit_code ?? null);
-        if (bytes.byteLength === 0) break; // nothing more there now
+        if (bytes.byteLength === 0) {
+          // Nothing more there now: what it showed before is all it has (no read again for it).
+          if (this.#known > this.#next) this.#known = this.#next;
+          break;
+        }
       }
     } catch (error) {
       if (error instanceof ProtocolError) {
