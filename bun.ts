@@ -36,3 +36,8 @@ export {
 } from "./executor/bun.ts";
 export { Harness } from "./harness/bun.ts";
 export { dialWebSocket, serveWebSocket } from "./transport/bun.ts";
+export {
+  type BunSqliteDriver,
+  type BunSqliteStoreOptions,
+  openSqliteStore,
+} from "./harness/store/sqlite.bun.ts";

@@ -38,3 +38,8 @@ export {
 } from "./executor/deno.ts";
 export { Harness } from "./harness/deno.ts";
 export { dialWebSocket, serveWebSocket } from "./transport/deno.ts";
+export {
+  type DenoSqliteDriver,
+  type DenoSqliteStoreOptions,
+  openSqliteStore,
+} from "./harness/store/sqlite.deno.ts";

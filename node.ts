@@ -36,3 +36,8 @@ export {
 } from "./executor/node.ts";
 export { Harness } from "./harness/node.ts";
 export { dialWebSocket, serveWebSocket } from "./transport/node.ts";
+export {
+  type NodeSqliteDriver,
+  type NodeSqliteStoreOptions,
+  openSqliteStore,
+} from "./harness/store/sqlite.node.ts";

@@ -124,3 +124,36 @@ export {
   ToolOutcomeUnknownError,
   type ToolOutcomeUnknownReason,
 } from "./errors.ts";
+export {
+  checkKey,
+  checkList,
+  compareKeys,
+  type DeleteOp,
+  type DeletePrefixOp,
+  encodeValue,
+  type HarnessStore,
+  InvalidStoreRequestError,
+  type InvalidStoreRequestReason,
+  isPromiseLike,
+  type ListOptions,
+  type MaybePromise,
+  prefixEnd,
+  type PutOp,
+  StoreClosedError,
+  type StoreOp,
+} from "./store/store.ts";
+export { MemoryHarnessStore, type MemoryHarnessStoreOptions } from "./store/memory.ts";
+export {
+  DEFAULT_STORE_TABLE,
+  type PreparedStatementLike,
+  type PreparingDatabaseLike,
+  preparingDriver,
+  type SqlDriver,
+  SqlHarnessStore,
+  type SqlHarnessStoreOptions,
+  SqliteDriverUnavailableError,
+  type SqliteStoreOptions,
+  type SqliteSynchronous,
+  type SqlRow,
+  type SqlValue,
+} from "./store/sql.ts";

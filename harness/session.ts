@@ -51,12 +51,16 @@ import {
   type TerminalOptions,
   TerminalOutput,
 } from "./terminal.ts";
+import { advertisedInputCheck } from "./tool-input.ts";
 
 /** A tool call as `callTool` takes it; `tool_call_id` is generated when absent. */
 export interface ToolCallRequest {
   /** Tool name, e.g. `bash`. */
   tool: string;
-  /** Tool input; for built-in tools it must match the tool's input schema. */
+  /**
+   * Tool input; for built-in tools it must match the tool's input schema, for a tool of the
+   * executor's own the input schema it advertised (`capabilities.tool_definitions`).
+   */
   input: Record<string, unknown>;
   /** The idempotency key: calling again with the same id returns the same outcome. */
   tool_call_id?: string;
@@ -266,7 +270,10 @@ export class Session {
    * Calls a tool and resolves with its outcome once `tool.result` arrives. Idempotent by
    * `tool_call_id`: a repeat returns the same outcome and the tool runs once. Pending calls
    * survive a reconnect within the lease; when the lease expires they reject with
-   * `ToolOutcomeUnknownError`.
+   * `ToolOutcomeUnknownError`. Input that the tool's schema refuses (the contract's for a
+   * built-in tool, the advertised one for the executor's own) rejects with
+   * `InvalidOutgoingParamsError`, its issue paths into the params (`["input", "city"]`), and
+   * nothing is sent.
    */
   callTool(request: ToolCallRequest, options: ToolCallOptions = {}): Promise<ToolCallResult> {
     try {
@@ -449,6 +456,12 @@ export class Session {
           })),
         );
       }
+      const issues = advertisedInputCheck(
+        this.#host.capabilities,
+        request.tool,
+        this.#ctx.logger,
+      )?.(request.input);
+      if (issues) throw new InvalidOutgoingParamsError("tool.call", issues);
       entry = ledger.add(params, this.executor.id);
       this.#host.dispatch(entry);
     }

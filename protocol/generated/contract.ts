@@ -215,6 +215,16 @@ export interface BashResult {
   truncated?: boolean;
 }
 
+/** How to call a tool that is not one of x-tools (our design, seeds silent; after an MCP tool listing): what it does and the JSON Schemas of its input and of its structured result. The executor checks tool.call input against input_schema before the ack (-32602, the same answer as an x-tools input) and its handler's result against output_schema; a harness that knows the definition refuses invalid input locally and sends nothing. */
+export interface ToolDefinition {
+  /** What the tool does, for the model choosing it. */
+  description?: string;
+  /** JSON Schema (draft 2020-12) of the tool's input, an object: what tool.call input must match. */
+  input_schema: Record<string, unknown>;
+  /** JSON Schema (draft 2020-12) of the tool's typed result: what tool.result structured_content matches when the call completed without is_error. */
+  output_schema?: Record<string, unknown>;
+}
+
 /** A built-in tool group (shell: bash; files: read, write, edit, glob, grep). Enabled while a handler of the group is registered unless enabled is false. */
 export interface ToolGroupCapability {
   /** False withdraws the whole group even if handlers exist. */
@@ -237,6 +247,8 @@ export interface FsCapability {
 export interface Capabilities {
   /** Names of the tools served through tool.call (only tools with a handler). */
   tools?: string[];
+  /** Definitions of served tools outside x-tools, by name (each name also listed in tools); a tool listed in tools without one is called unchecked, and x-tools names here are ignored (their contract schemas rule). Our design: a separate member so that tools stays a list of names for harnesses that read only names. */
+  tool_definitions?: Record<string, ToolDefinition>;
   shell?: ToolGroupCapability;
   files?: ToolGroupCapability;
   /** process.* (the machine tool path). */
@@ -979,7 +991,7 @@ export interface ToolCallParams {
   tool_call_id: string;
   /** Tool name, e.g. bash. */
   tool: string;
-  /** Tool input; for x-tools tools it matches the tool's input schema. */
+  /** Tool input; for x-tools tools it matches the tool's input schema, for a tool with a definition its input_schema. */
   input: Record<string, unknown>;
   /** The executor ends the call with outcome timed_out after this long. */
   timeout_ms?: number;
@@ -1000,7 +1012,7 @@ export interface ToolResultParams {
   error?: ErrorInfo;
   /** Artifacts produced by the call. */
   artifacts?: Artifact[];
-  /** The tool's typed result, matching its x-tools result schema (e.g. BashResult). */
+  /** The tool's typed result, matching its x-tools result schema (e.g. BashResult) or the output_schema of its definition (capabilities.tool_definitions). */
   structured_content?: Record<string, unknown>;
 }
 
@@ -1549,11 +1561,17 @@ const BashResult_ = z.looseObject({
   exit_code: z.int(),
   truncated: z.boolean().optional(),
 });
+const ToolDefinition_ = z.looseObject({
+  description: z.string().optional(),
+  input_schema: z.record(z.string(), z.unknown()),
+  output_schema: z.record(z.string(), z.unknown()).optional(),
+});
 const ToolGroupCapability_ = z.looseObject({ enabled: z.boolean() });
 const McpCapability_ = z.looseObject({ servers: z.array(z.string().min(1)).optional() });
 const FsCapability_ = z.looseObject({ fuse: z.boolean().optional() });
 const Capabilities_ = z.looseObject({
   tools: z.array(z.string().min(1)).optional(),
+  tool_definitions: z.record(z.string(), ToolDefinition_).optional(),
   shell: ToolGroupCapability_.optional(),
   files: ToolGroupCapability_.optional(),
   process: z.boolean().optional(),
@@ -2383,6 +2401,13 @@ function isBashResult_(v: any): v is BashResult {
   if (v.truncated !== undefined && !(typeof v.truncated === "boolean")) return false;
   return true;
 }
+function isToolDefinition_(v: any): v is ToolDefinition {
+  if (!isPlain_(v)) return false;
+  if (v.description !== undefined && !(typeof v.description === "string")) return false;
+  if (!(isRecordOfUnknown_(v.input_schema))) return false;
+  if (v.output_schema !== undefined && !(isRecordOfUnknown_(v.output_schema))) return false;
+  return true;
+}
 function isToolGroupCapability_(v: any): v is ToolGroupCapability {
   if (!isPlain_(v)) return false;
   if (!(typeof v.enabled === "boolean")) return false;
@@ -2401,6 +2426,9 @@ function isFsCapability_(v: any): v is FsCapability {
 function isCapabilities_(v: any): v is Capabilities {
   if (!isPlain_(v)) return false;
   if (v.tools !== undefined && !(isArrayOfStringMinLength1_(v.tools))) return false;
+  if (v.tool_definitions !== undefined && !(isRecordOfToolDefinition_(v.tool_definitions))) {
+    return false;
+  }
   if (v.shell !== undefined && !(isToolGroupCapability_(v.shell))) return false;
   if (v.files !== undefined && !(isToolGroupCapability_(v.files))) return false;
   if (v.process !== undefined && !(typeof v.process === "boolean")) return false;
@@ -3436,6 +3464,11 @@ function isArrayOfStringMinLength1_(v: any): boolean {
   }
   return true;
 }
+function isRecordOfToolDefinition_(v: any): boolean {
+  if (!isPlain_(v)) return false;
+  for (const k in v) if (!(isToolDefinition_(v[k]))) return false;
+  return true;
+}
 function isArrayOfFsMountStatus_(v: any): boolean {
   if (!isPlainArray_(v)) return false;
   for (let i = 0; i < v.length; i++) {
@@ -3719,6 +3752,14 @@ export const BashResultSchema: z.ZodType<BashResult> = BashResult_;
  * invalid or not provably valid (then parse with the schema, which gives the issues).
  */
 export const isBashResult: (value: unknown) => value is BashResult = isBashResult_;
+/** Validates {@linkcode ToolDefinition}. */
+export const ToolDefinitionSchema: z.ZodType<ToolDefinition> = ToolDefinition_;
+/**
+ * Fast check of {@linkcode ToolDefinitionSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isToolDefinition: (value: unknown) => value is ToolDefinition = isToolDefinition_;
 /** Validates {@linkcode ToolGroupCapability}. */
 export const ToolGroupCapabilitySchema: z.ZodType<ToolGroupCapability> = ToolGroupCapability_;
 /**

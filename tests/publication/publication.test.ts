@@ -2,8 +2,9 @@
  * Publication as users receive it: `npm pack` (which builds dist/ first), a fresh project
  * outside the repository that installs the tarball with `--prefer-offline` (tarballs come from
  * the cache `npm ci` filled; a fresh cache lacks the registry's metadata, which the registry
- * answers), and in it an executor running against a harness with plain `node` (compiled
- * JavaScript, no tsx) and with `bun`; `tsc` type-checks a consumer file against the shipped
+ * answers), and in it every subpath of the exports (the same list as `deno.json`'s) imported
+ * with plain `node` (compiled JavaScript, no tsx), an executor running against a harness with
+ * `node` and with `bun`; `tsc` type-checks a consumer file against the shipped
  * declarations; the shipped `bma-executor` / `bma-harness` bins start. A Deno project imports
  * the same modules through the repository's `deno.json` exports (linked as the JSR package
  * `@bma/executor-sdk`) and runs the same exchange.
@@ -217,6 +218,36 @@ describe("publication", { timeout: 240_000, skip: !onNode && "runs from Node onl
     }
   });
 
+  it("imports every subpath of package.json's exports (deno.json's list) with plain node", async () => {
+    const jsr: Record<string, string> = JSON.parse(
+      readFileSync(join(ROOT, "deno.json"), "utf8"),
+    ).exports;
+    const subpaths = Object.keys(MANIFEST.exports);
+    assert.deepEqual([...subpaths].sort(), Object.keys(jsr).sort());
+    // Each one from the installed package, by its public specifier: its export names.
+    const specifiers = subpaths.map((s) => `bma-executor-sdk${s.slice(1)}`);
+    writeFileSync(
+      join(app, "subpaths.mjs"),
+      `const out = {};
+for (const specifier of ${JSON.stringify(specifiers)}) {
+  out[specifier] = Object.keys(await import(specifier)).sort();
+}
+console.log(JSON.stringify(out));
+`,
+    );
+    const names = outcome(await ok(process.execPath, ["subpaths.mjs"], app)) as Record<
+      string,
+      string[]
+    >;
+    // The same names as the source module JSR publishes under that subpath.
+    for (const subpath of subpaths) {
+      const source = await import(join(ROOT, jsr[subpath]));
+      const specifier = `bma-executor-sdk${subpath.slice(1)}`;
+      assert.ok(names[specifier].length > 0, specifier);
+      assert.deepEqual(names[specifier], Object.keys(source).sort(), specifier);
+    }
+  });
+
   it("runs an executor against a harness with plain node", async () => {
     writeFileSync(join(app, "node-app.mjs"), APP("bma-executor-sdk/node"));
     const stdout = await ok(process.execPath, ["node-app.mjs"], app);
@@ -270,10 +301,12 @@ describe("publication", { timeout: 240_000, skip: !onNode && "runs from Node onl
       `import { ExecutorClient, Harness, type HarnessSessionState } from "bma-executor-sdk/node";
 import { Peer, type ExecutorSessionState } from "bma-executor-sdk";
 import type { ExecutorLink } from "bma-executor-sdk/harness";
+import { type AgentServer, serveAgent } from "bma-executor-sdk/agent";
 const state: HarnessSessionState = "ready";
 const mine: ExecutorSessionState | undefined = undefined;
 const link: ExecutorLink | undefined = undefined;
-void [state, mine, link, ExecutorClient, Harness, Peer];
+const agent: AgentServer | undefined = undefined;
+void [state, mine, link, agent, ExecutorClient, Harness, Peer, serveAgent];
 `,
     );
     writeFileSync(
