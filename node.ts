@@ -9,13 +9,19 @@
  * ```ts
  * import { ExecutorClient, Harness } from "bma-executor-sdk/node";
  *
- * const harness = new Harness({ authenticate });
+ * // `authenticate` decides on each connection: here every executor is accepted, without a token.
+ * const harness = new Harness({ authenticate: () => ({}) });
  * const server = await harness.serve({ hostname: "127.0.0.1", port: 0 }); // or serveUnix(path)
  *
- * const client = new ExecutorClient({ harnessUrl: server.url, executor: info });
+ * const client = new ExecutorClient({
+ *   harnessUrl: server.url,
+ *   executor: { name: "my-executor", os: "linux", arch: "x64", version: "0.1.0" },
+ * });
  * client.tools.bash.handle(async (input) => ({ stdout: "", stderr: "", exit_code: 0 }));
  * await client.start();
  * // Or the brain dials the executor: await client.listen(url), then await harness.dial(url).
+ * await client.stop();
+ * await harness.close();
  * ```
  *
  * @module

@@ -62,12 +62,12 @@ import {
 } from "./connection-loop.ts";
 import {
   createCredentials,
-  type CredentialOptions,
   type Credentials,
   type ExecutorToken,
   type FetchFunction,
   LOCAL_ENVIRONMENT_ID,
   normalizeBaseUrl,
+  type TokenSource,
 } from "./credentials.ts";
 import {
   ClientStoppedError,
@@ -105,7 +105,7 @@ import { type AgentServer, serveAgent, type ServeAgentOptions } from "../agent/s
 import type { AgentHandler } from "../agent/turn.ts";
 
 /** Options of {@linkcode ExecutorClient}. */
-export interface ExecutorClientOptions extends CredentialOptions {
+export interface ExecutorClientOptions {
   /**
    * The deployment origin: the token exchange posts to `{baseUrl}/v1/...` (a trailing `/api/v1`
    * is dropped), and artifacts are uploaded there.
@@ -120,7 +120,7 @@ export interface ExecutorClientOptions extends CredentialOptions {
   /** The machine the token belongs to. */
   machineId?: string;
   /** Your own credential: returns a fresh token with its channel URL on every call. */
-  tokenSource?: CredentialOptions["tokenSource"];
+  tokenSource?: TokenSource;
   /**
    * A local harness (`ws://`, `wss://`, `unix:///path.sock`) reached without token exchange; or,
    * with a credential, the URL to dial instead of the one the token endpoint names. Without
@@ -302,6 +302,10 @@ export class ExecutorClient {
   #missingCredential: ExecutorConfigError | undefined;
   #listening: { server: RunningServer; inbound: InboundConnections } | undefined;
 
+  /**
+   * Checks the options (throws {@linkcode ExecutorConfigError}); nothing connects before `start()`
+   * or `listen()`.
+   */
   constructor(options: ExecutorClientOptions) {
     if (!options || typeof options !== "object") {
       throw new ExecutorConfigError("ExecutorClient needs options");

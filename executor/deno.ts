@@ -23,6 +23,7 @@ export { PtySpawnError } from "./machine/pty.ts";
 
 /** {@linkcode PortableExecutorClient} with Deno's WebSocket dialer and server as its defaults. */
 export class ExecutorClient extends PortableExecutorClient {
+  /** A client with Deno's transports unless `dial` / `server` are given. */
   constructor(options: ExecutorClientOptions) {
     super({ dial: dialWebSocket, server: serveWebSocket, ...options });
   }

@@ -24,6 +24,7 @@ export { PtySpawnError } from "./machine/pty.ts";
 
 /** {@linkcode PortableExecutorClient} with the Node WebSocket dialer and server as its defaults. */
 export class ExecutorClient extends PortableExecutorClient {
+  /** A client with Node's transports unless `dial` / `server` are given. */
   constructor(options: ExecutorClientOptions) {
     super({ dial: dialWebSocket, server: serveWebSocket, ...options });
   }

@@ -54,6 +54,7 @@ const REMEMBERED_CALLS = 25_000;
 export class ToolCallAbort extends Error {
   /** The outcome the abort reports. */
   readonly outcome: "canceled" | "timed_out";
+  /** The outcome to report, and why the call was aborted. */
   constructor(outcome: "canceled" | "timed_out", why: string) {
     super(why);
     this.name = "ToolCallAbort";

@@ -58,6 +58,7 @@ export type ExecutorGoneReason = "lease_expired" | "closed" | "harness_closed";
 
 /** How an executor ended. */
 export interface ExecutorEnd {
+  /** Why it is gone. */
   readonly reason: ExecutorGoneReason;
 }
 

@@ -6,14 +6,17 @@
  * ```ts
  * import { Harness } from "bma-executor-sdk/harness/node"; // the ws server: Node, Deno, Bun
  *
- * const harness = new Harness({ authenticate }); // or { tokens: { secret, credentials } }
+ * // Every executor accepted, without a token; or { tokens: { secret, credentials } }.
+ * const harness = new Harness({ authenticate: () => ({}) });
  * const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
  * const executor = await harness.waitExecutor();
  * const session = await executor.assignSession({ session_id: "ses_1" });
  * await session.ready();
  * const result = await session.tools.bash.call({ command: "ls" });
- * for await (const event of session.events()) console.log(event.event.type);
- * await session.stop("done");
+ * await session.stop("done"); // resolves after session.ended
+ * // The events accepted, in order; the iteration ends because the session has ended.
+ * for await (const record of session.events()) console.log(record.event.type);
+ * await harness.close();
  * ```
  *
  * Semantics worth knowing:

@@ -31,23 +31,33 @@ import { type SqlDriver, SqlHarnessStore, type SqlRow, type SqlValue } from "./s
 
 /** A Durable Object's `ctx.storage.sql` (the members this code calls). */
 export interface DurableObjectSqlLike {
+  /** Runs one statement with its bindings. */
   exec(query: string, ...bindings: SqlValue[]): { toArray(): SqlRow[] };
 }
 
 /** A transaction of the key–value API (the members this code calls). */
 export interface DurableObjectTransactionLike {
+  /** One value. */
   get<T = unknown>(key: string): Promise<T | undefined>;
+  /** Writes one value. */
   put(key: string, value: unknown): Promise<void>;
+  /** Deletes keys; resolves with how many existed. */
   delete(keys: string[]): Promise<number>;
+  /** Entries in key order, within `options`. */
   list<T = unknown>(options: DurableObjectListOptions): Promise<Map<string, T>>;
 }
 
 /** Options of the key–value API's `list`. */
 export interface DurableObjectListOptions {
+  /** Only keys with this prefix. */
   prefix?: string;
+  /** Only keys ≥ this one. */
   start?: string;
+  /** Only keys < this one. */
   end?: string;
+  /** Highest key first. */
   reverse?: boolean;
+  /** At most this many. */
   limit?: number;
 }
 
@@ -55,7 +65,9 @@ export interface DurableObjectListOptions {
 export interface DurableObjectStoreStorage extends DurableObjectTransactionLike {
   /** SQLite-backed objects only (on others, using it throws). */
   readonly sql?: DurableObjectSqlLike;
+  /** Runs `body` as one synchronous transaction (SQLite-backed objects). */
   transactionSync?<T>(body: () => T): T;
+  /** Runs `body` as one transaction of the key–value API. */
   transaction<T>(body: (txn: DurableObjectTransactionLike) => Promise<T>): Promise<T>;
 }
 
@@ -144,6 +156,7 @@ export class DurableObjectKvStore implements HarnessStore {
   #tail: Promise<void> = Promise.resolve();
   #closed = false;
 
+  /** A store over the key–value API of `storage`, its keys under `prefix`. */
   constructor(storage: DurableObjectStoreStorage, prefix = "") {
     this.#storage = storage;
     this.#prefix = prefix;

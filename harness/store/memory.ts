@@ -40,6 +40,7 @@ export class MemoryHarnessStore implements HarnessStore {
   readonly #json: boolean;
   #closed = false;
 
+  /** An empty store. */
   constructor(options: MemoryHarnessStoreOptions = {}) {
     this.#json = options.values === "json";
   }

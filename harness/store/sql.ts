@@ -64,6 +64,7 @@ export const DEFAULT_STORE_TABLE = "bma_harness_store";
 export class SqliteDriverUnavailableError extends LocalError {
   /** The driver that was asked for. */
   readonly driver: string;
+  /** The driver asked for, why it cannot load, and the failure behind it as `cause`. */
   constructor(driver: string, hint: string, options?: { cause?: unknown }) {
     super(`SQLite driver ${driver} is not available: ${hint}`, options);
     this.name = "SqliteDriverUnavailableError";
@@ -234,14 +235,19 @@ export function sqliteFilePragmas(options: SqliteStoreOptions = {}): string {
 
 /** A prepared statement as the file drivers use it (`libsql`, `bun:sqlite`, `node:sqlite`). */
 export interface PreparedStatementLike {
+  /** Runs the statement. */
   run(...params: SqlValue[]): unknown;
+  /** The statement's rows. */
   all(...params: SqlValue[]): unknown[];
 }
 
 /** A SQLite connection with `prepare`/`exec`/`close`: the shape the three file drivers share. */
 export interface PreparingDatabaseLike {
+  /** A prepared statement. */
   prepare(sql: string): PreparedStatementLike;
+  /** Runs statements that return nothing. */
   exec(sql: string): unknown;
+  /** Closes the connection. */
   close(): unknown;
 }
 

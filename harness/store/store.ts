@@ -45,17 +45,21 @@ export interface ListOptions {
 
 /** Sets `put` to `value`. */
 export interface PutOp {
+  /** The key to set. */
   readonly put: string;
+  /** Its new value (JSON). */
   readonly value: unknown;
 }
 
 /** Removes `delete` (nothing happens when it is absent). */
 export interface DeleteOp {
+  /** The key to remove. */
   readonly delete: string;
 }
 
 /** Removes every key that starts with `deletePrefix` (non-empty). */
 export interface DeletePrefixOp {
+  /** The prefix of the keys to remove. */
   readonly deletePrefix: string;
 }
 
@@ -94,6 +98,7 @@ export type InvalidStoreRequestReason = "key" | "value" | "op" | "option";
 export class InvalidStoreRequestError extends LocalError {
   /** Which argument was refused. */
   readonly reason: InvalidStoreRequestReason;
+  /** Which argument was refused, and what is wrong with it. */
   constructor(reason: InvalidStoreRequestReason, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = "InvalidStoreRequestError";

@@ -14,6 +14,7 @@ export type ProtocolVersion = "bma.executor.v1" | "bma.executor.v1.1";
 
 /** Generic acknowledgement. duplicate=true when the request repeated one already applied (idempotent retry). */
 export interface Ack {
+  /** Always `true`. */
   ok: true;
   /** True when this request was a repeat of one already applied; nothing happened a second time. */
   duplicate?: boolean;
@@ -29,6 +30,7 @@ export interface AgentCapability {
 
 /** The agent invokes a custom tool of the user's application; its event_id is the tool_use_id that agent.custom_tool_result answers. */
 export interface AgentCustomToolUseEvent {
+  /** Always `"agent.custom_tool_use"`. */
   type: "agent.custom_tool_use";
   /** Custom tool name. */
   name: string;
@@ -38,6 +40,7 @@ export interface AgentCustomToolUseEvent {
 
 /** Text content. */
 export interface TextBlock {
+  /** Always `"text"`. */
   type: "text";
   /** The text. */
   text: string;
@@ -45,6 +48,7 @@ export interface TextBlock {
 
 /** Inline image data. */
 export interface ImageSource {
+  /** Always `"base64"`. */
   type: "base64";
   /** Image MIME type. */
   media_type: "image/png" | "image/jpeg" | "image/gif" | "image/webp";
@@ -54,12 +58,15 @@ export interface ImageSource {
 
 /** Image content. */
 export interface ImageBlock {
+  /** Always `"image"`. */
   type: "image";
+  /** Inline image data. */
   source: ImageSource;
 }
 
 /** Reference to an uploaded artifact (large output is uploaded first: POST /v1/environments/{environment_id}/artifacts, legacy POST /v1/executors/artifacts). */
 export interface ArtifactBlock {
+  /** Always `"artifact"`. */
   type: "artifact";
   /** Id returned by the artifact upload. */
   artifact_id: string;
@@ -78,12 +85,15 @@ export type ContentBlock = TextBlock | ImageBlock | ArtifactBlock;
 
 /** Content the agent emitted. */
 export interface AgentMessageEvent {
+  /** Always `"agent.message"`. */
   type: "agent.message";
+  /** A content block, tagged by type. */
   content: ContentBlock[];
 }
 
 /** The agent's reasoning. */
 export interface AgentThinkingEvent {
+  /** Always `"agent.thinking"`. */
   type: "agent.thinking";
   /** Thinking text. */
   thinking: string;
@@ -94,19 +104,23 @@ export type EvaluatedPermission = "allow" | "ask" | "deny";
 
 /** The agent invokes a built-in tool. Its event_id is the tool_use_id. */
 export interface AgentToolUseEvent {
+  /** Always `"agent.tool_use"`. */
   type: "agent.tool_use";
   /** Tool name. */
   name: string;
   /** Tool input. */
   input: Record<string, unknown>;
+  /** The executor's permission verdict for a tool use; ask means an interaction.request (kind permission, tool_use_id = this event's event_id) follows. */
   evaluated_permission?: EvaluatedPermission;
 }
 
 /** Result of an agent.tool_use (also ends a custom tool call that timed out: is_error true). */
 export interface AgentToolResultEvent {
+  /** Always `"agent.tool_result"`. */
   type: "agent.tool_result";
   /** event_id of the agent.tool_use (or agent.custom_tool_use). */
   tool_use_id: string;
+  /** A content block, tagged by type. */
   content?: ContentBlock[];
   /** Tool-level error. */
   is_error?: boolean;
@@ -114,6 +128,7 @@ export interface AgentToolResultEvent {
 
 /** The agent invokes an MCP server tool. Its event_id is the tool_use_id. */
 export interface AgentMcpToolUseEvent {
+  /** Always `"agent.mcp_tool_use"`. */
   type: "agent.mcp_tool_use";
   /** MCP server name. */
   server_name: string;
@@ -121,14 +136,17 @@ export interface AgentMcpToolUseEvent {
   name: string;
   /** Tool input. */
   input: Record<string, unknown>;
+  /** The executor's permission verdict for a tool use; ask means an interaction.request (kind permission, tool_use_id = this event's event_id) follows. */
   evaluated_permission?: EvaluatedPermission;
 }
 
 /** Result of an agent.mcp_tool_use. */
 export interface AgentMcpToolResultEvent {
+  /** Always `"agent.mcp_tool_result"`. */
   type: "agent.mcp_tool_result";
   /** event_id of the agent.mcp_tool_use. */
   tool_use_id: string;
+  /** A content block, tagged by type. */
   content?: ContentBlock[];
   /** Tool-level error. */
   is_error?: boolean;
@@ -136,6 +154,7 @@ export interface AgentMcpToolResultEvent {
 
 /** The turn started running. */
 export interface SessionStatusRunningEvent {
+  /** Always `"session.status_running"`. */
   type: "session.status_running";
 }
 
@@ -144,7 +163,9 @@ export type TurnOutcome = "completed" | "canceled" | "failed" | "max_turns";
 
 /** The turn ended; the session waits for the next turn.start. */
 export interface SessionStatusIdleEvent {
+  /** Always `"session.status_idle"`. */
   type: "session.status_idle";
+  /** How a turn ended. */
   turn_outcome: TurnOutcome;
   /** Free-form model stop reason, e.g. end_turn, max_tokens, refusal. */
   stop_reason?: string;
@@ -160,7 +181,9 @@ export interface ErrorInfo {
 
 /** An error in the session (the turn may continue or end with turn_outcome failed). */
 export interface SessionErrorEvent {
+  /** Always `"session.error"`. */
   type: "session.error";
+  /** A human-readable error with an optional machine-readable code (our design: code is a short snake_case string such as spawn_failed or timeout). */
   error: ErrorInfo;
 }
 
@@ -249,7 +272,9 @@ export interface Capabilities {
   tools?: string[];
   /** Definitions of served tools outside x-tools, by name (each name also listed in tools); a tool listed in tools without one is called unchecked, and x-tools names here are ignored (their contract schemas rule). Our design: a separate member so that tools stays a list of names for harnesses that read only names. */
   tool_definitions?: Record<string, ToolDefinition>;
+  /** A built-in tool group (shell: bash; files: read, write, edit, glob, grep). Enabled while a handler of the group is registered unless enabled is false. */
   shell?: ToolGroupCapability;
+  /** A built-in tool group (shell: bash; files: read, write, edit, glob, grep). Enabled while a handler of the group is registered unless enabled is false. */
   files?: ToolGroupCapability;
   /** process.* (the machine tool path). */
   process?: boolean;
@@ -263,8 +288,11 @@ export interface Capabilities {
   git_credentials?: boolean;
   /** workspace.backup. */
   workspace_backup?: boolean;
+  /** MCP channel capability (channel=mcp). */
   mcp?: McpCapability;
+  /** Agent capability: the executor runs turns of its own agent loop (turn.*, interaction.*, session.close). */
   agent?: AgentCapability;
+  /** File-system capabilities. */
   fs?: FsCapability;
 }
 
@@ -288,6 +316,7 @@ export interface ConflictData {
   turn_id?: string;
 }
 
+/** The result of `agent.custom_tool_result`. */
 export interface CustomToolResultResult {
   /** False for a repeat, an unknown tool_use_id, or a call the executor no longer waits for. */
   accepted: boolean;
@@ -330,14 +359,17 @@ export interface ErrorData {
 export interface EventDelta {
   /** Delta type. */
   type: string;
+  /** Members the contract leaves open, kept as they are. */
   [key: string]: unknown;
 }
 
+/** The result of `executor.drain`. */
 export interface ExecutorDrainResult {
   /** Sessions still running; they finish, no new ones are accepted. */
   active_sessions: string[];
 }
 
+/** The result of `executor.heartbeat`. */
 export interface ExecutorHeartbeatResult {
   /** True: stop accepting new sessions and finish current work. */
   drain: boolean;
@@ -360,9 +392,11 @@ export interface ExecutorInfo {
 /** A WebSocket subprotocol of the Executor Protocol. */
 export type Subprotocol = "bma.executor.v1" | "bma.executor.v1.1";
 
+/** The result of `executor.register`. */
 export interface ExecutorRegisterResult {
   /** The executor's id (exec_<machine_id> for a machine token). Send it in resume after a reconnect. */
   executor_id: string;
+  /** A WebSocket subprotocol of the Executor Protocol. */
   protocol: Subprotocol;
   /** Send executor.heartbeat at this interval; two missed heartbeats expire the lease. */
   heartbeat_interval_ms: number;
@@ -372,11 +406,13 @@ export interface ExecutorRegisterResult {
   resumed_sessions?: string[];
 }
 
+/** The result of `executor.token.refresh`. */
 export interface ExecutorTokenRefreshResult {
   /** The connection's new 4001 deadline (the new token's expiry). */
   expires_at: string;
 }
 
+/** The result of `file.download`. */
 export interface FileDownloadResult {
   /** Absolute path read. */
   path: string;
@@ -392,6 +428,7 @@ export interface FileDownloadResult {
   sha256: string;
 }
 
+/** The result of `file.upload`. */
 export interface FileUploadResult {
   /** Absolute path written. */
   path: string;
@@ -401,6 +438,7 @@ export interface FileUploadResult {
   sha256: string;
 }
 
+/** What fs.mount did with one requested view. */
 export interface FsMountStatus {
   /** View name. */
   view: string;
@@ -410,11 +448,13 @@ export interface FsMountStatus {
   status: "mounted" | "renewed" | "remounted";
 }
 
+/** The result of `fs.mount`. */
 export interface FsMountResult {
   /** One entry per requested view, in request order. */
   mounts: FsMountStatus[];
 }
 
+/** The result of `fs.unmount`. */
 export interface FsUnmountResult {
   /** Also for a session with nothing mounted. */
   status: "unmounted";
@@ -434,7 +474,9 @@ export interface FsView {
   readonly?: boolean;
 }
 
+/** The result of `git.credentials`. */
 export interface GitCredentialsResult {
+  /** Always `true`. */
   stored: true;
   /** The host the credentials are stored for. */
   host: string;
@@ -504,6 +546,7 @@ export interface InteractionOption {
 /** How the platform interaction ended. */
 export type InteractionOutcome = "approved" | "denied" | "answered" | "expired" | "canceled";
 
+/** The result of `interaction.request`. */
 export interface InteractionRequestResult {
   /** The executor's interaction_id, echoed. */
   interaction_id: string;
@@ -513,21 +556,25 @@ export interface InteractionRequestResult {
   status: "open" | "resolved" | "expired" | "canceled";
 }
 
+/** The result of `interaction.response`. */
 export interface InteractionResponseResult {
   /** False for a repeat or an unknown interaction (the first answer wins). */
   accepted: boolean;
 }
 
+/** The result of `mcp.close`. */
 export interface McpCloseResult {
   /** False when the channel was unknown or already closed. */
   closed: boolean;
 }
 
+/** The result of `mcp.open`. */
 export interface McpOpenResult {
   /** The channel; mcp.message and mcp.close name it. */
   channel_id: string;
 }
 
+/** The result of `model_token.refresh`. */
 export interface ModelTokenRefreshResult {
   /** The new model token (secret). */
   model_token: string;
@@ -562,19 +609,23 @@ export interface ProcessInfo {
   exited_at?: string;
 }
 
+/** The result of `process.list`. */
 export interface ProcessListResult {
   /** Processes of the session, running and recently exited. */
   processes: ProcessInfo[];
 }
 
+/** The result of `process.read`. */
 export interface ProcessReadResult {
   /** The process. */
   process_id: string;
+  /** An output stream. */
   stream: OutputStream;
   /** Byte offset of the first byte of data. Greater than the requested offset when older output was evicted from the executor's buffer. */
   offset: number;
   /** The bytes read, encoded per encoding. */
   data: string;
+  /** How data is encoded: utf8 text, or base64 of raw bytes. Offsets always count raw bytes. */
   encoding: Encoding;
   /** offset + number of bytes in data: the offset to read next. */
   next_offset: number;
@@ -582,11 +633,13 @@ export interface ProcessReadResult {
   eof: boolean;
 }
 
+/** The result of `process.signal`. */
 export interface ProcessSignalResult {
   /** False when the process had already exited or the signal is unsupported on this OS. */
   delivered: boolean;
 }
 
+/** The result of `process.start`. */
 export interface ProcessStartResult {
   /** The process id (the requested one, or one the executor assigned). */
   process_id: string;
@@ -596,6 +649,7 @@ export interface ProcessStartResult {
   duplicate?: boolean;
 }
 
+/** The result of `process.wait`. */
 export interface ProcessWaitResult {
   /** The process. */
   process_id: string;
@@ -607,6 +661,7 @@ export interface ProcessWaitResult {
   signal?: string | null;
 }
 
+/** The result of `process.write`. */
 export interface ProcessWriteResult {
   /** Bytes written to stdin. */
   written: number;
@@ -652,6 +707,7 @@ export interface ResumeInfo {
   active_sessions: string[];
 }
 
+/** The result of `session.assign`. */
 export interface SessionAssignResult {
   /** The assigned session. */
   session_id: string;
@@ -659,6 +715,7 @@ export interface SessionAssignResult {
   accepted: true;
 }
 
+/** The result of `session.close`. */
 export interface SessionCloseResult {
   /** False for an unknown session. */
   closed: boolean;
@@ -668,9 +725,11 @@ export interface SessionCloseResult {
 export interface SessionEventPayload {
   /** Event type, e.g. agent.message or a tool executor's own type. */
   type: string;
+  /** Members the contract leaves open, kept as they are. */
   [key: string]: unknown;
 }
 
+/** The result of `session.event`. */
 export interface SessionEventResult {
   /** Highest sequence of the session acknowledged so far (agent events). */
   acked_sequence?: number;
@@ -682,12 +741,14 @@ export interface SessionEventResult {
 export interface SessionMetadata {
   /** "harness" marks a long-lived harness session; any other value (or none) is one-shot and ends after its tool call. */
   source?: string;
+  /** Members the contract leaves open, kept as they are. */
   [key: string]: unknown;
 }
 
 /** Session status reported by session.status. */
 export type SessionStatus = "assigned" | "ready" | "running" | "idle" | "error" | "stopping";
 
+/** The result of `session.stop`. */
 export interface SessionStopResult {
   /** True when the session was known and is stopping (session.ended follows); false for an unknown or already ended session. */
   stopping: boolean;
@@ -711,6 +772,7 @@ export interface SkillFile {
   path: string;
   /** File content, encoded per encoding. */
   content: string;
+  /** How data is encoded: utf8 text, or base64 of raw bytes. Offsets always count raw bytes. */
   encoding?: Encoding;
   /** POSIX file mode, e.g. 420 (0644) or 493 (0755). */
   mode?: number;
@@ -718,11 +780,13 @@ export interface SkillFile {
 
 /** The skill's files inline. Must include SKILL.md at the root. */
 export interface SkillFilesSource {
+  /** Always `"files"`. */
   type: "files";
   /** The files. */
   files: SkillFile[];
 }
 
+/** The result of `skill.install`. */
 export interface SkillInstallResult {
   /** The skill name. */
   name: string;
@@ -734,6 +798,7 @@ export interface SkillInstallResult {
 
 /** A tar.gz archive of the skill directory (SKILL.md at its root), downloaded by the executor and verified against sha256. */
 export interface SkillUrlSource {
+  /** Always `"url"`. */
   type: "url";
   /** Archive URL (may be presigned: never logged). */
   url: string;
@@ -744,6 +809,7 @@ export interface SkillUrlSource {
 /** Where the skill comes from, tagged by type. */
 export type SkillSource = SkillFilesSource | SkillUrlSource;
 
+/** The result of `terminal.close`. */
 export interface TerminalCloseResult {
   /** False when the terminal was unknown or already closed. */
   closed: boolean;
@@ -751,11 +817,13 @@ export interface TerminalCloseResult {
   exit_code?: number | null;
 }
 
+/** The result of `terminal.input`. */
 export interface TerminalInputResult {
   /** Bytes written to the PTY. */
   written: number;
 }
 
+/** The result of `terminal.open`. */
 export interface TerminalOpenResult {
   /** The terminal id (requested or assigned). */
   terminal_id: string;
@@ -765,6 +833,7 @@ export interface TerminalOpenResult {
   duplicate?: boolean;
 }
 
+/** The result of `terminal.read`. */
 export interface TerminalReadResult {
   /** The terminal. */
   terminal_id: string;
@@ -772,6 +841,7 @@ export interface TerminalReadResult {
   offset: number;
   /** The bytes read, encoded per encoding. */
   data: string;
+  /** How data is encoded: utf8 text, or base64 of raw bytes. Offsets always count raw bytes. */
   encoding: Encoding;
   /** offset + number of bytes in data: the offset to read next. */
   next_offset: number;
@@ -781,6 +851,7 @@ export interface TerminalReadResult {
   exit_code?: number | null;
 }
 
+/** The result of `terminal.resize`. */
 export interface TerminalResizeResult {
   /** Columns now. */
   cols: number;
@@ -788,6 +859,7 @@ export interface TerminalResizeResult {
   rows: number;
 }
 
+/** The result of `tool.cancel`. */
 export interface ToolCancelResult {
   /** False when the call is unknown or already finished. */
   canceled: boolean;
@@ -798,11 +870,13 @@ export type ToolOutcome = "completed" | "failed" | "canceled" | "timed_out";
 
 /** A chunk of live output. */
 export interface ToolOutputChunk {
+  /** An output stream. */
   stream: OutputStream;
   /** Output text (UTF-8). */
   text: string;
 }
 
+/** The result of `tools_token.refresh`. */
 export interface ToolsTokenRefreshResult {
   /** The new platform tools token (secret). */
   tools_mcp_token: string;
@@ -812,6 +886,7 @@ export interface ToolsTokenRefreshResult {
   tools_mcp_url?: string;
 }
 
+/** The result of `turn.cancel`. */
 export interface TurnCancelResult {
   /** False when no turn (or not that turn) was running. */
   canceled: boolean;
@@ -833,9 +908,11 @@ export interface TurnMetadata {
   tools_mcp_url?: string;
   /** The turn's binding epoch; tools tokens are bound to it. */
   epoch?: number;
+  /** Members the contract leaves open, kept as they are. */
   [key: string]: unknown;
 }
 
+/** The result of `turn.start`. */
 export interface TurnStartResult {
   /** The accepted turn. */
   turn_id: string;
@@ -847,7 +924,9 @@ export interface TurnStartResult {
   duplicate?: boolean;
 }
 
+/** The result of `workspace.backup`. */
 export interface WorkspaceBackupResult {
+  /** Always `"tar.gz"`. */
   format: "tar.gz";
   /** Archive size in bytes. */
   size: number;
@@ -885,7 +964,9 @@ export interface ExecutorRegisterParams {
   environment_id: string;
   /** Machine id (machine-scoped executors). */
   machine_id?: string;
+  /** What the executor is. */
   executor: ExecutorInfo;
+  /** What the executor serves. Extra fields are allowed (forward compatible). A capability counts as advertised when its value is true or an object without enabled:false; a peer never receives a method gated by a capability it did not advertise. */
   capabilities: Capabilities;
   /** Most sessions the executor accepts at once; beyond it session.assign gets -32009. */
   max_sessions?: number;
@@ -931,6 +1012,7 @@ export interface SessionAssignParams {
   session_id: string;
   /** The session's environment. */
   environment_id?: string;
+  /** Session metadata. Extra fields allowed. */
   metadata?: SessionMetadata;
   /** Tools the harness may call in this session. */
   tools?: string[];
@@ -960,6 +1042,7 @@ export interface SessionEventParams {
 export interface SessionStatusParams {
   /** The session. */
   session_id: string;
+  /** Session status reported by session.status. */
   status: SessionStatus;
   /** Free-form context, e.g. tool_running, mcp_unavailable. */
   detail?: string;
@@ -1003,6 +1086,7 @@ export interface ToolResultParams {
   session_id: string;
   /** The call. */
   tool_call_id: string;
+  /** How a tool call ended. completed: the tool ran (is_error may still be true for a tool-level error); failed: the handler or executor failed; canceled: tool.cancel or session stop; timed_out: timeout_ms passed. */
   outcome: ToolOutcome;
   /** Rendered result (text, images, artifact references). */
   content?: ContentBlock[];
@@ -1070,6 +1154,7 @@ export interface TurnStartParams {
   input: ContentBlock[];
   /** executor_session_ref from an earlier TurnStartResult. */
   executor_session_ref?: string;
+  /** Per-turn credentials and context. Extra fields allowed. Tokens are secrets: memory only, never logged. */
   metadata?: TurnMetadata;
 }
 
@@ -1111,6 +1196,7 @@ export interface SessionEventDeltaParams {
   turn_id: string;
   /** event_id of the durable event this previews. */
   event_id: string;
+  /** A transient preview fragment. Extra fields allowed. Our design after Anthropic streaming deltas: {type:"text_delta", text}, {type:"thinking_delta", thinking}, {type:"input_json_delta", partial_json}. */
   delta: EventDelta;
   /** 0-based position of this delta in the preview. */
   index?: number;
@@ -1124,6 +1210,7 @@ export interface InteractionRequestParams {
   turn_id: string;
   /** Executor-chosen id; appr_<24 lower-case hex> is adopted as the platform id. */
   interaction_id: string;
+  /** permission: approve a tool use; question: answer a question. */
   kind: InteractionKind;
   /** permission: event_id of the agent.tool_use (evaluated_permission ask). */
   tool_use_id?: string;
@@ -1143,6 +1230,7 @@ export interface InteractionResponseParams {
   session_id: string;
   /** The executor's interaction_id. */
   interaction_id: string;
+  /** How the platform interaction ended. */
   outcome: InteractionOutcome;
   /** Chosen option id or free-text answer (outcome answered; optionally approved). */
   answer?: string;
@@ -1226,6 +1314,7 @@ export interface ProcessReadParams {
   session_id: string;
   /** The process. */
   process_id: string;
+  /** An output stream. */
   stream: OutputStream;
   /** Byte offset to read from. */
   offset?: number;
@@ -1269,6 +1358,7 @@ export interface ProcessOutputParams {
   session_id: string;
   /** The process. */
   process_id: string;
+  /** An output stream. */
   stream: OutputStream;
   /** Byte offset of the first byte of data in the stream. */
   offset: number;
@@ -1370,6 +1460,7 @@ export interface SkillInstallParams {
   name: string;
   /** Skill version, informational. */
   version?: string;
+  /** Where the skill comes from, tagged by type. */
   source: SkillSource;
 }
 
@@ -5185,8 +5276,11 @@ export type MethodDirection = "executor_to_harness" | "harness_to_executor" | "b
 
 /** What the contract says about one method. */
 export interface MethodSpec {
+  /** The method's name on the wire. */
   readonly name: MethodName;
+  /** A request is answered; a notification is not. */
   readonly kind: "request" | "notification";
+  /** Which end sends it. */
   readonly direction: MethodDirection;
   /** The protocol version that introduced it. */
   readonly since: ProtocolVersion;
@@ -5194,8 +5288,9 @@ export interface MethodSpec {
   readonly capability?: string;
   /** What makes a repeat of it harmless (a params member, or "jsonrpc_id"). */
   readonly idempotencyKey?: string;
+  /** Validates its params. */
   readonly params: z.ZodType<unknown>;
-  /** Absent for notifications. */
+  /** Validates its result. Absent for notifications. */
   readonly result?: z.ZodType<unknown>;
   /**
    * Fast check of params, generated from the contract with `params`: true only when `params`
@@ -5207,6 +5302,7 @@ export interface MethodSpec {
   readonly acceptsParams: (value: unknown) => boolean;
   /** The same fast check for `result`. Absent for notifications. */
   readonly acceptsResult?: (value: unknown) => boolean;
+  /** The contract's one-line summary of it. */
   readonly summary: string;
 }
 
@@ -5814,10 +5910,13 @@ export interface ToolMap {
 export type ToolName = keyof ToolMap;
 /** What the contract says about one built-in tool. */
 export interface ToolSpec {
+  /** The tool's name in `tool.call`. */
   readonly name: ToolName;
   /** The capability group that advertises it ("shell", "files"). */
   readonly group: string;
+  /** Validates its input. */
   readonly input: z.ZodType<unknown>;
+  /** Validates its structured result, when the contract gives one. */
   readonly result?: z.ZodType<unknown>;
 }
 /** The built-in tools, by name. */

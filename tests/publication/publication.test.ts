@@ -7,14 +7,16 @@
  * `node` and with `bun`; `tsc` type-checks a consumer file against the shipped
  * declarations; the shipped `bma-executor` / `bma-harness` bins start. A Deno project imports
  * the same modules through the repository's `deno.json` exports (linked as the JSR package
- * `@bma/executor-sdk`) and runs the same exchange.
+ * `@bma/executor-sdk`) and runs the same exchange. Both packages ship the wire contract, its
+ * HTTP notes and examples, the Workers harness README and the CHANGELOG; the dependencies are
+ * caret ranges and zod a peer dependency the fresh install resolves to one copy.
  *
  * Node only: the steps spawn every runtime themselves.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -144,6 +146,41 @@ const MACHINE_EXPECTED = {
   terminal: [true, true, 7],
 };
 
+/** The dependencies the package needs at run time: its own, and zod, a peer dependency. */
+const RUNTIME_DEPENDENCIES: Record<string, string> = {
+  hono: MANIFEST.dependencies.hono,
+  ws: MANIFEST.dependencies.ws,
+  zod: MANIFEST.peerDependencies.zod,
+};
+
+/** The PTY library of terminals on Node and Deno, at the exact version verified. */
+const PTY_VERSION: string = MANIFEST.dependencies["@lydell/node-pty"];
+
+/** The files beside the code that both packages ship. */
+const SHIPPED_DOCS = [
+  "protocol/contract/openrpc.json",
+  "protocol/contract/http.md",
+  "protocol/contract/README.md",
+  "protocol/contract/examples/tool.call.json",
+  "harness/workers/README.md",
+  "CHANGELOG.md",
+  "README.md",
+  "LICENSE",
+];
+
+/** Whether `version` satisfies the caret range `range` (`^1.2.3`, `^0.2.3`). */
+function satisfiesCaret(version: string, range: string): boolean {
+  const parse = (text: string) => text.split(".").map(Number);
+  assert.match(range, /^\^\d+\.\d+\.\d+$/, `${range} is a caret range`);
+  assert.match(version, /^\d+\.\d+\.\d+$/, `${version} is a release`);
+  const [low, have] = [parse(range.slice(1)), parse(version)];
+  // ^X.Y.Z allows changes that do not modify the left-most non-zero part.
+  const fixed = low[0] > 0 ? 1 : low[1] > 0 ? 2 : 3;
+  for (let i = 0; i < fixed; i++) if (have[i] !== low[i]) return false;
+  for (let i = 0; i < 3; i++) if (have[i] !== low[i]) return have[i] > low[i];
+  return true;
+}
+
 /** The consumer's result line. */
 function outcome(stdout: string): unknown {
   return JSON.parse(stdout.trim().split("\n").pop()!);
@@ -180,7 +217,11 @@ describe("publication", { timeout: 240_000, skip: !onNode && "runs from Node onl
     }
     assert.ok(files.includes("dist/harness/cli.node.js"));
     const foreign = files.filter((f) =>
-      /^(tests|scripts|node_modules|examples|protocol|executor|harness|transport)\//.test(f) ||
+      (/^(tests|scripts|node_modules|examples|protocol|executor|harness|transport)\//.test(f) &&
+        !/^protocol\/contract\/[^/]+\.(json|md)$|^protocol\/contract\/examples\/[^/]+\.json$/.test(
+          f,
+        ) &&
+        f !== "harness/workers/README.md") ||
       (f.endsWith(".ts") && !f.endsWith(".d.ts")) || f === "dist/bma-executor"
     );
     assert.deepEqual(foreign, []);
@@ -212,10 +253,65 @@ describe("publication", { timeout: 240_000, skip: !onNode && "runs from Node onl
       readFileSync(join(app, "node_modules/bma-executor-sdk/package.json"), "utf8"),
     );
     assert.equal(installed.version, MANIFEST.version);
-    for (const dep of ["zod", "hono", "ws"]) {
+    // Caret ranges, each satisfied by what the fresh install chose; zod, a peer dependency, is
+    // installed beside the package (one copy: the user's zod is the SDK's zod).
+    assert.deepEqual(installed.dependencies, {
+      "@lydell/node-pty": PTY_VERSION,
+      hono: RUNTIME_DEPENDENCIES.hono,
+      ws: RUNTIME_DEPENDENCIES.ws,
+    });
+    // The PTY library is pinned: its prebuilt binaries are what was verified here.
+    const pty = JSON.parse(
+      readFileSync(join(app, "node_modules/@lydell/node-pty/package.json"), "utf8"),
+    );
+    assert.equal(pty.version, PTY_VERSION);
+    assert.equal(installed.peerDependencies.zod, RUNTIME_DEPENDENCIES.zod);
+    assert.equal(installed.dependencies.zod, undefined);
+    for (const [dep, range] of Object.entries(RUNTIME_DEPENDENCIES)) {
       const pkg = JSON.parse(readFileSync(join(app, `node_modules/${dep}/package.json`), "utf8"));
-      assert.equal(pkg.version, MANIFEST.dependencies[dep]);
+      assert.ok(satisfiesCaret(pkg.version, range), `${dep} ${pkg.version} satisfies ${range}`);
     }
+    assert.equal(existsSync(join(app, "node_modules/bma-executor-sdk/node_modules/zod")), false);
+    // The range check can fail.
+    assert.equal(satisfiesCaret("5.0.0", "^4.6.7"), false);
+    assert.equal(satisfiesCaret("4.6.6", "^4.6.7"), false);
+    assert.equal(satisfiesCaret("0.6.0", "^0.5.29"), false);
+    assert.equal(satisfiesCaret("4.13.20", "^4.13.19"), true);
+  });
+
+  it("ships the contract, the Workers harness README and the CHANGELOG in the npm package", () => {
+    for (const path of SHIPPED_DOCS) assert.ok(files.includes(path), `${path} is packed`);
+    const pkg = join(app, "node_modules/bma-executor-sdk");
+    for (const path of SHIPPED_DOCS) assert.ok(existsSync(join(pkg, path)), `${path} is installed`);
+    // The installed contract is the repository's, byte for byte, and a usable OpenRPC document.
+    const contract = readFileSync(join(pkg, "protocol/contract/openrpc.json"), "utf8");
+    assert.equal(contract, readFileSync(join(ROOT, "protocol/contract/openrpc.json"), "utf8"));
+    const openrpc = JSON.parse(contract);
+    assert.ok(
+      openrpc.openrpc && openrpc.methods.some((m: { name: string }) => m.name === "tool.call"),
+    );
+    const changelog = readFileSync(join(pkg, "CHANGELOG.md"), "utf8");
+    assert.match(changelog, /^## \[Unreleased\]$/m);
+    assert.match(
+      changelog,
+      new RegExp(
+        `^## \\[${MANIFEST.version.replaceAll(".", "\\.")}\\] - \\d{4}-\\d{2}-\\d{2}$`,
+        "m",
+      ),
+    );
+    // The README links the Workers harness README, which ships beside it.
+    assert.match(readFileSync(join(pkg, "README.md"), "utf8"), /\(harness\/workers\/README\.md\)/);
+  });
+
+  it("ships the same documents on JSR (deno publish --dry-run's file list)", async () => {
+    const result = await run(bin("deno"), ["publish", "--dry-run", "--allow-dirty"], ROOT);
+    assert.equal(result.code, 0, result.stderr);
+    // Deno prints the file list on stderr.
+    const output = result.stderr;
+    const listed = new Set(
+      [...output.matchAll(/^\s+file:\/\/(\S+) \(/gm)].map(([, path]) => path.slice(ROOT.length)),
+    );
+    for (const path of SHIPPED_DOCS) assert.ok(listed.has(path), `${path} is published on JSR`);
   });
 
   it("imports every subpath of package.json's exports (deno.json's list) with plain node", async () => {
@@ -286,7 +382,7 @@ console.log(JSON.stringify(out));
         name: "deno-machine",
         private: true,
         type: "module",
-        dependencies: MANIFEST.dependencies,
+        dependencies: { ...RUNTIME_DEPENDENCIES, "@lydell/node-pty": PTY_VERSION },
       }),
     );
     await ok("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund"], denoMachine);
@@ -356,9 +452,7 @@ void state;
       }),
     );
     // The package's npm dependencies, from the npm cache, as a Deno project would install them.
-    const dependencies = Object.fromEntries(
-      ["zod", "hono", "ws"].map((dep) => [dep, MANIFEST.dependencies[dep]]),
-    );
+    const dependencies = RUNTIME_DEPENDENCIES;
     writeFileSync(
       join(denoApp, "package.json"),
       JSON.stringify({ name: "deno-consumer", private: true, type: "module", dependencies }),
