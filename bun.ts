@@ -27,7 +27,19 @@
  * @module
  */
 export * from "./mod.ts";
-export { ExecutorClient } from "./executor/bun.ts";
+export {
+  bunPty,
+  ExecutorClient,
+  type McpServerConfig,
+  type Pty,
+  type PtyEvents,
+  type PtyExit,
+  type PtyHost,
+  PtySpawnError,
+  type PtySpawnOptions,
+  serveMachine,
+  type ServeMachineOptions,
+} from "./executor/bun.ts";
 export { Harness } from "./harness/bun.ts";
 export { dialWebSocket, serveWebSocket } from "./transport/bun.ts";
 export {

@@ -29,7 +29,19 @@
  * @module
  */
 export * from "./mod.ts";
-export { ExecutorClient } from "./executor/deno.ts";
+export {
+  ExecutorClient,
+  type McpServerConfig,
+  nodePty,
+  type Pty,
+  type PtyEvents,
+  type PtyExit,
+  type PtyHost,
+  PtySpawnError,
+  type PtySpawnOptions,
+  serveMachine,
+  type ServeMachineOptions,
+} from "./executor/deno.ts";
 export { Harness } from "./harness/deno.ts";
 export { dialWebSocket, serveWebSocket } from "./transport/deno.ts";
 export {

@@ -27,7 +27,19 @@
  * @module
  */
 export * from "./mod.ts";
-export { ExecutorClient } from "./executor/node.ts";
+export {
+  ExecutorClient,
+  type McpServerConfig,
+  nodePty,
+  type Pty,
+  type PtyEvents,
+  type PtyExit,
+  type PtyHost,
+  PtySpawnError,
+  type PtySpawnOptions,
+  serveMachine,
+  type ServeMachineOptions,
+} from "./executor/node.ts";
 export { Harness } from "./harness/node.ts";
 export { dialWebSocket, serveWebSocket } from "./transport/node.ts";
 export {

@@ -10,8 +10,18 @@
 import { dialWebSocket, serveWebSocket } from "../transport/bun.ts";
 import { fetchOverSocket } from "../transport/http-socket.node.ts";
 import { ExecutorClient as PortableExecutorClient, type ExecutorClientOptions } from "./mod.ts";
+import type { Disposable } from "../protocol/peer.ts";
+import { bunPty } from "./machine/pty.bun.ts";
+import {
+  serveMachine as serveMachineWith,
+  type ServeMachineOptions,
+} from "./machine/serve.node.ts";
 
 export * from "./mod.ts";
+export type { ServeMachineOptions } from "./machine/serve.node.ts";
+export type { McpServerConfig } from "./machine/mcp.node.ts";
+export type { Pty, PtyEvents, PtyExit, PtyHost, PtySpawnOptions } from "./machine/pty.ts";
+export { PtySpawnError } from "./machine/pty.ts";
 
 /** {@linkcode PortableExecutorClient} with Bun's WebSocket dialer and server as its defaults. */
 export class ExecutorClient extends PortableExecutorClient {
@@ -25,3 +35,25 @@ export class ExecutorClient extends PortableExecutorClient {
     });
   }
 }
+
+/**
+ * Serves this machine on `client`: the `bash` and file tools confined to `options.workdir`,
+ * `process.*`, `terminal.*` (PTYs through Bun's `Bun.spawn({ terminal })`; pass `pty: false`
+ * to leave terminals out), file transfer, `skill.install`, `git.credentials`, `workspace.backup` and,
+ * with `mcpServers`, the MCP relay. Each advertises its capability. Dispose to withdraw them.
+ *
+ * ```ts
+ * const client = new ExecutorClient({ harnessUrl, executor: info });
+ * serveMachine(client, { workdir: "./work" });
+ * await client.start();
+ * ```
+ */
+export function serveMachine(
+  client: PortableExecutorClient,
+  options: ServeMachineOptions,
+): Disposable {
+  return serveMachineWith(client, { pty: bunPty, ...options });
+}
+
+/** The PTYs Bun terminals run on (what `serveMachine` uses by default). */
+export { bunPty };

@@ -18,6 +18,8 @@ import { ExecutorClient } from "./node.ts";
 import { serveMachine } from "./machine/serve.node.ts";
 import { readMcpConfig } from "./machine/mcp.node.ts";
 import { ALWAYS_WITHHELD, type ChildEnvironmentOptions } from "./machine/child-env.node.ts";
+import { nodePty } from "./machine/pty.node.ts";
+import { bunPty } from "./machine/pty.bun.ts";
 import { type Logger, redact } from "../protocol/logger.ts";
 import { CONTRACT_VERSION } from "../protocol/generated/contract.ts";
 
@@ -305,6 +307,8 @@ async function main(): Promise<number> {
     graceMs: config.graceMs,
     mcpServers,
     environment: config.environment,
+    // Terminals on this runtime's PTYs (Bun's own when compiled with `bun build --compile`).
+    pty: "Bun" in globalThis ? bunPty : nodePty,
   });
   let stopping: Promise<unknown> | undefined;
   const stop = (signal: string) => {

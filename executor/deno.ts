@@ -11,8 +11,18 @@
 import { dialWebSocket, serveWebSocket } from "../transport/deno.ts";
 import { fetchOverSocket } from "../transport/http-socket.node.ts";
 import { ExecutorClient as PortableExecutorClient, type ExecutorClientOptions } from "./mod.ts";
+import type { Disposable } from "../protocol/peer.ts";
+import { nodePty } from "./machine/pty.node.ts";
+import {
+  serveMachine as serveMachineWith,
+  type ServeMachineOptions,
+} from "./machine/serve.node.ts";
 
 export * from "./mod.ts";
+export type { ServeMachineOptions } from "./machine/serve.node.ts";
+export type { McpServerConfig } from "./machine/mcp.node.ts";
+export type { Pty, PtyEvents, PtyExit, PtyHost, PtySpawnOptions } from "./machine/pty.ts";
+export { PtySpawnError } from "./machine/pty.ts";
 
 /** {@linkcode PortableExecutorClient} with Deno's WebSocket dialer and server as its defaults. */
 export class ExecutorClient extends PortableExecutorClient {
@@ -26,3 +36,25 @@ export class ExecutorClient extends PortableExecutorClient {
     });
   }
 }
+
+/**
+ * Serves this machine on `client`: the `bash` and file tools confined to `options.workdir`,
+ * `process.*`, `terminal.*` (PTYs through `@lydell/node-pty`; pass `pty: false` to leave
+ * terminals out), file transfer, `skill.install`, `git.credentials`, `workspace.backup` and,
+ * with `mcpServers`, the MCP relay. Each advertises its capability. Dispose to withdraw them.
+ *
+ * ```ts
+ * const client = new ExecutorClient({ harnessUrl, executor: info });
+ * serveMachine(client, { workdir: "./work" });
+ * await client.start();
+ * ```
+ */
+export function serveMachine(
+  client: PortableExecutorClient,
+  options: ServeMachineOptions,
+): Disposable {
+  return serveMachineWith(client, { pty: nodePty, ...options });
+}
+
+/** The PTYs Deno terminals run on (what `serveMachine` uses by default). */
+export { nodePty };

@@ -74,6 +74,12 @@ export {
   type ToolSlot,
   type TypedToolCallOptions,
 } from "./session.ts";
+export {
+  Terminal,
+  TerminalBusyError,
+  type TerminalOptions,
+  type TerminalReadOptions,
+} from "./terminal.ts";
 export type { ToolCallResult, ToolCallState } from "./tool-call-ledger.ts";
 export {
   DEFAULT_MAX_SESSION_EVENT_BYTES,

@@ -22,6 +22,7 @@ import {
   type SessionMetadata,
   type SessionStatus,
   type SessionStatusParams,
+  type TerminalOutputParams,
   TOOL_NAMES,
   TOOL_SPECS,
   type ToolCallParams,
@@ -43,6 +44,13 @@ import type { ExecutorHandle } from "./executor-handle.ts";
 import { type McpChannel, mcpChannelControl } from "./mcp-channel.ts";
 import { randomId } from "./token-endpoint.ts";
 import type { ToolCallEntry, ToolCallResult } from "./tool-call-ledger.ts";
+import {
+  closeOnAbort,
+  Terminal,
+  type TerminalHost,
+  type TerminalOptions,
+  TerminalOutput,
+} from "./terminal.ts";
 import { advertisedInputCheck } from "./tool-input.ts";
 
 /** A tool call as `callTool` takes it; `tool_call_id` is generated when absent. */
@@ -155,6 +163,10 @@ export interface SessionControl {
   ): Promise<SessionEventResult>;
   /** The session's open MCP channels, by channel id. */
   readonly channels: Map<string, McpChannel>;
+  /** A `terminal.output` notification. */
+  terminalOutput(params: TerminalOutputParams): void;
+  /** The executor reconnected and resumed the session. */
+  resumed(): void;
 }
 
 const controls = new WeakMap<Session, SessionControl>();
@@ -183,6 +195,7 @@ export class Session {
   readonly #ctx: HarnessContext;
   readonly #log: EventLog;
   readonly #progress = new Map<string, Set<(progress: ToolProgressParams) => void>>();
+  #terminals: Map<string, { terminal: Terminal; output: TerminalOutput }> | undefined;
   #state: SessionState = "assigning";
   #reported: SessionStatusParams | undefined;
   #endReason: string | undefined;
@@ -228,6 +241,10 @@ export class Session {
       },
       appendEvent: (params, rpcId, frameLength) => this.#log.append(params, rpcId, frameLength),
       channels,
+      terminalOutput: (params) => this.#terminals?.get(params.terminal_id)?.output.deliver(params),
+      resumed: () => {
+        for (const { output } of this.#terminals?.values() ?? []) output.resumed();
+      },
     });
   }
 
@@ -314,6 +331,62 @@ export class Session {
       return Promise.reject(new SessionEndedError(this.id, this.#endReason ?? "ended"));
     }
     return this.#host.openMcp(this, name);
+  }
+
+  /**
+   * Opens a pseudo-terminal on the executor (`terminal.open`, capability `terminal`): the
+   * user's login shell unless `argv` says otherwise, 80x24 unless `cols`/`rows` do. Idempotent by
+   * `terminal_id` (generated when absent): opening again answers the same terminal. Its output
+   * survives reconnects within the lease, each byte once and in order, while the executor still
+   * holds it; the terminal ends with the session.
+   *
+   * ```ts
+   * const terminal = await session.terminal({ cols: 120, rows: 40 });
+   * await terminal.write("echo hello; exit\r");
+   * for await (const text of terminal) process.stdout.write(text);
+   * console.log("exit code", await terminal.exited);
+   * ```
+   */
+  async terminal(options: TerminalOptions = {}): Promise<Terminal> {
+    if (this.#state === "ended") throw new SessionEndedError(this.id, this.#endReason ?? "ended");
+    const { signal, terminal_id, ...rest } = options;
+    const id = terminal_id ?? randomId("term_");
+    const terminals = this.#terminals ??= new Map();
+    let known = terminals.get(id);
+    const fresh = !known;
+    if (!known) {
+      // Routed before the request: output may arrive ahead of the answer.
+      const host: TerminalHost = {
+        sessionId: this.id,
+        logger: this.#ctx.logger,
+        request: (method, params, callOptions) => this.#host.request(method, params, callOptions),
+      };
+      const entry = {} as { terminal: Terminal; output: TerminalOutput };
+      // Forgotten once its output has ended: no more notifications are needed for it.
+      entry.output = new TerminalOutput(id, host, () => {
+        if (terminals.get(id) === entry) terminals.delete(id);
+      });
+      entry.terminal = new Terminal(id, host, entry.output);
+      terminals.set(id, known = entry);
+    }
+    const { terminal, output } = known;
+    try {
+      const result = await this.#host.request("terminal.open", {
+        session_id: this.id,
+        terminal_id: id,
+        ...rest,
+      }, { signal });
+      terminal.opened(result);
+      // Already open on the executor (a retry, or a handle made anew): read what it holds.
+      if (result.duplicate) output.resumed();
+    } catch (error) {
+      if (fresh) output.end();
+      throw error;
+    }
+    // The session may have ended while terminal.open was in flight.
+    if (this.state === "ended") output.end();
+    if (signal) closeOnAbort(terminal, signal, this.#ctx.logger);
+    return terminal;
   }
 
   /**
@@ -492,6 +565,8 @@ export class Session {
     const control = controls.get(this)!;
     for (const channel of [...control.channels.values()]) mcpChannelControl(channel).end(reason);
     control.channels.clear();
+    for (const { output } of this.#terminals?.values() ?? []) output.end();
+    this.#terminals = undefined;
     for (const waiter of this.#readyWaiters.splice(0)) {
       waiter.reject(new SessionEndedError(this.id, reason));
     }

@@ -1,7 +1,8 @@
 /**
  * Wires the machine tools into an {@linkcode ExecutorClient}: the `bash` and file tools confined
  * to the workdir, the process capability (`process.*`), file transfer, skills, workspace backup,
- * Git credentials and the MCP channel.
+ * Git credentials and the MCP channel; with a `pty`, the terminal capability (`terminal.*`,
+ * `terminals.ts`) too.
  *
  * Every process the executor starts for a session (bash calls, `process.start`, MCP servers)
  * gets the child environment of {@linkcode ServeMachineOptions.environment} (never the
@@ -27,7 +28,9 @@ import { editTool, FileToolError, globTool, grepTool, readTool, writeTool } from
 import { GitCredentialStore } from "./git-credentials.node.ts";
 import { McpRelay, type McpServerConfig } from "./mcp.node.ts";
 import { ProcessTable } from "./processes.node.ts";
+import type { PtyHost } from "./pty.ts";
 import { cgroupSource, SessionProcesses } from "./session-processes.node.ts";
+import { serveTerminals } from "./terminals.ts";
 import { backupWorkspace, downloadFile, installSkill, uploadFile } from "./transfer.node.ts";
 import { Workdir } from "./workdir.node.ts";
 import { join } from "node:path";
@@ -65,6 +68,11 @@ export interface ServeMachineOptions {
   fetch?: typeof fetch;
   /** Where the private directory of the Git credential sockets is made. Default: the temp dir. */
   gitSocketDir?: string;
+  /**
+   * Pseudo-terminals for `terminal.*` (the runtime entry points pass their runtime's). Without
+   * one, or where it cannot start PTYs, terminals are neither served nor advertised.
+   */
+  pty?: PtyHost | false;
 }
 
 /** A file tool failure the model can act on becomes a tool error (`is_error: true`). */
@@ -229,6 +237,15 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
     serve("workspace.backup", true, (params) => backupWorkspace(params, workdir, fetchFn)),
     serve("git.credentials", true, (params) => git.store(params)),
   ];
+  if (options.pty && options.pty.available()) {
+    registrations.push(serveTerminals(client, {
+      pty: options.pty,
+      graceMs,
+      resolveCwd: (path) => workdir.resolve(path),
+      // The child environment bash gets (never the executor's credential or secrets).
+      env: (sessionId) => envFor(sessionId),
+    }));
+  }
   if (options.mcpServers && Object.keys(options.mcpServers).length > 0) {
     const relay = new McpRelay(options.mcpServers, {
       message: (params) => {

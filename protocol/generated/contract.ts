@@ -829,8 +829,26 @@ export interface TerminalOpenResult {
   terminal_id: string;
   /** Operating-system pid of the terminal's process. */
   pid?: number;
-  /** True when terminal_id was already open; nothing was started. */
+  /** True when terminal_id was already known (open, or closed with its output held); nothing was started. */
   duplicate?: boolean;
+}
+
+/** The result of `terminal.read`. */
+export interface TerminalReadResult {
+  /** The terminal. */
+  terminal_id: string;
+  /** Byte offset of the first byte of data. Greater than the requested offset when older output was evicted from the executor's buffer. */
+  offset: number;
+  /** The bytes read, encoded per encoding. */
+  data: string;
+  /** How data is encoded: utf8 text, or base64 of raw bytes. Offsets always count raw bytes. */
+  encoding: Encoding;
+  /** offset + number of bytes in data: the offset to read next. */
+  next_offset: number;
+  /** True when the terminal has closed and everything up to next_offset has been read. */
+  eof: boolean;
+  /** With eof: exit code of the terminal's process, null when killed by a signal. */
+  exit_code?: number | null;
 }
 
 /** The result of `terminal.resize`. */
@@ -1402,6 +1420,20 @@ export interface TerminalCloseParams {
   terminal_id: string;
 }
 
+/** Read buffered output of a PTY. */
+export interface TerminalReadParams {
+  /** The session. */
+  session_id: string;
+  /** The terminal. */
+  terminal_id: string;
+  /** Byte offset to read from. */
+  offset?: number;
+  /** Most bytes to return. */
+  max_bytes?: number;
+  /** Wait this long for output beyond offset before answering with empty data. */
+  wait_ms?: number;
+}
+
 /** Stream PTY output. */
 export interface TerminalOutputParams {
   /** The session. */
@@ -1869,6 +1901,15 @@ const TerminalOpenResult_ = z.looseObject({
   pid: z.int().min(0).optional(),
   duplicate: z.boolean().optional(),
 });
+const TerminalReadResult_ = z.looseObject({
+  terminal_id: z.string().min(1),
+  offset: z.int().min(0),
+  data: z.string(),
+  encoding: Encoding_,
+  next_offset: z.int().min(0),
+  eof: z.boolean(),
+  exit_code: z.union([z.int(), z.null()]).optional(),
+});
 const TerminalResizeResult_ = z.looseObject({ cols: z.int().min(1), rows: z.int().min(1) });
 const ToolCancelResult_ = z.looseObject({ canceled: z.boolean() });
 const ToolOutcome_ = z.enum(["completed", "failed", "canceled", "timed_out"]);
@@ -2147,6 +2188,13 @@ const TerminalResizeParams_ = z.looseObject({
 const TerminalCloseParams_ = z.looseObject({
   session_id: z.string().min(1),
   terminal_id: z.string().min(1),
+});
+const TerminalReadParams_ = z.looseObject({
+  session_id: z.string().min(1),
+  terminal_id: z.string().min(1),
+  offset: z.int().min(0).optional(),
+  max_bytes: z.int().min(1).optional(),
+  wait_ms: z.int().min(0).optional(),
 });
 const TerminalOutputParams_ = z.looseObject({
   session_id: z.string().min(1),
@@ -2920,6 +2968,19 @@ function isTerminalOpenResult_(v: any): v is TerminalOpenResult {
   if (v.duplicate !== undefined && !(typeof v.duplicate === "boolean")) return false;
   return true;
 }
+function isTerminalReadResult_(v: any): v is TerminalReadResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.terminal_id === "string" && v.terminal_id.length >= 1)) return false;
+  if (!(Number.isSafeInteger(v.offset) && v.offset >= 0)) return false;
+  if (!(typeof v.data === "string")) return false;
+  if (!(isEncoding_(v.encoding))) return false;
+  if (!(Number.isSafeInteger(v.next_offset) && v.next_offset >= 0)) return false;
+  if (!(typeof v.eof === "boolean")) return false;
+  if (v.exit_code !== undefined && !(Number.isSafeInteger(v.exit_code) || v.exit_code === null)) {
+    return false;
+  }
+  return true;
+}
 function isTerminalResizeResult_(v: any): v is TerminalResizeResult {
   if (!isPlain_(v)) return false;
   if (!(Number.isSafeInteger(v.cols) && v.cols >= 1)) return false;
@@ -3373,6 +3434,17 @@ function isTerminalCloseParams_(v: any): v is TerminalCloseParams {
   if (!isPlain_(v)) return false;
   if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
   if (!(typeof v.terminal_id === "string" && v.terminal_id.length >= 1)) return false;
+  return true;
+}
+function isTerminalReadParams_(v: any): v is TerminalReadParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.terminal_id === "string" && v.terminal_id.length >= 1)) return false;
+  if (v.offset !== undefined && !(Number.isSafeInteger(v.offset) && v.offset >= 0)) return false;
+  if (v.max_bytes !== undefined && !(Number.isSafeInteger(v.max_bytes) && v.max_bytes >= 1)) {
+    return false;
+  }
+  if (v.wait_ms !== undefined && !(Number.isSafeInteger(v.wait_ms) && v.wait_ms >= 0)) return false;
   return true;
 }
 function isTerminalOutputParams_(v: any): v is TerminalOutputParams {
@@ -4346,6 +4418,15 @@ export const TerminalOpenResultSchema: z.ZodType<TerminalOpenResult> = TerminalO
  */
 export const isTerminalOpenResult: (value: unknown) => value is TerminalOpenResult =
   isTerminalOpenResult_;
+/** Validates {@linkcode TerminalReadResult}. */
+export const TerminalReadResultSchema: z.ZodType<TerminalReadResult> = TerminalReadResult_;
+/**
+ * Fast check of {@linkcode TerminalReadResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isTerminalReadResult: (value: unknown) => value is TerminalReadResult =
+  isTerminalReadResult_;
 /** Validates {@linkcode TerminalResizeResult}. */
 export const TerminalResizeResultSchema: z.ZodType<TerminalResizeResult> = TerminalResizeResult_;
 /**
@@ -4808,6 +4889,15 @@ export const TerminalCloseParamsSchema: z.ZodType<TerminalCloseParams> = Termina
  */
 export const isTerminalCloseParams: (value: unknown) => value is TerminalCloseParams =
   isTerminalCloseParams_;
+/** Validates {@linkcode TerminalReadParams}. */
+export const TerminalReadParamsSchema: z.ZodType<TerminalReadParams> = TerminalReadParams_;
+/**
+ * Fast check of {@linkcode TerminalReadParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isTerminalReadParams: (value: unknown) => value is TerminalReadParams =
+  isTerminalReadParams_;
 /** Validates {@linkcode TerminalOutputParams}. */
 export const TerminalOutputParamsSchema: z.ZodType<TerminalOutputParams> = TerminalOutputParams_;
 /**
@@ -4932,6 +5022,7 @@ export const methods: {
   readonly TERMINAL_INPUT: "terminal.input";
   readonly TERMINAL_RESIZE: "terminal.resize";
   readonly TERMINAL_CLOSE: "terminal.close";
+  readonly TERMINAL_READ: "terminal.read";
   readonly TERMINAL_OUTPUT: "terminal.output";
   readonly SKILL_INSTALL: "skill.install";
   readonly FILE_UPLOAD: "file.upload";
@@ -4982,6 +5073,7 @@ export const methods: {
   TERMINAL_INPUT: "terminal.input",
   TERMINAL_RESIZE: "terminal.resize",
   TERMINAL_CLOSE: "terminal.close",
+  TERMINAL_READ: "terminal.read",
   TERMINAL_OUTPUT: "terminal.output",
   SKILL_INSTALL: "skill.install",
   FILE_UPLOAD: "file.upload",
@@ -5069,6 +5161,8 @@ export interface RequestMap {
   "terminal.resize": { params: TerminalResizeParams; result: TerminalResizeResult };
   /** Close a PTY. */
   "terminal.close": { params: TerminalCloseParams; result: TerminalCloseResult };
+  /** Read buffered output of a PTY. */
+  "terminal.read": { params: TerminalReadParams; result: TerminalReadResult };
   /** Install an agent skill. */
   "skill.install": { params: SkillInstallParams; result: SkillInstallResult };
   /** Write a file to the executor (harness to executor). */
@@ -5150,6 +5244,7 @@ export type HarnessRequestMethod =
   | "terminal.input"
   | "terminal.resize"
   | "terminal.close"
+  | "terminal.read"
   | "skill.install"
   | "file.upload"
   | "file.download"
@@ -5675,6 +5770,18 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     acceptsParams: isTerminalCloseParams_,
     acceptsResult: isTerminalCloseResult_,
     summary: "Close a PTY.",
+  }],
+  ["terminal.read", {
+    name: "terminal.read",
+    kind: "request",
+    direction: "harness_to_executor",
+    since: "bma.executor.v1",
+    capability: "terminal",
+    params: TerminalReadParams_,
+    result: TerminalReadResult_,
+    acceptsParams: isTerminalReadParams_,
+    acceptsResult: isTerminalReadResult_,
+    summary: "Read buffered output of a PTY.",
   }],
   ["terminal.output", {
     name: "terminal.output",

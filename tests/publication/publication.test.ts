@@ -88,12 +88,73 @@ console.log(JSON.stringify({
 
 const EXPECTED = { protocol: "bma.executor.v1.1", stdout: "ran ls", is_error: true };
 
+/**
+ * An embedded executor serving this machine through the exported `serveMachine`, and a harness
+ * that uses it: bash, a file written and read, a process started and read, a terminal.
+ */
+const MACHINE_APP = (specifier: string) => `
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ExecutorClient, Harness, serveMachine } from "${specifier}";
+const workdir = mkdtempSync(join(tmpdir(), "bma-machine-"));
+const harness = new Harness({ insecureNoAuth: true });
+const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
+const client = new ExecutorClient({
+  harnessUrl: server.url,
+  executor: { name: "machine", os: "linux", arch: "x64", version: "1.0.0" },
+});
+serveMachine(client, { workdir, graceMs: 500 });
+await client.start();
+const executor = await harness.waitExecutor();
+const session = await executor.assignSession({ session_id: "ses_machine" });
+await session.ready();
+const session_id = session.id;
+const bash = await session.tools.bash.call({ command: "pwd" });
+await session.tools.write.call({ path: "notes/a.txt", content: "written here" });
+const read = await session.tools.read.call({ path: "notes/a.txt" });
+await executor.request("process.start", {
+  session_id,
+  process_id: "p1",
+  argv: ["sh", "-c", "cat notes/a.txt; exit 5"],
+});
+const waited = await executor.request("process.wait", { session_id, process_id: "p1" });
+const out = await executor.request("process.read", { session_id, process_id: "p1", stream: "stdout" });
+const terminal = await session.terminal({ argv: ["sh", "-c", "tty; stty size; exit 7"], cols: 120, rows: 40 });
+let screen = "";
+for await (const text of terminal) screen += text;
+const exited = await terminal.exited;
+await session.stop("done");
+await client.stop();
+await harness.close();
+await server.close();
+rmSync(workdir, { recursive: true, force: true });
+console.log(JSON.stringify({
+  capabilities: [executor.capabilities.process, executor.capabilities.terminal],
+  bash: bash.structured_content.stdout.trim().endsWith(workdir.split("/").pop()),
+  read: read.structured_content.content,
+  process: [waited.exit_code, out.data],
+  terminal: [screen.includes("/dev/pts/"), screen.includes("40 120"), exited],
+}));
+`;
+
+const MACHINE_EXPECTED = {
+  capabilities: [true, true],
+  bash: true,
+  read: "written here",
+  process: [5, "written here"],
+  terminal: [true, true, 7],
+};
+
 /** The dependencies the package needs at run time: its own, and zod, a peer dependency. */
 const RUNTIME_DEPENDENCIES: Record<string, string> = {
   hono: MANIFEST.dependencies.hono,
   ws: MANIFEST.dependencies.ws,
   zod: MANIFEST.peerDependencies.zod,
 };
+
+/** The PTY library of terminals on Node and Deno, at the exact version verified. */
+const PTY_VERSION: string = MANIFEST.dependencies["@lydell/node-pty"];
 
 /** The files beside the code that both packages ship. */
 const SHIPPED_DOCS = [
@@ -195,9 +256,15 @@ describe("publication", { timeout: 240_000, skip: !onNode && "runs from Node onl
     // Caret ranges, each satisfied by what the fresh install chose; zod, a peer dependency, is
     // installed beside the package (one copy: the user's zod is the SDK's zod).
     assert.deepEqual(installed.dependencies, {
+      "@lydell/node-pty": PTY_VERSION,
       hono: RUNTIME_DEPENDENCIES.hono,
       ws: RUNTIME_DEPENDENCIES.ws,
     });
+    // The PTY library is pinned: its prebuilt binaries are what was verified here.
+    const pty = JSON.parse(
+      readFileSync(join(app, "node_modules/@lydell/node-pty/package.json"), "utf8"),
+    );
+    assert.equal(pty.version, PTY_VERSION);
     assert.equal(installed.peerDependencies.zod, RUNTIME_DEPENDENCIES.zod);
     assert.equal(installed.dependencies.zod, undefined);
     for (const [dep, range] of Object.entries(RUNTIME_DEPENDENCIES)) {
@@ -287,6 +354,41 @@ console.log(JSON.stringify(out));
     writeFileSync(join(app, "bun-app.mjs"), APP("bma-executor-sdk/bun"));
     const stdout = await ok(bin("bun"), ["bun-app.mjs"], app);
     assert.deepEqual(outcome(stdout), EXPECTED);
+  });
+
+  it("serves this machine through the exported serveMachine on node, bun and deno", async () => {
+    // node and bun run the installed tarball; its dependencies include the PTY library.
+    for (const [runtime, specifier] of [["node", "node"], ["bun", "bun"]] as const) {
+      const file = join(app, `machine-${runtime}.mjs`);
+      writeFileSync(file, MACHINE_APP(`bma-executor-sdk/${specifier}`));
+      const command = runtime === "node" ? process.execPath : bin("bun");
+      const stdout = await ok(command, [file], app);
+      assert.deepEqual(outcome(stdout), MACHINE_EXPECTED, runtime);
+    }
+    // Deno: the repository linked as the JSR package, with the npm dependencies it declares.
+    const denoMachine = join(dir, "deno-machine");
+    mkdirSync(denoMachine);
+    writeFileSync(
+      join(denoMachine, "deno.json"),
+      JSON.stringify({
+        nodeModulesDir: "manual",
+        links: [ROOT],
+        imports: { "@bma/executor-sdk/": "jsr:/@bma/executor-sdk@^0.1.0/" },
+      }),
+    );
+    writeFileSync(
+      join(denoMachine, "package.json"),
+      JSON.stringify({
+        name: "deno-machine",
+        private: true,
+        type: "module",
+        dependencies: { ...RUNTIME_DEPENDENCIES, "@lydell/node-pty": PTY_VERSION },
+      }),
+    );
+    await ok("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund"], denoMachine);
+    writeFileSync(join(denoMachine, "app.ts"), MACHINE_APP("@bma/executor-sdk/deno"));
+    const stdout = await ok(bin("deno"), ["run", "-A", "--quiet", "app.ts"], denoMachine);
+    assert.deepEqual(outcome(stdout), MACHINE_EXPECTED, "deno");
   });
 
   it("type-checks a consumer against the shipped declarations", async () => {
