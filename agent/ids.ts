@@ -1,4 +1,5 @@
-/** Ids of the agent capability: deterministic approval ids and random ones. */
+/** Ids of the agent capability: deterministic approval ids (random ones come from `protocol/ids.ts`). */
+import { hex } from "../protocol/ids.ts";
 
 /** `appr_` + 24 lower-case hex digits: an interaction id the platform adopts as its own. */
 export const APPROVAL_ID_PATTERN: RegExp = /^appr_[0-9a-f]{24}$/;
@@ -18,17 +19,4 @@ export async function approvalId(...parts: string[]): Promise<string> {
   const bytes = new TextEncoder().encode(parts.join("\u0000"));
   const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
   return `appr_${hex(digest).slice(0, 24)}`;
-}
-
-/** `prefix` + 24 random lower-case hex digits. */
-export function randomId(prefix: string): string {
-  const bytes = new Uint8Array(12);
-  crypto.getRandomValues(bytes);
-  return prefix + hex(bytes);
-}
-
-function hex(bytes: Uint8Array): string {
-  let out = "";
-  for (const b of bytes) out += b.toString(16).padStart(2, "0");
-  return out;
 }

@@ -89,8 +89,5 @@ export {
   type ToolsTokenGrant,
   type WaitInteractionOptions,
 } from "./platform.ts";
-export {
-  type CloseAgentSessionOptions,
-  NoAgentPlatformError,
-  type TurnInputRequest,
-} from "../harness/agent-host.ts";
+export type { CloseAgentSessionOptions, TurnInputRequest } from "../harness/handles.ts";
+export { NoAgentPlatformError } from "../harness/errors.ts";

@@ -12,24 +12,33 @@
  * - **streams**: durable agent events (deduplicated and ordered by the harness's event log)
  *   and their deltas, relayed to subscribers as `event_start` / `event_delta` / `event`.
  *
+ * It plugs into the harness through the harness's agent seam (`AgentExtension`): the harness
+ * calls `attach` once and serves the capability's methods with the hooks it returns. What must
+ * survive a restart of the harness — turns and their states, interactions and their answers —
+ * is kept in the harness's store (`a/s/<session_id>`, `a/i/<platform_id>`), written before the
+ * harness acknowledges it.
+ *
  * Portable: web-standard APIs only.
  */
-import {
-  type AgentHarnessLink,
-  type AgentHost,
-  type CloseAgentSessionOptions,
-  registerAgentHost,
-  type TurnInputRequest,
-} from "../harness/agent-host.ts";
-import { afterReply, type ExecutorEvent } from "../harness/context.ts";
+import type {
+  AgentExtension,
+  AgentExtensionHooks,
+  AgentExtensionHost,
+  AgentOps,
+} from "../harness/extension.ts";
 import { ExecutorUnavailableError, HarnessClosedError } from "../harness/errors.ts";
-import type { SessionEventRecord } from "../harness/event-log.ts";
-import { executorControl, type ExecutorHandle } from "../harness/executor-handle.ts";
-import { Deadline } from "../harness/lease.ts";
-import { type Session, sessionControl } from "../harness/session.ts";
-import { backoffDelay, type BackoffPolicy, sleep } from "../executor/timing.ts";
+import type {
+  CloseAgentSessionOptions,
+  ExecutorEvent,
+  ExecutorHandle,
+  Session,
+  TurnInputRequest,
+} from "../harness/handles.ts";
+import type { SessionEventRecord } from "../harness/records.ts";
+import { CallbackDeadline } from "../harness/scheduler.ts";
+import { isPromiseLike, type MaybePromise, type StoreOp } from "../harness/store/store.ts";
 import { hasCapability } from "../protocol/capabilities.ts";
-import { type Clock, systemClock, type TimerHandle } from "../protocol/clock.ts";
+import { type Clock, systemClock } from "../protocol/clock.ts";
 import {
   CapabilityNotAdvertisedError,
   ConnectionClosedError,
@@ -74,8 +83,10 @@ import {
   TurnInactiveError,
 } from "../protocol/generated/errors.ts";
 import { type Logger, silentLogger } from "../protocol/logger.ts";
-import type { CallOptions, Disposable } from "../protocol/peer.ts";
-import { isApprovalId, randomId } from "./ids.ts";
+import type { CallOptions, Disposable, ReplyHooks } from "../protocol/peer.ts";
+import { type BackoffPolicy, retrying } from "../protocol/retry.ts";
+import { randomId } from "../protocol/ids.ts";
+import { isApprovalId } from "./ids.ts";
 import { BoundedSet } from "../protocol/bounded-set.ts";
 import { AsyncQueue } from "./queue.ts";
 
@@ -267,8 +278,9 @@ interface TurnRecord {
 
 interface SessionRecord {
   readonly id: string;
-  readonly executor: ExecutorHandle;
-  readonly session: Session;
+  readonly executorId: string;
+  /** The harness session while it is live (none for one read back after it ended). */
+  readonly session: Session | undefined;
   readonly turns: Map<string, TurnRecord>;
   current: TurnRecord | undefined;
   ref: string | undefined;
@@ -282,6 +294,8 @@ interface SessionRecord {
   readonly results: BoundedSet<string>;
   /** `closeAgentSession` was sent: a new turn waits for `session.ended`. */
   closing: boolean;
+  /** The harness session ended. */
+  ended: boolean;
 }
 
 interface StoredInteraction {
@@ -296,7 +310,8 @@ interface StoredInteraction {
   readonly prompt: string | undefined;
   readonly options: InteractionOption[] | undefined;
   readonly expiresAt: string | undefined;
-  executor: ExecutorHandle;
+  /** The executor that asked last: answers go there. */
+  executorId: string;
   /** The executor's registration epoch when it last asked. */
   executorEpoch: number;
   status: InteractionStatus;
@@ -305,13 +320,40 @@ interface StoredInteraction {
   message: string | undefined;
   cancelReason: string | undefined;
   requests: number;
-  timer: TimerHandle | undefined;
+  /** The local deny at `expiresAt`. */
+  expiry: CallbackDeadline | undefined;
   /** The "opened" change went out (after the request's answer). */
   announced: boolean;
 }
 
+/** A turn, as the store keeps it. */
+interface PersistedTurn {
+  readonly turnId: string;
+  readonly state: AgentTurnState;
+  readonly epoch: number;
+}
+
+/** An agent session, as the store keeps it (`a/s/<session_id>`). */
+interface PersistedSession {
+  readonly id: string;
+  readonly executorId: string;
+  readonly turns: readonly PersistedTurn[];
+  readonly current?: string;
+  readonly ref?: string;
+  readonly toolUses: readonly (readonly [string, string])[];
+  readonly results: readonly string[];
+  readonly closing: boolean;
+  readonly ended: boolean;
+}
+
+/** An interaction, as the store keeps it (`a/i/<platform_id>`). */
+type PersistedInteraction = Omit<StoredInteraction, "expiry" | "announced">;
+
+const SESSION_KEYS = "a/s/";
+const INTERACTION_KEYS = "a/i/";
+
 /** The harness end of the agent capability. */
-export class AgentPlatform {
+export class AgentPlatform implements AgentExtension {
   readonly #options: AgentPlatformOptions;
   readonly #sessions = new Map<string, SessionRecord>();
   readonly #interactions = new Map<string, StoredInteraction>();
@@ -321,7 +363,7 @@ export class AgentPlatform {
   /** Settled interactions and ended sessions, oldest first, for forgetting. */
   readonly #settled: BoundedSet<StoredInteraction>;
   readonly #ended: BoundedSet<SessionRecord>;
-  #link: AgentHarnessLink | undefined;
+  #host: AgentExtensionHost | undefined;
 
   /** A platform with nothing attached yet: pass it to `new Harness({ agent })`. */
   constructor(options: AgentPlatformOptions = {}) {
@@ -329,12 +371,17 @@ export class AgentPlatform {
     this.#settled = new BoundedSet(options.remember ?? 10_000);
     this.#ended = new BoundedSet(options.remember ?? 10_000);
     if (options.onInteraction) this.#listeners.add(options.onInteraction);
-    const host: AgentHost = {
-      attach: (link) => {
-        if (this.#link) throw new LocalError("an AgentPlatform serves one Harness");
-        this.#link = link;
-      },
-      acceptEvent: (record) => this.#acceptEvent(record),
+  }
+
+  /**
+   * The harness's agent seam: called once by the `Harness` the platform is given to
+   * (`new Harness({ agent: platform })`), which then serves the agent capability's methods
+   * with the hooks returned. A platform serves one harness.
+   */
+  attach(host: AgentExtensionHost): AgentExtensionHooks {
+    if (this.#host) throw new LocalError("an AgentPlatform serves one Harness");
+    this.#host = host;
+    const ops: AgentOps = {
       startTurn: (executor, params, options) => this.#startTurn(executor, params, options),
       sendTurnInput: (executor, params, options) => this.#sendTurnInput(executor, params, options),
       cancelTurn: (executor, params, options) => this.#cancelTurn(executor, params, options),
@@ -343,13 +390,18 @@ export class AgentPlatform {
         this.#respondInteraction(executor, params, options),
       sendCustomToolResult: (executor, params, options) =>
         this.#sendCustomToolResult(executor, params, options),
+    };
+    return {
+      ...ops,
+      acceptEvent: (record) => this.#acceptEvent(record),
       delta: (executor, params) => this.#delta(executor, params),
-      requestInteraction: (executor, params) => this.#requestInteraction(executor, params),
+      requestInteraction: (executor, params, reply) =>
+        this.#requestInteraction(executor, params, reply),
       cancelInteraction: (executor, params) => this.#cancelInteraction(executor, params),
       modelToken: (executor, params) => this.#modelToken(executor, params),
       toolsToken: (executor, params) => this.#toolsToken(executor, params),
+      recover: () => this.#recover(),
     };
-    registerAgentHost(this, host);
   }
 
   // ---- public API -----------------------------------------------------------------------------
@@ -431,8 +483,9 @@ export class AgentPlatform {
 
   /**
    * Answers an open interaction: the first answer wins (false for a settled or unknown one).
-   * The answer goes to the executor that asked last (`interaction.response`), resent until it
-   * answers; after an executor restart, its repeat of an `appr_…` request gets it too.
+   * The answer is kept in the harness's store, then goes to the executor that asked last
+   * (`interaction.response`), resent until it answers; after an executor restart, its repeat of
+   * an `appr_…` request gets it too, as after a restart of the harness.
    */
   respond(id: string, answer: PlatformAnswer): boolean {
     const stored = this.#byPlatformId.get(id);
@@ -461,34 +514,56 @@ export class AgentPlatform {
   // ---- wiring ---------------------------------------------------------------------------------
 
   get #clock(): Clock {
-    return this.#link?.clock ?? systemClock;
+    return this.#host?.clock ?? systemClock;
   }
 
   get #logger(): Logger {
-    return this.#link?.logger ?? silentLogger;
+    return this.#host?.logger ?? silentLogger;
+  }
+
+  get #attached(): AgentExtensionHost {
+    const host = this.#host;
+    if (!host) throw new AgentPlatformDetachedError();
+    return host;
   }
 
   /** The record of `sessionId` on `executor`, opening the harness session when needed. */
   #open(executor: ExecutorHandle, sessionId: string): { record: SessionRecord; created: boolean } {
-    const session = executorControl(executor).openAgentSession(sessionId);
+    const session = this.#attached.openSession(executor.id, sessionId);
     const known = this.#sessions.get(sessionId);
     if (known && known.session === session) return { record: known, created: false };
+    const record = this.#record(
+      sessionId,
+      executor.id,
+      session,
+      known?.executorId === executor.id ? known.ref : undefined,
+    );
+    return { record, created: true };
+  }
+
+  #record(
+    id: string,
+    executorId: string,
+    session: Session | undefined,
+    ref: string | undefined,
+  ): SessionRecord {
     const record: SessionRecord = {
-      id: sessionId,
-      executor,
+      id,
+      executorId,
       session,
       turns: new Map(),
       current: undefined,
-      ref: known?.executor === executor ? known.ref : undefined,
+      ref,
       started: new BoundedSet<string>(10_000),
       finalized: new BoundedSet<string>(10_000),
       toolUses: new Map(),
       results: new BoundedSet<string>(10_000),
       closing: false,
+      ended: session === undefined,
     };
-    this.#sessions.set(sessionId, record);
-    session.ended.then(() => this.#sessionEnded(record));
-    return { record, created: true };
+    this.#sessions.set(id, record);
+    session?.ended.then(() => this.#sessionEnded(record));
+    return record;
   }
 
   #sessionEnded(record: SessionRecord): void {
@@ -496,8 +571,13 @@ export class AgentPlatform {
     for (const turn of record.turns.values()) {
       if (ACTIVE.has(turn.state)) turn.state = "failed";
     }
+    record.ended = true;
+    this.#keepSession(record);
     const oldest = this.#ended.add(record);
-    if (oldest && this.#sessions.get(oldest.id) === oldest) this.#sessions.delete(oldest.id);
+    if (oldest && this.#sessions.get(oldest.id) === oldest) {
+      this.#sessions.delete(oldest.id);
+      this.#write([{ delete: SESSION_KEYS + oldest.id }]);
+    }
     if (this.#sessions.get(record.id) !== record) return;
     // The record stays (its ref lets a restarted executor resume); its streams end.
     const streams = this.#streams.get(record.id);
@@ -508,7 +588,7 @@ export class AgentPlatform {
   /** The routed record of a session, or -32001. */
   #routed(executor: ExecutorHandle, sessionId: string): SessionRecord {
     const record = this.#sessions.get(sessionId);
-    if (!record || record.executor !== executor || record.session.state === "ended") {
+    if (!record || record.executorId !== executor.id || record.ended) {
       throw new ForbiddenError("the session is not routed to this executor", {
         reason: "forbidden",
       });
@@ -545,7 +625,7 @@ export class AgentPlatform {
   ): Promise<TurnStartResult> {
     if (executor.gone) throw new ExecutorUnavailableError(executor.id, "gone");
     const closing = this.#sessions.get(params.session_id);
-    if (closing?.closing && closing.session.state !== "ended") {
+    if (closing?.closing && closing.session && closing.session.state !== "ended") {
       // The same id after session.close is a new conversation: it starts once the old one ended.
       await closing.session.ended;
     }
@@ -568,19 +648,23 @@ export class AgentPlatform {
     }
     const previous = record.current;
     record.current = turn;
+    // Kept before the executor hears of it: a harness started again grants its tokens.
+    await this.#keepSession(record);
     try {
       const result = await this.#deliver(executor, "turn.start", params, options);
       if (turn.state === "pending") turn.state = "running";
       if (result.executor_session_ref !== undefined) record.ref = result.executor_session_ref;
+      this.#keepSession(record);
       return result;
     } catch (error) {
       if (newTurn) {
         record.turns.delete(params.turn_id);
         if (record.current === turn) record.current = previous;
       }
-      if (created && record.turns.size === 0 && record.session.state !== "ended") {
-        sessionControl(record.session).end("refused", "session_ended");
+      if (created && record.turns.size === 0 && !record.ended) {
+        this.#attached.endSession(record.id, "refused");
       }
+      this.#keepSession(record);
       throw error;
     }
   }
@@ -602,10 +686,13 @@ export class AgentPlatform {
     options: CallOptions,
   ): Promise<TurnCancelResult> {
     const record = this.#sessions.get(params.session_id);
-    if (record?.executor === executor) {
+    if (record?.executorId === executor.id) {
       const turn = params.turn_id !== undefined ? record.turns.get(params.turn_id) : record.current;
       // Canceled from now on: no more tokens, even before the executor's idle event.
-      if (turn && ACTIVE.has(turn.state)) turn.state = "canceled";
+      if (turn && ACTIVE.has(turn.state)) {
+        turn.state = "canceled";
+        this.#keepSession(record);
+      }
     }
     return this.#deliver(executor, "turn.cancel", params, options);
   }
@@ -616,14 +703,15 @@ export class AgentPlatform {
     options: CloseAgentSessionOptions,
   ): Promise<SessionCloseResult> {
     const record = this.#sessions.get(sessionId);
-    const session = record?.executor === executor
+    const session = record?.executorId === executor.id && record.session
       ? record.session
       : executor.sessions.get(sessionId);
-    if (record?.executor === executor) {
+    if (record?.executorId === executor.id) {
       record.closing = true;
       for (const turn of record.turns.values()) {
         if (ACTIVE.has(turn.state)) turn.state = "canceled";
       }
+      this.#keepSession(record);
     }
     const signal = options.signal;
     const result = await this.#deliver(executor, "session.close", {
@@ -631,20 +719,14 @@ export class AgentPlatform {
       ...(options.reason !== undefined ? { reason: options.reason } : {}),
     }, signal ? { signal } : {});
     if (!session || session.state === "ended") return result;
+    const host = this.#attached;
     if (!result.closed) {
       // The executor does not hold it: there is no session.ended to wait for.
-      sessionControl(session).end(options.reason ?? "closed", "session_ended");
+      host.endSession(sessionId, options.reason ?? "closed");
       return result;
     }
     // Every wait ends: an executor that never sends session.ended does not hold the caller.
-    const deadline = new Deadline(this.#clock, () => {
-      this.#logger.warn("session.ended did not arrive after session.close: ending the session", {
-        session_id: sessionId,
-      });
-      sessionControl(session).end("close_timeout", "session_ended");
-    });
-    deadline.set(this.#clock.now() + (options.timeoutMs ?? 60_000));
-    session.ended.then(() => deadline.cancel());
+    host.awaitSessionEnd(sessionId, options.timeoutMs ?? 60_000, "close_timeout");
     await new Promise<void>((resolve, reject) => {
       const onAbort = () => reject(new RequestAbortedError("session.close", signal!.reason));
       if (signal?.aborted) onAbort();
@@ -659,30 +741,50 @@ export class AgentPlatform {
 
   // ---- events and deltas (executor → harness) --------------------------------------------------
 
-  async #acceptEvent(record: SessionEventRecord): Promise<void> {
-    if (this.#options.onEvent) await this.#options.onEvent(record);
+  #acceptEvent(record: SessionEventRecord): MaybePromise<void> {
+    const onEvent = this.#options.onEvent;
+    if (!onEvent) return this.#applyEvent(record);
+    const stored = onEvent(record);
+    return isPromiseLike(stored)
+      ? Promise.resolve(stored).then(() => this.#applyEvent(record))
+      : this.#applyEvent(record);
+  }
+
+  #applyEvent(record: SessionEventRecord): MaybePromise<void> {
     const session = this.#sessions.get(record.session_id);
     const eventId = record.event_id!;
+    let kept: MaybePromise<void> = undefined;
     if (session) {
       const event = record.event as unknown as AgentEvent;
       const turn = record.turn_id !== undefined ? session.turns.get(record.turn_id) : undefined;
+      let changed = false;
       if (event.type === "session.status_idle" && turn && ACTIVE.has(turn.state)) {
         turn.state = event.turn_outcome;
+        changed = true;
       }
       if (event.type === "agent.custom_tool_use" && record.turn_id !== undefined) {
         session.toolUses.set(eventId, record.turn_id);
+        changed = true;
       }
-      if (event.type === "agent.tool_result") session.toolUses.delete(event.tool_use_id);
+      if (event.type === "agent.tool_result" && session.toolUses.delete(event.tool_use_id)) {
+        changed = true;
+      }
       session.finalized.add(eventId);
       session.started.delete(eventId);
+      // Kept before the event's ACK: a harness started again knows how the turn ended.
+      if (changed) kept = this.#keepSession(session);
     }
-    this.#publish(record.session_id, { type: "event", record }, false);
+    const publish = () => this.#publish(record.session_id, { type: "event", record }, false);
+    if (isPromiseLike(kept)) return Promise.resolve(kept).then(publish);
+    publish();
   }
 
   #delta(executor: ExecutorHandle, params: SessionEventDeltaParams): void {
     const record = this.#sessions.get(params.session_id);
     // Lossy: a preview of a session elsewhere, or of an event already final, is dropped.
-    if (!record || record.executor !== executor || record.finalized.has(params.event_id)) return;
+    if (!record || record.executorId !== executor.id || record.finalized.has(params.event_id)) {
+      return;
+    }
     const base = {
       session_id: params.session_id,
       turn_id: params.turn_id,
@@ -712,13 +814,14 @@ export class AgentPlatform {
   #requestInteraction(
     executor: ExecutorHandle,
     params: InteractionRequestParams,
-  ): Promise<InteractionRequestResult> {
+    reply: ReplyHooks,
+  ): MaybePromise<InteractionRequestResult> {
     const turn = this.#activeTurn(executor, params.session_id, params.turn_id);
     const key = this.#key(executor, params.session_id, params.interaction_id);
-    const epoch = executorControl(executor).epoch;
+    const epoch = this.#attached.epoch(executor.id);
     const existing = this.#interactions.get(key);
     if (existing) {
-      const sameEpoch = existing.executor === executor && existing.executorEpoch === epoch;
+      const sameEpoch = existing.executorId === executor.id && existing.executorEpoch === epoch;
       if (
         existing.kind !== params.kind || existing.sessionId !== params.session_id ||
         (sameEpoch && existing.toolUseId !== params.tool_use_id)
@@ -728,17 +831,18 @@ export class AgentPlatform {
         });
       }
       // The same interaction, named again (a resend, or a restarted executor): route it here.
-      existing.executor = executor;
+      existing.executorId = executor.id;
       existing.executorEpoch = epoch;
       existing.turnId = turn.turnId;
       existing.toolUseId = params.tool_use_id;
       existing.requests++;
-      afterReply(() => this.#notify("repeated", existing));
+      this.#keepInteraction(existing);
+      reply.afterReply(() => this.#notify("repeated", existing));
       // A restarted executor waits for the answer it lost: send it again.
       if (existing.status === "resolved") {
-        afterReply(() => this.#deliverAnswer(existing));
+        reply.afterReply(() => this.#deliverAnswer(existing));
       }
-      return Promise.resolve(this.#requestResult(existing));
+      return this.#requestResult(existing);
     }
     const id = isApprovalId(params.interaction_id) ? params.interaction_id : randomId("int_");
     const stored: StoredInteraction = {
@@ -753,7 +857,7 @@ export class AgentPlatform {
       prompt: params.prompt,
       options: params.options,
       expiresAt: params.expires_at,
-      executor,
+      executorId: executor.id,
       executorEpoch: epoch,
       status: "open",
       outcome: undefined,
@@ -761,24 +865,41 @@ export class AgentPlatform {
       message: undefined,
       cancelReason: undefined,
       requests: 1,
-      timer: undefined,
+      expiry: undefined,
       announced: false,
     };
-    this.#interactions.set(key, stored);
-    this.#byPlatformId.set(id, stored);
-    if (params.expires_at !== undefined) {
-      const at = Date.parse(params.expires_at);
-      stored.timer = this.#clock.setTimeout(() => {
-        stored.timer = undefined;
-        if (this.#settle(stored, { outcome: "expired" })) this.#deliverAnswer(stored);
-      }, Number.isFinite(at) ? Math.max(0, at - this.#clock.now()) : 0);
-    }
-    // Announced once the answer is on the wire, so an answer cannot overtake it.
-    afterReply(() => {
-      stored.announced = true;
-      this.#notify("opened", stored);
+    // Kept before the executor hears the platform id: a harness started again knows it.
+    const kept = this.#keepInteraction(stored, true);
+    const opened = () => {
+      this.#interactions.set(key, stored);
+      this.#byPlatformId.set(id, stored);
+      this.#armExpiry(stored);
+      // Announced once the answer is on the wire, so an answer cannot overtake it.
+      reply.afterReply(() => {
+        stored.announced = true;
+        this.#notify("opened", stored);
+      });
+      return this.#requestResult(stored);
+    };
+    return isPromiseLike(kept) ? Promise.resolve(kept).then(opened) : opened();
+  }
+
+  /** Settles an interaction as expired when its `expires_at` passes. */
+  #armExpiry(stored: StoredInteraction): void {
+    if (stored.expiresAt === undefined || stored.status !== "open") return;
+    const host = this.#host;
+    if (!host) return;
+    const at = Date.parse(stored.expiresAt);
+    stored.expiry = new CallbackDeadline(() => {
+      stored.expiry = undefined;
+      if (this.#settle(stored, { outcome: "expired" })) this.#deliverAnswer(stored);
     });
-    return Promise.resolve(this.#requestResult(stored));
+    host.scheduler.set(stored.expiry, Number.isFinite(at) ? at : this.#clock.now());
+  }
+
+  #disarmExpiry(stored: StoredInteraction): void {
+    if (stored.expiry) this.#host?.scheduler.clear(stored.expiry);
+    stored.expiry = undefined;
   }
 
   #requestResult(stored: StoredInteraction): InteractionRequestResult {
@@ -794,7 +915,7 @@ export class AgentPlatform {
       this.#key(executor, params.session_id, params.interaction_id),
     );
     if (!stored || stored.status !== "open") return { ok: true, duplicate: true };
-    if (stored.executor !== executor) {
+    if (stored.executorId !== executor.id) {
       throw new ForbiddenError("the interaction belongs to another executor", {
         reason: "forbidden",
       });
@@ -802,14 +923,14 @@ export class AgentPlatform {
     stored.status = "canceled";
     stored.outcome = "canceled";
     stored.cancelReason = params.reason;
-    if (stored.timer !== undefined) this.#clock.clearTimeout(stored.timer);
-    stored.timer = undefined;
+    this.#disarmExpiry(stored);
+    this.#keepInteraction(stored);
     this.#notify("canceled", stored);
     this.#retire(stored);
     return { ok: true };
   }
 
-  /** Records the first answer; false when the interaction was settled already. */
+  /** Records the first answer (in the store too); false when the interaction was settled. */
   #settle(stored: StoredInteraction, answer: PlatformAnswer): boolean {
     if (stored.status !== "open") return false;
     stored.status = answer.outcome === "expired"
@@ -820,8 +941,8 @@ export class AgentPlatform {
     stored.outcome = answer.outcome;
     stored.answer = answer.answer;
     stored.message = answer.message;
-    if (stored.timer !== undefined) this.#clock.clearTimeout(stored.timer);
-    stored.timer = undefined;
+    this.#disarmExpiry(stored);
+    this.#keepInteraction(stored);
     this.#notify("settled", stored);
     this.#retire(stored);
     return true;
@@ -833,6 +954,7 @@ export class AgentPlatform {
     if (!oldest) return;
     if (this.#interactions.get(oldest.key) === oldest) this.#interactions.delete(oldest.key);
     if (this.#byPlatformId.get(oldest.id) === oldest) this.#byPlatformId.delete(oldest.id);
+    this.#write([{ delete: INTERACTION_KEYS + oldest.id }]);
   }
 
   #deliverAnswer(stored: StoredInteraction): void {
@@ -843,7 +965,15 @@ export class AgentPlatform {
       ...(stored.answer !== undefined ? { answer: stored.answer } : {}),
       ...(stored.message !== undefined ? { message: stored.message } : {}),
     };
-    this.#deliver(stored.executor, "interaction.response", params, {}).catch((error) => {
+    const executor = this.#host?.executor(stored.executorId);
+    if (!executor) {
+      // Delivered when the executor asks again (a repeat names the interaction).
+      this.#logger.info("interaction answer kept for the executor's return", {
+        interaction_id: stored.id,
+      });
+      return;
+    }
+    this.#deliver(executor, "interaction.response", params, {}).catch((error) => {
       this.#logger.info("interaction answer not delivered", {
         interaction_id: stored.id,
         error: String(error),
@@ -872,6 +1002,19 @@ export class AgentPlatform {
         this.#logger.warn("interaction listener failed", { error: String(error) });
       }
     }
+    const host = this.#host;
+    if (host?.observing) {
+      host.observe({
+        type: "interaction",
+        at: this.#clock.now(),
+        change: type,
+        sessionId: stored.sessionId,
+        executorId: stored.executorId,
+        interactionId: stored.id,
+        status: stored.status,
+        interaction: change.interaction,
+      });
+    }
   }
 
   // ---- custom tools ------------------------------------------------------------------------------
@@ -885,10 +1028,13 @@ export class AgentPlatform {
       throw new CapabilityNotAdvertisedError("agent.custom_tool_result", "agent.custom_tools");
     }
     const record = this.#sessions.get(params.session_id);
-    const mine = record?.executor === executor ? record : undefined;
+    const mine = record?.executorId === executor.id ? record : undefined;
     // The platform takes one result per call; later ones are refused without a send.
     if (mine?.results.has(params.tool_use_id)) return { accepted: false };
-    mine?.results.add(params.tool_use_id);
+    if (mine) {
+      mine.results.add(params.tool_use_id);
+      await this.#keepSession(mine);
+    }
     const ended = () => {
       const turnId = mine?.toolUses.get(params.tool_use_id);
       const turn = turnId !== undefined ? mine?.turns.get(turnId) : undefined;
@@ -901,7 +1047,6 @@ export class AgentPlatform {
       "agent.custom_tool_result",
       params,
       options,
-      undefined,
       () => ended() ? { accepted: false } : undefined,
     );
   }
@@ -959,48 +1104,55 @@ export class AgentPlatform {
    * it stops when the executor is gone (`ExecutorUnavailableError`), `signal` aborts, or `stop`
    * returns an answer to use instead.
    */
-  async #deliver<M extends HarnessRequestMethod>(
+  #deliver<M extends HarnessRequestMethod>(
     executor: ExecutorHandle,
     method: M,
     params: RequestMap[M]["params"],
     options: CallOptions,
-    retryable: (error: unknown) => boolean = deliveryRetryable,
     stop?: () => RequestMap[M]["result"] | undefined,
   ): Promise<RequestMap[M]["result"]> {
     const signal = options.signal;
-    const retry = this.#options.retry ?? { initialDelayMs: 250, maxDelayMs: 10_000 };
-    for (let attempt = 1;; attempt++) {
+    const instead = Symbol("instead");
+    let answer: RequestMap[M]["result"] | undefined;
+    return retrying(async () => {
       if (signal?.aborted) throw new RequestAbortedError(method, signal.reason);
-      const instead = stop?.();
-      if (instead !== undefined) return instead;
+      const early = stop?.();
+      if (early !== undefined) {
+        answer = early;
+        throw instead;
+      }
       if (executor.gone) throw new ExecutorUnavailableError(executor.id, "gone");
       if (!executor.connected) {
         await this.#reconnected(executor, method, signal);
-        continue;
+        throw RECONNECTED;
       }
-      try {
-        return await executor.request(method, params, options);
-      } catch (error) {
-        if (!retryable(error)) throw error;
-        if (error instanceof RequestTimeoutError || error instanceof ProtocolError) {
-          try {
-            await sleep(
-              this.#clock,
-              backoffDelay(retry, attempt, this.#options.random ?? Math.random),
-              signal,
-            );
-          } catch {
-            throw new RequestAbortedError(method, signal?.reason);
-          }
-        }
+      return await executor.request(method, params, options);
+    }, {
+      clock: this.#clock,
+      policy: this.#options.retry ?? { initialDelayMs: 250, maxDelayMs: 10_000 },
+      random: this.#options.random ?? Math.random,
+      ...(signal ? { signal } : {}),
+      classify: (error) => {
+        if (error === RECONNECTED) return "again";
+        if (error === instead || !deliveryRetryable(error)) return "fail";
+        // A lost connection: the next attempt waits for the executor to come back.
+        return error instanceof RequestTimeoutError || error instanceof ProtocolError
+          ? "retry"
+          : "again";
+      },
+    }).catch((error) => {
+      if (error === instead) return answer!;
+      if (signal?.aborted && !(error instanceof RequestAbortedError)) {
+        throw new RequestAbortedError(method, signal.reason);
       }
-    }
+      throw error;
+    });
   }
 
   /** Resolves once `executor` is connected again; rejects when it is gone or `signal` aborts. */
   #reconnected(executor: ExecutorHandle, method: string, signal?: AbortSignal): Promise<void> {
-    const link = this.#link;
-    if (!link) return Promise.reject(new AgentPlatformDetachedError());
+    const host = this.#host;
+    if (!host) return Promise.reject(new AgentPlatformDetachedError());
     return new Promise((resolve, reject) => {
       const done = (settle: () => void) => {
         sub.dispose();
@@ -1008,8 +1160,8 @@ export class AgentPlatform {
         settle();
       };
       const onAbort = () => done(() => reject(new RequestAbortedError(method, signal!.reason)));
-      const sub = link.onExecutor((event: ExecutorEvent) => {
-        if (event.executor !== executor) return;
+      const sub = host.onExecutor((event: ExecutorEvent) => {
+        if (event.executor.id !== executor.id) return;
         if (event.type === "gone") {
           done(() => reject(new ExecutorUnavailableError(executor.id, "gone")));
         } else if (executor.connected) done(resolve);
@@ -1021,7 +1173,125 @@ export class AgentPlatform {
       else if (executor.connected) done(resolve);
     });
   }
+
+  // ---- the store ---------------------------------------------------------------------------------
+
+  /** Writes a batch to the harness's store; a failure is logged (the state stays in memory). */
+  #write(batch: StoreOp[]): MaybePromise<void> {
+    const store = this.#host?.store;
+    if (!store || batch.length === 0) return;
+    const failed = (error: unknown) =>
+      this.#logger.warn("agent state not stored", { error: String(error) });
+    try {
+      const written = store.write(batch);
+      if (isPromiseLike(written)) return Promise.resolve(written).catch(failed);
+    } catch (error) {
+      failed(error);
+    }
+  }
+
+  #keepSession(record: SessionRecord): MaybePromise<void> {
+    const persisted: PersistedSession = {
+      id: record.id,
+      executorId: record.executorId,
+      turns: [...record.turns.values()].map((t) => ({
+        turnId: t.turnId,
+        state: t.state,
+        epoch: t.epoch,
+      })),
+      ...(record.current ? { current: record.current.turnId } : {}),
+      ...(record.ref !== undefined ? { ref: record.ref } : {}),
+      toolUses: [...record.toolUses],
+      results: record.results.values(),
+      closing: record.closing,
+      ended: record.ended,
+    };
+    return this.#write([{ put: SESSION_KEYS + record.id, value: persisted }]);
+  }
+
+  /**
+   * Writes an interaction. With `acknowledged`, a failure is thrown as -32004 (the request is
+   * not answered: the executor sends it again).
+   */
+  #keepInteraction(stored: StoredInteraction, acknowledged = false): MaybePromise<void> {
+    const store = this.#host?.store;
+    if (!store) return;
+    const { expiry: _expiry, announced: _announced, ...rest } = stored;
+    const persisted: PersistedInteraction = rest;
+    const batch: StoreOp[] = [{ put: INTERACTION_KEYS + stored.id, value: persisted }];
+    if (!acknowledged) return this.#write(batch);
+    const refused = () =>
+      new ProtocolError(ErrorCode.UNAVAILABLE, "interaction store unavailable", {
+        reason: "backend_unavailable",
+      });
+    try {
+      const written = store.write(batch);
+      return isPromiseLike(written)
+        ? Promise.resolve(written).catch(() => Promise.reject(refused()))
+        : written;
+    } catch {
+      throw refused();
+    }
+  }
+
+  /** Reads back the sessions and interactions a previous run of the harness kept. */
+  #recover(): MaybePromise<void> {
+    const host = this.#host;
+    const store = host?.store;
+    if (!host || !store) return;
+    const adoptSessions = (rows: [string, PersistedSession][]) => {
+      for (const [, persisted] of rows) {
+        if (this.#sessions.has(persisted.id)) continue;
+        const live = persisted.ended ? undefined : host.executor(persisted.executorId)
+          ?.sessions.get(persisted.id);
+        const record = this.#record(persisted.id, persisted.executorId, live, persisted.ref);
+        for (const t of persisted.turns) {
+          record.turns.set(t.turnId, {
+            sessionId: persisted.id,
+            turnId: t.turnId,
+            executorId: persisted.executorId,
+            // A turn of a session the harness no longer holds has ended with it.
+            state: live || !ACTIVE.has(t.state) ? t.state : "failed",
+            epoch: t.epoch,
+          });
+        }
+        record.current = persisted.current !== undefined
+          ? record.turns.get(persisted.current)
+          : undefined;
+        for (const [toolUseId, turnId] of persisted.toolUses) {
+          record.toolUses.set(toolUseId, turnId);
+        }
+        for (const id of persisted.results) record.results.add(id);
+        record.closing = persisted.closing;
+        if (!live) this.#ended.add(record);
+      }
+    };
+    const adoptInteractions = (rows: [string, PersistedInteraction][]) => {
+      for (const [, persisted] of rows) {
+        if (this.#byPlatformId.has(persisted.id)) continue;
+        const stored: StoredInteraction = { ...persisted, expiry: undefined, announced: true };
+        this.#interactions.set(stored.key, stored);
+        this.#byPlatformId.set(stored.id, stored);
+        if (stored.status === "open") this.#armExpiry(stored);
+        else this.#settled.add(stored);
+      }
+    };
+    const sessions = store.list<PersistedSession>(SESSION_KEYS);
+    const interactions = store.list<PersistedInteraction>(INTERACTION_KEYS);
+    if (!isPromiseLike(sessions) && !isPromiseLike(interactions)) {
+      adoptSessions(sessions);
+      adoptInteractions(interactions);
+      return;
+    }
+    return Promise.all([sessions, interactions]).then(([s, i]) => {
+      adoptSessions(s);
+      adoptInteractions(i);
+    });
+  }
 }
+
+/** Thrown inside an attempt once the executor is back: the next attempt goes at once. */
+const RECONNECTED = Symbol("reconnected");
 
 /**
  * Errors after which a request to the executor is sent again: a lost connection or answer, and
@@ -1052,7 +1322,7 @@ function snapshot(stored: StoredInteraction): PlatformInteraction {
     interaction_id: stored.interactionId,
     session_id: stored.sessionId,
     turn_id: stored.turnId,
-    executor_id: stored.executor.id,
+    executor_id: stored.executorId,
     kind: stored.kind,
     ...(stored.toolUseId !== undefined ? { tool_use_id: stored.toolUseId } : {}),
     ...(stored.title !== undefined ? { title: stored.title } : {}),

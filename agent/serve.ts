@@ -71,7 +71,7 @@ import {
   TurnCanceledError,
   TurnEndedError,
 } from "./errors.ts";
-import { randomId } from "./ids.ts";
+import { randomId } from "../protocol/ids.ts";
 import { BoundedSet, RecentIds } from "../protocol/bounded-set.ts";
 import { AsyncQueue } from "./queue.ts";
 import type {

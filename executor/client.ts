@@ -67,6 +67,7 @@ import {
   type FetchFunction,
   LOCAL_ENVIRONMENT_ID,
   normalizeBaseUrl,
+  type SocketFetch,
   type TokenSource,
 } from "./credentials.ts";
 import {
@@ -101,6 +102,7 @@ import {
   type TypedToolHandler,
 } from "./tool-slots.ts";
 import { TokenRefresher } from "./token-refresher.ts";
+import { randomHex } from "../protocol/ids.ts";
 import { type AgentServer, serveAgent, type ServeAgentOptions } from "../agent/serve.ts";
 import type { AgentHandler } from "../agent/turn.ts";
 
@@ -127,6 +129,13 @@ export interface ExecutorClientOptions {
    * `environmentId` or `machineId`, a local executor registers in environment `"local"`.
    */
   harnessUrl?: string;
+  /**
+   * HTTP over a local socket, for a `harnessUrl` of `unix:///path.sock`: artifacts are uploaded
+   * to that harness through its socket. The runtime presets (`executor/node.ts`, `deno.ts`,
+   * `bun.ts`) provide it; without it such an executor uploads nothing (results keep their
+   * preview).
+   */
+  socketFetch?: SocketFetch;
   /** What the executor is. */
   executor: ExecutorInfo;
   /** Most sessions held at once; beyond it `session.assign` gets -32009. */
@@ -246,12 +255,6 @@ interface ClientConnection extends Connection {
   advertised: Capabilities;
   lease?: Lease;
   refresher?: TokenRefresher;
-}
-
-function randomHex(bytes: number): string {
-  const buffer = new Uint8Array(bytes);
-  crypto.getRandomValues(buffer);
-  return [...buffer].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 /** The executor end of the BMA Executor Protocol. */

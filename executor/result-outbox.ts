@@ -6,21 +6,16 @@
  * other refusal is final: a tool result given up on goes to `onToolResultLost`.
  */
 import type { Clock } from "../protocol/clock.ts";
-import {
-  ConnectionClosedError,
-  FrameTooLargeError,
-  ProtocolError,
-  RequestTimeoutError,
-} from "../protocol/errors.ts";
+import { ConnectionClosedError, FrameTooLargeError } from "../protocol/errors.ts";
 import type {
   ExecutorRequestMethod,
   RequestMap,
   ToolResultParams,
 } from "../protocol/generated/contract.ts";
-import { RETRYABLE_ERROR_CODES } from "../protocol/generated/errors.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { Peer } from "../protocol/peer.ts";
-import { backoffDelay, type BackoffPolicy, describeError, sleep } from "./timing.ts";
+import { isRetryable, retryDelay } from "../protocol/retry.ts";
+import { type BackoffPolicy, describeError, sleep } from "./timing.ts";
 
 /** Gives access to the registered connection. */
 export interface ConnectionLink {
@@ -48,11 +43,7 @@ export interface DeliveryOptions {
   signalBetweenAttempts?: boolean;
 }
 
-/** Whether a failed send may be repeated unchanged. */
-export function isRetryable(error: unknown): boolean {
-  return error instanceof RequestTimeoutError ||
-    (error instanceof ProtocolError && RETRYABLE_ERROR_CODES.has(error.code));
-}
+export { isRetryable };
 
 /**
  * Sends a request until the harness accepts it: across reconnects, and after retryable
@@ -79,11 +70,11 @@ export async function deliver<M extends ExecutorRequestMethod>(
       if (error instanceof ConnectionClosedError) continue;
       if (!isRetryable(error)) throw error;
       failures++;
-      const hinted = (error as ProtocolError).data as { retry_after_ms?: unknown } | undefined;
-      const delay = typeof hinted?.retry_after_ms === "number"
-        ? hinted.retry_after_ms
-        : backoffDelay(options.retry, failures, options.random);
-      await sleep(options.clock, delay, options.signal);
+      await sleep(
+        options.clock,
+        retryDelay(error, options.retry, failures, options.random),
+        options.signal,
+      );
     }
   }
 }

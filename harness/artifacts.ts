@@ -3,7 +3,7 @@
  * `tool.result` references it with an artifact content block.
  */
 import type { Artifact } from "../protocol/generated/contract.ts";
-import { randomId } from "./token-endpoint.ts";
+import { randomId } from "../protocol/ids.ts";
 
 /** An artifact to store. */
 export interface ArtifactUpload {

@@ -1,66 +1,105 @@
 /**
- * One executor WebSocket on the harness side (internal): register-first admission, the
- * executor's requests and notifications, the register deadline (close 1008) and the token
- * deadline (close 4001).
+ * One executor connection on the harness side (internal): its peer, register-first admission,
+ * its register deadline (close 1008) and token deadline (close 4001, moved by
+ * `executor.token.refresh`). What each method does is the harness's rules (`core.ts`); the
+ * connection only knows where it is.
+ *
+ * A connection's state fits a small JSON object ({@linkcode ConnectionSnapshot}): an edge
+ * harness that is evicted while its sockets live on keeps it with each socket and restores the
+ * connection from it, registered and bound, without a new `executor.register`.
  */
-import { Peer, PeerHandlers } from "../protocol/peer.ts";
-import type { TimerHandle } from "../protocol/clock.ts";
+import { Peer, type PeerHandlers, type ReplyHooks } from "../protocol/peer.ts";
 import type { ProtocolError } from "../protocol/errors.ts";
+import type { Clock } from "../protocol/clock.ts";
+import type { Logger } from "../protocol/logger.ts";
 import type { Transport } from "../transport/transport.ts";
 import type {
   ExecutorRegisterParams,
   ExecutorRegisterResult,
   ProtocolVersion,
 } from "../protocol/generated/contract.ts";
-import {
-  CloseCode,
-  ConflictError,
-  ForbiddenError,
-  NotFoundError,
-} from "../protocol/generated/errors.ts";
-import { afterReply, type HarnessContext } from "./context.ts";
-import { executorControl, type ExecutorHandle } from "./executor-handle.ts";
-import { mcpChannelControl } from "./mcp-channel.ts";
+import { CloseCode, ConflictError, ForbiddenError } from "../protocol/generated/errors.ts";
+import type { ExecutorEntry } from "./handles.ts";
+import { then } from "./maybe.ts";
 import { type Authenticate, expiryOf, type Principal, samePrincipal } from "./principal.ts";
-import { sessionControl } from "./session.ts";
+import { Deadline, type Scheduler } from "./scheduler.ts";
+import type { MaybePromise } from "./store/store.ts";
 
-/** What a connection needs from the harness (internal): one object shared by its connections. */
+/** Where a connection is. */
+type State = "unregistered" | "registered" | "closed";
+
+/**
+ * A connection's state as a small JSON value: what restores it after an edge harness was
+ * evicted while the socket lived on (`Harness.restore`).
+ */
+export interface ConnectionSnapshot {
+  /** The negotiated subprotocol. */
+  readonly protocol: ProtocolVersion;
+  /** The URL it connected with. */
+  readonly url: string;
+  /** What `authenticate` returned (a refreshed token's, after a refresh). */
+  readonly principal: Principal;
+  /** No `authenticate` ran: what the executor registers as is believed. */
+  readonly trusted: boolean;
+  /** `registered` once `executor.register` succeeded. */
+  readonly state: "unregistered" | "registered";
+  /** The executor registered on it. */
+  readonly executorId?: string;
+  /** Until when it may stay unregistered (ms since the epoch). */
+  readonly registerBy?: number;
+  /** When its token expires (ms since the epoch). */
+  readonly tokenExpiresAt?: number;
+  /** The token's expiry passed (the connection is closing with 4001). */
+  readonly tokenExpired?: boolean;
+  /** Requests refused before `executor.register`. */
+  readonly refused?: number;
+  /** The executor sent `executor.close`. */
+  readonly closingForGood?: boolean;
+  /** The executor's lease expiry as its last heartbeat set it. */
+  readonly leaseExpiresAt?: number;
+}
+
+/** What a connection needs from the harness (one object shared by its connections). */
 export interface ConnectionHost {
-  readonly ctx: HarnessContext;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly scheduler: Scheduler;
   readonly maxFrameBytes: number | undefined;
   readonly maxFrameDepth: number | undefined;
+  readonly requestTimeoutMs: number | undefined;
   /** Frames refused before `executor.register` that close the connection with 1008. */
   readonly maxUnregisteredRequests: number;
   /** How long a connection may stay unregistered. */
   readonly registerTimeoutMs: number;
   /** Verifies a refreshed token; absent: `executor.token.refresh` is not served (-32601). */
   readonly authenticate: Authenticate | undefined;
-  /** The connection registered, or closed before it did: called once per connection. */
-  settled(connection: ExecutorConnection): void;
+  /** The handler table of a protocol version (one per harness and version). */
+  handlers(protocol: ProtocolVersion): PeerHandlers<ExecutorConnection>;
   /** Registers the connection; throws the contract's error to refuse. */
   register(
     connection: ExecutorConnection,
     params: ExecutorRegisterParams,
-  ): ExecutorRegisterResult;
-  /** The connection ended. */
-  closed(connection: ExecutorConnection): void;
+    reply: ReplyHooks,
+  ): MaybePromise<ExecutorRegisterResult>;
+  /** The connection registered, or closed before it did: called once per connection. */
+  settled(connection: ExecutorConnection): void;
+  /** The connection ended (after its executor, if any, was detached). */
+  closed(
+    connection: ExecutorConnection,
+    executor: ExecutorEntry | undefined,
+    forGood: boolean,
+  ): void;
+  /** Its snapshot changed (an edge harness keeps it with the socket). */
+  changed?(connection: ExecutorConnection): void;
 }
-
-type State = "unregistered" | "registered" | "closed";
-
-/** The handler tables of a host's connections, one per protocol version (built on first use). */
-const handlerTables = new WeakMap<
-  ConnectionHost,
-  Map<ProtocolVersion, PeerHandlers<ExecutorConnection>>
->();
 
 /**
  * One executor connection. A harness holds one per executor, idle most of the time, so it keeps
  * little: its methods are served from a handler table shared by every connection of the harness
- * (each handler is given the connection), and one timer covers both the register deadline and
- * the token's expiry.
+ * (each handler is given the connection), and it is itself the one deadline that covers both
+ * the register deadline and the token's expiry.
  */
-export class ExecutorConnection {
+export class ExecutorConnection extends Deadline {
   readonly peer: Peer;
   readonly protocol: ProtocolVersion;
   /** No `authenticate` ran: what the executor registers as is believed (a local harness). */
@@ -68,7 +107,7 @@ export class ExecutorConnection {
   readonly #href: string;
   #principal: Principal;
   #state: State = "unregistered";
-  #executor: ExecutorHandle | undefined;
+  #executor: ExecutorEntry | undefined;
   #closingForGood = false;
   #refused = 0;
   readonly #host: ConnectionHost;
@@ -78,9 +117,11 @@ export class ExecutorConnection {
   #tokenExpiresAt: number | undefined;
   /** The token's expiry has passed (a refresh no longer moves it). */
   #tokenExpired = false;
-  /** The one timer, due at the earlier of `#registerBy` and `#tokenExpiresAt`. */
-  #timer: TimerHandle | undefined;
 
+  /**
+   * Serves a connection from its start, or (`restore`, with its executor) as it was when its
+   * snapshot was taken.
+   */
   constructor(
     transport: Transport,
     protocol: ProtocolVersion,
@@ -88,33 +129,46 @@ export class ExecutorConnection {
     trusted: boolean,
     url: URL,
     host: ConnectionHost,
+    restore?: { snapshot: ConnectionSnapshot; executor: ExecutorEntry | undefined },
   ) {
+    super();
     this.#host = host;
     this.protocol = protocol;
     this.trusted = trusted;
     this.#principal = principal;
     this.#href = url.href;
-    const ctx = host.ctx;
+    const snapshot = restore?.snapshot;
+    if (snapshot) {
+      this.#refused = snapshot.refused ?? 0;
+      this.#closingForGood = snapshot.closingForGood ?? false;
+      this.#tokenExpired = snapshot.tokenExpired ?? false;
+      this.#tokenExpiresAt = snapshot.tokenExpiresAt;
+      if (snapshot.state === "registered" && restore.executor) {
+        this.#state = "registered";
+        this.#executor = restore.executor;
+      } else this.#registerBy = snapshot.registerBy ?? host.clock.now() + host.registerTimeoutMs;
+    } else {
+      this.#tokenExpiresAt = expiryOf(principal);
+      this.#registerBy = host.clock.now() + host.registerTimeoutMs;
+    }
+    // Fields first: the peer may dispatch frames the transport buffered while it is made.
     this.peer = new Peer(transport, {
       protocol,
-      clock: ctx.clock,
-      logger: ctx.logger,
+      clock: host.clock,
+      logger: host.logger,
       maxFrameBytes: host.maxFrameBytes,
       maxFrameDepth: host.maxFrameDepth,
-      ...(ctx.requestTimeoutMs !== undefined ? { requestTimeoutMs: ctx.requestTimeoutMs } : {}),
-      handlers: ExecutorConnection.#handlers(host, protocol),
+      ...(host.requestTimeoutMs !== undefined ? { requestTimeoutMs: host.requestTimeoutMs } : {}),
+      handlers: host.handlers(protocol),
       owner: this,
     });
-    this.#tokenExpiresAt = expiryOf(principal);
-    this.#registerBy = ctx.clock.now() + host.registerTimeoutMs;
     this.#arm();
     this.peer.closed.then(() => {
       if (this.#state === "unregistered") host.settled(this);
       this.#state = "closed";
-      this.#disarm();
+      host.scheduler.clear(this);
       const executor = this.#executor;
-      if (executor) executorControl(executor).detach(this, this.#closingForGood);
-      host.closed(this);
+      host.closed(this, executor, this.#closingForGood);
     });
   }
 
@@ -129,13 +183,50 @@ export class ExecutorConnection {
   }
 
   /** The executor bound by a successful `executor.register`. */
-  get executor(): ExecutorHandle | undefined {
+  get executor(): ExecutorEntry | undefined {
     return this.#executor;
+  }
+
+  /** Whether `executor.register` succeeded on it. */
+  get registered(): boolean {
+    return this.#state === "registered";
   }
 
   /** When the connection's token expires (ms since the epoch), if it does. */
   get tokenExpiresAt(): number | undefined {
     return this.#tokenExpiresAt;
+  }
+
+  /** The connection's state, to restore it from (see {@linkcode ConnectionSnapshot}). */
+  snapshot(): ConnectionSnapshot {
+    const executor = this.#executor;
+    const registered = this.#state === "registered" && executor !== undefined;
+    return {
+      protocol: this.protocol,
+      url: this.#href,
+      principal: {
+        ...this.#principal,
+        ...(this.#principal.expiresAt !== undefined
+          ? { expiresAt: expiryOf(this.#principal) }
+          : {}),
+      },
+      trusted: this.trusted,
+      state: registered ? "registered" : "unregistered",
+      ...(registered ? { executorId: executor.id } : {}),
+      ...(this.#registerBy !== undefined ? { registerBy: this.#registerBy } : {}),
+      ...(this.#tokenExpiresAt !== undefined ? { tokenExpiresAt: this.#tokenExpiresAt } : {}),
+      ...(this.#tokenExpired ? { tokenExpired: true } : {}),
+      ...(this.#refused > 0 ? { refused: this.#refused } : {}),
+      ...(this.#closingForGood ? { closingForGood: true } : {}),
+      ...(registered && executor.lease?.expiresAt !== undefined
+        ? { leaseExpiresAt: executor.lease.expiresAt }
+        : {}),
+    };
+  }
+
+  /** Binds the executor after a successful registration. */
+  bind(executor: ExecutorEntry): void {
+    this.#executor = executor;
   }
 
   /** A new registration with the same executor id took over: close with 4004. */
@@ -149,17 +240,15 @@ export class ExecutorConnection {
     return this.peer.close(code, reason);
   }
 
-  /** Binds the executor after a successful registration (called by the harness). */
-  bind(executor: ExecutorHandle): void {
-    this.#executor = executor;
-  }
-
   // ---- deadlines -----------------------------------------------------------------------------
 
-  /** Sets the timer for the earlier pending deadline. */
+  /** Schedules the earlier pending deadline. */
   #arm(): void {
-    this.#disarm();
-    if (this.#state === "closed") return;
+    const scheduler = this.#host.scheduler;
+    if (this.#state === "closed") {
+      scheduler.clear(this);
+      return;
+    }
     const token = this.#tokenExpired ? undefined : this.#tokenExpiresAt;
     const register = this.#registerBy;
     const at = token === undefined
@@ -167,28 +256,19 @@ export class ExecutorConnection {
       : register === undefined
       ? token
       : Math.min(token, register);
-    if (at === undefined) return;
-    const clock = this.#host.ctx.clock;
-    this.#timer = clock.setTimeout(() => {
-      this.#timer = undefined;
-      this.#deadlinePassed();
-    }, Math.max(0, at - clock.now()));
+    if (at === undefined) scheduler.clear(this);
+    else scheduler.set(this, at);
   }
 
-  #disarm(): void {
-    if (this.#timer === undefined) return;
-    this.#host.ctx.clock.clearTimeout(this.#timer);
-    this.#timer = undefined;
-  }
-
-  #deadlinePassed(): void {
+  /** Called by the scheduler. */
+  due(now: number): void {
     if (this.#state === "closed") return;
-    const ctx = this.#host.ctx;
-    const now = ctx.clock.now();
     const token = this.#tokenExpiresAt;
     if (!this.#tokenExpired && token !== undefined && token <= now) {
       this.#tokenExpired = true;
-      ctx.logger.info("executor token expired: closing", { executor_id: this.#executor?.id });
+      this.#host.logger.info("executor token expired: closing", {
+        executor_id: this.#executor?.id,
+      });
       this.peer.close(CloseCode.TOKEN_EXPIRED, "token expired");
     }
     const register = this.#registerBy;
@@ -201,9 +281,14 @@ export class ExecutorConnection {
     this.#arm();
   }
 
-  // ---- what the executor sends ---------------------------------------------------------------
+  // ---- what the executor sends (called from the harness's handler table) ---------------------
 
-  #admit(method: string, kind: "request" | "notification"): ProtocolError | undefined {
+  /** Register-first admission: refuses what comes before a successful `executor.register`. */
+  admit(
+    method: string,
+    kind: "request" | "notification",
+    reply: ReplyHooks | undefined,
+  ): ProtocolError | undefined {
     if (this.#state === "registered") {
       return method === "executor.register"
         ? new ConflictError("already registered", { reason: "already_registered" })
@@ -212,32 +297,45 @@ export class ExecutorConnection {
     if (method === "executor.register") return undefined;
     if (kind === "request" && ++this.#refused > this.#host.maxUnregisteredRequests) {
       // Repeated frames before executor.register: a policy violation, not a slow start.
-      afterReply(() =>
+      reply?.afterReply(() =>
         this.peer.close(CloseCode.POLICY_VIOLATION, "requests before executor.register")
       );
     }
     return new ForbiddenError("not registered", { reason: "not_registered" });
   }
 
-  #bound(): ExecutorHandle {
+  /** The bound executor (admission lets only registered connections through). */
+  bound(): ExecutorEntry {
     const executor = this.#executor;
-    // Admission lets only registered connections through; a replaced one has no executor.
+    // A replaced connection has no executor.
     if (!executor) throw new ForbiddenError("not registered", { reason: "not_registered" });
     return executor;
   }
 
-  #registered(params: ExecutorRegisterParams): ExecutorRegisterResult {
-    const result = this.#host.register(this, params);
-    this.#state = "registered";
-    this.#host.settled(this);
-    if (this.#registerBy !== undefined) {
+  /** `executor.register`. */
+  register(
+    params: ExecutorRegisterParams,
+    reply: ReplyHooks,
+  ): MaybePromise<ExecutorRegisterResult> {
+    return then(this.#host.register(this, params, reply), (result) => {
+      this.#state = "registered";
+      this.#host.settled(this);
       this.#registerBy = undefined;
       this.#arm();
-    }
-    return result;
+      this.#host.changed?.(this);
+      return result;
+    });
   }
 
-  async #refresh(token: string): Promise<{ expires_at: string }> {
+  /** `executor.close`: the executor stops for good; its connection's end ends it. */
+  closingForGood(): void {
+    this.#host.logger.info("executor closing for good", { executor_id: this.#executor?.id });
+    this.#closingForGood = true;
+    this.#host.changed?.(this);
+  }
+
+  /** `executor.token.refresh`: moves the token deadline to the new token's expiry. */
+  async refresh(token: string): Promise<{ expires_at: string }> {
     const authenticate = this.#host.authenticate!;
     let next: Principal;
     try {
@@ -252,7 +350,7 @@ export class ExecutorConnection {
       throw new ForbiddenError("token invalid", { reason: "token_invalid" });
     }
     const expiresAt = expiryOf(next);
-    if (expiresAt === undefined || expiresAt <= this.#host.ctx.clock.now()) {
+    if (expiresAt === undefined || expiresAt <= this.#host.clock.now()) {
       throw new ForbiddenError("token invalid", { reason: "token_invalid" });
     }
     if (!samePrincipal(this.#principal, next)) {
@@ -264,144 +362,7 @@ export class ExecutorConnection {
       this.#tokenExpiresAt = expiresAt;
       this.#arm();
     }
+    this.#host.changed?.(this);
     return { expires_at: new Date(expiresAt).toISOString() };
   }
-
-  /** The handler table of a host's connections on one protocol version. */
-  static #handlers(
-    host: ConnectionHost,
-    protocol: ProtocolVersion,
-  ): PeerHandlers<ExecutorConnection> {
-    let tables = handlerTables.get(host);
-    if (!tables) handlerTables.set(host, tables = new Map());
-    let table = tables.get(protocol);
-    if (!table) tables.set(protocol, table = ExecutorConnection.#serve(host, protocol));
-    return table;
-  }
-
-  static #serve(host: ConnectionHost, protocol: ProtocolVersion): PeerHandlers<ExecutorConnection> {
-    const ctx = host.ctx;
-    const table = new PeerHandlers<ExecutorConnection>();
-    table.admit = (connection, method, kind) => connection.#admit(method, kind);
-
-    table.onRequest("executor.register", (params, _, connection) => connection.#registered(params));
-
-    table.onRequest(
-      "executor.heartbeat",
-      (_params, _, connection) => executorControl(connection.#bound()).heartbeat(),
-    );
-
-    if (host.authenticate && protocol !== "bma.executor.v1") {
-      table.onRequest(
-        "executor.token.refresh",
-        ({ token }, _, connection) => connection.#refresh(token),
-      );
-    }
-
-    table.onRequest("session.ready", ({ session_id }, _, connection) => {
-      const session = executorControl(connection.#bound()).session(session_id);
-      if (!session) throw unknownSession();
-      const repeat = sessionControl(session).markReady();
-      return repeat ? { ok: true, duplicate: true } : { ok: true };
-    });
-
-    table.onRequest("session.event", (params, context, connection) => {
-      const session = executorControl(connection.#bound()).session(params.session_id);
-      if (!session) throw unknownSession();
-      return sessionControl(session).appendEvent(params, context.id, context.frameLength);
-    });
-
-    table.onRequest("session.ended", ({ session_id, reason }, _, connection) => {
-      const session = executorControl(connection.#bound()).session(session_id);
-      // A repeat, or a session the harness no longer knows, ends the executor's retry loop.
-      if (!session || session.state === "ended") return { ok: true, duplicate: true };
-      sessionControl(session).end(reason ?? "ended", "session_ended");
-      return { ok: true };
-    });
-
-    table.onRequest("tool.result", (params, _, connection) => {
-      const executor = connection.#bound();
-      const acceptance = ctx.ledger.accept(params, executor.id);
-      if (acceptance === "unknown") {
-        throw new NotFoundError("unknown tool call", { reason: "unknown_tool_call" });
-      }
-      return acceptance === "duplicate" ? { ok: true, duplicate: true } : { ok: true };
-    });
-
-    table.onRequest("mcp.close", ({ channel_id, reason }, _, connection) => {
-      const control = executorControl(connection.#bound());
-      const channel = control.channel(channel_id);
-      if (!channel || channel.isClosed) return { closed: false };
-      control.dropChannel(channel_id);
-      mcpChannelControl(channel).end(reason ?? "closed by executor");
-      return { closed: true };
-    });
-
-    table.onNotification("mcp.message", ({ channel_id, message }, connection) => {
-      const channel = executorControl(connection.#bound()).channel(channel_id);
-      if (!channel) {
-        ctx.logger.warn("mcp.message for an unknown channel dropped", { channel_id });
-        return;
-      }
-      mcpChannelControl(channel).deliver(message as { jsonrpc: "2.0" });
-    });
-
-    table.onNotification("executor.capabilities.update", ({ capabilities }, connection) => {
-      executorControl(connection.#bound()).updateCapabilities(capabilities);
-    });
-
-    table.onNotification("executor.close", ({ reason }, connection) => {
-      ctx.logger.info("executor closing for good", {
-        executor_id: connection.#executor?.id,
-        reason,
-      });
-      connection.#closingForGood = true;
-    });
-
-    table.onNotification("session.status", (params, connection) => {
-      const session = executorControl(connection.#bound()).session(params.session_id);
-      if (session) sessionControl(session).status(params);
-    });
-
-    table.onNotification("tool.progress", (params, connection) => {
-      const session = executorControl(connection.#bound()).session(params.session_id);
-      if (session) sessionControl(session).progress(params);
-    });
-
-    table.onNotification("terminal.output", (params, connection) => {
-      const session = executorControl(connection.#bound()).session(params.session_id);
-      if (session) sessionControl(session).terminalOutput(params);
-    });
-
-    // The agent capability's executor-to-harness methods: served only with an agent platform,
-    // so a harness without one answers -32601 (the executor then keeps its tokens).
-    const agent = ctx.agent;
-    if (agent) {
-      table.onNotification(
-        "session.event_delta",
-        (params, connection) => agent.delta(connection.#bound(), params),
-      );
-      table.onRequest(
-        "interaction.request",
-        (params, _, connection) => agent.requestInteraction(connection.#bound(), params),
-      );
-      table.onRequest(
-        "interaction.cancel",
-        (params, _, connection) => agent.cancelInteraction(connection.#bound(), params),
-      );
-      table.onRequest(
-        "model_token.refresh",
-        (params, _, connection) => agent.modelToken(connection.#bound(), params),
-      );
-      table.onRequest(
-        "tools_token.refresh",
-        (params, _, connection) => agent.toolsToken(connection.#bound(), params),
-      );
-    }
-    return table;
-  }
-}
-
-function unknownSession(): NotFoundError {
-  return new NotFoundError("unknown session", { reason: "unknown_session" });
 }

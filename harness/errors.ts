@@ -176,3 +176,14 @@ export class TokenRejectedError extends LocalError {
     this.reason = reason;
   }
 }
+
+/** An agent method was used on a harness built without `agent` (an `AgentPlatform`). */
+export class NoAgentPlatformError extends LocalError {
+  constructor(
+    message =
+      "this Harness has no agent platform: pass new Harness({ agent: new AgentPlatform() })",
+  ) {
+    super(message);
+    this.name = "NoAgentPlatformError";
+  }
+}

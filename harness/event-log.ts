@@ -7,22 +7,25 @@
  *   a sequence at or below the acknowledged one is a duplicate; a gap is -32013
  *   `sequence_gap` with `expected_sequence`.
  *
- * Persistence plugs in through a {@linkcode SessionEventSink}: it runs before the ACK, so an
- * event the sink did not take is not acknowledged and the executor sends it again.
+ * An accepted event is handed to the {@linkcode SessionEventSink} (if any) and written to the
+ * harness's store (if any) before its ACK leaves: an event that neither took is not
+ * acknowledged, and the executor sends it again. With a synchronous store and no sink (or a
+ * synchronous one) an event is decided within the request's own turn, without a microtask.
  *
- * The log keeps the most recent events in memory, within a count and a size
- * ({@linkcode EventLogOptions.maxRecords}, {@linkcode EventLogOptions.maxBytes}): older ones are
- * dropped (the sink has every one of them), and a reader that falls behind continues at the
- * oldest record still kept, the jump in {@linkcode SessionEventRecord.index} showing what it
- * missed. Deduplication does not depend on what is kept: its windows of JSON-RPC ids and event
- * ids are bounded on their own (`remember`).
+ * The log keeps the most recent events, within a count and a size
+ * ({@linkcode EventLogOptions.maxRecords}, {@linkcode EventLogOptions.maxBytes}), in memory and
+ * in the store alike: older ones are dropped (the sink has every one of them), and a reader that
+ * falls behind continues at the oldest record still kept, the jump in
+ * {@linkcode SessionEventRecord.index} showing what it missed. Deduplication does not depend on
+ * what is kept: its windows of JSON-RPC ids and event ids are bounded on their own (`remember`).
+ * A log opened again on a store (the harness restarted) reads its kept events back on first use
+ * and rebuilds its windows from them.
  */
 import type { JsonRpcId } from "../protocol/jsonrpc.ts";
 import {
   AgentEventSchema,
   isAgentEvent,
   type SessionEventParams,
-  type SessionEventPayload,
   type SessionEventResult,
 } from "../protocol/generated/contract.ts";
 import {
@@ -31,27 +34,15 @@ import {
   UnavailableError,
 } from "../protocol/generated/errors.ts";
 import { RecentIds } from "../protocol/bounded-set.ts";
+import { keys, type SessionEventRecord, type StoredEvent } from "./records.ts";
+import {
+  type HarnessStore,
+  isPromiseLike,
+  type MaybePromise,
+  type StoreOp,
+} from "./store/store.ts";
 
-/** One accepted durable event. */
-export interface SessionEventRecord {
-  /**
-   * 1-based position in the session's log, counting every event ever accepted (dropped ones
-   * too): consecutive records a reader receives differ by 1 unless some were dropped between.
-   */
-  readonly index: number;
-  /** The session. */
-  readonly session_id: string;
-  /** The event (an `AgentEvent` for agent executors). */
-  readonly event: SessionEventPayload;
-  /** Agent executors: the turn. */
-  readonly turn_id?: string;
-  /** Agent executors: the event's id. */
-  readonly event_id?: string;
-  /** Agent executors: the per-session sequence. */
-  readonly sequence?: number;
-  /** When the harness accepted it (ms since the epoch, harness clock). */
-  readonly received_at: number;
-}
+export type { SessionEventRecord } from "./records.ts";
 
 /**
  * Stores an accepted event durably before it is acknowledged. Throwing (or rejecting) refuses
@@ -59,42 +50,52 @@ export interface SessionEventRecord {
  */
 export type SessionEventSink = (record: SessionEventRecord) => void | Promise<void>;
 
-/** The default number of events a session's log keeps in memory: 10,000. */
+/** The default number of events a session's log keeps: 10,000. */
 export const DEFAULT_MAX_SESSION_EVENTS = 10_000;
-/** The default size of the events a session's log keeps in memory: 32 MiB of their frames. */
+/** The default size of the events a session's log keeps: 32 MiB of their frames. */
 export const DEFAULT_MAX_SESSION_EVENT_BYTES = 32 * 1024 * 1024;
 
 /** Options of an {@linkcode EventLog}. */
 export interface EventLogOptions {
-  /** Where accepted events are persisted before the ACK. */
+  /** Where accepted events are handed before the ACK (after the store). */
   sink?: SessionEventSink;
   /** The time source for `received_at`. */
   now?: () => number;
   /** How many JSON-RPC ids and event ids to remember for deduplication. Default 10,000. */
   remember?: number;
   /**
-   * Most events kept in memory; beyond it the oldest are dropped. Default 10,000
+   * Most events kept; beyond it the oldest are dropped. Default 10,000
    * ({@linkcode DEFAULT_MAX_SESSION_EVENTS}).
    */
   maxRecords?: number;
   /**
-   * Most bytes of events kept in memory, counted as the length of the frames that carried
-   * them (an event appended without a size counts 0); beyond it the oldest are dropped, though
-   * the newest event is always kept. Default 32 MiB ({@linkcode DEFAULT_MAX_SESSION_EVENT_BYTES}).
+   * Most bytes of events kept, counted as the length of the frames that carried them (an event
+   * appended without a size counts 0); beyond it the oldest are dropped, though the newest event
+   * is always kept. Default 32 MiB ({@linkcode DEFAULT_MAX_SESSION_EVENT_BYTES}).
    */
   maxBytes?: number;
+  /**
+   * Writes each accepted event (and drops the oldest) in the store before the ACK, and reads
+   * the kept events back from it when the log is opened again.
+   */
+  store?: HarnessStore;
+  /** Told of each accepted event, as it is kept (before its ACK is sent). */
+  onAccepted?: (record: SessionEventRecord) => void;
+}
+
+/** Where a reader waits for the next record. */
+interface Waiter {
+  resolve(): void;
 }
 
 /** The event log of one session. */
 export class EventLog {
   /** The session. */
   readonly sessionId: string;
-  /** The kept records from `#head` on (slots before it are dropped records, cleared). */
-  #records: (SessionEventRecord | undefined)[] = [];
-  /** The frame size of each slot of `#records`. */
-  #sizes: number[] = [];
+  /** The kept events from `#head` on (slots before it are dropped events, cleared). */
+  #events: (StoredEvent | undefined)[] = [];
   #head = 0;
-  /** How many records were dropped from the front: the position of the oldest kept one. */
+  /** How many events were dropped from the front: the position of the oldest kept one. */
   #dropped = 0;
   #bytes = 0;
   readonly #maxRecords: number;
@@ -102,49 +103,73 @@ export class EventLog {
   readonly #rpcIds: RecentIds<string>;
   readonly #eventIds: RecentIds<string>;
   readonly #sink: SessionEventSink | undefined;
+  readonly #store: HarnessStore | undefined;
+  readonly #onAccepted: ((record: SessionEventRecord) => void) | undefined;
   readonly #now: () => number;
   #ackedSequence = 0;
-  #tail: Promise<unknown> = Promise.resolve();
+  /** The request being applied when it waits for a sink or a store; later ones queue behind. */
+  #busy: Promise<unknown> | undefined;
+  /** The kept events still have to be read back from the store. */
+  #pendingLoad = false;
+  /** The read-back under way, with a store that answers later. */
+  #loading: Promise<void> | undefined;
   #closed = false;
-  #changed!: Promise<void>;
-  #signalChange!: () => void;
+  /** Readers waiting for a record (made only while one waits). */
+  #waiters: Waiter[] | undefined;
 
-  /** An empty log of one session. */
   constructor(sessionId: string, options: EventLogOptions = {}) {
     this.sessionId = sessionId;
     this.#sink = options.sink;
+    this.#store = options.store;
+    this.#onAccepted = options.onAccepted;
     this.#now = options.now ?? Date.now;
     this.#rpcIds = new RecentIds(options.remember ?? 10_000);
     this.#eventIds = new RecentIds(options.remember ?? 10_000);
     this.#maxRecords = Math.max(1, options.maxRecords ?? DEFAULT_MAX_SESSION_EVENTS);
     this.#maxBytes = options.maxBytes ?? DEFAULT_MAX_SESSION_EVENT_BYTES;
-    this.#armChange();
+  }
+
+  /**
+   * A log whose events a previous run of the harness wrote to `options.store`: they are read
+   * back on first use (an append, a read, or {@linkcode EventLog.records}).
+   */
+  static reopened(sessionId: string, options: EventLogOptions & { store: HarnessStore }): EventLog {
+    const log = new EventLog(sessionId, options);
+    log.#pendingLoad = true;
+    return log;
   }
 
   /** The highest accepted agent sequence (0 before the first). */
   get ackedSequence(): number {
+    this.#loadSync();
     return this.#ackedSequence;
   }
 
-  /** The events kept in memory, oldest first (see {@linkcode EventLogOptions.maxRecords}). */
+  /** The events kept, oldest first (see {@linkcode EventLogOptions.maxRecords}). */
   get records(): readonly SessionEventRecord[] {
-    return (this.#head === 0
-      ? this.#records
-      : this.#records.slice(this.#head)) as readonly SessionEventRecord[];
+    this.#loadSync();
+    const out: SessionEventRecord[] = new Array(this.#events.length - this.#head);
+    for (let i = this.#head; i < this.#events.length; i++) {
+      out[i - this.#head] = this.#events[i]!.record;
+    }
+    return out;
   }
 
   /** How many events were accepted in all, kept or dropped. */
   get accepted(): number {
-    return this.#dropped + this.#records.length - this.#head;
+    this.#loadSync();
+    return this.#dropped + this.#events.length - this.#head;
   }
 
-  /** How many of the oldest events were dropped from memory to keep the log within its bounds. */
+  /** How many of the oldest events were dropped to keep the log within its bounds. */
   get dropped(): number {
+    this.#loadSync();
     return this.#dropped;
   }
 
   /** The size of the events kept, in the characters of their frames. */
   get keptBytes(): number {
+    this.#loadSync();
     return this.#bytes;
   }
 
@@ -155,12 +180,20 @@ export class EventLog {
 
   /**
    * Applies one `session.event` request with JSON-RPC id `rpcId` that came in a frame of `size`
-   * characters (0 when unknown); resolves with the ACK. Requests are applied one at a time in
-   * arrival order, so pipelined events keep their order.
+   * characters (0 when unknown); returns (or resolves with) the ACK. Requests are applied one at
+   * a time in arrival order, so pipelined events keep their order.
    */
-  append(params: SessionEventParams, rpcId: JsonRpcId, size = 0): Promise<SessionEventResult> {
-    const applied = this.#tail.then(() => this.#apply(params, rpcId, size));
-    this.#tail = applied.catch(() => {});
+  append(
+    params: SessionEventParams,
+    rpcId: JsonRpcId,
+    size = 0,
+  ): MaybePromise<SessionEventResult> {
+    if (this.#busy || this.#pendingLoad) {
+      const ready = this.#busy ?? this.#load();
+      if (isPromiseLike(ready)) return this.#queue(ready, params, rpcId, size);
+    }
+    const applied = this.#apply(params, rpcId, size);
+    if (isPromiseLike(applied)) this.#track(applied);
     return applied;
   }
 
@@ -168,7 +201,7 @@ export class EventLog {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    this.#signalChange();
+    this.#wake();
   }
 
   /**
@@ -181,32 +214,50 @@ export class EventLog {
   ): AsyncGenerator<SessionEventRecord, void, undefined> {
     let next = options.from ?? 0;
     const signal = options.signal;
-    const aborted = signal
-      ? new Promise<void>((resolve) => {
-        if (signal.aborted) resolve();
-        else signal.addEventListener("abort", () => resolve(), { once: true });
-      })
-      : undefined;
+    if (this.#pendingLoad) await this.#load();
     for (;;) {
       for (;;) {
         if (next < this.#dropped) next = this.#dropped;
         const slot = this.#head + next - this.#dropped;
-        if (slot >= this.#records.length) break;
+        if (slot >= this.#events.length) break;
         if (signal?.aborted) return;
         next++;
-        yield this.#records[slot]!;
+        yield this.#events[slot]!.record;
       }
       if (this.#closed || signal?.aborted) return;
-      const changed = this.#changed;
-      await (aborted ? Promise.race([changed, aborted]) : changed);
+      await this.#changed(signal);
     }
   }
 
-  async #apply(
+  /** The store operations that forget this log's events (the session is forgotten). */
+  forget(): StoreOp[] {
+    return this.#store ? [{ deletePrefix: keys.events(this.sessionId) }] : [];
+  }
+
+  #queue(
+    ready: Promise<unknown>,
     params: SessionEventParams,
     rpcId: JsonRpcId,
     size: number,
   ): Promise<SessionEventResult> {
+    const applied = ready.then(() => this.#apply(params, rpcId, size));
+    this.#track(applied);
+    return applied;
+  }
+
+  #track(applied: Promise<unknown>): void {
+    const busy = applied.then(settled, settled);
+    this.#busy = busy;
+    busy.then(() => {
+      if (this.#busy === busy) this.#busy = undefined;
+    });
+  }
+
+  #apply(
+    params: SessionEventParams,
+    rpcId: JsonRpcId,
+    size: number,
+  ): MaybePromise<SessionEventResult> {
     const rpcKey = `${typeof rpcId}:${rpcId}`;
     if (this.#rpcIds.has(rpcKey)) return this.#duplicate();
     const agent = params.event_id !== undefined || params.sequence !== undefined ||
@@ -242,52 +293,94 @@ export class EventLog {
         });
       }
     }
-    const record: SessionEventRecord = {
-      index: this.accepted + 1,
+    // Built member by member: conditional spreads allocate an object each.
+    const record: { -readonly [K in keyof SessionEventRecord]: SessionEventRecord[K] } = {
+      index: this.#dropped + this.#events.length - this.#head + 1,
       session_id: this.sessionId,
       event: params.event,
-      ...(params.turn_id !== undefined ? { turn_id: params.turn_id } : {}),
-      ...(params.event_id !== undefined ? { event_id: params.event_id } : {}),
-      ...(params.sequence !== undefined ? { sequence: params.sequence } : {}),
       received_at: this.#now(),
     };
-    if (this.#sink) {
-      try {
-        await this.#sink(record);
-      } catch {
-        // Not stored, so not acknowledged: the executor keeps the event and sends it again.
-        throw new UnavailableError("event store unavailable", { reason: "backend_unavailable" });
-      }
+    if (params.turn_id !== undefined) record.turn_id = params.turn_id;
+    if (params.event_id !== undefined) record.event_id = params.event_id;
+    if (params.sequence !== undefined) record.sequence = params.sequence;
+    const stored: StoredEvent = { record, rpc: rpcKey, bytes: size };
+    if (!this.#sink) return this.#persist(stored, params);
+    let sunk: void | Promise<void>;
+    try {
+      sunk = this.#sink(record);
+    } catch {
+      throw sinkRefused();
     }
-    this.#keep(record, size);
-    this.#rpcIds.add(rpcKey);
-    if (params.event_id !== undefined) this.#eventIds.add(params.event_id);
-    if (params.sequence !== undefined) this.#ackedSequence = params.sequence;
-    this.#signalChange();
-    return this.#ackedSequence > 0 ? { acked_sequence: this.#ackedSequence } : {};
+    if (!isPromiseLike(sunk)) return this.#persist(stored, params);
+    return sunk.then(
+      () => this.#persist(stored, params),
+      () => Promise.reject(sinkRefused()),
+    );
   }
 
-  /** Adds a record, dropping the oldest beyond the bounds. */
-  #keep(record: SessionEventRecord, size: number): void {
-    this.#records.push(record);
-    this.#sizes.push(size);
-    this.#bytes += size;
-    const records = this.#records;
-    while (
-      records.length - this.#head > this.#maxRecords ||
-      (this.#bytes > this.#maxBytes && records.length - this.#head > 1)
-    ) {
-      records[this.#head] = undefined;
-      this.#bytes -= this.#sizes[this.#head];
+  /** Writes the event (and drops the oldest beyond the bounds) in the store, then keeps it. */
+  #persist(stored: StoredEvent, params: SessionEventParams): MaybePromise<SessionEventResult> {
+    const store = this.#store;
+    const drop = this.#overflow(stored.bytes);
+    if (!store) return this.#keep(stored, params, drop);
+    const batch: StoreOp[] = [{
+      put: keys.event(this.sessionId, stored.record.index),
+      value: stored,
+    }];
+    for (let i = 0; i < drop; i++) {
+      batch.push({
+        delete: keys.event(this.sessionId, this.#events[this.#head + i]!.record.index),
+      });
+    }
+    let written: MaybePromise<void>;
+    try {
+      written = store.write(batch);
+    } catch {
+      throw storeRefused();
+    }
+    if (!isPromiseLike(written)) return this.#keep(stored, params, drop);
+    // Appends wait for this one (see #busy): the kept events are still those counted above.
+    return Promise.resolve(written).then(
+      () => this.#keep(stored, params, drop),
+      () => Promise.reject(storeRefused()),
+    );
+  }
+
+  /** How many of the oldest kept events must go to add one of `bytes`. */
+  #overflow(bytes: number): number {
+    let count = this.#events.length - this.#head + 1;
+    let total = this.#bytes + bytes;
+    let drop = 0;
+    while (count > this.#maxRecords || (total > this.#maxBytes && count > 1)) {
+      total -= this.#events[this.#head + drop]!.bytes;
+      count--;
+      drop++;
+    }
+    return drop;
+  }
+
+  /** Keeps an accepted event, dropping the oldest beyond the bounds. */
+  #keep(stored: StoredEvent, params: SessionEventParams, drop: number): SessionEventResult {
+    const events = this.#events;
+    events.push(stored);
+    this.#bytes += stored.bytes;
+    for (let i = 0; i < drop; i++) {
+      this.#bytes -= events[this.#head]!.bytes;
+      events[this.#head] = undefined;
       this.#head++;
       this.#dropped++;
     }
     // Cleared slots are given back once they are half the array: amortized O(1) per record.
-    if (this.#head >= 1024 && this.#head * 2 >= records.length) {
-      this.#records = records.slice(this.#head);
-      this.#sizes = this.#sizes.slice(this.#head);
+    if (this.#head >= 1024 && this.#head * 2 >= events.length) {
+      this.#events = events.slice(this.#head);
       this.#head = 0;
     }
+    this.#rpcIds.add(stored.rpc);
+    if (params.event_id !== undefined) this.#eventIds.add(params.event_id);
+    if (params.sequence !== undefined) this.#ackedSequence = params.sequence;
+    if (this.#waiters) this.#wake();
+    this.#onAccepted?.(stored.record);
+    return this.#ackedSequence > 0 ? { acked_sequence: this.#ackedSequence } : {};
   }
 
   #duplicate(): SessionEventResult {
@@ -296,12 +389,98 @@ export class EventLog {
       : { duplicate: true };
   }
 
-  #armChange(): void {
-    this.#changed = new Promise((resolve) => {
-      this.#signalChange = () => {
-        resolve();
-        this.#armChange();
-      };
+  /** Resolves when a record arrives, the log closes, or `signal` aborts. */
+  #changed(signal: AbortSignal | undefined): Promise<void> {
+    return new Promise<void>((resolve) => {
+      if (signal?.aborted) return resolve();
+      const onAbort = () => resolve();
+      signal?.addEventListener("abort", onAbort, { once: true });
+      (this.#waiters ??= []).push({
+        resolve: () => {
+          signal?.removeEventListener("abort", onAbort);
+          resolve();
+        },
+      });
     });
   }
+
+  #wake(): void {
+    const waiters = this.#waiters;
+    this.#waiters = undefined;
+    for (const waiter of waiters ?? []) waiter.resolve();
+  }
+
+  // ---- reading back from the store -------------------------------------------------------------
+
+  /** Reads the kept events back now, when the store answers synchronously. */
+  #loadSync(): void {
+    if (!this.#pendingLoad) return;
+    try {
+      const loading = this.#load();
+      if (isPromiseLike(loading)) loading.catch(settled);
+    } catch {
+      // Tried again on the next use.
+    }
+  }
+
+  /**
+   * Reads the kept events back from the store (once; again after a failure, which refuses the
+   * events waiting for it: the executor sends them again).
+   */
+  #load(): MaybePromise<void> {
+    if (!this.#pendingLoad) return this.#loading;
+    this.#pendingLoad = false;
+    let listed: MaybePromise<[string, StoredEvent][]>;
+    try {
+      listed = this.#store!.list<StoredEvent>(keys.events(this.sessionId), {
+        reverse: true,
+        limit: this.#maxRecords,
+      });
+    } catch {
+      this.#pendingLoad = true;
+      throw storeRefused();
+    }
+    const adopt = (rows: [string, StoredEvent][]) => {
+      this.#loading = undefined;
+      const events: StoredEvent[] = [];
+      let bytes = 0;
+      for (const [, stored] of rows) {
+        if (events.length > 0 && bytes + stored.bytes > this.#maxBytes) break;
+        events.push(stored);
+        bytes += stored.bytes;
+      }
+      events.reverse();
+      const last = events.at(-1)?.record.index ?? 0;
+      this.#events = events;
+      this.#head = 0;
+      this.#bytes = bytes;
+      this.#dropped = last - events.length;
+      for (const { record, rpc } of events) {
+        this.#rpcIds.add(rpc);
+        if (record.event_id !== undefined) this.#eventIds.add(record.event_id);
+        if (record.sequence !== undefined && record.sequence > this.#ackedSequence) {
+          this.#ackedSequence = record.sequence;
+        }
+      }
+    };
+    if (!isPromiseLike(listed)) {
+      adopt(listed);
+      return undefined;
+    }
+    this.#loading = listed.then(adopt, () => {
+      this.#loading = undefined;
+      this.#pendingLoad = true;
+      return Promise.reject(storeRefused());
+    });
+    return this.#loading;
+  }
 }
+
+function settled(): void {}
+
+// Not stored, so not acknowledged: the executor keeps the event and sends it again.
+function sinkRefused(): UnavailableError {
+  return new UnavailableError("event store unavailable", { reason: "backend_unavailable" });
+}
+
+const storeRefused = sinkRefused;

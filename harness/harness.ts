@@ -1,38 +1,28 @@
 /**
  * The harness end of the protocol: it serves executors (authenticating them before the upgrade),
- * holds them through reconnects within their lease, and hands out {@linkcode ExecutorHandle}s
- * to assign sessions and call tools on. Runtime-neutral: the server comes from an injected
- * factory (`harness/node.ts` supplies the `ws` one), and `fetch` and `accept` take
- * web-standard requests and any {@linkcode Transport}.
+ * holds them through reconnects within their lease and across its own restarts (over its
+ * {@linkcode HarnessStore}), and hands out {@linkcode ExecutorHandle}s to assign sessions and
+ * call tools on. Runtime-neutral: the server comes from an injected factory (`harness/node.ts`
+ * supplies the `ws` one), `fetch` and `accept` take web-standard requests and any
+ * {@linkcode Transport}, and `restore` takes a transport back with its kept state (an edge
+ * runtime that evicts the harness while its sockets live on). The rules live in `core.ts`.
  */
 import type { Hono } from "hono";
 import { type Clock, systemClock } from "../protocol/clock.ts";
 import { type Logger, redactingLogger, silentLogger } from "../protocol/logger.ts";
 import { DEFAULT_MAX_FRAME_BYTES, type Disposable } from "../protocol/peer.ts";
-import {
-  type ExecutorRegisterParams,
-  type ExecutorRegisterResult,
-  PROTOCOLS,
-  type ProtocolVersion,
-} from "../protocol/generated/contract.ts";
-import {
-  CapabilityMissingError,
-  CloseCode,
-  ForbiddenError,
-  ProtocolMismatchError,
-} from "../protocol/generated/errors.ts";
+import { PROTOCOLS } from "../protocol/generated/contract.ts";
+import { CloseCode } from "../protocol/generated/errors.ts";
 import { RequestAbortedError } from "../protocol/errors.ts";
-import { hasCapability } from "../protocol/capabilities.ts";
 import type { Dialer, Transport } from "../transport/transport.ts";
 import type { RunningServer, UpgradeDecision, WebSocketServe } from "../transport/server.ts";
 import { isUpgradeRequest, offeredProtocols } from "../transport/server.ts";
 import { webSocketTransport } from "../transport/websocket.ts";
 import { CONNECT_PATHS, createHarnessApp, type FetchOptions } from "./app.ts";
 import { type ArtifactStore, MemoryArtifactStore } from "./artifacts.ts";
-import { type ConnectionHost, ExecutorConnection } from "./connection.ts";
-import { Leases } from "./lease.ts";
+import type { ConnectionSnapshot } from "./connection.ts";
+import { type Admitted, HarnessCore } from "./core.ts";
 import { DialLink, type ExecutorLink, type HarnessDialOptions } from "./dial-link.ts";
-import { afterReply, type ExecutorEvent, type HarnessContext } from "./context.ts";
 import {
   ConnectRefusedError,
   HarnessClosedError,
@@ -41,21 +31,20 @@ import {
   NoServerFactoryError,
 } from "./errors.ts";
 import type { SessionEventSink } from "./event-log.ts";
-import type { AgentPlatform } from "../agent/platform.ts";
-import { type AgentHost, agentHostOf } from "./agent-host.ts";
-import { executorControl, ExecutorHandle } from "./executor-handle.ts";
+import type { AgentExtension } from "./extension.ts";
+import type { ExecutorEvent, ExecutorHandle, Session } from "./handles.ts";
+import type { HarnessObserver } from "./observe.ts";
 import {
   type Authenticate,
   bearerToken,
   type ConnectRequest,
   expiryOf,
   type Principal,
-  registrationClaim,
-  samePrincipal,
 } from "./principal.ts";
-import type { Session } from "./session.ts";
-import { randomId, type TokenEndpointOptions, TokenIssuer } from "./token-endpoint.ts";
-import { ToolCallLedger } from "./tool-call-ledger.ts";
+import type { SchedulerDriver } from "./scheduler.ts";
+import { MemoryHarnessStore } from "./store/memory.ts";
+import type { HarnessStore } from "./store/store.ts";
+import { type TokenEndpointOptions, TokenIssuer } from "./token-endpoint.ts";
 
 /** The default heartbeat interval handed to executors: 15 s (the lease is twice that). */
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 15_000;
@@ -138,10 +127,37 @@ export interface HarnessOptions {
   /** How many finished tool calls are remembered for idempotent repeats. Default 10,000. */
   rememberToolCalls?: number;
   /**
-   * Serves the agent capability: turns (`executor.startTurn`, ...), durable agent events and
-   * their deltas, interactions, and model and tools tokens, through this platform.
+   * Where the harness keeps what it must not lose: executors, sessions, tool calls and their
+   * results, durable events, the agent capability's turns and interactions. Whatever the
+   * harness acknowledges is in the store first. A harness started on the store a previous one
+   * used (after a crash, a deploy) takes the executors' reconnects with `resume` and goes on
+   * where that one stopped. Default: a `MemoryHarnessStore` (gone with the process); on Node,
+   * Deno and Bun `openSqliteStore(path)` keeps it in a file. The harness does not close it.
    */
-  agent?: AgentPlatform;
+  store?: HarnessStore;
+  /**
+   * How many ended sessions the store remembers (their records, events and results, readable
+   * through `harness.session(id)`); older ones are forgotten. Default 1,000.
+   */
+  rememberEndedSessions?: number;
+  /**
+   * Serves the agent capability: turns (`executor.startTurn`, ...), durable agent events and
+   * their deltas, interactions, and model and tools tokens, through this capability
+   * (`new AgentPlatform(options)` from `bma-executor-sdk/agent`).
+   */
+  agent?: AgentExtension;
+  /**
+   * Who wakes the harness's deadlines (leases, register and token deadlines, stop waits,
+   * interaction expiries). Default: a timer of `clock`. A Durable Object passes its alarm and
+   * calls {@linkcode Harness.runDeadlines} from `alarm()`.
+   */
+  deadlines?: SchedulerDriver;
+  /**
+   * Told whenever a connection's state changes (registered, token refreshed, heartbeat): an
+   * edge harness keeps the snapshot with the socket (a hibernatable WebSocket's attachment) and
+   * gives it back to {@linkcode Harness.restore} after an eviction.
+   */
+  onConnectionChange?: (transport: Transport, snapshot: ConnectionSnapshot) => void;
 }
 
 /** Where to listen with {@linkcode Harness.serve}. */
@@ -173,45 +189,26 @@ export interface WaitExecutorOptions {
 /** The principal of a connection nobody authenticated: one object for all of them. */
 const NO_PRINCIPAL: Principal = Object.freeze({});
 
-/** A connect request that passed the checks before the upgrade. */
-interface Admitted {
-  readonly protocol: ProtocolVersion;
-  readonly principal: Principal;
-  /** No `authenticate` ran: what the executor registers as is believed (a local harness). */
-  readonly trusted: boolean;
-  readonly url: URL;
-}
-
 /** The harness. */
 export class Harness {
   /** Where uploaded artifacts are. */
   readonly artifacts: ArtifactStore;
 
-  readonly #ctx: HarnessContext;
+  readonly #core: HarnessCore;
   readonly #authenticate: Authenticate | undefined;
   readonly #insecureNoAuth: boolean;
   readonly #tokens: TokenIssuer | undefined;
   readonly #serverFactory: WebSocketServe | undefined;
   readonly #maxFrameBytes: number | undefined;
-  readonly #registerTimeoutMs: number;
-  readonly #maxUnregisteredRequests: number;
   readonly #maxUnregisteredConnections: number;
   readonly #handshakeTimeoutMs: number | undefined;
-  /** Connections that have not registered yet, and upgrades being authenticated. */
-  #unregistered = 0;
   readonly #app: Hono<{ Bindings: FetchOptions }>;
-  readonly #executors = new Map<string, ExecutorHandle>();
-  readonly #connections = new Set<ExecutorConnection>();
   readonly #servers = new Set<RunningServer>();
   readonly #links = new Set<DialLink>();
   readonly #dialer: Dialer | undefined;
-  readonly #listeners = new Set<(event: ExecutorEvent) => void>();
   readonly #closeWaiters = new Set<() => void>();
-  /** What every connection is given (one object, not one per connection). */
-  readonly #connectionHost: ConnectionHost;
   #closed = false;
 
-  /** A harness that serves nothing yet: call `serve`, `serveUnix`, `accept`, `dial` or `fetch`. */
   constructor(options: HarnessOptions = {}) {
     const clock = options.clock ?? systemClock;
     const logger = redactingLogger(options.logger ?? silentLogger);
@@ -229,47 +226,31 @@ export class Harness {
     this.#serverFactory = options.server;
     this.#dialer = options.dial;
     this.#maxFrameBytes = options.maxFrameBytes;
-    this.#registerTimeoutMs = options.registerTimeoutMs ?? 2 * heartbeatIntervalMs;
-    this.#maxUnregisteredRequests = options.maxUnregisteredRequests ?? 16;
     this.#maxUnregisteredConnections = options.maxUnregisteredConnections ??
       DEFAULT_MAX_UNREGISTERED_CONNECTIONS;
     this.#handshakeTimeoutMs = options.handshakeTimeoutMs;
     this.artifacts = options.artifacts ?? new MemoryArtifactStore();
-    const agent = options.agent ? agentHostOf(options.agent) : undefined;
-    this.#ctx = {
+    this.#core = new HarnessCore({
       clock,
       logger,
-      ledger: new ToolCallLedger(options.rememberToolCalls),
+      store: options.store ?? new MemoryHarnessStore(),
       heartbeatIntervalMs,
-      leases: new Leases(clock, heartbeatIntervalMs),
       requestTimeoutMs: options.requestTimeoutMs,
-      sessions: new Map<string, Session>(),
-      eventSink: agentSink(options.onSessionEvent, agent),
-      eventRetention: {
-        ...(options.maxSessionEvents !== undefined ? { maxRecords: options.maxSessionEvents } : {}),
-        ...(options.maxSessionEventBytes !== undefined
-          ? { maxBytes: options.maxSessionEventBytes }
-          : {}),
-      },
-      fileServiceUrl: options.fileServiceUrl,
-      agent,
-      emit: (event) => this.#emit(event),
-      forget: (executor) => {
-        if (this.#executors.get(executor.id) === executor) this.#executors.delete(executor.id);
-      },
-    };
-    this.#connectionHost = {
-      ctx: this.#ctx,
-      maxFrameBytes: this.#maxFrameBytes,
+      registerTimeoutMs: options.registerTimeoutMs ?? 2 * heartbeatIntervalMs,
+      maxUnregisteredRequests: options.maxUnregisteredRequests ?? 16,
+      maxFrameBytes: options.maxFrameBytes,
       maxFrameDepth: options.maxFrameDepth,
-      maxUnregisteredRequests: this.#maxUnregisteredRequests,
-      registerTimeoutMs: this.#registerTimeoutMs,
       authenticate: this.#authenticate,
-      register: (c, params) => this.#register(c, params),
-      settled: () => void this.#unregistered--,
-      closed: (c) => this.#connections.delete(c),
-    };
-    agent?.attach({ clock, logger, onExecutor: (listener) => this.onExecutor(listener) });
+      onSessionEvent: options.onSessionEvent,
+      maxSessionEvents: options.maxSessionEvents,
+      maxSessionEventBytes: options.maxSessionEventBytes,
+      fileServiceUrl: options.fileServiceUrl,
+      rememberToolCalls: options.rememberToolCalls,
+      rememberEndedSessions: options.rememberEndedSessions,
+      agent: options.agent,
+      onConnectionChange: options.onConnectionChange,
+    });
+    if (options.deadlines) this.#core.scheduler.drive(options.deadlines);
     this.#app = createHarnessApp({
       tokens: this.#tokens,
       authenticate: this.#authenticate,
@@ -280,25 +261,56 @@ export class Harness {
     });
   }
 
-  /** The executors the harness holds (registered, lease not expired), in registration order. */
+  /**
+   * Settles once the harness has read its store back (executors, live sessions, pending tool
+   * calls): at once with a store that answers synchronously (memory, SQLite, Durable Objects).
+   * Connections that arrive earlier wait for it.
+   */
+  get ready(): Promise<void> {
+    return this.#core.ready;
+  }
+
+  /**
+   * The executors the harness holds (registered, or read back from its store, lease not
+   * expired), in registration order.
+   */
   get executors(): readonly ExecutorHandle[] {
-    return [...this.#executors.values()];
+    return [...this.#core.executors.byId.values()].map((e) => e.handle);
   }
 
   /** An executor by id. */
   executor(id: string): ExecutorHandle | undefined {
-    return this.#executors.get(id);
+    return this.#core.executors.byId.get(id)?.handle;
   }
 
   /** Every live session, by id. */
   get sessions(): ReadonlyMap<string, Session> {
-    return this.#ctx.sessions;
+    const out = new Map<string, Session>();
+    for (const [id, session] of this.#core.sessions.live) out.set(id, session.view);
+    return out;
+  }
+
+  /**
+   * A session by id: a live one — also one a previous run of the harness held, read back from
+   * the store, with its events and pending tool calls — else one that ended and is still
+   * remembered in a store that answers synchronously (its events stay readable).
+   */
+  session(id: string): Session | undefined {
+    return this.#core.session(id);
   }
 
   /** Calls `listener` on every change of the executors (registered, reconnected, disconnected, gone). */
   onExecutor(listener: (event: ExecutorEvent) => void): Disposable {
-    this.#listeners.add(listener);
-    return { dispose: () => this.#listeners.delete(listener) };
+    return this.#core.onExecutor(listener);
+  }
+
+  /**
+   * Calls `listener` with every observation of the harness ({@linkcode HarnessObservation}):
+   * executors, sessions, tool calls, durable events, deltas, interactions. Nothing is built for
+   * observers while none listens.
+   */
+  observe(listener: HarnessObserver): Disposable {
+    return this.#core.observe(listener);
   }
 
   /**
@@ -311,21 +323,21 @@ export class Harness {
     return new Promise((resolve, reject) => {
       if (this.#closed) return reject(new HarnessClosedError());
       if (signal?.aborted) return reject(new RequestAbortedError("waitExecutor", signal.reason));
-      for (const executor of this.#executors.values()) {
-        if (filter(executor)) return resolve(executor);
+      for (const executor of this.#core.executors.byId.values()) {
+        if (filter(executor.handle)) return resolve(executor.handle);
       }
       const done = () => {
-        this.#listeners.delete(listener);
+        subscription.dispose();
         this.#closeWaiters.delete(onClose);
         signal?.removeEventListener("abort", onAbort);
       };
-      const listener = (event: ExecutorEvent) => {
+      const subscription = this.#core.onExecutor((event: ExecutorEvent) => {
         const arrived = event.type === "registered" || event.type === "reconnected";
         if (arrived && filter(event.executor)) {
           done();
           resolve(event.executor);
         }
-      };
+      });
       const onAbort = () => {
         done();
         reject(new RequestAbortedError("waitExecutor", signal!.reason));
@@ -334,10 +346,23 @@ export class Harness {
         done();
         reject(new HarnessClosedError());
       };
-      this.#listeners.add(listener);
       this.#closeWaiters.add(onClose);
       signal?.addEventListener("abort", onAbort, { once: true });
     });
+  }
+
+  /**
+   * Runs the deadlines that are due (leases, register and token deadlines, stop waits,
+   * interaction expiries): what a Durable Object's `alarm()` calls when the harness was given
+   * its alarm as `deadlines`.
+   */
+  runDeadlines(now?: number): void {
+    this.#core.scheduler.runDue(now);
+  }
+
+  /** When the earliest deadline falls due (ms since the epoch), if any. */
+  get nextDeadline(): number | undefined {
+    return this.#core.scheduler.next();
   }
 
   /**
@@ -370,8 +395,8 @@ export class Harness {
     if (!dial) throw new NoDialerError();
     const link = new DialLink(url, {
       dial,
-      clock: this.#ctx.clock,
-      logger: this.#ctx.logger,
+      clock: this.#core.clock,
+      logger: this.#core.logger,
       maxFrameBytes: this.#maxFrameBytes,
       open: (transport, connectUrl) => {
         const protocol = PROTOCOLS.find((p) => p === transport.protocol);
@@ -444,7 +469,7 @@ export class Harness {
         throw new ConnectRefusedError({ cause: error });
       }
       const expiresAt = expiryOf(principal);
-      if (expiresAt !== undefined && expiresAt <= this.#ctx.clock.now()) {
+      if (expiresAt !== undefined && expiresAt <= this.#core.clock.now()) {
         transport.close(CloseCode.UNAUTHORIZED, "unauthorized");
         throw new ConnectRefusedError();
       }
@@ -453,8 +478,23 @@ export class Harness {
   }
 
   /**
+   * Serves a transport whose connection state was kept with it ({@linkcode ConnectionSnapshot},
+   * from `onConnectionChange`): an edge harness that was evicted while its WebSocket lived on
+   * takes it back registered, bound to its executor, its token and lease deadlines as they were.
+   * No `authenticate` runs again (the snapshot holds the principal it returned).
+   */
+  async restore(transport: Transport, snapshot: ConnectionSnapshot): Promise<void> {
+    if (this.#closed) {
+      transport.close(CloseCode.GOING_AWAY, "harness shutting down");
+      throw new HarnessClosedError();
+    }
+    await this.#core.restore(transport, snapshot);
+  }
+
+  /**
    * Closes the harness: servers stop, executors are told to reconnect elsewhere (1001), their
-   * sessions end and pending tool calls fail with `ToolOutcomeUnknownError`.
+   * sessions end here and pending tool calls fail with `ToolOutcomeUnknownError` — in this
+   * process only: the store keeps them, and a harness started on it takes them up.
    */
   async close(): Promise<void> {
     if (this.#closed) return;
@@ -464,14 +504,9 @@ export class Harness {
     const links = [...this.#links];
     this.#links.clear();
     for (const link of links) void link.close();
-    for (const executor of [...this.#executors.values()]) {
-      executorControl(executor).release("harness_closed");
-    }
-    const closing = [...this.#connections].map((c) =>
-      c.close(CloseCode.GOING_AWAY, "harness shutting down")
-    );
+    const closing = this.#core.close();
     for (const onClose of [...this.#closeWaiters]) onClose();
-    await Promise.all([...closing, ...servers.map((s) => s.close())]);
+    await Promise.all([closing, ...servers.map((s) => s.close())]);
   }
 
   async #listen(
@@ -502,12 +537,13 @@ export class Harness {
 
   async #admit(request: Request, protocols: readonly string[]): Promise<Admitted | Response> {
     const url = new URL(request.url);
+    const core = this.#core;
     if (this.#closed) return jsonResponse(503, { error: "unavailable" });
     if (!CONNECT_PATHS.includes(url.pathname)) return jsonResponse(404, { error: "not_found" });
     const protocol = PROTOCOLS.find((p) => protocols.includes(p));
     if (!protocol) return jsonResponse(400, { error: "unsupported_subprotocol" });
-    if (this.#unregistered >= this.#maxUnregisteredConnections) {
-      this.#ctx.logger.warn("upgrade refused: too many connections not registered yet", {
+    if (core.unregistered >= this.#maxUnregisteredConnections) {
+      core.logger.warn("upgrade refused: too many connections not registered yet", {
         limit: this.#maxUnregisteredConnections,
       });
       return jsonResponse(503, { error: "unavailable" }, { "retry-after": "1" });
@@ -515,7 +551,7 @@ export class Harness {
     let principal: Principal = NO_PRINCIPAL;
     if (this.#authenticate) {
       // An upgrade being authenticated counts as a connection not registered yet.
-      this.#unregistered++;
+      core.unregistered++;
       try {
         principal = await this.#authenticate({
           kind: "connect",
@@ -525,13 +561,13 @@ export class Harness {
           protocols,
         });
       } catch {
-        this.#ctx.logger.info("connection refused before upgrade", { path: url.pathname });
+        core.logger.info("connection refused before upgrade", { path: url.pathname });
         return jsonResponse(401, { error: "unauthorized" });
       } finally {
-        this.#unregistered--;
+        core.unregistered--;
       }
       const expiresAt = expiryOf(principal);
-      if (expiresAt !== undefined && expiresAt <= this.#ctx.clock.now()) {
+      if (expiresAt !== undefined && expiresAt <= core.clock.now()) {
         return jsonResponse(401, { error: "unauthorized" });
       }
     }
@@ -564,115 +600,8 @@ export class Harness {
       transport.close(CloseCode.GOING_AWAY, "harness shutting down");
       return;
     }
-    // Counted until it registers or closes (ExecutorConnection calls `settled` once).
-    this.#unregistered++;
-    const connection = new ExecutorConnection(
-      transport,
-      admitted.protocol,
-      admitted.principal,
-      admitted.trusted,
-      admitted.url,
-      this.#connectionHost,
-    );
-    this.#connections.add(connection);
+    this.#core.open(transport, admitted);
   }
-
-  #register(
-    connection: ExecutorConnection,
-    params: ExecutorRegisterParams,
-  ): ExecutorRegisterResult {
-    if (params.protocol !== connection.protocol) {
-      afterReply(() => connection.close(CloseCode.PROTOCOL_MISMATCH, "protocol mismatch"));
-      throw new ProtocolMismatchError("protocol mismatch", {
-        reason: "protocol_mismatch",
-        expected: connection.protocol,
-        received: params.protocol,
-      });
-    }
-    const principal = connection.principal;
-    const machineScoped = params.environment_id === "";
-    const claim = registrationClaim(principal, params, connection.trusted);
-    if (claim.kind === "refused") throw new ForbiddenError(claim.why, { reason: "forbidden" });
-    if (
-      machineScoped && !hasCapability(params.capabilities, "process") &&
-      !hasCapability(params.capabilities, "agent")
-    ) {
-      // No runtime is bound: the connection stays unregistered and may register again.
-      throw new CapabilityMissingError("capability missing", {
-        reason: "capability_missing",
-        capability: "process",
-      });
-    }
-    const id = claim.kind === "fixed"
-      ? claim.executorId
-      : this.#resumedId(principal, params) ?? randomId("exec_");
-    let executor = this.#executors.get(id);
-    const known = executor !== undefined && !executor.gone;
-    if (known && !samePrincipal(executor!.principal, principal)) {
-      // The id is another credential's while the harness holds it: its connection stays.
-      throw new ForbiddenError("the executor id belongs to another credential", {
-        reason: "forbidden",
-      });
-    }
-    if (!executor || executor.gone) {
-      executor = new ExecutorHandle(id, principal, this.#ctx);
-      this.#executors.set(id, executor);
-    }
-    connection.bind(executor);
-    const resumed = executorControl(executor).attach(connection, params);
-    this.#ctx.logger.info(known ? "executor reconnected" : "executor registered", {
-      executor_id: id,
-      protocol: connection.protocol,
-      resumed_sessions: resumed.length,
-    });
-    const event: ExecutorEvent = { type: known ? "reconnected" : "registered", executor };
-    afterReply(() => this.#emit(event));
-    return {
-      executor_id: id,
-      protocol: connection.protocol,
-      heartbeat_interval_ms: this.#ctx.heartbeatIntervalMs,
-      ...(executor.leaseExpiresAt !== undefined
-        ? { lease_expires_at: new Date(executor.leaseExpiresAt).toISOString() }
-        : {}),
-      ...(params.resume ? { resumed_sessions: resumed } : {}),
-    };
-  }
-
-  /**
-   * The id a `resume` keeps: that of a live executor of the same environment registered by the
-   * same principal; anyone else's resume gets a new id (see {@linkcode registrationClaim}).
-   */
-  #resumedId(principal: Principal, params: ExecutorRegisterParams): string | undefined {
-    const resumeId = params.resume?.executor_id;
-    if (!resumeId) return undefined;
-    const previous = this.#executors.get(resumeId);
-    return previous && !previous.gone && previous.environmentId === params.environment_id &&
-        samePrincipal(previous.principal, principal)
-      ? resumeId
-      : undefined;
-  }
-
-  #emit(event: ExecutorEvent): void {
-    for (const listener of [...this.#listeners]) {
-      try {
-        listener(event);
-      } catch (error) {
-        this.#ctx.logger.warn("executor listener failed", { error: String(error) });
-      }
-    }
-  }
-}
-
-/** The event sink with the agent platform behind it: it sees agent events once stored. */
-function agentSink(
-  sink: SessionEventSink | undefined,
-  agent: AgentHost | undefined,
-): SessionEventSink | undefined {
-  if (!agent) return sink;
-  return async (record) => {
-    if (sink) await sink(record);
-    if (record.event_id !== undefined) await agent.acceptEvent(record);
-  };
 }
 
 function jsonResponse(

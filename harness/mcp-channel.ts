@@ -6,6 +6,9 @@
  * The class has the shape of the SDK's `Transport` (`start`, `send`, `close`, `onmessage`,
  * `onclose`, `onerror`), so `await new Client(...).connect(await session.mcp("echo"))` works
  * without this package depending on the SDK.
+ *
+ * The harness holds each channel's {@linkcode McpChannelState} (messages from the executor go
+ * in there, and the end); the {@linkcode McpChannel} given to the MCP client is its view.
  */
 import { McpChannelClosedError } from "./errors.ts";
 
@@ -20,19 +23,53 @@ export interface McpChannelLink {
   close(reason: string): Promise<void>;
 }
 
-/** The harness-internal controls of a channel. */
-export interface McpChannelControl {
-  /** A message from the server (`mcp.message` from the executor). */
-  deliver(message: McpMessage): void;
-  /** The channel ended on the executor's side or with the session. */
-  end(reason: string): void;
+/** What a channel's view is told (internal). */
+interface McpChannelReceiver {
+  message(message: McpMessage): void;
+  closed(): void;
 }
 
-const controls = new WeakMap<McpChannel, McpChannelControl>();
+/** One open channel as the harness holds it (internal). */
+export class McpChannelState {
+  readonly channelId: string;
+  readonly server: string;
+  readonly sessionId: string;
+  readonly link: McpChannelLink;
+  /** Settles with the reason once the channel is closed, by either side. */
+  readonly closed: Promise<string>;
+  /** The view handed to the MCP client. */
+  readonly view: McpChannel;
+  /** Messages that arrived before the client started reading. */
+  buffer: McpMessage[] | undefined = [];
+  closeReason: string | undefined;
+  receiver: McpChannelReceiver | undefined;
+  #resolveClosed!: (reason: string) => void;
 
-/** The internal controls of a channel (for the harness's own modules). */
-export function mcpChannelControl(channel: McpChannel): McpChannelControl {
-  return controls.get(channel)!;
+  constructor(channelId: string, server: string, sessionId: string, link: McpChannelLink) {
+    this.channelId = channelId;
+    this.server = server;
+    this.sessionId = sessionId;
+    this.link = link;
+    this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
+    this.view = new McpChannel(this);
+  }
+
+  /** A message from the server (`mcp.message` from the executor). */
+  deliver(message: McpMessage): void {
+    if (this.closeReason !== undefined) return;
+    // Messages that arrive before start() wait for it, as the MCP SDK expects.
+    if (this.buffer) this.buffer.push(message);
+    else this.receiver?.message(message);
+  }
+
+  /** The channel ended (either side, or with the session). Idempotent. */
+  end(reason: string): void {
+    if (this.closeReason !== undefined) return;
+    this.closeReason = reason;
+    this.buffer = undefined;
+    this.#resolveClosed(reason);
+    this.receiver?.closed();
+  }
 }
 
 /** An open MCP channel to one server of a session. */
@@ -52,49 +89,49 @@ export class McpChannel {
   /** Called for failures that are not tied to a `send`. */
   onerror?: ((error: Error) => void) | undefined;
 
-  readonly #link: McpChannelLink;
-  #buffer: McpMessage[] | undefined = [];
-  #closeReason: string | undefined;
-  #resolveClosed!: (reason: string) => void;
+  readonly #state: McpChannelState;
 
-  /** Internal: channels are opened by `Session.mcp`. */
-  constructor(channelId: string, server: string, bmaSessionId: string, link: McpChannelLink) {
-    this.channelId = channelId;
-    this.server = server;
-    this.bmaSessionId = bmaSessionId;
-    this.#link = link;
-    this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
-    controls.set(this, {
-      deliver: (message) => {
-        if (this.#closeReason !== undefined) return;
-        // Messages that arrive before start() wait for it, as the MCP SDK expects.
-        if (this.#buffer) this.#buffer.push(message);
-        else this.#dispatch(message);
+  /** Channels are opened by `Session.mcp`. */
+  constructor(state: McpChannelState) {
+    this.#state = state;
+    this.channelId = state.channelId;
+    this.server = state.server;
+    this.bmaSessionId = state.sessionId;
+    this.closed = state.closed;
+    state.receiver = {
+      message: (message) => this.#dispatch(message),
+      closed: () => {
+        try {
+          this.onclose?.();
+        } catch {
+          // A client's close handler failing changes nothing here.
+        }
       },
-      end: (reason) => this.#finish(reason),
-    });
+    };
   }
 
   /** Whether the channel is closed. */
   get isClosed(): boolean {
-    return this.#closeReason !== undefined;
+    return this.#state.closeReason !== undefined;
   }
 
   /** Starts delivering messages to `onmessage` (those received so far first). */
   start(): Promise<void> {
-    const buffered = this.#buffer;
-    this.#buffer = undefined;
+    const state = this.#state;
+    const buffered = state.buffer;
+    state.buffer = undefined;
     for (const message of buffered ?? []) this.#dispatch(message);
     return Promise.resolve();
   }
 
   /** Sends one MCP message to the server. */
   send(message: McpMessage): Promise<void> {
-    if (this.#closeReason !== undefined) {
-      return Promise.reject(new McpChannelClosedError(this.channelId, this.#closeReason));
+    const state = this.#state;
+    if (state.closeReason !== undefined) {
+      return Promise.reject(new McpChannelClosedError(this.channelId, state.closeReason));
     }
     try {
-      this.#link.send(message);
+      state.link.send(message);
       return Promise.resolve();
     } catch (error) {
       return Promise.reject(error);
@@ -103,9 +140,10 @@ export class McpChannel {
 
   /** Closes the channel (`mcp.close`): the executor stops the server. */
   async close(): Promise<void> {
-    if (this.#closeReason !== undefined) return;
-    this.#finish("closed");
-    await this.#link.close("closed");
+    const state = this.#state;
+    if (state.closeReason !== undefined) return;
+    state.end("closed");
+    await state.link.close("closed");
   }
 
   #dispatch(message: McpMessage): void {
@@ -113,18 +151,6 @@ export class McpChannel {
       this.onmessage?.(message);
     } catch (error) {
       this.onerror?.(error instanceof Error ? error : new Error(String(error)));
-    }
-  }
-
-  #finish(reason: string): void {
-    if (this.#closeReason !== undefined) return;
-    this.#closeReason = reason;
-    this.#buffer = undefined;
-    this.#resolveClosed(reason);
-    try {
-      this.onclose?.();
-    } catch {
-      // A client's close handler failing changes nothing here.
     }
   }
 }

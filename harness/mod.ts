@@ -51,29 +51,60 @@ export {
   type WaitExecutorOptions,
 } from "./harness.ts";
 export {
+  type CloseAgentSessionOptions,
   type ExecutorEnd,
+  type ExecutorEvent,
+  type ExecutorEventType,
   type ExecutorGoneReason,
   ExecutorHandle,
   type MountOptions,
-} from "./executor-handle.ts";
-export type { ExecutorEvent, ExecutorEventType } from "./context.ts";
-export {
-  type CloseAgentSessionOptions,
-  NoAgentPlatformError,
-  type TurnInputRequest,
-} from "./agent-host.ts";
-export type { ExecutorLink, HarnessDialOptions } from "./dial-link.ts";
-export {
   Session,
   type SessionEnd,
+  type SessionEventsOptions,
   type SessionState,
   type SessionStopOptions,
   type SessionTools,
   type ToolCallOptions,
   type ToolCallRequest,
   type ToolSlot,
+  type TurnInputRequest,
   type TypedToolCallOptions,
-} from "./session.ts";
+} from "./handles.ts";
+export type {
+  AgentExtension,
+  AgentExtensionHooks,
+  AgentExtensionHost,
+  AgentOps,
+} from "./extension.ts";
+export type { ConnectionSnapshot } from "./connection.ts";
+export type {
+  ExecutorArrivedObservation,
+  ExecutorCapabilitiesObservation,
+  ExecutorDisconnectedObservation,
+  ExecutorDrainingObservation,
+  ExecutorGoneObservation,
+  ExecutorLeaseObservation,
+  HarnessObservation,
+  HarnessObserver,
+  InteractionObservation,
+  ObservationBase,
+  SessionDeltaObservation,
+  SessionEventObservation,
+  SessionStateObservation,
+  ToolAcknowledgedObservation,
+  ToolDispatchedObservation,
+  ToolProgressObservation,
+  ToolSettledObservation,
+} from "./observe.ts";
+export {
+  CallbackDeadline,
+  clockDriver,
+  Deadline,
+  Scheduler,
+  type SchedulerDriver,
+} from "./scheduler.ts";
+export { DEFAULT_REMEMBER_ENDED_SESSIONS } from "./sessions.ts";
+export type { ExecutorLink, HarnessDialOptions } from "./dial-link.ts";
 export {
   Terminal,
   TerminalBusyError,
@@ -123,6 +154,7 @@ export {
   HarnessClosedError,
   InsecureServeError,
   McpChannelClosedError,
+  NoAgentPlatformError,
   NoDialerError,
   NoServerFactoryError,
   SessionEndedError,

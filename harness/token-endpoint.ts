@@ -6,6 +6,7 @@
 import type { Clock } from "../protocol/clock.ts";
 import { TokenRejectedError } from "./errors.ts";
 import { HmacJwt, type JwtClaims } from "./jwt.ts";
+import { hex } from "../protocol/ids.ts";
 import type { CredentialScope, Principal } from "./principal.ts";
 
 /** An environment key accepted by the endpoint. */
@@ -187,38 +188,7 @@ function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
   return diff === 0;
 }
 
-const HEX: readonly string[] = Array.from(
-  { length: 256 },
-  (_, b) => b.toString(16).padStart(2, "0"),
-);
-
-/** `bytes[start, end)` in hex, after `prefix`: read in place (a view per id costs more on Bun). */
-function hex(bytes: Uint8Array, start = 0, end = bytes.length, prefix = ""): string {
-  let out = prefix;
-  for (let i = start; i < end; i++) out += HEX[bytes[i]];
-  return out;
-}
-
 function defaultConnectUrl(requestUrl: URL): string {
   const scheme = requestUrl.protocol === "https:" ? "wss:" : "ws:";
   return `${scheme}//${requestUrl.host}/v1/executors/connect`;
-}
-
-/**
- * Random bytes drawn from the system's CSPRNG 4 KiB at a time: one `getRandomValues` per id
- * costs more than the rest of a tool call's id handling, and `callTool` makes one per call.
- */
-const POOL_BYTES = 4096;
-let pool = new Uint8Array(0);
-let poolAt = 0;
-
-/** A random id with a prefix, e.g. `exec_3f9c...` (96 random bits, hex). */
-export function randomId(prefix: string): string {
-  if (poolAt + 12 > pool.length) {
-    pool = crypto.getRandomValues(new Uint8Array(POOL_BYTES));
-    poolAt = 0;
-  }
-  const id = hex(pool, poolAt, poolAt + 12, prefix);
-  poolAt += 12;
-  return id;
 }

@@ -1,37 +1,34 @@
 /**
  * Every tool call the harness dispatched, by `tool_call_id`: what makes `callTool` idempotent
- * (a repeat returns the same outcome, the tool runs once) and `tool.result` safe to retry
- * (a repeat is acknowledged without effect, an unknown call is -32002).
+ * (a repeat returns the same outcome, the tool runs once) and `tool.result` safe to retry (a
+ * repeat is acknowledged without effect, an unknown call is -32002).
+ *
+ * With a store, a call is written before `tool.call` is sent (`tq/`), and its result before the
+ * `tool.result` is acknowledged (`tc/`, the pending entry deleted in the same batch): a harness
+ * started again on the store finds the calls still running, sends them again (the executor runs
+ * a `tool_call_id` once), and answers a resent result as a duplicate.
  */
-import type {
-  Artifact,
-  ContentBlock,
-  ErrorInfo,
-  ToolCallParams,
-  ToolOutcome,
-  ToolResultParams,
-} from "../protocol/generated/contract.ts";
-import { RecentMap } from "../protocol/bounded-set.ts";
+import type { ToolCallParams, ToolResultParams } from "../protocol/generated/contract.ts";
+import { ProtocolError } from "../protocol/errors.ts";
+import { protocolErrorFromWire, UnavailableError } from "../protocol/generated/errors.ts";
+import { BoundedSet, RecentMap } from "../protocol/bounded-set.ts";
+import { ToolOutcomeUnknownError, type ToolOutcomeUnknownReason } from "./errors.ts";
+import { then } from "./maybe.ts";
+import {
+  keys,
+  type PendingCall,
+  type SettledCall,
+  type StoredFailure,
+  type ToolCallResult,
+} from "./records.ts";
+import {
+  type HarnessStore,
+  isPromiseLike,
+  type MaybePromise,
+  type StoreOp,
+} from "./store/store.ts";
 
-/** The outcome of a tool call, as reported by the executor's `tool.result`. */
-export interface ToolCallResult<S = Record<string, unknown>> {
-  /** The call. */
-  tool_call_id: string;
-  /** The call's session. */
-  session_id: string;
-  /** How it ended: `completed` (even with `is_error`), `failed`, `canceled` or `timed_out`. */
-  outcome: ToolOutcome;
-  /** Rendered result (text, images, artifact references); empty when none was sent. */
-  content: ContentBlock[];
-  /** A tool-level error (the tool ran and reported a failure). */
-  is_error: boolean;
-  /** Why the call failed or timed out. */
-  error?: ErrorInfo;
-  /** Artifacts the call produced. */
-  artifacts: Artifact[];
-  /** The tool's typed result (e.g. `BashResult` for `bash`), when the executor sent one. */
-  structured_content?: S;
-}
+export type { ToolCallResult } from "./records.ts";
 
 /** Where a call is. */
 export type ToolCallState =
@@ -49,9 +46,11 @@ export class ToolCallEntry {
   readonly id: string;
   readonly sessionId: string;
   readonly executorId: string;
+  /** The tool's name. */
+  readonly tool: string;
   state: ToolCallState = "queued";
-  /** The connection the latest `tool.call` went out on (internal). */
-  dispatchedOn: unknown = undefined;
+  /** The connection the latest `tool.call` went out on. */
+  dispatchedOn: object | undefined = undefined;
   /** The result or failure, once settled. */
   readonly outcome: Promise<ToolCallResult>;
   /**
@@ -68,12 +67,28 @@ export class ToolCallEntry {
     this.id = params.tool_call_id;
     this.sessionId = params.session_id;
     this.executorId = executorId;
+    this.tool = params.tool;
     this.outcome = new Promise((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
     });
     // The caller may have stopped listening (aborted); a failure is still an answer, not a crash.
     this.outcome.catch(ignore);
+  }
+
+  /** A call settled before (found in the store): its outcome is known at once. */
+  static settled(
+    id: string,
+    sessionId: string,
+    stored: SettledCall,
+  ): ToolCallEntry {
+    const entry = new ToolCallEntry(
+      { session_id: sessionId, tool_call_id: id, tool: "", input: {} },
+      stored.executorId,
+    );
+    if (stored.result) entry.resolve(stored.result);
+    else entry.reject(failureError(id, sessionId, stored.failure));
+    return entry;
   }
 
   /** The params of `tool.call`; a settled call is never sent again and has none. */
@@ -103,40 +118,99 @@ function ignore(): void {}
 /** What `accept` decided about a `tool.result`. */
 export type ResultAcceptance = "accepted" | "duplicate" | "unknown";
 
+/** Options of a {@linkcode ToolCallLedger}. */
+export interface ToolCallLedgerOptions {
+  /**
+   * Keeps at least this many most recently settled calls (and up to twice as many) in memory
+   * for duplicate detection, and this many in the store; `0` keeps none. Default 10,000.
+   */
+  remember?: number;
+  /** Where calls and results are written before they are sent and acknowledged. */
+  store?: HarnessStore;
+  /** Told of each call that settles (with its result, or why it failed). */
+  onSettled?: (entry: ToolCallEntry, result: ToolCallResult | undefined, error: unknown) => void;
+}
+
 /** The harness-wide ledger of tool calls. */
 export class ToolCallLedger {
   /** Unsettled calls: what lease expiry, session end and reconnect walk through. */
   readonly #live = new Map<string, ToolCallEntry>();
   /** Settled calls, the most recent kept for duplicate detection (none when `remember` is 0). */
   readonly #settled: RecentMap<string, ToolCallEntry> | undefined;
+  /** The settled calls kept in the store, oldest first: beyond the limit they are deleted. */
+  readonly #stored: BoundedSet<string> | undefined;
+  readonly #store: HarnessStore | undefined;
+  readonly #onSettled: ToolCallLedgerOptions["onSettled"];
 
-  /**
-   * Keeps at least the `remember` most recently settled calls (and up to twice as many) for
-   * duplicate detection; `0` keeps none.
-   */
-  constructor(remember = 10_000) {
+  constructor(options: ToolCallLedgerOptions | number = {}) {
+    const { remember = 10_000, store, onSettled } = typeof options === "number"
+      ? { remember: options } as ToolCallLedgerOptions
+      : options;
     this.#settled = remember >= 1 ? new RecentMap(remember) : undefined;
+    this.#store = store;
+    this.#onSettled = onSettled;
+    this.#stored = store && remember >= 1 ? new BoundedSet(remember) : undefined;
   }
 
-  /** The entry for a call id, live or remembered. */
+  /** The entry for a call id held in memory, live or remembered. */
   get(id: string): ToolCallEntry | undefined {
     return this.#live.get(id) ?? this.#settled?.get(id);
   }
 
-  /** Adds a new call; the caller has checked that its id is free. */
-  add(params: ToolCallParams, executorId: string): ToolCallEntry {
-    const entry = new ToolCallEntry(params, executorId);
-    this.#live.set(entry.id, entry);
-    return entry;
+  /**
+   * The entry for a call of `sessionId` on `executorId`: in memory, else settled in the store
+   * (a call settled before the harness restarted). Calls still pending were loaded at recovery
+   * ({@linkcode ToolCallLedger.recover}).
+   */
+  find(sessionId: string, id: string): MaybePromise<ToolCallEntry | undefined> {
+    const known = this.get(id);
+    if (known || !this.#store) return known;
+    return then(this.#store.get<SettledCall>(keys.settledCall(sessionId, id)), (stored) => {
+      if (!stored) return undefined;
+      const raced = this.get(id);
+      if (raced) return raced;
+      const entry = ToolCallEntry.settled(id, sessionId, stored);
+      this.#settled?.set(id, entry);
+      return entry;
+    });
   }
 
   /**
-   * Applies a `tool.result` from executor `executorId`. A result for a call of another executor
-   * or session counts as unknown: an executor can only complete its own calls.
+   * Adds a new call (the caller has checked that its id is free), written to the store before
+   * it returns: only then may `tool.call` be sent.
    */
-  accept(params: ToolResultParams, executorId: string): ResultAcceptance {
+  add(params: ToolCallParams, executorId: string): MaybePromise<ToolCallEntry> {
+    const entry = new ToolCallEntry(params, executorId);
+    const store = this.#store;
+    if (!store) {
+      this.#live.set(entry.id, entry);
+      return entry;
+    }
+    const pending: PendingCall = { params, executorId };
+    const written = store.write([{ put: keys.pendingCall(executorId, entry.id), value: pending }]);
+    return then(written, () => {
+      this.#live.set(entry.id, entry);
+      return entry;
+    });
+  }
+
+  /**
+   * Applies a `tool.result` from executor `executorId`, stored before it returns (the caller
+   * then acknowledges it). A result for a call of another executor or session counts as
+   * unknown: an executor can only complete its own calls. A store that fails refuses the
+   * result with -32004 (the executor sends it again).
+   */
+  accept(params: ToolResultParams, executorId: string): MaybePromise<ResultAcceptance> {
     const entry = this.get(params.tool_call_id);
-    if (!entry || entry.executorId !== executorId || entry.sessionId !== params.session_id) {
+    if (!entry) {
+      if (!this.#store) return "unknown";
+      // Settled before a restart, its acknowledgement lost: the resend is a duplicate.
+      return then(
+        this.#store.get<SettledCall>(keys.settledCall(params.session_id, params.tool_call_id)),
+        (stored) => stored && stored.executorId === executorId ? "duplicate" : "unknown",
+      );
+    }
+    if (entry.executorId !== executorId || entry.sessionId !== params.session_id) {
       return "unknown";
     }
     if (entry.state === "settled") return "duplicate";
@@ -151,22 +225,40 @@ export class ToolCallLedger {
     };
     if (params.error) result.error = params.error;
     if (params.structured_content) result.structured_content = params.structured_content;
-    this.settle(entry, result);
-    return "accepted";
+    return then(this.#write(entry, { executorId, result }), () => {
+      if (entry.state === "settled") return "duplicate";
+      this.#remember(entry);
+      entry.resolve(result);
+      this.#onSettled?.(entry, result, undefined);
+      return "accepted";
+    });
   }
 
-  /** Settles a call with its result. */
-  settle(entry: ToolCallEntry, result: ToolCallResult): void {
+  /**
+   * Settles a call with a failure, recorded in the store as well unless `record` is false (the
+   * harness closes: the next one on the store takes the call up).
+   */
+  fail(entry: ToolCallEntry, error: unknown, record = true): MaybePromise<void> {
     if (entry.state === "settled") return;
-    entry.resolve(result);
-    this.#remembered(entry);
-  }
-
-  /** Settles a call with a failure. */
-  fail(entry: ToolCallEntry, error: unknown): void {
-    if (entry.state === "settled") return;
-    entry.reject(error);
-    this.#remembered(entry);
+    const failure = storedFailure(error);
+    const done = () => {
+      if (entry.state === "settled") return;
+      this.#remember(entry);
+      entry.reject(error);
+      this.#onSettled?.(entry, undefined, error);
+    };
+    if (!this.#store || !record) return done();
+    let written: MaybePromise<void>;
+    try {
+      written = this.#write(entry, {
+        executorId: entry.executorId,
+        ...(failure ? { failure } : {}),
+      });
+    } catch {
+      // The failure is reported all the same: a lost record only costs a repeat its answer.
+      return done();
+    }
+    return then(written, done);
   }
 
   /** The unsettled calls matching `filter`. */
@@ -176,8 +268,95 @@ export class ToolCallLedger {
     return out;
   }
 
-  #remembered(entry: ToolCallEntry): void {
+  /**
+   * Loads the calls a previous run of the harness left pending (`tq/`), as queued entries: they
+   * are sent again when their executor is connected. Calls `keep` refuses (their executor or
+   * session is no longer held) are deleted instead.
+   */
+  recover(keep: (pending: PendingCall) => boolean): MaybePromise<ToolCallEntry[]> {
+    const store = this.#store;
+    if (!store) return [];
+    return then(store.list<PendingCall>(keys.allPendingCalls), (rows) => {
+      const out: ToolCallEntry[] = [];
+      const stale: StoreOp[] = [];
+      for (const [key, pending] of rows) {
+        if (!keep(pending)) {
+          stale.push({ delete: key });
+          continue;
+        }
+        if (this.#live.has(pending.params.tool_call_id)) continue;
+        const entry = new ToolCallEntry(pending.params, pending.executorId);
+        this.#live.set(entry.id, entry);
+        out.push(entry);
+      }
+      if (stale.length === 0) return out;
+      return then(store.write(stale), () => out);
+    });
+  }
+
+  /** The operations that forget a session's settled calls in the store. */
+  forgetSession(sessionId: string): StoreOp[] {
+    return this.#store ? [{ deletePrefix: keys.settledCalls(sessionId) }] : [];
+  }
+
+  /** Writes a call's settlement: its record put, its pending entry deleted, the oldest evicted. */
+  #write(entry: ToolCallEntry, settled: SettledCall): MaybePromise<void> {
+    const store = this.#store;
+    if (!store) return;
+    const batch: StoreOp[] = [
+      { put: keys.settledCall(entry.sessionId, entry.id), value: settled },
+      { delete: keys.pendingCall(entry.executorId, entry.id) },
+    ];
+    const evicted = this.#stored?.add(`${entry.sessionId}/${entry.id}`);
+    if (evicted !== undefined) batch.push({ delete: `tc/${evicted}` });
+    let written: MaybePromise<void>;
+    try {
+      written = store.write(batch);
+    } catch {
+      throw storeUnavailable("tool result");
+    }
+    return isPromiseLike(written)
+      ? Promise.resolve(written).catch(() => Promise.reject(storeUnavailable("tool result")))
+      : written;
+  }
+
+  #remember(entry: ToolCallEntry): void {
     this.#live.delete(entry.id);
     this.#settled?.set(entry.id, entry);
   }
+}
+
+/** The refusal of a request the store could not record: the executor sends it again. */
+export function storeUnavailable(what: string): UnavailableError {
+  return new UnavailableError(`${what} store unavailable`, { reason: "backend_unavailable" });
+}
+
+/** How a failure is kept in the store, when it can be given again to a repeat. */
+function storedFailure(error: unknown): StoredFailure | undefined {
+  if (error instanceof ProtocolError) {
+    return {
+      kind: "protocol",
+      code: error.code,
+      message: error.message,
+      ...(error.data !== undefined ? { data: error.data } : {}),
+    };
+  }
+  if (error instanceof ToolOutcomeUnknownError) return { kind: "unknown", reason: error.reason };
+  return undefined;
+}
+
+/** The error a stored failure stands for. */
+function failureError(id: string, sessionId: string, failure: StoredFailure | undefined): Error {
+  if (failure?.kind === "protocol") {
+    return protocolErrorFromWire({
+      code: failure.code,
+      message: failure.message,
+      ...(failure.data !== undefined ? { data: failure.data } : {}),
+    });
+  }
+  return new ToolOutcomeUnknownError(
+    id,
+    sessionId,
+    (failure?.reason ?? "dispatch_failed") as ToolOutcomeUnknownReason,
+  );
 }

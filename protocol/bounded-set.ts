@@ -55,6 +55,11 @@ export class BoundedSet<T> {
   delete(key: T): boolean {
     return this.#members.delete(key);
   }
+
+  /** The members, in the order they were added (oldest first). */
+  values(): T[] {
+    return [...this.#members];
+  }
 }
 
 /**

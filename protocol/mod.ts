@@ -26,6 +26,7 @@ export {
   Peer,
   PeerHandlers,
   type PeerOptions,
+  type ReplyHooks,
   type RequestContext,
   type RequestHandler,
   type SharedNotificationHandler,

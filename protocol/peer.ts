@@ -128,6 +128,18 @@ export interface RequestContext {
    * ASCII JSON); 0 for a message handed over as an object.
    */
   readonly frameLength: number;
+  /**
+   * Runs `fn` once the response to this request has been handed to the transport (after an
+   * error response too): what must follow the answer on the wire — a request to the peer that
+   * presumes it, a close after a refusal — goes here. Hooks run in the order added.
+   */
+  afterReply(fn: () => void): void;
+}
+
+/** What an {@linkcode AdmissionGate} may defer until the refusal it returns has been sent. */
+export interface ReplyHooks {
+  /** Runs `fn` after the response has been handed to the transport. */
+  afterReply(fn: () => void): void;
 }
 
 /** Serves one request method; throw a {@linkcode ProtocolError} to answer with its code and data. */
@@ -151,7 +163,11 @@ export interface Disposable {
  * Decides whether an incoming message may be dispatched; returns an error to refuse it (a
  * request is answered with it, a notification dropped), or `undefined` to admit it.
  */
-export type AdmissionGate = (method: string, kind: "request" | "notification") =>
+export type AdmissionGate = (
+  method: string,
+  kind: "request" | "notification",
+  reply?: ReplyHooks,
+) =>
   | ProtocolError
   | undefined;
 
@@ -193,6 +209,7 @@ export interface HandlerTable {
       owner: never,
       method: string,
       kind: "request" | "notification",
+      reply?: ReplyHooks,
     ) => ProtocolError | undefined)
     | undefined;
   /** The handler of a request method; it is called with the peer's owner as third argument. */
@@ -212,7 +229,12 @@ export interface HandlerTable {
 export class PeerHandlers<O> implements HandlerTable {
   /** Optional gate run after the peer's own {@linkcode Peer.admit} has admitted a message. */
   admit:
-    | ((owner: O, method: string, kind: "request" | "notification") => ProtocolError | undefined)
+    | ((
+      owner: O,
+      method: string,
+      kind: "request" | "notification",
+      reply?: ReplyHooks,
+    ) => ProtocolError | undefined)
     | undefined;
   readonly #requests = new Map<string, AnyRequestHandler>();
   readonly #notifications = new Map<string, AnyNotificationHandler>();
@@ -719,7 +741,11 @@ export class Peer {
   }
 
   /** Checks an incoming method against the contract, version, capabilities and gate. */
-  #admission(method: string, kind: "request" | "notification"): MethodSpec | ProtocolError {
+  #admission(
+    method: string,
+    kind: "request" | "notification",
+    reply?: ReplyHooks,
+  ): MethodSpec | ProtocolError {
     const spec = METHOD_SPECS.get(method);
     if (spec && spec.kind !== kind) {
       // A notification sent with an id, or a request without one: the envelope is wrong.
@@ -740,7 +766,8 @@ export class Peer {
         since: spec.since,
       });
     }
-    const gate = this.admit?.(method, kind) ?? this.#shared?.admit?.(this.#owner, method, kind);
+    const gate = this.admit?.(method, kind, reply) ??
+      this.#shared?.admit?.(this.#owner, method, kind, reply);
     if (gate) return gate;
     if (spec.capability && !hasCapability(this.capabilities, spec.capability)) {
       return new ProtocolError(ErrorCode.CAPABILITY_MISSING, "capability missing", {
@@ -755,8 +782,31 @@ export class Peer {
     id: JsonRpcId,
     method: string,
     params: unknown,
+  ): JsonRpcResponse | undefined | Promise<JsonRpcResponse | undefined> {
+    const context = new IncomingRequest(id, method, this.#frameLength);
+    const response = this.#respond(context, params);
+    // Hooks follow the response: it is sent here, then they run. An answer still to come may
+    // get a hook before it settles.
+    if (response instanceof Promise) {
+      return response.then((answer) => {
+        if (!context.hooked) return answer;
+        this.#send(answer);
+        context.runHooks(this.#logger);
+        return undefined;
+      });
+    }
+    if (!context.hooked) return response;
+    this.#send(response);
+    context.runHooks(this.#logger);
+    return undefined;
+  }
+
+  #respond(
+    context: IncomingRequest,
+    params: unknown,
   ): JsonRpcResponse | Promise<JsonRpcResponse> {
-    const spec = this.#admission(method, "request");
+    const { id, method } = context;
+    const spec = this.#admission(method, "request", context);
     if (spec instanceof ProtocolError) return failure(id, spec.code, spec.message, spec.data);
     if (Array.isArray(params)) {
       return failure(id, ErrorCode.INVALID_PARAMS, "invalid params: params are by name", {
@@ -768,7 +818,6 @@ export class Peer {
       return failure(id, ErrorCode.INVALID_PARAMS, "invalid params", { issues: data.issues });
     }
     const handler = this.#requestHandlers.get(method) ?? this.#shared!.request(method)!;
-    const context = new IncomingRequest(id, method, this.#frameLength);
     let result: unknown;
     try {
       result = handler(data, context, this.#owner);
@@ -943,11 +992,34 @@ class IncomingRequest implements RequestContext {
   #controller: AbortController | undefined;
   #aborted = false;
   #reason: unknown;
+  #hooks: (() => void)[] | undefined;
 
   constructor(id: JsonRpcId, method: string, frameLength: number) {
     this.id = id;
     this.method = method;
     this.frameLength = frameLength;
+  }
+
+  /** Whether a hook waits for the response. */
+  get hooked(): boolean {
+    return this.#hooks !== undefined;
+  }
+
+  afterReply(fn: () => void): void {
+    (this.#hooks ??= []).push(fn);
+  }
+
+  /** Runs the hooks (the response was sent), each on its own: one failing stops none. */
+  runHooks(logger: Logger): void {
+    const hooks = this.#hooks!;
+    this.#hooks = undefined;
+    for (const hook of hooks) {
+      try {
+        hook();
+      } catch (error) {
+        logger.error("after-reply hook failed", { error: describe(error) });
+      }
+    }
   }
 
   get signal(): AbortSignal {

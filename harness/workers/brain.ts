@@ -17,7 +17,7 @@ import {
   type ToolCallParams,
   type ToolProgressParams,
 } from "../../protocol/generated/contract.ts";
-import { randomId } from "../token-endpoint.ts";
+import { randomId } from "../../protocol/ids.ts";
 import type { ToolCallResult, ToolCallState } from "../tool-call-ledger.ts";
 import {
   type EdgeCore,

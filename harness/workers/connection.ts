@@ -33,7 +33,7 @@ import {
 } from "../../protocol/generated/errors.ts";
 import { hasCapability } from "../../protocol/capabilities.ts";
 import type { Principal } from "../principal.ts";
-import { randomId } from "../token-endpoint.ts";
+import { randomId } from "../../protocol/ids.ts";
 import type { ToolCallResult } from "../tool-call-ledger.ts";
 import { type EdgeCore, pushProgress } from "./core.ts";
 import {

@@ -18,7 +18,7 @@ import { exceedsBytes, isErrorObject } from "../../protocol/jsonrpc.ts";
 import type { Logger } from "../../protocol/logger.ts";
 import { ToolOutcomeUnknownError, type ToolOutcomeUnknownReason } from "../errors.ts";
 import type { Authenticate } from "../principal.ts";
-import { randomId } from "../token-endpoint.ts";
+import { randomId } from "../../protocol/ids.ts";
 import type { HarnessSettings } from "./config.ts";
 import {
   type CallFailure,

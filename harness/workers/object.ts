@@ -7,7 +7,7 @@
 import { PROTOCOLS, type ProtocolVersion } from "../../protocol/generated/contract.ts";
 import type { Logger } from "../../protocol/logger.ts";
 import type { Principal } from "../principal.ts";
-import { randomId } from "../token-endpoint.ts";
+import { randomId } from "../../protocol/ids.ts";
 import { serveBrain } from "./brain.ts";
 import {
   type HarnessEnv,

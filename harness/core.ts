@@ -1,0 +1,555 @@
+/**
+ * The harness's rules, once, for every runtime (internal): what each method an executor sends
+ * does (the handler table below), and the parts that hold the harness's state — executors,
+ * sessions, tool calls, event logs, leases and deadlines — over one store. `Harness` (the
+ * public class) admits connections and hands them here; a runtime only moves frames.
+ *
+ * Start-up reads back what a previous run left in the store: executors (each with a full lease
+ * from now), their live sessions, and the tool calls still pending; event logs are read back
+ * per session on first use.
+ */
+import { PeerHandlers, type ReplyHooks } from "../protocol/peer.ts";
+import type { Clock } from "../protocol/clock.ts";
+import type { Logger } from "../protocol/logger.ts";
+import type { Disposable } from "../protocol/peer.ts";
+import type { Transport } from "../transport/transport.ts";
+import type { ProtocolVersion } from "../protocol/generated/contract.ts";
+import { CloseCode, NotFoundError } from "../protocol/generated/errors.ts";
+import type { Authenticate, Principal } from "./principal.ts";
+import { type ConnectionHost, type ConnectionSnapshot, ExecutorConnection } from "./connection.ts";
+import type { SessionEventSink } from "./event-log.ts";
+import type { AgentExtension, AgentExtensionHooks, AgentExtensionHost } from "./extension.ts";
+import { Executors } from "./executors.ts";
+import type {
+  ExecutorEntry,
+  ExecutorEvent,
+  HarnessServices,
+  Session,
+  SessionEntry,
+} from "./handles.ts";
+import { Leases } from "./lease.ts";
+import { then } from "./maybe.ts";
+import { type HarnessObserver, Observers } from "./observe.ts";
+import type { SessionEventRecord } from "./records.ts";
+import { Scheduler } from "./scheduler.ts";
+import { DEFAULT_REMEMBER_ENDED_SESSIONS, Sessions } from "./sessions.ts";
+import { type HarnessStore, isPromiseLike, type MaybePromise } from "./store/store.ts";
+import { ToolCallLedger } from "./tool-call-ledger.ts";
+import { ToolCalls } from "./tool-calls.ts";
+
+/** What the core is made with (the harness's options, resolved). */
+export interface CoreOptions {
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly store: HarnessStore | undefined;
+  readonly heartbeatIntervalMs: number;
+  readonly requestTimeoutMs: number | undefined;
+  readonly registerTimeoutMs: number;
+  readonly maxUnregisteredRequests: number;
+  readonly maxFrameBytes: number | undefined;
+  readonly maxFrameDepth: number | undefined;
+  readonly authenticate: Authenticate | undefined;
+  readonly onSessionEvent: SessionEventSink | undefined;
+  readonly maxSessionEvents: number | undefined;
+  readonly maxSessionEventBytes: number | undefined;
+  readonly fileServiceUrl: string | undefined;
+  readonly rememberToolCalls: number | undefined;
+  readonly rememberEndedSessions: number | undefined;
+  readonly agent: AgentExtension | undefined;
+  /** Told when a connection's snapshot changed (an edge harness keeps it with its socket). */
+  readonly onConnectionChange:
+    | ((transport: Transport, snapshot: ConnectionSnapshot) => void)
+    | undefined;
+}
+
+/** A connection admitted before any socket existed (or accepted as it is). */
+export interface Admitted {
+  readonly protocol: ProtocolVersion;
+  readonly principal: Principal;
+  /** No `authenticate` ran: what the executor registers as is believed (a local harness). */
+  readonly trusted: boolean;
+  readonly url: URL;
+}
+
+/** The harness core. */
+export class HarnessCore {
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly store: HarnessStore | undefined;
+  readonly scheduler: Scheduler;
+  readonly observers: Observers;
+  readonly executors: Executors;
+  readonly sessions: Sessions;
+  readonly calls: ToolCalls;
+  /** Open connections. */
+  readonly connections = new Set<ExecutorConnection>();
+  /** Connections that have not registered yet (and upgrades being authenticated). */
+  unregistered = 0;
+  readonly #options: CoreOptions;
+  readonly #services: HarnessServices;
+  readonly #listeners = new Set<(event: ExecutorEvent) => void>();
+  readonly #tables = new Map<ProtocolVersion, PeerHandlers<ExecutorConnection>>();
+  readonly #host: ConnectionHost;
+  readonly #transports = new WeakMap<ExecutorConnection, Transport>();
+  #agent: AgentExtensionHooks | undefined;
+  /** Start-up's read of the store: a promise while an asynchronous store answers. */
+  #recovering: Promise<void> | undefined;
+  #closed = false;
+
+  constructor(options: CoreOptions) {
+    this.#options = options;
+    const { clock, logger, store } = options;
+    this.clock = clock;
+    this.logger = logger;
+    this.store = store;
+    this.scheduler = new Scheduler(clock);
+    this.observers = new Observers(logger);
+    const observers = this.observers;
+    const ledger = new ToolCallLedger({
+      ...(options.rememberToolCalls !== undefined ? { remember: options.rememberToolCalls } : {}),
+      ...(store ? { store } : {}),
+      onSettled: (entry, result, error) => {
+        if (!observers.active) return;
+        observers.emit({
+          type: "tool.settled",
+          at: clock.now(),
+          toolCallId: entry.id,
+          sessionId: entry.sessionId,
+          executorId: entry.executorId,
+          ...(result ? { result } : { error }),
+        });
+      },
+    });
+    // The handles' operations: filled in below, as each part exists.
+    const services = { agent: undefined } as unknown as {
+      -readonly [K in keyof HarnessServices]: HarnessServices[K];
+    };
+    this.#services = services;
+    this.calls = new ToolCalls({
+      ledger,
+      clock,
+      logger,
+      observers,
+      requestTimeoutMs: options.requestTimeoutMs,
+    });
+    this.sessions = new Sessions({
+      clock,
+      logger,
+      store,
+      scheduler: this.scheduler,
+      observers,
+      calls: this.calls,
+      services,
+      requestTimeoutMs: options.requestTimeoutMs,
+      eventSink: this.#eventSink(),
+      maxSessionEvents: options.maxSessionEvents,
+      maxSessionEventBytes: options.maxSessionEventBytes,
+      rememberEnded: options.rememberEndedSessions ?? DEFAULT_REMEMBER_ENDED_SESSIONS,
+    });
+    this.executors = new Executors({
+      clock,
+      logger,
+      store,
+      leases: new Leases(clock, options.heartbeatIntervalMs, this.scheduler),
+      observers,
+      sessions: this.sessions,
+      calls: this.calls,
+      services,
+      heartbeatIntervalMs: options.heartbeatIntervalMs,
+      requestTimeoutMs: options.requestTimeoutMs,
+      fileServiceUrl: options.fileServiceUrl,
+      emit: (event) => this.emit(event),
+    });
+    services.executors = this.executors;
+    services.sessions = this.sessions;
+    services.calls = this.calls;
+    this.#host = this.#connectionHost();
+    if (options.agent) {
+      const hooks = options.agent.attach(this.#agentHost());
+      this.#agent = hooks;
+      services.agent = hooks;
+    }
+    const recovered = this.#recover(ledger);
+    if (isPromiseLike(recovered)) {
+      this.#recovering = Promise.resolve(recovered).then(
+        () => void (this.#recovering = undefined),
+        (error) => {
+          this.#recovering = undefined;
+          logger.error("reading the harness store back failed", { error: String(error) });
+        },
+      );
+    }
+  }
+
+  /** Settles once start-up has read the store back (at once with a synchronous store). */
+  get ready(): Promise<void> {
+    return this.#recovering ?? Promise.resolve();
+  }
+
+  /** Serves an executor on an admitted transport. */
+  open(transport: Transport, admitted: Admitted): void {
+    if (this.#recovering) {
+      // Frames wait in the transport until the connection listens.
+      this.#recovering.then(() => this.open(transport, admitted));
+      return;
+    }
+    if (this.#closed) {
+      transport.close(CloseCode.GOING_AWAY, "harness shutting down");
+      return;
+    }
+    this.unregistered++;
+    const connection = new ExecutorConnection(
+      transport,
+      admitted.protocol,
+      admitted.principal,
+      admitted.trusted,
+      admitted.url,
+      this.#host,
+    );
+    this.#track(connection, transport);
+  }
+
+  /**
+   * Serves an executor on a transport whose connection state was kept (an edge harness evicted
+   * while its socket lived on): registered and bound to its executor as before, without a new
+   * `executor.register`. The executor's lease continues from the snapshot.
+   */
+  restore(transport: Transport, snapshot: ConnectionSnapshot): MaybePromise<void> {
+    if (this.#recovering) return this.#recovering.then(() => this.restore(transport, snapshot));
+    if (this.#closed) {
+      transport.close(CloseCode.GOING_AWAY, "harness shutting down");
+      return;
+    }
+    const executor = snapshot.executorId !== undefined
+      ? this.executors.byId.get(snapshot.executorId)
+      : undefined;
+    if (snapshot.state === "registered" && !executor) {
+      // The executor is no longer held (its lease ran out meanwhile): it registers anew.
+      transport.close(CloseCode.LEASE_EXPIRED, "lease expired");
+      return;
+    }
+    const registered = snapshot.state === "registered" && executor !== undefined;
+    if (!registered) this.unregistered++;
+    const connection = new ExecutorConnection(
+      transport,
+      snapshot.protocol,
+      snapshot.principal,
+      snapshot.trusted,
+      new URL(snapshot.url),
+      this.#host,
+      { snapshot, executor },
+    );
+    this.#track(connection, transport);
+    if (!registered) return;
+    const previous = executor.connection;
+    executor.connection = connection;
+    connection.peer.capabilities = executor.capabilities;
+    if (previous && previous !== connection) previous.replaced();
+    if (snapshot.leaseExpiresAt !== undefined) executor.lease?.extend(snapshot.leaseExpiresAt);
+    // Acks lost with the evicted peer: the calls go out again (the executor runs each once).
+    this.calls.redispatch(executor, connection);
+  }
+
+  #track(connection: ExecutorConnection, transport: Transport): void {
+    this.connections.add(connection);
+    if (this.#options.onConnectionChange) this.#transports.set(connection, transport);
+  }
+
+  /** Calls `listener` on every change of the executors. */
+  onExecutor(listener: (event: ExecutorEvent) => void): Disposable {
+    this.#listeners.add(listener);
+    return { dispose: () => void this.#listeners.delete(listener) };
+  }
+
+  /** Adds an observer. */
+  observe(listener: HarnessObserver): Disposable {
+    return this.observers.add(listener);
+  }
+
+  /** Reports an executor change to the listeners. */
+  emit(event: ExecutorEvent): void {
+    for (const listener of [...this.#listeners]) {
+      try {
+        listener(event);
+      } catch (error) {
+        this.logger.warn("executor listener failed", { error: String(error) });
+      }
+    }
+  }
+
+  /** A session by id: live, or ended and remembered (synchronous stores). */
+  session(id: string): Session | undefined {
+    const found = this.sessions.find(id, this.executors.byId);
+    return isPromiseLike(found) ? this.sessions.live.get(id)?.view : found;
+  }
+
+  /**
+   * Closes: executors are released (their sessions end, pending calls fail with
+   * `ToolOutcomeUnknownError`, in memory only: the store keeps them for the next harness),
+   * connections close with 1001, deadlines stop.
+   */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const executor of [...this.executors.byId.values()]) {
+      this.executors.release(executor, "harness_closed");
+    }
+    const closing = [...this.connections].map((c) =>
+      c.close(CloseCode.GOING_AWAY, "harness shutting down")
+    );
+    this.scheduler.stop();
+    this.#agent?.close?.();
+    await Promise.all(closing);
+  }
+
+  /** Whether the core was closed. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  // ---- start-up ----------------------------------------------------------------------------------
+
+  #recover(ledger: ToolCallLedger): MaybePromise<void> {
+    if (!this.store) return;
+    const executors = this.executors;
+    return then(executors.recover(), () =>
+      then(this.sessions.recover(executors.byId), () =>
+        then(
+          ledger.recover((pending) => {
+            const executor = executors.byId.get(pending.executorId);
+            return executor?.sessions?.get(pending.params.session_id) !== undefined;
+          }),
+          (entries) => {
+            if (executors.byId.size > 0) {
+              this.logger.info("harness recovered from its store", {
+                executors: executors.byId.size,
+                sessions: this.sessions.live.size,
+                pending_calls: entries.length,
+              });
+            }
+            return this.#agent?.recover?.();
+          },
+        )));
+  }
+
+  /** The sink of durable events: the user's, then the agent capability's for agent events. */
+  #eventSink(): SessionEventSink | undefined {
+    const user = this.#options.onSessionEvent;
+    if (!this.#options.agent) return user;
+    return (record: SessionEventRecord) => {
+      const agent = this.#agent;
+      if (!user) return record.event_id !== undefined ? agent?.acceptEvent(record) : undefined;
+      return then(
+        user(record) as MaybePromise<void>,
+        () => record.event_id !== undefined ? agent?.acceptEvent(record) : undefined,
+      ) as void | Promise<void>;
+    };
+  }
+
+  // ---- connections -------------------------------------------------------------------------------
+
+  #connectionHost(): ConnectionHost {
+    const options = this.#options;
+    return {
+      clock: this.clock,
+      logger: this.logger,
+      scheduler: this.scheduler,
+      maxFrameBytes: options.maxFrameBytes,
+      maxFrameDepth: options.maxFrameDepth,
+      requestTimeoutMs: options.requestTimeoutMs,
+      maxUnregisteredRequests: options.maxUnregisteredRequests,
+      registerTimeoutMs: options.registerTimeoutMs,
+      authenticate: options.authenticate,
+      handlers: (protocol) => this.#handlers(protocol),
+      register: (connection, params, reply) => this.executors.register(connection, params, reply),
+      settled: () => void this.unregistered--,
+      closed: (connection, executor, forGood) => {
+        this.connections.delete(connection);
+        if (executor) this.executors.detach(executor, connection, forGood);
+      },
+      ...(options.onConnectionChange
+        ? {
+          changed: (connection: ExecutorConnection) => {
+            const transport = this.#transports.get(connection);
+            if (transport) options.onConnectionChange!(transport, connection.snapshot());
+          },
+        }
+        : {}),
+    };
+  }
+
+  /** The handler table of a protocol version, built on first use. */
+  #handlers(protocol: ProtocolVersion): PeerHandlers<ExecutorConnection> {
+    let table = this.#tables.get(protocol);
+    if (!table) this.#tables.set(protocol, table = this.#serve(protocol));
+    return table;
+  }
+
+  /** What each method an executor sends does. */
+  #serve(protocol: ProtocolVersion): PeerHandlers<ExecutorConnection> {
+    const { executors, sessions, calls, logger } = this;
+    const changed = this.#host.changed;
+    const table = new PeerHandlers<ExecutorConnection>();
+    table.admit = (connection, method, kind, reply) => connection.admit(method, kind, reply);
+
+    table.onRequest(
+      "executor.register",
+      (params, context, connection) => connection.register(params, context),
+    );
+
+    table.onRequest("executor.heartbeat", (_params, _, connection) => {
+      const result = executors.heartbeat(connection.bound());
+      changed?.(connection);
+      return result;
+    });
+
+    if (this.#options.authenticate && protocol !== "bma.executor.v1") {
+      table.onRequest(
+        "executor.token.refresh",
+        ({ token }, _, connection) => connection.refresh(token),
+      );
+    }
+
+    table.onRequest("session.ready", ({ session_id }, _, connection) => {
+      const session = sessionOf(connection, session_id);
+      return then(
+        sessions.markReady(session),
+        (repeat) => repeat ? { ok: true, duplicate: true } : { ok: true },
+      );
+    });
+
+    table.onRequest("session.event", (params, context, connection) => {
+      const session = sessionOf(connection, params.session_id);
+      return sessions.appendEvent(session, params, context.id, context.frameLength);
+    });
+
+    table.onRequest(
+      "session.ended",
+      ({ session_id, reason }, _, connection) =>
+        sessions.executorEnded(connection.bound(), session_id, reason),
+    );
+
+    table.onRequest(
+      "tool.result",
+      (params, _, connection) => calls.result(connection.bound(), params),
+    );
+
+    table.onRequest("mcp.close", ({ channel_id, reason }, _, connection) => {
+      const executor = connection.bound();
+      const channel = executor.channels?.get(channel_id);
+      if (!channel || channel.closeReason !== undefined) return { closed: false };
+      executor.channels!.delete(channel_id);
+      channel.end(reason ?? "closed by executor");
+      return { closed: true };
+    });
+
+    table.onNotification("mcp.message", ({ channel_id, message }, connection) => {
+      const channel = connection.bound().channels?.get(channel_id);
+      if (!channel) {
+        logger.warn("mcp.message for an unknown channel dropped", { channel_id });
+        return;
+      }
+      channel.deliver(message as { jsonrpc: "2.0" });
+    });
+
+    table.onNotification("executor.capabilities.update", ({ capabilities }, connection) => {
+      executors.updateCapabilities(connection.bound(), capabilities);
+    });
+
+    table.onNotification("executor.close", (_params, connection) => connection.closingForGood());
+
+    table.onNotification("session.status", (params, connection) => {
+      const session = connection.bound().sessions?.get(params.session_id);
+      if (session) sessions.status(session, params);
+    });
+
+    table.onNotification("tool.progress", (params, connection) => {
+      const session = connection.bound().sessions?.get(params.session_id);
+      if (session) calls.progress(session, params);
+    });
+
+    table.onNotification("terminal.output", (params, connection) => {
+      const session = connection.bound().sessions?.get(params.session_id);
+      if (session) sessions.terminalOutput(session, params);
+    });
+
+    // The agent capability's executor-to-harness methods: served only with an agent capability,
+    // so a harness without one answers -32601 (the executor then keeps its tokens).
+    const agent = this.#agent;
+    if (agent) {
+      table.onNotification("session.event_delta", (params, connection) => {
+        const executor = connection.bound();
+        const observers = this.observers;
+        if (observers.active) {
+          observers.emit({
+            type: "session.delta",
+            at: this.clock.now(),
+            sessionId: params.session_id,
+            executorId: executor.id,
+            delta: params,
+          });
+        }
+        agent.delta(executor.handle, params);
+      });
+      table.onRequest(
+        "interaction.request",
+        (params, context, connection) =>
+          agent.requestInteraction(connection.bound().handle, params, context as ReplyHooks),
+      );
+      table.onRequest(
+        "interaction.cancel",
+        (params, _, connection) => agent.cancelInteraction(connection.bound().handle, params),
+      );
+      table.onRequest(
+        "model_token.refresh",
+        (params, _, connection) => agent.modelToken(connection.bound().handle, params),
+      );
+      table.onRequest(
+        "tools_token.refresh",
+        (params, _, connection) => agent.toolsToken(connection.bound().handle, params),
+      );
+    }
+    return table;
+  }
+
+  // ---- the agent capability's host ------------------------------------------------------------
+
+  #agentHost(): AgentExtensionHost {
+    const observers = this.observers;
+    const entry = (id: string): ExecutorEntry => {
+      const executor = this.executors.byId.get(id);
+      if (!executor) throw new NotFoundError("unknown executor", { reason: "unknown_executor" });
+      return executor;
+    };
+    const live = (id: string): SessionEntry | undefined => this.sessions.live.get(id);
+    return {
+      clock: this.clock,
+      logger: this.logger,
+      scheduler: this.scheduler,
+      store: this.store,
+      onExecutor: (listener) => this.onExecutor(listener),
+      executor: (id) => this.executors.byId.get(id)?.handle,
+      epoch: (id) => this.executors.byId.get(id)?.epoch ?? 0,
+      openSession: (executorId, sessionId) => this.sessions.open(entry(executorId), sessionId).view,
+      endSession: (sessionId, reason) => {
+        const session = live(sessionId);
+        if (session) this.sessions.end(session, reason, "session_ended");
+      },
+      awaitSessionEnd: (sessionId, timeoutMs, reason) => {
+        const session = live(sessionId);
+        if (session) this.sessions.awaitEnd(session, timeoutMs, reason);
+      },
+      get observing() {
+        return observers.active;
+      },
+      observe: (observation) => this.observers.emit(observation),
+    };
+  }
+}
+
+/** The live session `id` of the connection's executor, or -32002 `unknown_session`. */
+function sessionOf(connection: ExecutorConnection, id: string): SessionEntry {
+  const session = connection.bound().sessions?.get(id);
+  if (!session) throw new NotFoundError("unknown session", { reason: "unknown_session" });
+  return session;
+}

@@ -1,0 +1,517 @@
+/**
+ * The executors a harness holds: registration (admission and identity), reconnects with
+ * `resume` within the lease, heartbeats, capability updates, drain, and the end — lease
+ * expired, closed for good, or the harness closed.
+ *
+ * Each executor is written to the store when it registers (and when its capabilities, drain or
+ * connection change), so a harness started again on the store holds the same executors. A lease
+ * runs on the harness's clock; across the harness's own downtime it does not: a harness that
+ * recovers from its store gives every executor a full lease (two heartbeat intervals) from the
+ * moment it recovers, so its downtime counts against no executor.
+ */
+import type { CallOptions, ReplyHooks } from "../protocol/peer.ts";
+import { hasCapability } from "../protocol/capabilities.ts";
+import type {
+  Capabilities,
+  ExecutorDrainParams,
+  ExecutorDrainResult,
+  ExecutorHeartbeatResult,
+  ExecutorRegisterParams,
+  ExecutorRegisterResult,
+  HarnessNotificationMethod,
+  HarnessRequestMethod,
+  NotificationMap,
+  ProtocolVersion,
+  RequestMap,
+} from "../protocol/generated/contract.ts";
+import {
+  CapabilityMissingError,
+  CloseCode,
+  ForbiddenError,
+  ProtocolMismatchError,
+} from "../protocol/generated/errors.ts";
+import type { Clock } from "../protocol/clock.ts";
+import type { Logger } from "../protocol/logger.ts";
+import { randomId } from "../protocol/ids.ts";
+import type { ToolOutcomeUnknownReason } from "./errors.ts";
+import {
+  ExecutorEntry,
+  type ExecutorEvent,
+  type ExecutorGoneReason,
+  type ExecutorLink,
+  type ExecutorOps,
+  type HarnessServices,
+} from "./handles.ts";
+import type { Leases } from "./lease.ts";
+import { then } from "./maybe.ts";
+import type { Observers } from "./observe.ts";
+import { type Principal, registrationClaim, samePrincipal } from "./principal.ts";
+import {
+  type ExecutorRecord,
+  keys,
+  type StoredPrincipal,
+  type StoredRegistration,
+} from "./records.ts";
+import { notify, request } from "./send.ts";
+import type { Sessions } from "./sessions.ts";
+import { type HarnessStore, isPromiseLike, type MaybePromise } from "./store/store.ts";
+import type { ToolCalls } from "./tool-calls.ts";
+import { storeUnavailable } from "./tool-call-ledger.ts";
+
+/** A connection on which an executor registers (internal). */
+export interface RegisteringConnection extends ExecutorLink {
+  readonly protocol: ProtocolVersion;
+  /** What `authenticate` returned (replaced by a refreshed token's). */
+  readonly principal: Principal;
+  /** No `authenticate` ran: what the executor registers as is believed. */
+  readonly trusted: boolean;
+  /** Binds the executor that registered on it. */
+  bind(executor: ExecutorEntry): void;
+  close(code: number, reason: string): unknown;
+}
+
+/** What the executors need from the harness. */
+export interface ExecutorsDeps {
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly store: HarnessStore | undefined;
+  readonly leases: Leases;
+  readonly observers: Observers;
+  readonly sessions: Sessions;
+  readonly calls: ToolCalls;
+  readonly services: HarnessServices;
+  readonly heartbeatIntervalMs: number;
+  readonly requestTimeoutMs: number | undefined;
+  readonly fileServiceUrl: string | undefined;
+  /** Reports an executor change to `onExecutor` listeners. */
+  readonly emit: (event: ExecutorEvent) => void;
+}
+
+/** The executors of one harness. */
+export class Executors implements ExecutorOps {
+  /** The executors held (registered, lease not expired), in registration order. */
+  readonly byId = new Map<string, ExecutorEntry>();
+  readonly #deps: ExecutorsDeps;
+  readonly #onLeaseExpired = (executor: ExecutorEntry) => this.#expire(executor);
+
+  constructor(deps: ExecutorsDeps) {
+    this.#deps = deps;
+  }
+
+  get fileServiceUrl(): string | undefined {
+    return this.#deps.fileServiceUrl;
+  }
+
+  // ---- registration ------------------------------------------------------------------------------
+
+  /**
+   * `executor.register` on `connection`: checks the protocol, the claim against the principal and
+   * the capabilities, chooses the executor id, binds the connection and reattaches the sessions
+   * `resume` names (the others end). Throws the contract's error to refuse.
+   */
+  register(
+    connection: RegisteringConnection,
+    params: ExecutorRegisterParams,
+    reply: ReplyHooks,
+  ): MaybePromise<ExecutorRegisterResult> {
+    if (params.protocol !== connection.protocol) {
+      reply.afterReply(() => connection.close(CloseCode.PROTOCOL_MISMATCH, "protocol mismatch"));
+      throw new ProtocolMismatchError("protocol mismatch", {
+        reason: "protocol_mismatch",
+        expected: connection.protocol,
+        received: params.protocol,
+      });
+    }
+    const principal = connection.principal;
+    const claim = registrationClaim(principal, params, connection.trusted);
+    if (claim.kind === "refused") throw new ForbiddenError(claim.why, { reason: "forbidden" });
+    if (
+      params.environment_id === "" && !hasCapability(params.capabilities, "process") &&
+      !hasCapability(params.capabilities, "agent")
+    ) {
+      // No runtime is bound: the connection stays unregistered and may register again.
+      throw new CapabilityMissingError("capability missing", {
+        reason: "capability_missing",
+        capability: "process",
+      });
+    }
+    const id = claim.kind === "fixed"
+      ? claim.executorId
+      : this.#resumedId(principal, params) ?? randomId("exec_");
+    let executor = this.byId.get(id);
+    const known = executor !== undefined && !executor.gone;
+    if (known && !samePrincipal(executor!.principal, principal)) {
+      // The id is another credential's while the harness holds it: its connection stays.
+      throw new ForbiddenError("the executor id belongs to another credential", {
+        reason: "forbidden",
+      });
+    }
+    if (!executor || executor.gone) {
+      executor = this.#entry(id, principal, registration(params), params.capabilities, 0, false);
+      this.byId.set(id, executor);
+    }
+    const entry = executor;
+    const previous = entry.connection;
+    const resumes = params.resume?.executor_id === id;
+    entry.register = registration(params);
+    entry.capabilities = params.capabilities;
+    if (!resumes) entry.epoch++;
+    // Recorded before the answer: a harness started again on the store knows the executor.
+    const written = this.#write(entry);
+    const attach = (): ExecutorRegisterResult => {
+      connection.bind(entry);
+      entry.connection = connection;
+      connection.peer.capabilities = params.capabilities;
+      if (previous && previous !== connection) {
+        this.#deps.logger.info("executor replaced by a new registration", { executor_id: id });
+        previous.replaced();
+      }
+      const resumed = this.#deps.sessions.lost(
+        entry,
+        new Set(resumes ? params.resume!.active_sessions : []),
+      );
+      const expiresAt = entry.lease!.renew();
+      this.#deps.logger.info(known ? "executor reconnected" : "executor registered", {
+        executor_id: id,
+        protocol: connection.protocol,
+        resumed_sessions: resumed.length,
+      });
+      // Once the executor has its register result: lossy output sent meanwhile is read back,
+      // and calls that could not be sent, or whose ack was lost, go out again (it
+      // deduplicates them by tool_call_id); then the listeners hear of it.
+      reply.afterReply(() => {
+        if (entry.connection !== connection) return;
+        this.#deps.sessions.resumed(entry, resumed);
+        this.#deps.calls.redispatch(entry, connection);
+      });
+      const event: ExecutorEvent = {
+        type: known ? "reconnected" : "registered",
+        executor: entry.handle,
+      };
+      reply.afterReply(() => this.#deps.emit(event));
+      this.#observeArrival(entry, known, resumed, expiresAt);
+      return {
+        executor_id: id,
+        protocol: connection.protocol,
+        heartbeat_interval_ms: this.#deps.heartbeatIntervalMs,
+        lease_expires_at: new Date(expiresAt).toISOString(),
+        ...(params.resume ? { resumed_sessions: resumed } : {}),
+      };
+    };
+    return isPromiseLike(written) ? Promise.resolve(written).then(attach) : attach();
+  }
+
+  /**
+   * The id a `resume` keeps: that of a live executor of the same environment registered by the
+   * same principal; anyone else's resume gets a new id (see {@linkcode registrationClaim}).
+   */
+  #resumedId(principal: Principal, params: ExecutorRegisterParams): string | undefined {
+    const resumeId = params.resume?.executor_id;
+    if (!resumeId) return undefined;
+    const previous = this.byId.get(resumeId);
+    return previous && !previous.gone &&
+        previous.register.environment_id === params.environment_id &&
+        samePrincipal(previous.principal, principal)
+      ? resumeId
+      : undefined;
+  }
+
+  #entry(
+    id: string,
+    principal: Principal,
+    register: StoredRegistration,
+    capabilities: Capabilities,
+    epoch: number,
+    draining: boolean,
+  ): ExecutorEntry {
+    const entry = new ExecutorEntry(
+      id,
+      principal,
+      register,
+      capabilities,
+      epoch,
+      draining,
+      this.#deps.services,
+      this.#onLeaseExpired,
+    );
+    entry.lease = this.#deps.leases.lease(entry);
+    return entry;
+  }
+
+  // ---- what the executor sends -------------------------------------------------------------------
+
+  /** `executor.heartbeat`: renews the lease. */
+  heartbeat(executor: ExecutorEntry): ExecutorHeartbeatResult {
+    const at = executor.lease!.renew();
+    const observers = this.#deps.observers;
+    if (observers.active) {
+      observers.emit({
+        type: "executor.lease",
+        at: this.#deps.clock.now(),
+        executorId: executor.id,
+        expiresAt: at,
+      });
+    }
+    return { drain: executor.draining, lease_expires_at: new Date(at).toISOString() };
+  }
+
+  /** `executor.capabilities.update`. */
+  updateCapabilities(executor: ExecutorEntry, capabilities: Capabilities): void {
+    executor.capabilities = capabilities;
+    if (executor.connection) executor.connection.peer.capabilities = capabilities;
+    this.#safely(() => this.#write(executor));
+    const observers = this.#deps.observers;
+    if (observers.active) {
+      observers.emit({
+        type: "executor.capabilities",
+        at: this.#deps.clock.now(),
+        executorId: executor.id,
+        capabilities,
+      });
+    }
+  }
+
+  /**
+   * The connection `link` of `executor` ended; `forGood` when the executor sent
+   * `executor.close` first. It may come back within its lease.
+   */
+  detach(executor: ExecutorEntry, link: ExecutorLink, forGood: boolean): void {
+    if (executor.connection !== link) return;
+    executor.connection = undefined;
+    const channels = executor.channels;
+    executor.channels = undefined;
+    for (const channel of [...channels?.values() ?? []]) {
+      // The server may live on with the session, but messages in flight are lost: the MCP
+      // client sees the channel end and opens a new one after the executor is back.
+      channel.end("disconnected");
+    }
+    if (forGood) {
+      this.release(executor, "closed");
+      return;
+    }
+    // The lease runs on without heartbeats: what a store-backed edge harness needs to expire
+    // it after an eviction.
+    this.#safely(() => this.#write(executor));
+    const observers = this.#deps.observers;
+    if (observers.active) {
+      observers.emit({
+        type: "executor.disconnected",
+        at: this.#deps.clock.now(),
+        executorId: executor.id,
+        leaseExpiresAt: executor.lease?.expiresAt,
+      });
+    }
+    this.#deps.emit({ type: "disconnected", executor: executor.handle });
+  }
+
+  // ---- what the brain sends ----------------------------------------------------------------------
+
+  request<M extends HarnessRequestMethod>(
+    executor: ExecutorEntry,
+    method: M,
+    params: RequestMap[M]["params"],
+    options: CallOptions = {},
+  ): Promise<RequestMap[M]["result"]> {
+    return request(executor, method, params, options, this.#deps.requestTimeoutMs);
+  }
+
+  notify<M extends HarnessNotificationMethod>(
+    executor: ExecutorEntry,
+    method: M,
+    params: NotificationMap[M],
+  ): void {
+    notify(executor, method, params);
+  }
+
+  drain(
+    executor: ExecutorEntry,
+    params: ExecutorDrainParams,
+    options: CallOptions,
+  ): Promise<ExecutorDrainResult> {
+    if (!executor.draining) {
+      executor.draining = true;
+      this.#safely(() => this.#write(executor));
+      const observers = this.#deps.observers;
+      if (observers.active) {
+        observers.emit({
+          type: "executor.draining",
+          at: this.#deps.clock.now(),
+          executorId: executor.id,
+        });
+      }
+    }
+    return this.request(executor, "executor.drain", params, options);
+  }
+
+  async close(executor: ExecutorEntry, reason: string): Promise<void> {
+    const connection = executor.connection;
+    this.release(executor, "closed");
+    if (connection) {
+      try {
+        connection.peer.notify("executor.close", { reason });
+      } catch {
+        // Already closed: nothing to tell.
+      }
+      await connection.peer.close(CloseCode.NORMAL, reason);
+    }
+  }
+
+  // ---- the end -----------------------------------------------------------------------------------
+
+  /**
+   * Ends an executor for good: its sessions end and its pending tool calls fail with
+   * `ToolOutcomeUnknownError`. When the harness closes (`harness_closed`) nothing of it is
+   * written: a harness started again on the store holds it as before.
+   */
+  release(executor: ExecutorEntry, reason: ExecutorGoneReason): void {
+    if (executor.gone) return;
+    const record = reason !== "harness_closed";
+    executor.gone = reason;
+    executor.lease?.end();
+    executor.connection = undefined;
+    const toolReason: ToolOutcomeUnknownReason = reason === "closed" ? "executor_closed" : reason;
+    const sessions = this.#deps.sessions;
+    for (const session of [...executor.sessions?.values() ?? []]) {
+      sessions.end(session, reason, toolReason, record ? "record" : "skip");
+    }
+    this.#deps.calls.failPending({ executorId: executor.id }, toolReason, record);
+    const channels = executor.channels;
+    executor.channels = undefined;
+    for (const channel of [...channels?.values() ?? []]) channel.end(reason);
+    if (this.byId.get(executor.id) === executor) this.byId.delete(executor.id);
+    const store = this.#deps.store;
+    if (store && record) {
+      this.#safely(() =>
+        store.write([
+          { delete: keys.executor(executor.id) },
+          { deletePrefix: keys.pendingCalls(executor.id) },
+          { deletePrefix: keys.executorSessions(executor.id) },
+        ])
+      );
+    }
+    this.#deps.logger.info("executor gone", { executor_id: executor.id, reason });
+    const observers = this.#deps.observers;
+    if (observers.active) {
+      observers.emit({
+        type: "executor.gone",
+        at: this.#deps.clock.now(),
+        executorId: executor.id,
+        reason,
+      });
+    }
+    this.#deps.emit({ type: "gone", executor: executor.handle });
+    executor.settleClosed(reason);
+  }
+
+  #expire(executor: ExecutorEntry): void {
+    this.#deps.logger.warn("executor lease expired", { executor_id: executor.id });
+    const connection = executor.connection;
+    this.release(executor, "lease_expired");
+    connection?.peer.close(CloseCode.LEASE_EXPIRED, "lease expired");
+  }
+
+  // ---- the store ---------------------------------------------------------------------------------
+
+  /**
+   * Reads back the executors a previous run of the harness left in the store, each with a full
+   * lease from now (see the module's doc): they reconnect and resume within it, or expire.
+   */
+  recover(): MaybePromise<void> {
+    const store = this.#deps.store;
+    if (!store) return;
+    return then(store.list<ExecutorRecord>(keys.executors), (rows) => {
+      for (const [, record] of rows) {
+        if (this.byId.has(record.id)) continue;
+        const entry = this.#entry(
+          record.id,
+          record.principal,
+          record.register,
+          record.capabilities,
+          record.epoch,
+          record.draining,
+        );
+        this.byId.set(record.id, entry);
+        entry.lease!.renew();
+      }
+    });
+  }
+
+  /** Writes the executor's record. */
+  #write(executor: ExecutorEntry): MaybePromise<void> {
+    const store = this.#deps.store;
+    if (!store) return;
+    const record: ExecutorRecord = {
+      id: executor.id,
+      principal: storedPrincipal(executor.principal),
+      register: executor.register,
+      capabilities: executor.capabilities,
+      epoch: executor.epoch,
+      draining: executor.draining,
+      ...(executor.lease?.expiresAt !== undefined
+        ? { leaseExpiresAt: executor.lease.expiresAt }
+        : {}),
+    };
+    try {
+      const written = store.write([{ put: keys.executor(executor.id), value: record }]);
+      return isPromiseLike(written)
+        ? Promise.resolve(written).catch(() => Promise.reject(storeUnavailable("executor")))
+        : written;
+    } catch {
+      throw storeUnavailable("executor");
+    }
+  }
+
+  /** A store call whose failure is logged, not thrown (not an acknowledgement). */
+  #safely(fn: () => MaybePromise<void>): void {
+    const failed = (error: unknown) =>
+      this.#deps.logger.warn("harness store write failed", { error: String(error) });
+    try {
+      const result = fn();
+      if (isPromiseLike(result)) Promise.resolve(result).catch(failed);
+    } catch (error) {
+      failed(error);
+    }
+  }
+
+  #observeArrival(
+    executor: ExecutorEntry,
+    known: boolean,
+    resumed: readonly string[],
+    expiresAt: number,
+  ): void {
+    const observers = this.#deps.observers;
+    if (!observers.active) return;
+    observers.emit({
+      type: known ? "executor.reconnected" : "executor.registered",
+      at: this.#deps.clock.now(),
+      executorId: executor.id,
+      protocol: executor.register.protocol,
+      info: executor.register.executor,
+      capabilities: executor.capabilities,
+      resumedSessions: resumed,
+      leaseExpiresAt: expiresAt,
+    });
+  }
+}
+
+/** What `executor.register` said that the harness keeps. */
+function registration(params: ExecutorRegisterParams): StoredRegistration {
+  return {
+    protocol: params.protocol,
+    executor: params.executor,
+    environment_id: params.environment_id,
+    ...(params.machine_id !== undefined ? { machine_id: params.machine_id } : {}),
+    ...(params.max_sessions !== undefined ? { max_sessions: params.max_sessions } : {}),
+  };
+}
+
+/** A principal's identity, as stored. */
+function storedPrincipal(principal: Principal): StoredPrincipal {
+  return {
+    ...(principal.scope !== undefined ? { scope: principal.scope } : {}),
+    ...(principal.environmentId !== undefined ? { environmentId: principal.environmentId } : {}),
+    ...(principal.machineId !== undefined ? { machineId: principal.machineId } : {}),
+    ...(principal.credentialId !== undefined ? { credentialId: principal.credentialId } : {}),
+    ...(principal.executorId !== undefined ? { executorId: principal.executorId } : {}),
+  };
+}

@@ -1,0 +1,836 @@
+/**
+ * What the brain holds of the harness's executors and sessions: {@linkcode ExecutorHandle} and
+ * {@linkcode Session}, and the state behind each ({@linkcode ExecutorEntry},
+ * {@linkcode SessionEntry}, internal).
+ *
+ * A handle is a view: it reads its entry and hands every operation to the harness's services
+ * ({@linkcode HarnessServices}, given to its constructor), which own the rules. Entries are plain
+ * state the services change; nothing here decides anything.
+ */
+import type { CallOptions, Peer } from "../protocol/peer.ts";
+import { InvalidResultError, LocalError } from "../protocol/errors.ts";
+import {
+  type Ack,
+  type AgentCustomToolResultParams,
+  type Capabilities,
+  type CustomToolResultResult,
+  type ExecutorDrainParams,
+  type ExecutorDrainResult,
+  type ExecutorInfo,
+  type FsMountResult,
+  type FsUnmountResult,
+  type FsView,
+  type HarnessNotificationMethod,
+  type HarnessRequestMethod,
+  type InteractionResponseParams,
+  type InteractionResponseResult,
+  type NotificationMap,
+  type ProtocolVersion,
+  type RequestMap,
+  type SessionAssignParams,
+  type SessionCloseResult,
+  type SessionMetadata,
+  type SessionStatus,
+  type SessionStatusParams,
+  TOOL_NAMES,
+  TOOL_SPECS,
+  type ToolCancelResult,
+  type ToolMap,
+  type ToolName,
+  type ToolProgressParams,
+  type TurnCancelParams,
+  type TurnCancelResult,
+  type TurnInputParams,
+  type TurnStartParams,
+  type TurnStartResult,
+} from "../protocol/generated/contract.ts";
+import { NoAgentPlatformError, SessionEndedError } from "./errors.ts";
+import type { EventLog } from "./event-log.ts";
+import type { Lease } from "./lease.ts";
+import type { McpChannel, McpChannelState } from "./mcp-channel.ts";
+import type { Principal } from "./principal.ts";
+import type { SessionEventRecord, StoredRegistration, ToolCallResult } from "./records.ts";
+import type { CallbackDeadline } from "./scheduler.ts";
+import type { Terminal, TerminalOptions, TerminalOutput } from "./terminal.ts";
+
+// ---- public types --------------------------------------------------------------------------------
+
+/** Why an executor is gone. */
+export type ExecutorGoneReason = "lease_expired" | "closed" | "harness_closed";
+
+/** How an executor ended. */
+export interface ExecutorEnd {
+  /** Why it is gone. */
+  readonly reason: ExecutorGoneReason;
+}
+
+/** What happened to an executor, as reported by {@linkcode ExecutorEvent}. */
+export type ExecutorEventType =
+  /** A new executor registered. */
+  | "registered"
+  /** An executor known to the harness registered again within its lease (resume or replacement). */
+  | "reconnected"
+  /** Its connection ended; it may reconnect within its lease. */
+  | "disconnected"
+  /** It is gone for good: lease expired, closed, or the harness closed. */
+  | "gone";
+
+/**
+ * A change of the harness's executors. `registered` and `reconnected` are emitted once the
+ * register result has been written, so a listener can send to the executor at once.
+ */
+export interface ExecutorEvent {
+  /** What happened. */
+  readonly type: ExecutorEventType;
+  /** The executor. */
+  readonly executor: ExecutorHandle;
+}
+
+/** Options of {@linkcode ExecutorHandle.mount}. */
+export interface MountOptions {
+  /** The bma-file service URL. Default: the harness's `fileServiceUrl`. */
+  serviceUrl?: string;
+  /** Aborts the request. */
+  signal?: AbortSignal;
+}
+
+/** Options of `ExecutorHandle.closeAgentSession`. */
+export interface CloseAgentSessionOptions {
+  /** Sent in `session.close`. */
+  reason?: string;
+  /** Stops waiting (rejects with `RequestAbortedError`). */
+  signal?: AbortSignal;
+  /**
+   * How long to wait for `session.ended` after the executor accepted the close; then the harness
+   * ends the session itself (reason `close_timeout`). Default 60 s.
+   */
+  timeoutMs?: number;
+}
+
+/** A `turn.input` as `sendTurnInput` takes it: `input_id` is generated when absent. */
+export type TurnInputRequest = Omit<TurnInputParams, "input_id"> & { input_id?: string };
+
+/** A tool call as `callTool` takes it; `tool_call_id` is generated when absent. */
+export interface ToolCallRequest {
+  /** Tool name, e.g. `bash`. */
+  tool: string;
+  /**
+   * Tool input; for built-in tools it must match the tool's input schema, for a tool of the
+   * executor's own the input schema it advertised (`capabilities.tool_definitions`).
+   */
+  input: Record<string, unknown>;
+  /** The idempotency key: calling again with the same id returns the same outcome. */
+  tool_call_id?: string;
+  /** The executor ends the call with outcome `timed_out` after this long. */
+  timeout_ms?: number;
+}
+
+/** Options of a tool call. */
+export interface ToolCallOptions {
+  /** Stops waiting (rejects with `RequestAbortedError`) and asks the executor to cancel the call. */
+  signal?: AbortSignal;
+  /** Receives the call's `tool.progress` notifications (lossy). */
+  onProgress?: (progress: ToolProgressParams) => void;
+}
+
+/** Options of a typed tool slot's `call`. */
+export interface TypedToolCallOptions extends ToolCallOptions {
+  /** The idempotency key; generated when absent. */
+  tool_call_id?: string;
+  /** The executor ends the call with outcome `timed_out` after this long. */
+  timeout_ms?: number;
+}
+
+/** A typed slot for one built-in tool: `session.tools.bash.call({ command: "ls" })`. */
+export interface ToolSlot<N extends ToolName> {
+  /** The tool's name. */
+  readonly name: N;
+  /**
+   * Calls the tool. `structured_content` of the result is checked against the tool's result
+   * schema (a mismatch rejects with `InvalidResultError`).
+   */
+  call(
+    input: ToolMap[N]["input"],
+    options?: TypedToolCallOptions,
+  ): Promise<ToolCallResult<ToolMap[N]["result"]>>;
+}
+
+/** The typed slots of the built-in tools. */
+export type SessionTools = { readonly [N in ToolName]: ToolSlot<N> };
+
+/** Where a session is, as the harness sees it. */
+export type SessionState = "assigning" | "assigned" | "ready" | "stopping" | "ended";
+
+/** How a session ended. */
+export interface SessionEnd {
+  /** `session.ended`'s reason from the executor, or the harness's: `lease_expired`, `lost`, ... */
+  readonly reason: string;
+}
+
+/** Options of {@linkcode Session.stop}. */
+export interface SessionStopOptions {
+  /** Time between SIGTERM and SIGKILL on the executor. */
+  grace_ms?: number;
+  /** Stops waiting for `session.ended` (rejects with `RequestAbortedError`). */
+  signal?: AbortSignal;
+  /**
+   * How long to wait for `session.ended` after the executor accepted the stop; then the harness
+   * ends the session on its own (reason `stop_timeout`). Default: `grace_ms` (or 5 s) plus 60 s.
+   */
+  timeoutMs?: number;
+}
+
+/** Options of {@linkcode Session.events}. */
+export interface SessionEventsOptions {
+  /** The 0-based position to start at (a reader's own count of records it has taken). */
+  from?: number;
+  /** Ends the iteration (quietly). */
+  signal?: AbortSignal;
+}
+
+// ---- what the handles call (implemented by the harness's services) -------------------------------
+
+/** The executor operations of the harness (internal). */
+export interface ExecutorOps {
+  /** The harness's default bma-file service URL. */
+  readonly fileServiceUrl: string | undefined;
+  request<M extends HarnessRequestMethod>(
+    executor: ExecutorEntry,
+    method: M,
+    params: RequestMap[M]["params"],
+    options?: CallOptions,
+  ): Promise<RequestMap[M]["result"]>;
+  notify<M extends HarnessNotificationMethod>(
+    executor: ExecutorEntry,
+    method: M,
+    params: NotificationMap[M],
+  ): void;
+  drain(
+    executor: ExecutorEntry,
+    params: ExecutorDrainParams,
+    options: CallOptions,
+  ): Promise<ExecutorDrainResult>;
+  close(executor: ExecutorEntry, reason: string): Promise<void>;
+}
+
+/** The session operations of the harness (internal). */
+export interface SessionOps {
+  assign(
+    executor: ExecutorEntry,
+    params: SessionAssignParams,
+    options: CallOptions,
+  ): Promise<Session>;
+  ready(session: SessionEntry): Promise<void>;
+  events(
+    session: SessionEntry,
+    options: SessionEventsOptions,
+  ): AsyncGenerator<SessionEventRecord, void, undefined>;
+  mcp(session: SessionEntry, server: string): Promise<McpChannel>;
+  terminal(session: SessionEntry, options: TerminalOptions): Promise<Terminal>;
+  stop(session: SessionEntry, reason: string | undefined, options: SessionStopOptions): Promise<
+    SessionEnd
+  >;
+}
+
+/** The tool-call operations of the harness (internal). */
+export interface CallOps {
+  callTool(
+    session: SessionEntry,
+    request: ToolCallRequest,
+    options: ToolCallOptions,
+  ): Promise<ToolCallResult>;
+  cancelTool(
+    session: SessionEntry,
+    toolCallId: string,
+    reason: string | undefined,
+  ): Promise<ToolCancelResult>;
+}
+
+/**
+ * The agent capability's harness → executor operations, as an agent capability implements
+ * them (`AgentCapability.attach` returns them with the rest of its hooks).
+ */
+export interface AgentOps {
+  /** `executor.startTurn`. */
+  startTurn(
+    executor: ExecutorHandle,
+    params: TurnStartParams,
+    options: CallOptions,
+  ): Promise<TurnStartResult>;
+  /** `executor.sendTurnInput`. */
+  sendTurnInput(
+    executor: ExecutorHandle,
+    params: TurnInputRequest,
+    options: CallOptions,
+  ): Promise<Ack>;
+  /** `executor.cancelTurn`. */
+  cancelTurn(
+    executor: ExecutorHandle,
+    params: TurnCancelParams,
+    options: CallOptions,
+  ): Promise<TurnCancelResult>;
+  /** `executor.closeAgentSession`. */
+  closeAgentSession(
+    executor: ExecutorHandle,
+    sessionId: string,
+    options: CloseAgentSessionOptions,
+  ): Promise<SessionCloseResult>;
+  /** `executor.respondInteraction`. */
+  respondInteraction(
+    executor: ExecutorHandle,
+    params: InteractionResponseParams,
+    options: CallOptions,
+  ): Promise<InteractionResponseResult>;
+  /** `executor.sendCustomToolResult`. */
+  sendCustomToolResult(
+    executor: ExecutorHandle,
+    params: AgentCustomToolResultParams,
+    options: CallOptions,
+  ): Promise<CustomToolResultResult>;
+}
+
+/** Everything a handle hands its operations to: one object per harness (internal). */
+export interface HarnessServices {
+  readonly executors: ExecutorOps;
+  readonly sessions: SessionOps;
+  readonly calls: CallOps;
+  /** Set when the harness was given an agent capability. */
+  agent: AgentOps | undefined;
+}
+
+// ---- the state behind the handles ------------------------------------------------------------------
+
+/** The registered connection of an executor, as its entry holds it (internal). */
+export interface ExecutorLink {
+  readonly peer: Peer;
+  /** A newer registration took over: closes with 4004. */
+  replaced(): void;
+}
+
+/**
+ * One executor the harness holds (internal): stable across reconnects within its lease, gone
+ * when the lease expires or it closes for good. Its sessions, channels and the `closed`
+ * promise are made on first use: a harness holds one entry per executor, idle most of the time.
+ */
+export class ExecutorEntry {
+  readonly id: string;
+  principal: Principal;
+  register: StoredRegistration;
+  capabilities: Capabilities;
+  /** Registrations that did not resume the previous one (a restarted executor process). */
+  epoch: number;
+  draining: boolean;
+  gone: ExecutorGoneReason | undefined = undefined;
+  /** The registered connection, while one is open. */
+  connection: ExecutorLink | undefined = undefined;
+  /** Its lease (none for an executor the harness no longer holds: an ended session's). */
+  lease: Lease | undefined = undefined;
+  /** Its live sessions, by id. */
+  sessions: Map<string, SessionEntry> | undefined = undefined;
+  /** Its open MCP channels, by channel id. */
+  channels: Map<string, McpChannelState> | undefined = undefined;
+  /** The brain's view. */
+  readonly handle: ExecutorHandle;
+  readonly #onLeaseExpired: ((entry: ExecutorEntry) => void) | undefined;
+  #closed: Promise<ExecutorEnd> | undefined;
+  #resolveClosed: ((end: ExecutorEnd) => void) | undefined;
+
+  constructor(
+    id: string,
+    principal: Principal,
+    register: StoredRegistration,
+    capabilities: Capabilities,
+    epoch: number,
+    draining: boolean,
+    services: HarnessServices,
+    onLeaseExpired?: (entry: ExecutorEntry) => void,
+  ) {
+    this.id = id;
+    this.principal = principal;
+    this.register = register;
+    this.capabilities = capabilities;
+    this.epoch = epoch;
+    this.draining = draining;
+    this.#onLeaseExpired = onLeaseExpired;
+    this.handle = new ExecutorHandle(this, services);
+  }
+
+  /** Its lease expired (the entry is its lease's holder: no object per executor for that). */
+  leaseExpired(): void {
+    this.#onLeaseExpired?.(this);
+  }
+
+  /** Settles when the executor is gone for good. */
+  get closed(): Promise<ExecutorEnd> {
+    if (!this.#closed) {
+      const gone = this.gone;
+      this.#closed = gone
+        ? Promise.resolve({ reason: gone })
+        : new Promise((resolve) => (this.#resolveClosed = resolve));
+    }
+    return this.#closed;
+  }
+
+  /** Settles `closed` (the executor is gone). */
+  settleClosed(reason: ExecutorGoneReason): void {
+    this.#resolveClosed?.({ reason });
+    this.#resolveClosed = undefined;
+  }
+}
+
+/** A session as the harness holds it (internal). */
+export class SessionEntry {
+  readonly id: string;
+  readonly executor: ExecutorEntry;
+  readonly metadata: SessionMetadata;
+  /** Opened by an agent turn (no `session.assign`). */
+  readonly agent: boolean;
+  readonly log: EventLog;
+  state: SessionState;
+  endReason: string | undefined = undefined;
+  /** The last `session.status` the executor sent. */
+  reported: SessionStatusParams | undefined = undefined;
+  readyWaiters: { resolve: () => void; reject: (error: unknown) => void }[] | undefined = undefined;
+  /** `tool.progress` listeners by tool call id. */
+  progress: Map<string, Set<(progress: ToolProgressParams) => void>> | undefined = undefined;
+  /** Open MCP channels by channel id. */
+  channels: Map<string, McpChannelState> | undefined = undefined;
+  /** Open terminals by terminal id. */
+  terminals: Map<string, { terminal: Terminal; output: TerminalOutput }> | undefined = undefined;
+  /** The wait for `session.ended` after a stop or a close (ends the session when it passes). */
+  endDeadline: CallbackDeadline | undefined = undefined;
+  /** The reason the session ends with when `endDeadline` passes. */
+  endByReason: string | undefined = undefined;
+  /** Settles once the session has ended. */
+  readonly ended: Promise<SessionEnd>;
+  /** The brain's view. */
+  readonly view: Session;
+  #resolveEnded!: (end: SessionEnd) => void;
+
+  constructor(
+    id: string,
+    executor: ExecutorEntry,
+    metadata: SessionMetadata,
+    state: SessionState,
+    agent: boolean,
+    log: EventLog,
+    services: HarnessServices,
+  ) {
+    this.id = id;
+    this.executor = executor;
+    this.metadata = metadata;
+    this.state = state;
+    this.agent = agent;
+    this.log = log;
+    this.ended = new Promise((resolve) => (this.#resolveEnded = resolve));
+    this.view = new Session(this, services);
+  }
+
+  /** Settles `ended`. */
+  settleEnded(reason: string): void {
+    this.#resolveEnded({ reason });
+  }
+}
+
+// ---- the handles -----------------------------------------------------------------------------------
+
+/** An executor registered with the harness. */
+export class ExecutorHandle {
+  /** The executor id (`exec_<machine_id>` for a machine credential). */
+  readonly id: string;
+  readonly #entry: ExecutorEntry;
+  readonly #services: HarnessServices;
+
+  /** Handles are made by the harness when executors register (or when it recovers them). */
+  constructor(entry: ExecutorEntry, services: HarnessServices) {
+    this.id = entry.id;
+    this.#entry = entry;
+    this.#services = services;
+  }
+
+  /** Settles when the executor is gone for good. */
+  get closed(): Promise<ExecutorEnd> {
+    return this.#entry.closed;
+  }
+
+  /** The negotiated protocol version of the current (or last) connection. */
+  get protocol(): ProtocolVersion {
+    return this.#entry.register.protocol;
+  }
+
+  /** What the executor is (name, os, arch, version). */
+  get info(): ExecutorInfo {
+    return this.#entry.register.executor;
+  }
+
+  /** The capabilities it advertises (latest `executor.register` or `executor.capabilities.update`). */
+  get capabilities(): Capabilities {
+    return this.#entry.capabilities;
+  }
+
+  /** Its environment id; `""` for a machine-scoped executor. */
+  get environmentId(): string {
+    return this.#entry.register.environment_id;
+  }
+
+  /** Its machine id, when it sent one. */
+  get machineId(): string | undefined {
+    return this.#entry.register.machine_id ?? this.#entry.principal.machineId;
+  }
+
+  /** Most sessions it accepts at once, when it said. */
+  get maxSessions(): number | undefined {
+    return this.#entry.register.max_sessions;
+  }
+
+  /** What `authenticate` established about its credential. */
+  get principal(): Principal {
+    return this.#entry.principal;
+  }
+
+  /** Whether a registered connection is open right now. */
+  get connected(): boolean {
+    return this.#entry.connection !== undefined;
+  }
+
+  /** Whether it was asked to drain (no new sessions). */
+  get draining(): boolean {
+    return this.#entry.draining;
+  }
+
+  /** Whether it is gone for good. */
+  get gone(): boolean {
+    return this.#entry.gone !== undefined;
+  }
+
+  /** When the lease expires without a further heartbeat (ms since the epoch). */
+  get leaseExpiresAt(): number | undefined {
+    return this.#entry.lease?.expiresAt;
+  }
+
+  /** Its live sessions, by id. */
+  get sessions(): ReadonlyMap<string, Session> {
+    const out = new Map<string, Session>();
+    for (const [id, session] of this.#entry.sessions ?? []) out.set(id, session.view);
+    return out;
+  }
+
+  /**
+   * Assigns a session (`session.assign`). `metadata.source` defaults to `"harness"` (a
+   * long-lived session; any other source is one-shot). A refusal by the executor rejects with
+   * its typed error (-32009 `ResourceExhaustedError`, -32012 `CapabilityMissingError`,
+   * -32004 `UnavailableError`); a local refusal with `SessionRefusedError`.
+   */
+  assignSession(params: SessionAssignParams, options: CallOptions = {}): Promise<Session> {
+    return this.#services.sessions.assign(this.#entry, params, options);
+  }
+
+  /**
+   * Mounts bma-file views for a session (`fs.mount`, capability `fs.fuse`). Idempotent by
+   * (session, view): the same views with new tokens renew the tokens (`renewed`), a changed
+   * path or readonly remounts (`remounted`).
+   */
+  mount(
+    session: Session | string,
+    views: FsView[],
+    options: MountOptions = {},
+  ): Promise<FsMountResult> {
+    const serviceUrl = options.serviceUrl ?? this.#services.executors.fileServiceUrl;
+    if (serviceUrl === undefined) {
+      return Promise.reject(
+        new LocalError("fs.mount needs a service URL: pass serviceUrl or set fileServiceUrl"),
+      );
+    }
+    return this.request("fs.mount", {
+      session_id: typeof session === "string" ? session : session.id,
+      service_url: serviceUrl,
+      views,
+    }, { signal: options.signal });
+  }
+
+  /** Unmounts every view of a session (`fs.unmount`); `"unmounted"` also when nothing was mounted. */
+  unmount(
+    session: Session | string,
+    options: { flush?: boolean; signal?: AbortSignal } = {},
+  ): Promise<FsUnmountResult> {
+    return this.request("fs.unmount", {
+      session_id: typeof session === "string" ? session : session.id,
+      ...(options.flush !== undefined ? { flush: options.flush } : {}),
+    }, { signal: options.signal });
+  }
+
+  /**
+   * Asks the executor to drain (`executor.drain`): it takes no new sessions and finishes
+   * current work. Later heartbeats answer `drain: true` as well.
+   */
+  drain(params: ExecutorDrainParams = {}, options: CallOptions = {}): Promise<ExecutorDrainResult> {
+    return this.#services.executors.drain(this.#entry, params, options);
+  }
+
+  /**
+   * Sends a harness request to the executor, typed by the contract (`process.start`,
+   * `terminal.open`, `skill.install`, ...). Rejects with `CapabilityNotAdvertisedError` for a
+   * capability it did not advertise, `ExecutorUnavailableError` while it is not connected.
+   */
+  request<M extends HarnessRequestMethod>(
+    method: M,
+    params: RequestMap[M]["params"],
+    options: CallOptions = {},
+  ): Promise<RequestMap[M]["result"]> {
+    return this.#services.executors.request(this.#entry, method, params, options);
+  }
+
+  /** Sends a harness notification (`executor.close`, `mcp.message`). */
+  notify<M extends HarnessNotificationMethod>(method: M, params: NotificationMap[M]): void {
+    this.#services.executors.notify(this.#entry, method, params);
+  }
+
+  /**
+   * Closes the executor for good: `executor.close`, then close code 1000. Its sessions end and
+   * pending tool calls fail with `ToolOutcomeUnknownError`.
+   */
+  close(reason = "closed"): Promise<void> {
+    return this.#services.executors.close(this.#entry, reason);
+  }
+
+  // ---- the agent capability (needs `new Harness({ agent })`) ---------------------------------
+
+  /**
+   * Starts an agent turn (`turn.start`): opens the session on this executor on first use (no
+   * `assignSession`) or continues it; pass `executor_session_ref` from an earlier result to let
+   * a restarted executor resume its conversation. Idempotent by `turn_id` (resent after a
+   * reconnect within the lease). Refusals reject with the executor's typed error: -32013
+   * `ConflictError` (a turn is running: use `sendTurnInput`), -32009 `ResourceExhaustedError`
+   * (beyond `agent.max_sessions`), -32004 `UnavailableError` (draining).
+   */
+  startTurn(params: TurnStartParams, options: CallOptions = {}): Promise<TurnStartResult> {
+    return this.#agent((agent) => agent.startTurn(this, params, options));
+  }
+
+  /**
+   * Adds input to the running turn (`turn.input`), idempotent by `input_id` (generated when
+   * absent). A turn that is not running rejects with -32013 `ConflictError`: start a new turn.
+   */
+  sendTurnInput(params: TurnInputRequest, options: CallOptions = {}): Promise<Ack> {
+    return this.#agent((agent) => agent.sendTurnInput(this, params, options));
+  }
+
+  /**
+   * Cancels the running turn (`turn.cancel`); it ends with `session.status_idle`
+   * `turn_outcome: "canceled"` and the session stays open. The turn gets no further tokens.
+   */
+  cancelTurn(params: TurnCancelParams, options: CallOptions = {}): Promise<TurnCancelResult> {
+    return this.#agent((agent) => agent.cancelTurn(this, params, options));
+  }
+
+  /**
+   * Closes an agent session (`session.close`): the executor cancels a running turn, delivers its
+   * events, releases the conversation and sends `session.ended`; this resolves after that.
+   * `closed: false` for a session the executor does not hold. A later `startTurn` with the same
+   * id starts a new conversation.
+   */
+  closeAgentSession(
+    sessionId: string,
+    options: CloseAgentSessionOptions = {},
+  ): Promise<SessionCloseResult> {
+    return this.#agent((agent) => agent.closeAgentSession(this, sessionId, options));
+  }
+
+  /**
+   * Delivers an interaction's answer (`interaction.response`), resent with the same
+   * `interaction_id` until the executor answers. The first answer wins: a repeat or an unknown
+   * interaction resolves `accepted: false`.
+   */
+  respondInteraction(
+    params: InteractionResponseParams,
+    options: CallOptions = {},
+  ): Promise<InteractionResponseResult> {
+    return this.#agent((agent) => agent.respondInteraction(this, params, options));
+  }
+
+  /**
+   * Delivers the result of a custom tool call (`agent.custom_tool_result`), resent until the
+   * executor answers; only the first result per `tool_use_id` counts. Rejects with
+   * `CapabilityNotAdvertisedError` (nothing sent) unless the executor declared
+   * `agent.custom_tools`.
+   */
+  sendCustomToolResult(
+    params: AgentCustomToolResultParams,
+    options: CallOptions = {},
+  ): Promise<CustomToolResultResult> {
+    return this.#agent((agent) => agent.sendCustomToolResult(this, params, options));
+  }
+
+  #agent<T>(fn: (agent: AgentOps) => Promise<T>): Promise<T> {
+    const agent = this.#services.agent;
+    if (!agent) return Promise.reject(new NoAgentPlatformError());
+    return fn(agent);
+  }
+}
+
+/** A session of an executor. */
+export class Session {
+  /** The session id. */
+  readonly id: string;
+  /** The metadata it was assigned with (`source` defaults to `"harness"`: a long-lived session). */
+  readonly metadata: SessionMetadata;
+  /** Settles when the session has ended (after `session.ended`, or when the harness ended it). */
+  readonly ended: Promise<SessionEnd>;
+  /** The typed tool slots: `session.tools.bash.call({ command: "ls" })`. */
+  readonly tools: SessionTools;
+  readonly #entry: SessionEntry;
+  readonly #services: HarnessServices;
+
+  /** Sessions are made by the harness (`assignSession`, an agent's first turn, a recovery). */
+  constructor(entry: SessionEntry, services: HarnessServices) {
+    this.id = entry.id;
+    this.metadata = entry.metadata;
+    this.ended = entry.ended;
+    this.#entry = entry;
+    this.#services = services;
+    this.tools = slots(this);
+  }
+
+  /** The executor running it. */
+  get executor(): ExecutorHandle {
+    return this.#entry.executor.handle;
+  }
+
+  /** Where the session is. */
+  get state(): SessionState {
+    return this.#entry.state;
+  }
+
+  /** The last `session.status` the executor reported, if any. */
+  get reportedStatus(): { status: SessionStatus; detail?: string } | undefined {
+    const r = this.#entry.reported;
+    return r
+      ? { status: r.status, ...(r.detail !== undefined ? { detail: r.detail } : {}) }
+      : undefined;
+  }
+
+  /** Resolves once the executor has reported the session ready (`session.ready`). */
+  ready(): Promise<void> {
+    return this.#services.sessions.ready(this.#entry);
+  }
+
+  /**
+   * Calls a tool and resolves with its outcome once `tool.result` arrives. Idempotent by
+   * `tool_call_id`: a repeat returns the same outcome and the tool runs once — also after the
+   * harness restarted on the same store, with the result recorded before or after the restart.
+   * Pending calls survive a reconnect within the lease; when the lease expires they reject with
+   * `ToolOutcomeUnknownError`. Input that the tool's schema refuses (the contract's for a
+   * built-in tool, the advertised one for the executor's own) rejects with
+   * `InvalidOutgoingParamsError`, its issue paths into the params (`["input", "city"]`), and
+   * nothing is sent.
+   */
+  callTool(request: ToolCallRequest, options: ToolCallOptions = {}): Promise<ToolCallResult> {
+    return this.#services.calls.callTool(this.#entry, request, options);
+  }
+
+  /** Asks the executor to cancel a running call; the call then ends with outcome `canceled`. */
+  cancelTool(toolCallId: string, reason?: string): Promise<ToolCancelResult> {
+    return this.#services.calls.cancelTool(this.#entry, toolCallId, reason);
+  }
+
+  /**
+   * The session's durable events, deduplicated and in order: every event kept so far from
+   * position `from` (0-based; default 0), then new ones as they arrive. The iteration ends when
+   * the session ends (or `signal` aborts). A consumer that counts the records it has taken can
+   * continue where it stopped with `from`, also after the harness restarted on the same store.
+   */
+  events(
+    options: SessionEventsOptions = {},
+  ): AsyncGenerator<SessionEventRecord, void, undefined> {
+    return this.#services.sessions.events(this.#entry, options);
+  }
+
+  /**
+   * The events kept, oldest first: the most recent ones, within the harness's
+   * `maxSessionEvents` and `maxSessionEventBytes`.
+   */
+  get eventRecords(): readonly SessionEventRecord[] {
+    return this.#entry.log.records;
+  }
+
+  /** How many of the session's oldest events were dropped from the log (the sink has them). */
+  get droppedEvents(): number {
+    return this.#entry.log.dropped;
+  }
+
+  /**
+   * Opens a channel (`mcp.open`) to the session's MCP server `name` and returns it as a
+   * transport the MCP TypeScript SDK's `Client` can `connect` to. Gated by capability `mcp`.
+   */
+  mcp(name: string): Promise<McpChannel> {
+    return this.#services.sessions.mcp(this.#entry, name);
+  }
+
+  /**
+   * Opens a pseudo-terminal on the executor (`terminal.open`, capability `terminal`): the
+   * user's login shell unless `argv` says otherwise, 80x24 unless `cols`/`rows` do. Idempotent by
+   * `terminal_id` (generated when absent): opening again answers the same terminal. Its output
+   * survives reconnects within the lease, each byte once and in order, while the executor still
+   * holds it; the terminal ends with the session.
+   *
+   * ```ts
+   * const terminal = await session.terminal({ cols: 120, rows: 40 });
+   * await terminal.write("echo hello; exit\r");
+   * for await (const text of terminal) process.stdout.write(text);
+   * console.log("exit code", await terminal.exited);
+   * ```
+   */
+  terminal(options: TerminalOptions = {}): Promise<Terminal> {
+    return this.#services.sessions.terminal(this.#entry, options);
+  }
+
+  /**
+   * Stops the session (`session.stop`): the executor terminates its processes and MCP servers
+   * and sends `session.ended`. Resolves after `session.ended`.
+   */
+  stop(reason?: string, options: SessionStopOptions = {}): Promise<SessionEnd> {
+    return this.#services.sessions.stop(this.#entry, reason, options);
+  }
+}
+
+/** The typed tool slots of a session. */
+function slots(session: Session): SessionTools {
+  const out: Record<string, ToolSlot<ToolName>> = {};
+  for (const name of TOOL_NAMES) out[name] = slot(session, name);
+  return out as unknown as SessionTools;
+}
+
+function slot<N extends ToolName>(session: Session, name: N): ToolSlot<N> {
+  const spec = TOOL_SPECS.get(name)!;
+  return {
+    name,
+    call: async (input, options = {}) => {
+      const { tool_call_id, timeout_ms, ...callOptions } = options;
+      const result = await session.callTool({
+        tool: name,
+        input: input as unknown as Record<string, unknown>,
+        ...(tool_call_id !== undefined ? { tool_call_id } : {}),
+        ...(timeout_ms !== undefined ? { timeout_ms } : {}),
+      }, callOptions);
+      if (result.structured_content !== undefined && spec.result) {
+        const checked = spec.result.safeParse(result.structured_content);
+        if (!checked.success) {
+          throw new InvalidResultError(
+            "tool.result",
+            checked.error.issues.map((i) => ({
+              path: ["structured_content", ...i.path.map(String)],
+              message: i.message,
+              code: i.code,
+            })),
+          );
+        }
+      }
+      return result as unknown as ToolCallResult<ToolMap[N]["result"]>;
+    },
+  };
+}
+
+/** The error of an operation on an ended session. */
+export function sessionEnded(session: SessionEntry): SessionEndedError {
+  return new SessionEndedError(session.id, session.endReason ?? "ended");
+}

@@ -1,0 +1,350 @@
+/**
+ * Tool calls, harness side: `callTool` checks a call, records it in the ledger (and the store)
+ * and sends `tool.call`; `tool.result` settles it. A call whose connection drops before its ack
+ * is sent again once the executor is back within its lease (the executor runs a `tool_call_id`
+ * once); a call the executor refused fails with its error; a call whose session or executor
+ * ends fails with `ToolOutcomeUnknownError`.
+ */
+import type { CallOptions } from "../protocol/peer.ts";
+import {
+  CapabilityNotAdvertisedError,
+  ConnectionClosedError,
+  InvalidOutgoingParamsError,
+  ProtocolError,
+  RequestAbortedError,
+} from "../protocol/errors.ts";
+import { servesTool } from "../protocol/capabilities.ts";
+import {
+  type Ack,
+  isToolCallParams,
+  METHOD_SPECS,
+  type ToolCallParams,
+  type ToolCancelResult,
+  type ToolProgressParams,
+  type ToolResultParams,
+} from "../protocol/generated/contract.ts";
+import { NotFoundError } from "../protocol/generated/errors.ts";
+import type { Clock } from "../protocol/clock.ts";
+import type { Logger } from "../protocol/logger.ts";
+import { randomId } from "../protocol/ids.ts";
+import { ToolOutcomeUnknownError, type ToolOutcomeUnknownReason } from "./errors.ts";
+import {
+  type CallOps,
+  type ExecutorEntry,
+  type ExecutorLink,
+  sessionEnded,
+  type SessionEntry,
+  type ToolCallOptions,
+  type ToolCallRequest,
+} from "./handles.ts";
+import { then } from "./maybe.ts";
+import type { Observers } from "./observe.ts";
+import type { ToolCallResult } from "./records.ts";
+import { request, withTimeout } from "./send.ts";
+import { isPromiseLike, type MaybePromise } from "./store/store.ts";
+import type { ToolCallEntry, ToolCallLedger } from "./tool-call-ledger.ts";
+import { advertisedInputCheck } from "./tool-input.ts";
+
+const TOOL_CALL_PARAMS = METHOD_SPECS.get("tool.call")!.params;
+
+/** What the tool calls need from the harness. */
+export interface ToolCallsDeps {
+  readonly ledger: ToolCallLedger;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly observers: Observers;
+  readonly requestTimeoutMs: number | undefined;
+}
+
+/** The harness's tool calls. */
+export class ToolCalls implements CallOps {
+  readonly #ledger: ToolCallLedger;
+  readonly #clock: Clock;
+  readonly #logger: Logger;
+  readonly #observers: Observers;
+  readonly #timeoutMs: number | undefined;
+  /** What `tool.call` is sent with: checked when the call was made; the harness's timeout. */
+  readonly #dispatchOptions: CallOptions;
+
+  constructor(deps: ToolCallsDeps) {
+    this.#ledger = deps.ledger;
+    this.#clock = deps.clock;
+    this.#logger = deps.logger;
+    this.#observers = deps.observers;
+    this.#timeoutMs = deps.requestTimeoutMs;
+    this.#dispatchOptions = withTimeout({ prevalidated: true }, deps.requestTimeoutMs);
+  }
+
+  callTool(
+    session: SessionEntry,
+    request: ToolCallRequest,
+    options: ToolCallOptions,
+  ): Promise<ToolCallResult> {
+    try {
+      if (session.state === "ended") throw sessionEnded(session);
+      // A fresh random id is in no table: only a caller's own id can name an earlier call.
+      if (request.tool_call_id === undefined) {
+        return this.#start(session, randomId("call_"), request, options);
+      }
+      const id = request.tool_call_id;
+      const found = this.#ledger.find(session.id, id);
+      if (isPromiseLike(found)) {
+        return found.then((entry) => this.#known(session, id, entry, request, options));
+      }
+      return this.#known(session, id, found, request, options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  cancelTool(
+    session: SessionEntry,
+    toolCallId: string,
+    reason: string | undefined,
+  ): Promise<ToolCancelResult> {
+    if (session.state === "ended") return Promise.reject(sessionEnded(session));
+    return request(
+      session.executor,
+      "tool.cancel",
+      {
+        tool_call_id: toolCallId,
+        session_id: session.id,
+        ...(reason !== undefined ? { reason } : {}),
+      },
+      {},
+      this.#timeoutMs,
+    );
+  }
+
+  /**
+   * Sends `tool.call` for an entry now, or leaves it queued until the executor is connected
+   * (a settled entry is never sent).
+   */
+  dispatch(entry: ToolCallEntry, executor: ExecutorEntry): void {
+    const connection = executor.connection;
+    if (!connection || entry.state === "settled") {
+      if (entry.state !== "settled") entry.state = "queued";
+      return;
+    }
+    entry.state = "dispatching";
+    entry.dispatchedOn = connection;
+    if (this.#observers.active) {
+      this.#observers.emit({
+        type: "tool.dispatched",
+        at: this.#clock.now(),
+        toolCallId: entry.id,
+        sessionId: entry.sessionId,
+        executorId: entry.executorId,
+        tool: entry.tool,
+      });
+    }
+    connection.peer.call("tool.call", entry.params, this.#dispatchOptions).then(
+      () => {
+        if (entry.state === "dispatching" && entry.dispatchedOn === connection) {
+          entry.state = "dispatched";
+          if (this.#observers.active) {
+            this.#observers.emit({
+              type: "tool.acknowledged",
+              at: this.#clock.now(),
+              toolCallId: entry.id,
+              sessionId: entry.sessionId,
+              executorId: entry.executorId,
+            });
+          }
+        }
+      },
+      (error) => {
+        // Settled meanwhile, or already sent again on a newer connection: nothing to do.
+        if (entry.state === "settled" || entry.dispatchedOn !== connection) return;
+        if (error instanceof ConnectionClosedError) {
+          // Sent again after the executor reconnects within its lease.
+          entry.state = "queued";
+          return;
+        }
+        // A protocol error means the executor refused the call: it never ran.
+        this.#ledger.fail(
+          entry,
+          error instanceof ProtocolError
+            ? error
+            : new ToolOutcomeUnknownError(entry.id, entry.sessionId, "dispatch_failed", {
+              cause: error,
+            }),
+        );
+      },
+    );
+  }
+
+  /**
+   * The executor registered on `connection`: calls that could not be sent, or whose ack was
+   * lost with an earlier connection, go out again (it deduplicates them by `tool_call_id`).
+   */
+  redispatch(executor: ExecutorEntry, connection: ExecutorLink): void {
+    for (const entry of this.#ledger.pending((e) => e.executorId === executor.id)) {
+      const unsent = entry.state === "queued" ||
+        (entry.state === "dispatching" && entry.dispatchedOn !== connection);
+      if (unsent) this.dispatch(entry, executor);
+    }
+  }
+
+  /** Applies a `tool.result`, stored before the ack is returned. */
+  result(executor: ExecutorEntry, params: ToolResultParams): MaybePromise<Ack> {
+    return then(this.#ledger.accept(params, executor.id), (acceptance) => {
+      if (acceptance === "unknown") {
+        throw new NotFoundError("unknown tool call", { reason: "unknown_tool_call" });
+      }
+      return acceptance === "duplicate" ? { ok: true, duplicate: true } : { ok: true };
+    });
+  }
+
+  /** A `tool.progress` notification: to the call's listeners. */
+  progress(session: SessionEntry, params: ToolProgressParams): void {
+    if (this.#observers.active) {
+      this.#observers.emit({
+        type: "tool.progress",
+        at: this.#clock.now(),
+        toolCallId: params.tool_call_id,
+        sessionId: session.id,
+        executorId: session.executor.id,
+        progress: params,
+      });
+    }
+    for (const listener of session.progress?.get(params.tool_call_id) ?? []) {
+      try {
+        listener(params);
+      } catch (error) {
+        this.#logger.warn("progress listener failed", { error: String(error) });
+      }
+    }
+  }
+
+  /**
+   * Fails the pending calls of a session (`sessionId`) or an executor (`executorId`) with
+   * `ToolOutcomeUnknownError(reason)`. With `record` false (the harness closes) nothing is
+   * written: a harness started again on the store takes the calls up.
+   */
+  failPending(
+    match: { sessionId?: string; executorId?: string },
+    reason: ToolOutcomeUnknownReason,
+    record = true,
+  ): void {
+    const ledger = this.#ledger;
+    const entries = ledger.pending((e) =>
+      (match.sessionId === undefined || e.sessionId === match.sessionId) &&
+      (match.executorId === undefined || e.executorId === match.executorId)
+    );
+    for (const entry of entries) {
+      ledger.fail(entry, new ToolOutcomeUnknownError(entry.id, entry.sessionId, reason), record);
+    }
+  }
+
+  #known(
+    session: SessionEntry,
+    id: string,
+    entry: ToolCallEntry | undefined,
+    request: ToolCallRequest,
+    options: ToolCallOptions,
+  ): Promise<ToolCallResult> {
+    if (!entry) return this.#start(session, id, request, options);
+    if (entry.sessionId !== session.id || entry.executorId !== session.executor.id) {
+      throw new InvalidOutgoingParamsError("tool.call", [{
+        path: ["tool_call_id"],
+        message: "tool_call_id is in use by another session",
+        code: "custom",
+      }]);
+    }
+    return this.#await(session, entry, options);
+  }
+
+  /** Checks, records and sends a new call. */
+  #start(
+    session: SessionEntry,
+    id: string,
+    request: ToolCallRequest,
+    options: ToolCallOptions,
+  ): Promise<ToolCallResult> {
+    const executor = session.executor;
+    // A peer never receives a method for a capability it did not advertise: tool:<name>.
+    if (!servesTool(executor.capabilities, request.tool)) {
+      throw new CapabilityNotAdvertisedError("tool.call", `tool:${request.tool}`);
+    }
+    const params: ToolCallParams = {
+      session_id: session.id,
+      tool_call_id: id,
+      tool: request.tool,
+      input: request.input,
+    };
+    if (request.timeout_ms !== undefined) params.timeout_ms = request.timeout_ms;
+    // Checked now, not at dispatch: a call queued for a reconnect must not fail later.
+    const checked = isToolCallParams(params) ? undefined : TOOL_CALL_PARAMS.safeParse(params);
+    if (checked && !checked.success) {
+      throw new InvalidOutgoingParamsError(
+        "tool.call",
+        checked.error.issues.map((i) => ({
+          path: i.path.map(String),
+          message: i.message,
+          code: i.code,
+        })),
+      );
+    }
+    const issues = advertisedInputCheck(executor.capabilities, request.tool, this.#logger)?.(
+      request.input,
+    );
+    if (issues) throw new InvalidOutgoingParamsError("tool.call", issues);
+    const added = this.#ledger.add(params, executor.id);
+    if (!isPromiseLike(added)) {
+      this.dispatch(added, executor);
+      return this.#await(session, added, options);
+    }
+    return added.then((entry) => {
+      // The session may have ended while the store was writing.
+      if (session.state === "ended") this.#ledger.fail(entry, sessionEnded(session));
+      else this.dispatch(entry, executor);
+      return this.#await(session, entry, options);
+    });
+  }
+
+  /** The call's outcome, with progress listening and the caller's abort. */
+  #await(
+    session: SessionEntry,
+    entry: ToolCallEntry,
+    options: ToolCallOptions,
+  ): Promise<ToolCallResult> {
+    const id = entry.id;
+    const onProgress = options.onProgress;
+    if (onProgress && entry.state !== "settled") {
+      const progress = session.progress ??= new Map();
+      const listeners = progress.get(id) ?? new Set();
+      listeners.add(onProgress);
+      progress.set(id, listeners);
+      const forget = () => {
+        listeners.delete(onProgress);
+        if (listeners.size === 0) progress.delete(id);
+      };
+      entry.outcome.then(forget, forget);
+    }
+    const signal = options.signal;
+    if (!signal) return entry.outcome;
+    return new Promise<ToolCallResult>((resolve, reject) => {
+      const onAbort = () => {
+        reject(new RequestAbortedError("tool.call", signal.reason));
+        if (entry.state !== "settled" && session.state !== "ended") {
+          this.cancelTool(session, id, "aborted").catch((error) =>
+            this.#logger.debug("tool.cancel after abort failed", { error: String(error) })
+          );
+        }
+      };
+      if (signal.aborted) return onAbort();
+      signal.addEventListener("abort", onAbort, { once: true });
+      entry.outcome.then(
+        (result) => {
+          signal.removeEventListener("abort", onAbort);
+          resolve(result);
+        },
+        (error) => {
+          signal.removeEventListener("abort", onAbort);
+          reject(error);
+        },
+      );
+    });
+  }
+}
