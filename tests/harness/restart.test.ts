@@ -1,0 +1,232 @@
+/**
+ * A harness started again on the store a previous one used goes on where that one stopped:
+ * the executor's reconnect with `resume` reattaches its session, the events and the tool result
+ * it resends are accepted exactly once, and the brain gets its work back — `harness.session(id)`
+ * is live, a `callTool` repeated with its `tool_call_id` resolves with the result recorded
+ * before or after the restart (the tool ran once), and `session.events({ from })` continues.
+ *
+ * The first harness "crashes": its server goes away with the sockets, and it is never touched
+ * again (its clock is a ManualClock that never moves, so none of its deadlines writes to the
+ * store afterwards). The store keeps JSON text, as a database would.
+ */
+import { afterEach, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import {
+  ExecutorClient,
+  Harness,
+  type HarnessServer,
+  type HarnessStore,
+  ManualClock,
+  MemoryHarnessStore,
+  type SessionEventRecord,
+  type ToolCallResult,
+} from "../../node.ts";
+import { until } from "../helpers/executor-fixture.ts";
+
+const INFO = { name: "restart-executor", os: "linux", arch: "amd64", version: "0.0.1" };
+const FAST = { initialDelayMs: 5, maxDelayMs: 50 };
+
+interface Rig {
+  client: ExecutorClient;
+  runs: Map<string, number>;
+  release: () => void;
+}
+
+describe("Harness restart on the same store", { timeout: 30_000 }, () => {
+  const closing: (() => Promise<unknown>)[] = [];
+  afterEach(async () => {
+    for (const close of closing.splice(0).reverse()) await close().catch(() => {});
+  });
+
+  async function serve(store: HarnessStore, port = 0, clock?: ManualClock) {
+    const harness = new Harness({
+      store,
+      insecureNoAuth: true,
+      heartbeatIntervalMs: 5_000,
+      ...(clock ? { clock } : {}),
+    });
+    const server = await harness.serve({ hostname: "127.0.0.1", port });
+    closing.push(() => harness.close(), () => server.close());
+    return { harness, server, port: Number(new URL(server.url).port) };
+  }
+
+  function executor(server: HarnessServer): Rig {
+    const runs = new Map<string, number>();
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const client = new ExecutorClient({
+      harnessUrl: server.url,
+      executor: INFO,
+      reconnect: FAST,
+      retry: FAST,
+    });
+    client.tools.bash.handle(async ({ command }) => {
+      runs.set(command, (runs.get(command) ?? 0) + 1);
+      if (command === "slow") await gate;
+      return { stdout: `ran ${command}`, stderr: "", exit_code: 0 };
+    });
+    closing.push(() => client.stop());
+    return { client, runs, release };
+  }
+
+  const event = (n: number) => ({ session_id: "ses_r", event: { type: "tick", n } });
+
+  async function read(
+    session: { events(o: { from: number }): AsyncIterable<SessionEventRecord> },
+    from: number,
+    count: number,
+  ): Promise<number[]> {
+    const out: number[] = [];
+    for await (const record of session.events({ from })) {
+      out.push((record.event as unknown as { n: number }).n);
+      if (out.length === count) break;
+    }
+    return out;
+  }
+
+  it("takes the executor's resume after a crash: events and the result reach the brain once, in order", async () => {
+    const store = new MemoryHarnessStore({ values: "json" });
+    const first = await serve(store, 0, new ManualClock());
+    const rig = executor(first.server);
+    await rig.client.start();
+    const executorId = rig.client.executorId!;
+    const handle = await first.harness.waitExecutor();
+    const session = await handle.assignSession({ session_id: "ses_r" });
+    await session.ready();
+    const fast = await session.callTool({
+      tool: "bash",
+      input: { command: "fast" },
+      tool_call_id: "call_fast",
+    });
+    for (let n = 0; n < 5; n++) await rig.client.call("session.event", event(n));
+    const slow = session.callTool({
+      tool: "bash",
+      input: { command: "slow" },
+      tool_call_id: "call_slow",
+    });
+    slow.catch(() => {});
+    await until(() => rig.runs.get("slow") === 1, "the slow call runs");
+
+    // The crash: the sockets go with the server; the first harness is never used again.
+    await first.server.close();
+    // Meanwhile the executor emits 20 events and finishes the call: none is acknowledged.
+    const acks = Array.from(
+      { length: 20 },
+      (_, i) => rig.client.call("session.event", event(5 + i)),
+    );
+    rig.release();
+
+    const second = await serve(store, first.port);
+    const recovered = second.harness.session("ses_r");
+    assert.ok(recovered, "harness.session(id) is live before the executor is back");
+    assert.equal(recovered.state, "ready");
+    assert.equal(recovered.executor.id, executorId);
+    assert.equal(recovered.executor.connected, false);
+
+    // Every event the executor resent is accepted: none is refused as unknown.
+    const answers = await Promise.all(acks);
+    assert.equal(answers.length, 20);
+    assert.equal(answers.filter((a) => a.duplicate).length, 0);
+    assert.equal(rig.client.executorId, executorId, "the executor kept its id");
+    await until(() => second.harness.executor(executorId)?.connected === true, "reconnected");
+
+    // The brain repeats its calls: the results recorded after and before the restart.
+    const again: ToolCallResult = await recovered.callTool({
+      tool: "bash",
+      input: { command: "slow" },
+      tool_call_id: "call_slow",
+    });
+    assert.equal(again.outcome, "completed");
+    assert.deepEqual(again.structured_content, { stdout: "ran slow", stderr: "", exit_code: 0 });
+    const fastAgain = await recovered.callTool({
+      tool: "bash",
+      input: { command: "fast" },
+      tool_call_id: "call_fast",
+    });
+    assert.deepEqual(fastAgain, fast);
+    assert.equal(rig.runs.get("slow"), 1, "the slow call ran once");
+    assert.equal(rig.runs.get("fast"), 1, "the fast call ran once");
+
+    // The consumer read 5 events before the crash: it continues with the next 20, in order.
+    assert.deepEqual(await read(recovered, 5, 20), Array.from({ length: 20 }, (_, i) => 5 + i));
+    const records = recovered.eventRecords;
+    assert.deepEqual(records.map((r) => r.index), Array.from({ length: 25 }, (_, i) => i + 1));
+    assert.deepEqual(
+      records.map((r) => (r.event as unknown as { n: number }).n),
+      Array.from({ length: 25 }, (_, i) => i),
+    );
+
+    // A repeat of session.assign for the session is accepted, not refused.
+    const reassigned = await second.harness.executor(executorId)!.assignSession({
+      session_id: "ses_r",
+    });
+    assert.equal(reassigned, recovered);
+    // And the session goes on: a new call, a stop.
+    const next = await recovered.tools.bash.call({ command: "after" });
+    assert.equal(next.structured_content?.stdout, "ran after");
+    assert.deepEqual(await recovered.stop("done"), { reason: "done" });
+  });
+
+  it("keeps what it held across a graceful close as well", async () => {
+    const store = new MemoryHarnessStore({ values: "json" });
+    const first = await serve(store);
+    const rig = executor(first.server);
+    await rig.client.start();
+    const handle = await first.harness.waitExecutor();
+    const session = await handle.assignSession({ session_id: "ses_r" });
+    await session.ready();
+    for (let n = 0; n < 3; n++) await rig.client.call("session.event", event(n));
+    const slow = session.callTool({
+      tool: "bash",
+      input: { command: "slow" },
+      tool_call_id: "call_slow",
+    });
+    await until(() => rig.runs.get("slow") === 1, "the slow call runs");
+    await first.harness.close();
+    await first.server.close();
+    // This process's brain was told: its call's outcome is unknown here.
+    await assert.rejects(slow, { name: "ToolOutcomeUnknownError", reason: "harness_closed" });
+    rig.release();
+
+    const second = await serve(store, first.port);
+    const recovered = second.harness.session("ses_r")!;
+    assert.equal(recovered.state, "ready");
+    const result = await recovered.callTool({
+      tool: "bash",
+      input: { command: "slow" },
+      tool_call_id: "call_slow",
+    });
+    assert.equal(result.outcome, "completed");
+    assert.equal(rig.runs.get("slow"), 1);
+    assert.deepEqual(await read(recovered, 0, 3), [0, 1, 2]);
+  });
+
+  it("ends the sessions of an executor that does not come back within the fresh lease", async () => {
+    const store = new MemoryHarnessStore({ values: "json" });
+    const first = await serve(store, 0, new ManualClock());
+    const rig = executor(first.server);
+    await rig.client.start();
+    const handle = await first.harness.waitExecutor();
+    const session = await handle.assignSession({ session_id: "ses_r" });
+    await session.ready();
+    const slow = session.callTool({ tool: "bash", input: { command: "slow" } });
+    slow.catch(() => {});
+    await until(() => rig.runs.get("slow") === 1, "the slow call runs");
+    // The harness goes down first, so the executor cannot say goodbye: it just never returns.
+    await first.server.close();
+    await rig.client.stop({ reason: "gone for good" }).catch(() => {});
+
+    const clock = new ManualClock();
+    const second = await serve(store, 0, clock);
+    const recovered = second.harness.session("ses_r")!;
+    const executorId = recovered.executor.id;
+    assert.equal(second.harness.executor(executorId)?.leaseExpiresAt, clock.now() + 10_000);
+    await clock.advance(10_000);
+    assert.deepEqual(await recovered.ended, { reason: "lease_expired" });
+    assert.equal(second.harness.executor(executorId), undefined);
+    // Forgotten by the store too: a third harness holds nothing of it.
+    const third = await serve(store, 0, new ManualClock());
+    assert.equal(third.harness.executors.length, 0);
+    assert.equal(third.harness.session("ses_r")?.state, "ended");
+  });
+});
