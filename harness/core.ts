@@ -315,10 +315,9 @@ export class HarnessCore {
     return then(executors.recover(), () =>
       then(this.sessions.recover(executors.byId), () =>
         then(
-          ledger.recover((pending) => {
-            const executor = executors.byId.get(pending.executorId);
-            return executor?.sessions?.get(pending.params.session_id) !== undefined;
-          }),
+          ledger.recover((pending) =>
+            executors.byId.get(pending.executorId)?.sessions?.get(pending.sessionId) !== undefined
+          ),
           (entries) => {
             if (executors.byId.size > 0) {
               this.logger.info("harness recovered from its store", {

@@ -384,7 +384,6 @@ export class Executors implements ExecutorOps {
       this.#safely(() =>
         store.write([
           { delete: keys.executor(executor.id) },
-          { deletePrefix: keys.pendingCalls(executor.id) },
           { deletePrefix: keys.executorSessions(executor.id) },
         ])
       );

@@ -42,7 +42,6 @@ import {
   type Principal,
 } from "./principal.ts";
 import type { SchedulerDriver } from "./scheduler.ts";
-import { MemoryHarnessStore } from "./store/memory.ts";
 import type { HarnessStore } from "./store/store.ts";
 import { type TokenEndpointOptions, TokenIssuer } from "./token-endpoint.ts";
 
@@ -131,8 +130,11 @@ export interface HarnessOptions {
    * results, durable events, the agent capability's turns and interactions. Whatever the
    * harness acknowledges is in the store first. A harness started on the store a previous one
    * used (after a crash, a deploy) takes the executors' reconnects with `resume` and goes on
-   * where that one stopped. Default: a `MemoryHarnessStore` (gone with the process); on Node,
-   * Deno and Bun `openSqliteStore(path)` keeps it in a file. The harness does not close it.
+   * where that one stopped. On Node, Deno and Bun `openSqliteStore(path)` keeps it in a file;
+   * `new MemoryHarnessStore()` in this process's memory (a harness made again on the same object
+   * goes on too). The harness does not close it. Default: none — the harness's state lives in
+   * its own memory only, gone with it: what a `MemoryHarnessStore` that no other harness opens
+   * would keep, without the cost of writing it out on every tool call and event.
    */
   store?: HarnessStore;
   /**
@@ -233,7 +235,7 @@ export class Harness {
     this.#core = new HarnessCore({
       clock,
       logger,
-      store: options.store ?? new MemoryHarnessStore(),
+      store: options.store,
       heartbeatIntervalMs,
       requestTimeoutMs: options.requestTimeoutMs,
       registerTimeoutMs: options.registerTimeoutMs ?? 2 * heartbeatIntervalMs,

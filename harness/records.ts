@@ -9,8 +9,7 @@
  * | `s/<session_id>`                  | {@linkcode SessionRecord}  | each state change (`ready` before its ack) |
  * | `se/<ended_at>/<session_id>`      | `1`                      | a session ended (the order of forgetting) |
  * | `ev/<session_id>/<index>`         | {@linkcode StoredEvent}    | before the event's ack                     |
- * | `tq/<executor_id>/<tool_call_id>` | {@linkcode PendingCall}    | before `tool.call` is sent                 |
- * | `tc/<session_id>/<tool_call_id>`  | {@linkcode SettledCall}    | before the `tool.result`'s ack             |
+ * | `c/<tool_call_id>`                | {@linkcode CallRecord}     | before `tool.call` is sent, and with its result before the `tool.result`'s ack |
  * | `a/…`                             | the agent capability's    | (see `agent/platform.ts`)                 |
  *
  * Numbers in keys are zero-padded to a fixed width, so key order is numeric order.
@@ -130,12 +129,6 @@ export interface StoredEvent {
   readonly bytes: number;
 }
 
-/** A tool call sent (or to be sent) and not settled yet. */
-export interface PendingCall {
-  readonly params: ToolCallParams;
-  readonly executorId: string;
-}
-
 /** A failure a settled call keeps. */
 export type StoredFailure =
   /** The executor refused the call with a protocol error (it never ran). */
@@ -148,9 +141,17 @@ export type StoredFailure =
   /** The outcome cannot be known (`ToolOutcomeUnknownError`). */
   | { readonly kind: "unknown"; readonly reason: string };
 
-/** A settled tool call: its result, or why it failed. */
-export interface SettledCall {
+/**
+ * A tool call: pending (with what `tool.call` sends), then settled (with its result, or why it
+ * failed), under one key from its start to when it is forgotten.
+ */
+export interface CallRecord {
+  readonly sessionId: string;
   readonly executorId: string;
+  /** What `tool.call` sends, while it is pending. */
+  readonly params?: ToolCallParams;
+  /** Settled: the result arrived, or it failed. */
+  readonly settled?: true;
   readonly result?: ToolCallResult;
   readonly failure?: StoredFailure;
 }
@@ -176,9 +177,6 @@ export const keys = {
   endedOrder: "se/",
   event: (sessionId: string, index: number): string => `ev/${sessionId}/${padded(index)}`,
   events: (sessionId: string): string => `ev/${sessionId}/`,
-  pendingCall: (executorId: string, callId: string): string => `tq/${executorId}/${callId}`,
-  pendingCalls: (executorId: string): string => `tq/${executorId}/`,
-  allPendingCalls: "tq/",
-  settledCall: (sessionId: string, callId: string): string => `tc/${sessionId}/${callId}`,
-  settledCalls: (sessionId: string): string => `tc/${sessionId}/`,
+  call: (id: string): string => `c/${id}`,
+  calls: "c/",
 } as const;

@@ -4,8 +4,8 @@
  * by a reconnect that did not resume it. Each state change is written to the store (`ready`
  * before its ack), so a harness started again on the store holds the same live sessions.
  *
- * Ended sessions are remembered in the store (their record, events and settled calls) until
- * `rememberEnded` newer ones have ended.
+ * Ended sessions are remembered in the store (their record and events) until `rememberEnded`
+ * newer ones have ended.
  */
 import type { CallOptions } from "../protocol/peer.ts";
 import { RequestAbortedError } from "../protocol/errors.ts";
@@ -714,7 +714,6 @@ export class Sessions implements SessionOps {
     return [
       { delete: keys.session(id) },
       { deletePrefix: keys.events(id) },
-      { deletePrefix: keys.settledCalls(id) },
     ];
   }
 

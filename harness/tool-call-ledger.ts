@@ -3,10 +3,11 @@
  * (a repeat returns the same outcome, the tool runs once) and `tool.result` safe to retry (a
  * repeat is acknowledged without effect, an unknown call is -32002).
  *
- * With a store, a call is written before `tool.call` is sent (`tq/`), and its result before the
- * `tool.result` is acknowledged (`tc/`, the pending entry deleted in the same batch): a harness
- * started again on the store finds the calls still running, sends them again (the executor runs
- * a `tool_call_id` once), and answers a resent result as a duplicate.
+ * With a store, a call is written before `tool.call` is sent, and again with its result before
+ * the `tool.result` is acknowledged (one key, `c/<tool_call_id>`): a harness started again on
+ * the store finds the calls still running, sends them again (the executor runs a
+ * `tool_call_id` once), and answers a resent result as a duplicate. The store remembers as many
+ * settled calls as memory does (`remember`), the oldest deleted as new ones settle.
  */
 import type { ToolCallParams, ToolResultParams } from "../protocol/generated/contract.ts";
 import { ProtocolError } from "../protocol/errors.ts";
@@ -14,13 +15,7 @@ import { protocolErrorFromWire, UnavailableError } from "../protocol/generated/e
 import { BoundedSet, RecentMap } from "../protocol/bounded-set.ts";
 import { ToolOutcomeUnknownError, type ToolOutcomeUnknownReason } from "./errors.ts";
 import { then } from "./maybe.ts";
-import {
-  keys,
-  type PendingCall,
-  type SettledCall,
-  type StoredFailure,
-  type ToolCallResult,
-} from "./records.ts";
+import { type CallRecord, keys, type StoredFailure, type ToolCallResult } from "./records.ts";
 import {
   type HarnessStore,
   isPromiseLike,
@@ -80,7 +75,7 @@ export class ToolCallEntry {
   static settled(
     id: string,
     sessionId: string,
-    stored: SettledCall,
+    stored: CallRecord,
   ): ToolCallEntry {
     const entry = new ToolCallEntry(
       { session_id: sessionId, tool_call_id: id, tool: "", input: {} },
@@ -165,8 +160,8 @@ export class ToolCallLedger {
   find(sessionId: string, id: string): MaybePromise<ToolCallEntry | undefined> {
     const known = this.get(id);
     if (known || !this.#store) return known;
-    return then(this.#store.get<SettledCall>(keys.settledCall(sessionId, id)), (stored) => {
-      if (!stored) return undefined;
+    return then(this.#store.get<CallRecord>(keys.call(id)), (stored) => {
+      if (!stored?.settled || stored.sessionId !== sessionId) return undefined;
       const raced = this.get(id);
       if (raced) return raced;
       const entry = ToolCallEntry.settled(id, sessionId, stored);
@@ -186,8 +181,8 @@ export class ToolCallLedger {
       this.#live.set(entry.id, entry);
       return entry;
     }
-    const pending: PendingCall = { params, executorId };
-    const written = store.write([{ put: keys.pendingCall(executorId, entry.id), value: pending }]);
+    const pending: CallRecord = { sessionId: params.session_id, executorId, params };
+    const written = store.write([{ put: keys.call(entry.id), value: pending }]);
     return then(written, () => {
       this.#live.set(entry.id, entry);
       return entry;
@@ -206,8 +201,12 @@ export class ToolCallLedger {
       if (!this.#store) return "unknown";
       // Settled before a restart, its acknowledgement lost: the resend is a duplicate.
       return then(
-        this.#store.get<SettledCall>(keys.settledCall(params.session_id, params.tool_call_id)),
-        (stored) => stored && stored.executorId === executorId ? "duplicate" : "unknown",
+        this.#store.get<CallRecord>(keys.call(params.tool_call_id)),
+        (stored) =>
+          stored?.settled && stored.executorId === executorId &&
+            stored.sessionId === params.session_id
+            ? "duplicate"
+            : "unknown",
       );
     }
     if (entry.executorId !== executorId || entry.sessionId !== params.session_id) {
@@ -269,23 +268,39 @@ export class ToolCallLedger {
   }
 
   /**
-   * Loads the calls a previous run of the harness left pending (`tq/`), as queued entries: they
-   * are sent again when their executor is connected. Calls `keep` refuses (their executor or
-   * session is no longer held) are deleted instead.
+   * Loads the calls a previous run of the harness left pending, as queued entries: they are
+   * sent again when their executor is connected. Calls `keep` refuses (their executor or
+   * session is no longer held) are recorded as failed instead; settled ones stay in the store,
+   * the oldest forgotten as new ones settle.
    */
-  recover(keep: (pending: PendingCall) => boolean): MaybePromise<ToolCallEntry[]> {
+  recover(keep: (pending: CallRecord) => boolean): MaybePromise<ToolCallEntry[]> {
     const store = this.#store;
     if (!store) return [];
-    return then(store.list<PendingCall>(keys.allPendingCalls), (rows) => {
+    return then(store.list<CallRecord>(keys.calls), (rows) => {
       const out: ToolCallEntry[] = [];
       const stale: StoreOp[] = [];
-      for (const [key, pending] of rows) {
-        if (!keep(pending)) {
-          stale.push({ delete: key });
+      for (const [key, record] of rows) {
+        const id = key.slice(keys.calls.length);
+        if (record.settled || !record.params) {
+          this.#stored?.add(id);
           continue;
         }
-        if (this.#live.has(pending.params.tool_call_id)) continue;
-        const entry = new ToolCallEntry(pending.params, pending.executorId);
+        if (!keep(record)) {
+          const failure: StoredFailure = { kind: "unknown", reason: "session_lost" };
+          stale.push({
+            put: key,
+            value: {
+              sessionId: record.sessionId,
+              executorId: record.executorId,
+              settled: true,
+              failure,
+            },
+          });
+          this.#stored?.add(id);
+          continue;
+        }
+        if (this.#live.has(id)) continue;
+        const entry = new ToolCallEntry(record.params, record.executorId);
         this.#live.set(entry.id, entry);
         out.push(entry);
       }
@@ -294,21 +309,18 @@ export class ToolCallLedger {
     });
   }
 
-  /** The operations that forget a session's settled calls in the store. */
-  forgetSession(sessionId: string): StoreOp[] {
-    return this.#store ? [{ deletePrefix: keys.settledCalls(sessionId) }] : [];
-  }
-
-  /** Writes a call's settlement: its record put, its pending entry deleted, the oldest evicted. */
-  #write(entry: ToolCallEntry, settled: SettledCall): MaybePromise<void> {
+  /** Writes a call's settlement (and forgets the oldest settled call beyond `remember`). */
+  #write(
+    entry: ToolCallEntry,
+    settled: Omit<CallRecord, "sessionId" | "settled">,
+  ): MaybePromise<void> {
     const store = this.#store;
     if (!store) return;
-    const batch: StoreOp[] = [
-      { put: keys.settledCall(entry.sessionId, entry.id), value: settled },
-      { delete: keys.pendingCall(entry.executorId, entry.id) },
-    ];
-    const evicted = this.#stored?.add(`${entry.sessionId}/${entry.id}`);
-    if (evicted !== undefined) batch.push({ delete: `tc/${evicted}` });
+    const record: CallRecord = { sessionId: entry.sessionId, settled: true, ...settled };
+    const evicted = this.#stored?.add(entry.id);
+    const batch: StoreOp[] = evicted === undefined
+      ? [{ put: keys.call(entry.id), value: record }]
+      : [{ put: keys.call(entry.id), value: record }, { delete: keys.call(evicted) }];
     let written: MaybePromise<void>;
     try {
       written = store.write(batch);

@@ -37,6 +37,12 @@ export class MemoryHarnessStore implements HarnessStore {
   readonly #order = new SortedKeys();
   /** The keys whose ranked form differs from the key: ranked → key. */
   readonly #unusual = new Map<string, string>();
+  /**
+   * Keys written since the last ordered read, not yet in `#order`: they are ordered when a
+   * `list` or a `deletePrefix` needs it. A key written and deleted between two such reads (a
+   * harness's record of a tool call in flight) never costs an ordered insert.
+   */
+  readonly #fresh = new Set<string>();
   readonly #json: boolean;
   #closed = false;
 
@@ -61,6 +67,7 @@ export class MemoryHarnessStore implements HarnessStore {
   list<T = unknown>(prefix: string, options?: ListOptions): [string, T][] {
     this.#open();
     checkList(prefix, options);
+    this.#orderFresh();
     const start = rankedKey(prefix);
     let low = start;
     let inclusive = true;
@@ -114,11 +121,14 @@ export class MemoryHarnessStore implements HarnessStore {
         deletePrefix?: string;
       };
       if (op.put !== undefined) {
-        if (!this.#values.has(op.put)) this.#index(op.put);
+        if (!this.#values.has(op.put)) this.#fresh.add(op.put);
         this.#values.set(op.put, texts ? texts[i] : op.value);
       } else if (op.delete !== undefined) {
-        if (this.#values.delete(op.delete)) this.#unindex(op.delete);
+        if (this.#values.delete(op.delete) && !this.#fresh.delete(op.delete)) {
+          this.#unindex(op.delete);
+        }
       } else {
+        this.#orderFresh();
         this.#deletePrefix(op.deletePrefix!);
       }
     }
@@ -128,6 +138,14 @@ export class MemoryHarnessStore implements HarnessStore {
     this.#closed = true;
     this.#values.clear();
     this.#unusual.clear();
+    this.#fresh.clear();
+  }
+
+  /** Puts the keys written since the last ordered read in order. */
+  #orderFresh(): void {
+    if (this.#fresh.size === 0) return;
+    for (const key of this.#fresh) this.#index(key);
+    this.#fresh.clear();
   }
 
   #open(): void {
