@@ -92,8 +92,10 @@ interface Waiter {
 export class EventLog {
   /** The session. */
   readonly sessionId: string;
-  /** The kept events from `#head` on (slots before it are dropped events, cleared). */
-  #events: (StoredEvent | undefined)[] = [];
+  /** The kept records from `#head` on (slots before it are dropped records, cleared). */
+  #records: (SessionEventRecord | undefined)[] = [];
+  /** The frame size of each slot of `#records`. */
+  #sizes: number[] = [];
   #head = 0;
   /** How many events were dropped from the front: the position of the oldest kept one. */
   #dropped = 0;
@@ -148,17 +150,15 @@ export class EventLog {
   /** The events kept, oldest first (see {@linkcode EventLogOptions.maxRecords}). */
   get records(): readonly SessionEventRecord[] {
     this.#loadSync();
-    const out: SessionEventRecord[] = new Array(this.#events.length - this.#head);
-    for (let i = this.#head; i < this.#events.length; i++) {
-      out[i - this.#head] = this.#events[i]!.record;
-    }
-    return out;
+    return (this.#head === 0
+      ? this.#records
+      : this.#records.slice(this.#head)) as readonly SessionEventRecord[];
   }
 
   /** How many events were accepted in all, kept or dropped. */
   get accepted(): number {
     this.#loadSync();
-    return this.#dropped + this.#events.length - this.#head;
+    return this.#dropped + this.#records.length - this.#head;
   }
 
   /** How many of the oldest events were dropped to keep the log within its bounds. */
@@ -219,10 +219,10 @@ export class EventLog {
       for (;;) {
         if (next < this.#dropped) next = this.#dropped;
         const slot = this.#head + next - this.#dropped;
-        if (slot >= this.#events.length) break;
+        if (slot >= this.#records.length) break;
         if (signal?.aborted) return;
         next++;
-        yield this.#events[slot]!.record;
+        yield this.#records[slot]!;
       }
       if (this.#closed || signal?.aborted) return;
       await this.#changed(signal);
@@ -295,7 +295,7 @@ export class EventLog {
     }
     // Built member by member: conditional spreads allocate an object each.
     const record: { -readonly [K in keyof SessionEventRecord]: SessionEventRecord[K] } = {
-      index: this.#dropped + this.#events.length - this.#head + 1,
+      index: this.#dropped + this.#records.length - this.#head + 1,
       session_id: this.sessionId,
       event: params.event,
       received_at: this.#now(),
@@ -303,34 +303,34 @@ export class EventLog {
     if (params.turn_id !== undefined) record.turn_id = params.turn_id;
     if (params.event_id !== undefined) record.event_id = params.event_id;
     if (params.sequence !== undefined) record.sequence = params.sequence;
-    const stored: StoredEvent = { record, rpc: rpcKey, bytes: size };
-    if (!this.#sink) return this.#persist(stored, params);
+    if (!this.#sink) return this.#persist(record, rpcKey, size, params);
     let sunk: void | Promise<void>;
     try {
       sunk = this.#sink(record);
     } catch {
       throw sinkRefused();
     }
-    if (!isPromiseLike(sunk)) return this.#persist(stored, params);
+    if (!isPromiseLike(sunk)) return this.#persist(record, rpcKey, size, params);
     return sunk.then(
-      () => this.#persist(stored, params),
+      () => this.#persist(record, rpcKey, size, params),
       () => Promise.reject(sinkRefused()),
     );
   }
 
   /** Writes the event (and drops the oldest beyond the bounds) in the store, then keeps it. */
-  #persist(stored: StoredEvent, params: SessionEventParams): MaybePromise<SessionEventResult> {
+  #persist(
+    record: SessionEventRecord,
+    rpc: string,
+    size: number,
+    params: SessionEventParams,
+  ): MaybePromise<SessionEventResult> {
     const store = this.#store;
-    const drop = this.#overflow(stored.bytes);
-    if (!store) return this.#keep(stored, params, drop);
-    const batch: StoreOp[] = [{
-      put: keys.event(this.sessionId, stored.record.index),
-      value: stored,
-    }];
+    const drop = this.#overflow(size);
+    if (!store) return this.#keep(record, rpc, size, params, drop);
+    const stored: StoredEvent = { record, rpc, bytes: size };
+    const batch: StoreOp[] = [{ put: keys.event(this.sessionId, record.index), value: stored }];
     for (let i = 0; i < drop; i++) {
-      batch.push({
-        delete: keys.event(this.sessionId, this.#events[this.#head + i]!.record.index),
-      });
+      batch.push({ delete: keys.event(this.sessionId, this.#records[this.#head + i]!.index) });
     }
     let written: MaybePromise<void>;
     try {
@@ -338,21 +338,21 @@ export class EventLog {
     } catch {
       throw storeRefused();
     }
-    if (!isPromiseLike(written)) return this.#keep(stored, params, drop);
+    if (!isPromiseLike(written)) return this.#keep(record, rpc, size, params, drop);
     // Appends wait for this one (see #busy): the kept events are still those counted above.
     return Promise.resolve(written).then(
-      () => this.#keep(stored, params, drop),
+      () => this.#keep(record, rpc, size, params, drop),
       () => Promise.reject(storeRefused()),
     );
   }
 
   /** How many of the oldest kept events must go to add one of `bytes`. */
   #overflow(bytes: number): number {
-    let count = this.#events.length - this.#head + 1;
+    let count = this.#records.length - this.#head + 1;
     let total = this.#bytes + bytes;
     let drop = 0;
     while (count > this.#maxRecords || (total > this.#maxBytes && count > 1)) {
-      total -= this.#events[this.#head + drop]!.bytes;
+      total -= this.#sizes[this.#head + drop];
       count--;
       drop++;
     }
@@ -360,26 +360,34 @@ export class EventLog {
   }
 
   /** Keeps an accepted event, dropping the oldest beyond the bounds. */
-  #keep(stored: StoredEvent, params: SessionEventParams, drop: number): SessionEventResult {
-    const events = this.#events;
-    events.push(stored);
-    this.#bytes += stored.bytes;
+  #keep(
+    record: SessionEventRecord,
+    rpc: string,
+    size: number,
+    params: SessionEventParams,
+    drop: number,
+  ): SessionEventResult {
+    const records = this.#records;
+    records.push(record);
+    this.#sizes.push(size);
+    this.#bytes += size;
     for (let i = 0; i < drop; i++) {
-      this.#bytes -= events[this.#head]!.bytes;
-      events[this.#head] = undefined;
+      this.#bytes -= this.#sizes[this.#head];
+      records[this.#head] = undefined;
       this.#head++;
       this.#dropped++;
     }
     // Cleared slots are given back once they are half the array: amortized O(1) per record.
-    if (this.#head >= 1024 && this.#head * 2 >= events.length) {
-      this.#events = events.slice(this.#head);
+    if (this.#head >= 1024 && this.#head * 2 >= records.length) {
+      this.#records = records.slice(this.#head);
+      this.#sizes = this.#sizes.slice(this.#head);
       this.#head = 0;
     }
-    this.#rpcIds.add(stored.rpc);
+    this.#rpcIds.add(rpc);
     if (params.event_id !== undefined) this.#eventIds.add(params.event_id);
     if (params.sequence !== undefined) this.#ackedSequence = params.sequence;
     if (this.#waiters) this.#wake();
-    this.#onAccepted?.(stored.record);
+    this.#onAccepted?.(record);
     return this.#ackedSequence > 0 ? { acked_sequence: this.#ackedSequence } : {};
   }
 
@@ -451,7 +459,8 @@ export class EventLog {
       }
       events.reverse();
       const last = events.at(-1)?.record.index ?? 0;
-      this.#events = events;
+      this.#records = events.map((e) => e.record);
+      this.#sizes = events.map((e) => e.bytes);
       this.#head = 0;
       this.#bytes = bytes;
       this.#dropped = last - events.length;
