@@ -1,17 +1,18 @@
 /**
  * The agent capability of the BMA Executor Protocol, both ends.
  *
- * Executor end: your agent loop served with {@linkcode serveAgent} (or
- * `client.serveAgent(handler, options)`):
+ * Executor end: your agent loop served with {@linkcode serveAgent} (it plugs into the client
+ * through its extension seam, `client.extend`):
  *
  * ```ts
  * import { ExecutorClient } from "bma-executor-sdk/node";
+ * import { serveAgent } from "bma-executor-sdk/agent";
  *
  * const client = new ExecutorClient({
  *   harnessUrl: "ws://127.0.0.1:7700",
  *   executor: { name: "my-agent", os: "linux", arch: "x64", version: "0.1.0" },
  * });
- * client.serveAgent({
+ * serveAgent(client, {
  *   async openTurn(turn) {
  *     // first turn of a session, or resume from turn.executorSessionRef
  *     return { executorSessionRef: "conv-1" };

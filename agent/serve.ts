@@ -16,7 +16,7 @@
  */
 import type { ExecutorClient } from "../executor/client.ts";
 import { ClientStoppedError, ExecutorConfigError, NotConnectedError } from "../executor/errors.ts";
-import { type ClientInternals, clientInternals } from "../executor/internals.ts";
+import type { ExecutorExtensionHost } from "../executor/extension.ts";
 import type { ExecutorSession, SessionCleanup } from "../executor/sessions.ts";
 import { backoffDelay, type Deferred, deferred, describeError, sleep } from "../executor/timing.ts";
 import type { TimerHandle } from "../protocol/clock.ts";
@@ -61,7 +61,7 @@ import {
   UnavailableError,
 } from "../protocol/generated/errors.ts";
 import { utf8Length } from "../protocol/jsonrpc.ts";
-import type { Disposable } from "../protocol/peer.ts";
+import type { Disposable, ReplyHooks } from "../protocol/peer.ts";
 import {
   AgentTurnError,
   CustomToolsDisabledError,
@@ -155,7 +155,7 @@ export function serveAgent(
   if (served.has(client)) {
     throw new ExecutorConfigError("this client already serves an agent: dispose it first");
   }
-  const service = new AgentService(client, clientInternals(client), handler, options);
+  const service = client.extend((host) => new AgentService(client, host, handler, options));
   served.add(client);
   return {
     get sessions() {
@@ -311,10 +311,6 @@ function isTransient(error: unknown): boolean {
 }
 
 /** Runs `fn` after the current request's answer has been written (a macrotask later). */
-function afterReply(fn: () => void): void {
-  globalThis.setTimeout(fn, 0);
-}
-
 const RESERVED_TYPES: ReadonlySet<string> = new Set([
   "session.status_running",
   "session.status_idle",
@@ -330,7 +326,7 @@ function rejected<T>(error: unknown): Promise<T> {
 
 class AgentService {
   readonly #client: ExecutorClient;
-  readonly #internals: ClientInternals;
+  readonly #internals: ExecutorExtensionHost;
   readonly #handler: AgentHandler;
   readonly #options: ServeAgentOptions;
   readonly #sessions = new Map<string, SessionState>();
@@ -340,7 +336,7 @@ class AgentService {
 
   constructor(
     client: ExecutorClient,
-    internals: ClientInternals,
+    internals: ExecutorExtensionHost,
     handler: AgentHandler,
     options: ServeAgentOptions,
   ) {
@@ -355,7 +351,7 @@ class AgentService {
     // Contributed first, so the methods registered below publish the complete object.
     this.#disposables.push(
       internals.contributeCapabilities(() => ({ agent } as Capabilities)),
-      client.onRequest("turn.start", (params) => this.#turnStart(params)),
+      client.onRequest("turn.start", (params, context) => this.#turnStart(params, context)),
       client.onRequest("turn.input", (params) => this.#turnInput(params)),
       client.onRequest("turn.cancel", (params) => this.#turnCancel(params)),
       client.onRequest("session.close", (params) => this.#sessionClose(params)),
@@ -399,7 +395,7 @@ class AgentService {
 
   // ---- turn.start ----------------------------------------------------------------------------
 
-  async #turnStart(params: TurnStartParams): Promise<TurnStartResult> {
+  async #turnStart(params: TurnStartParams, reply: ReplyHooks): Promise<TurnStartResult> {
     let state = this.#sessions.get(params.session_id);
     if (state?.closing) {
       // session.close (or the session's end) is still under way; the next conversation waits.
@@ -471,7 +467,8 @@ class AgentService {
     state.turnIds.add(params.turn_id);
     const result = this.#startResult(state, params, false);
     run.accepted.resolve(result);
-    afterReply(() => void this.#run(state, run));
+    // The turn runs once its acceptance is on the wire: its events follow the answer.
+    reply.afterReply(() => void this.#run(state, run));
     return result;
   }
 

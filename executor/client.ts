@@ -77,7 +77,7 @@ import {
   UnknownSessionError,
 } from "./errors.ts";
 import { EventOutbox } from "./event-outbox.ts";
-import { registerClientInternals, withContributions } from "./internals.ts";
+import { type ExecutorExtensionHost, withContributions } from "./extension.ts";
 import { type ExecutorListener, InboundConnections } from "./listener.ts";
 import { Lease } from "./lease.ts";
 import {
@@ -103,8 +103,6 @@ import {
 } from "./tool-slots.ts";
 import { TokenRefresher } from "./token-refresher.ts";
 import { randomHex } from "../protocol/ids.ts";
-import { type AgentServer, serveAgent, type ServeAgentOptions } from "../agent/serve.ts";
-import type { AgentHandler } from "../agent/turn.ts";
 
 /** Options of {@linkcode ExecutorClient}. */
 export interface ExecutorClientOptions {
@@ -293,6 +291,8 @@ export class ExecutorClient {
   readonly #contributions = new Set<() => Capabilities>();
   readonly #connectionWaiters = new Set<Deferred<Peer>>();
   readonly #closed = deferred<ExecutorClosedInfo>();
+  /** What `extend` hands a capability built on top of the client. */
+  readonly #extensionHost: ExecutorExtensionHost;
   #loop: ConnectionLoop | undefined;
   #connection: ClientConnection | undefined;
   #started: Promise<ExecutorRegisterResult> | undefined;
@@ -398,7 +398,7 @@ export class ExecutorClient {
         });
       },
     });
-    registerClientInternals(this, {
+    this.#extensionHost = {
       clock: this.#clock,
       logger: this.#logger,
       random: this.#random,
@@ -427,7 +427,7 @@ export class ExecutorClient {
       },
       addSecret: (secret) => this.#scrubber.add(secret),
       scrub: (text) => this.#scrubber.scrub(text),
-    });
+    };
   }
 
   /**
@@ -588,12 +588,13 @@ export class ExecutorClient {
   }
 
   /**
-   * Serves the agent capability with your agent loop (`turn.*`, `session.close`,
-   * `interaction.response`, and with `customTools` `agent.custom_tool_result`); see
-   * `serveAgent` in `agent/serve.ts`. Advertises `agent` with `max_sessions`/`custom_tools`.
+   * The client's extension seam: calls `install` with what a capability built on top of the
+   * client needs of it besides the public API ({@linkcode ExecutorExtensionHost}), and returns
+   * what it returns. The agent capability plugs in here: `serveAgent(client, handler, options)`
+   * from `bma-executor-sdk/agent`.
    */
-  serveAgent(handler: AgentHandler, options: ServeAgentOptions = {}): AgentServer {
-    return serveAgent(this, handler, options);
+  extend<T>(install: (host: ExecutorExtensionHost) => T): T {
+    return install(this.#extensionHost);
   }
 
   /** Receives a notification from the harness (`mcp.message`). */

@@ -67,6 +67,7 @@ export {
 } from "./errors.ts";
 export type { ArtifactUpload } from "./artifacts.ts";
 export type { ExecutorListener } from "./listener.ts";
+export type { ExecutorExtensionHost } from "./extension.ts";
 export type { ToolResultLostHandler } from "./result-outbox.ts";
 export {
   ExecutorSession,

@@ -4,7 +4,8 @@
  * and for everything, JSR's publish checks (slow types included), the documentation of every
  * export of every entry point (`deno doc --lint`, JSR's rule), the examples in the entry points'
  * doc comments (`deno check --doc-only`, with the package's public specifiers mapped to the
- * sources), and the runtime-import guard.
+ * sources), the runtime-import guard, and no import cycles (`dpdm`, type imports included,
+ * over every module the entry points reach).
  */
 import { spawnSync } from "node:child_process";
 import {
@@ -162,6 +163,20 @@ for (const [name, command, args] of steps) {
   console.log(
     `${ok ? "ok  " : "FAIL"} deno check --doc-only: the entry points' examples (${seconds} s)`,
   );
+}
+{
+  // Type-only imports count: a cycle of types is a knot as much as one of values.
+  const started = performance.now();
+  const result = spawnSync(
+    bin("dpdm"),
+    ["--no-warning", "--no-tree", "--exit-code", "circular:1", ...entryPoints],
+    { cwd: root, encoding: "utf8", env: { ...process.env, NO_COLOR: "1", FORCE_COLOR: "0" } },
+  );
+  const seconds = ((performance.now() - started) / 1000).toFixed(1);
+  const ok = result.status === 0;
+  if (!ok) process.stdout.write(`${result.stdout}${result.stderr}`);
+  failed ||= !ok;
+  console.log(`${ok ? "ok  " : "FAIL"} no import cycles (dpdm) (${seconds} s)`);
 }
 const bad = runtimeImportGuard();
 if (bad.length) {

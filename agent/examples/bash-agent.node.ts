@@ -26,6 +26,7 @@ import { BashTimeoutError, runBash } from "../../executor/machine/bash.node.ts";
 import { Workdir } from "../../executor/machine/workdir.node.ts";
 import type { ContentBlock } from "../../protocol/generated/contract.ts";
 import { approvalId } from "../ids.ts";
+import { serveAgent } from "../serve.ts";
 import type { AgentHandler, Turn } from "../turn.ts";
 
 /** Options of {@linkcode createBashAgent}. */
@@ -45,7 +46,7 @@ export interface ConversationEntry {
   readonly text: string;
 }
 
-/** The scripted agent: an {@linkcode AgentHandler} for `client.serveAgent`. */
+/** The scripted agent: an {@linkcode AgentHandler} for `serveAgent`. */
 export function createBashAgent(options: BashAgentOptions): AgentHandler {
   const workdir = new Workdir(options.workdir);
   const store = join(options.workdir, ".conversations");
@@ -179,7 +180,7 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<void
       version: "0.1.0",
     },
   });
-  client.serveAgent(createBashAgent({ workdir }), { maxSessions: 4 });
+  serveAgent(client, createBashAgent({ workdir }), { maxSessions: 4 });
   await client.start();
   process.once("SIGINT", () => void client.stop({ reason: "interrupted" }));
   await client.closed;

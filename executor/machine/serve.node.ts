@@ -18,7 +18,7 @@ import type { HarnessRequestMethod, RequestMap } from "../../protocol/generated/
 import { NotFoundError } from "../../protocol/generated/errors.ts";
 import type { Disposable, RequestContext } from "../../protocol/peer.ts";
 import type { ExecutorClient } from "../client.ts";
-import { clientInternals } from "../internals.ts";
+import { clientInternals } from "../extension.ts";
 import type { ExecutorSession } from "../sessions.ts";
 import { ToolError } from "../tool-results.ts";
 import { BashTimeoutError, runBash } from "./bash.node.ts";

@@ -15,6 +15,7 @@ import {
   type ModelCredential,
   TokenUnavailableError,
   type ToolsCredential,
+  serveAgent,
   type Turn,
   TurnInactiveError,
 } from "../../mod.ts";
@@ -225,7 +226,7 @@ describe("agent tokens", { timeout: 30_000 }, () => {
     fx.defer(() => scripted.close());
     const got: (ModelCredential | Error)[] = [];
     const { client, logger } = fx.client(scripted.url, { clock });
-    client.serveAgent(tokenBrain(got));
+    serveAgent(client, tokenBrain(got));
     await client.start();
     const peer = scripted.last.peer;
     const expiresAt = clock.now() + 5 * MINUTE;

@@ -13,6 +13,7 @@ import {
   ConflictError,
   ExecutorConfigError,
   ResourceExhaustedError,
+  serveAgent,
   type Turn,
   TurnCanceledError,
   type TurnInput,
@@ -89,7 +90,7 @@ describe("agent turns", { timeout: 30_000 }, () => {
       serve: { maxSessions: 3, customTools: true },
     });
     assert.deepEqual(executor.capabilities.agent, { max_sessions: 3, custom_tools: true });
-    assert.throws(() => client.serveAgent({ runTurn() {} }), ExecutorConfigError);
+    assert.throws(() => serveAgent(client, { runTurn() {} }), ExecutorConfigError);
     await executor.startTurn({ session_id: "ses_d", turn_id: "t1", input: [text("go")] });
     assert.deepEqual(agent.sessions, ["ses_d"]);
     await agent.dispose();
@@ -105,7 +106,7 @@ describe("agent turns", { timeout: 30_000 }, () => {
       refused instanceof CapabilityNotAdvertisedError,
       `expected a local refusal, got ${refused}`,
     );
-    client.serveAgent({ runTurn() {} });
+    serveAgent(client, { runTurn() {} });
     await until(() => executor.capabilities.agent !== undefined, "served again");
   });
 

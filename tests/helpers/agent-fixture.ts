@@ -13,6 +13,7 @@ import {
   type AgentPlatformOptions,
   type AgentServer,
   type AgentStreamEvent,
+  serveAgent,
   type ServeAgentOptions,
 } from "../../agent/mod.ts";
 import type { SessionEventRecord } from "../../harness/node.ts";
@@ -111,7 +112,7 @@ export class AgentFixtures {
     options: AgentExecutorOptions = {},
   ): Promise<AgentExecutorFixture> {
     const { client, logger } = this.client(options.url ?? fixture.server.url, options.client);
-    const agent = client.serveAgent(handler, options.serve);
+    const agent = serveAgent(client, handler, options.serve);
     const registered = await client.start();
     const executor = await fixture.harness.waitExecutor({
       filter: (e) => e.id === registered.executor_id && e.connected,

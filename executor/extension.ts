@@ -1,11 +1,10 @@
 /**
- * What a capability module built on top of an {@linkcode ExecutorClient} (the agent capability
- * in `agent/`) may reach inside the client, without widening the client's public API: its clock
- * and scrubbed logger, sessions that open without `session.assign` (an agent session opens with
- * its first `turn.start`), capability details that no served method implies (`agent.max_sessions`),
- * and secrets to keep out of logs (model tokens).
- *
- * Internal: not exported from any entry point.
+ * The executor's extension seam: what a capability built on top of an `ExecutorClient` (the
+ * agent capability's `serveAgent` in `bma-executor-sdk/agent`, or one of your own) gets of the
+ * client through `client.extend(install)`, besides its public API: its clock and scrubbed
+ * logger, sessions that open without `session.assign` (an agent session opens with its first
+ * `turn.start`), capability details that no served method implies (`agent.max_sessions`), and
+ * secrets to keep out of logs (model tokens). The client does not depend on any extension.
  */
 import type { Clock } from "../protocol/clock.ts";
 import type { Capabilities } from "../protocol/generated/contract.ts";
@@ -13,13 +12,14 @@ import type { Logger } from "../protocol/logger.ts";
 import type { Disposable } from "../protocol/peer.ts";
 import type { ExecutorSession } from "./sessions.ts";
 import type { BackoffPolicy } from "./timing.ts";
-import { ExecutorConfigError } from "./errors.ts";
 
-/** The client's insides that capability modules use. */
-export interface ClientInternals {
+/** What `client.extend` hands a capability built on top of the client. */
+export interface ExecutorExtensionHost {
+  /** The client's clock. */
   readonly clock: Clock;
   /** The client's logger: secret-named fields redacted, known secret values scrubbed. */
   readonly logger: Logger;
+  /** The client's randomness (backoff jitter). */
   readonly random: () => number;
   /** Backoff of retried deliveries. */
   readonly retry: BackoffPolicy;
@@ -45,20 +45,6 @@ export interface ClientInternals {
   scrub(text: string): string;
 }
 
-const registry = new WeakMap<object, ClientInternals>();
-
-/** Called once by the client's constructor. */
-export function registerClientInternals(client: object, internals: ClientInternals): void {
-  registry.set(client, internals);
-}
-
-/** The internals of a client; throws for anything that is not an `ExecutorClient`. */
-export function clientInternals(client: object): ClientInternals {
-  const internals = registry.get(client);
-  if (!internals) throw new ExecutorConfigError("not an ExecutorClient");
-  return internals;
-}
-
 /**
  * The configured capabilities with contributed ones underneath: for a key both name as objects
  * the members merge (configured members win); otherwise the configured value wins.
@@ -79,4 +65,14 @@ export function withContributions(
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/**
+ * The extension host of a client: `client.extend((host) => host)`, for modules that read it once
+ * (the machine's `serveMachine`).
+ */
+export function clientInternals(
+  client: { extend<T>(install: (host: ExecutorExtensionHost) => T): T },
+): ExecutorExtensionHost {
+  return client.extend((host) => host);
 }
