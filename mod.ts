@@ -23,7 +23,7 @@
  *
  * @module
  */
-export * from "./protocol/mod.ts";
+export * from "./protocol/core.ts";
 export * from "./transport/mod.ts";
 export * from "./executor/mod.ts";
 export * from "./harness/mod.ts";

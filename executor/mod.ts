@@ -34,7 +34,7 @@
  *
  * @module
  */
-export * from "../protocol/mod.ts";
+export * from "../protocol/core.ts";
 export {
   type DrainHandler,
   type DrainInfo,

@@ -39,7 +39,7 @@
  *
  * @module
  */
-export * from "../protocol/mod.ts";
+export * from "../protocol/core.ts";
 export {
   DEFAULT_HEARTBEAT_INTERVAL_MS,
   DEFAULT_MAX_ARTIFACT_BYTES,

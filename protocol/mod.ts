@@ -1,4 +1,10 @@
-/** The protocol core: the contract's types and validators, the JSON-RPC peer, errors, time. */
+/**
+ * The protocol core, whole: the contract's types, zod schemas and generated predicates, the
+ * JSON-RPC peer and its shared handler tables, errors, time, logging, ids and the retry rule.
+ * (The other entry points export its curated part, `protocol/core.ts`: types, not schemas.)
+ *
+ * @module
+ */
 export * from "./generated/contract.ts";
 export * from "./generated/errors.ts";
 export {
@@ -46,6 +52,16 @@ export {
   utf8Length,
 } from "./jsonrpc.ts";
 export { hasCapability } from "./capabilities.ts";
+export { randomId } from "./ids.ts";
+export {
+  backoffDelay,
+  type BackoffPolicy,
+  isRetryable,
+  retryDelay,
+  retrying,
+  type RetryOptions,
+  sleep,
+} from "./retry.ts";
 export { type Clock, ManualClock, systemClock, type TimerHandle } from "./clock.ts";
 export {
   isSecretField,

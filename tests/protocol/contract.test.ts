@@ -6,7 +6,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { METHOD_SPECS, methods, type RequestMethod } from "../../mod.ts";
+import { METHOD_SPECS, methods, type RequestMethod } from "../../protocol/mod.ts";
 import { ALL_CAPABILITIES, peerWithRawEnd } from "../helpers/raw.ts";
 
 const dir = fileURLToPath(new URL("../../protocol/contract/examples/", import.meta.url));

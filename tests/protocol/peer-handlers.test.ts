@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { ErrorCode, ForbiddenError, Peer, PeerHandlers } from "../../mod.ts";
+import { ErrorCode, ForbiddenError, Peer, PeerHandlers } from "../../protocol/mod.ts";
 import { peerWithRawEnd } from "../helpers/raw.ts";
 
 interface Owner {
