@@ -16,6 +16,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as node from "../../node.ts";
+import * as agentEnd from "../../agent/mod.ts";
 import type { ExecutorAgent } from "./executor-agent.ts";
 import { HarnessAgent } from "./harness-agent.ts";
 import { type Cell, type CellResult, CELLS, externalCells, renderTable } from "./matrix.ts";
@@ -23,6 +24,11 @@ import { AgentProcess, local, type Remote, type Runtime } from "./rpc.ts";
 import { scenarioContext, SCENARIOS } from "./scenarios.ts";
 
 const onNode = !("Deno" in globalThis) && !("Bun" in globalThis);
+
+/** The runtime a cell's harness runs on (the local harness is Node's). */
+function harnessRuntime(cell: Cell): Runtime {
+  return cell.harness === "deno" || cell.harness === "bun" ? cell.harness : "node";
+}
 const cells: Cell[] = onNode ? [...CELLS, ...(await externalCells())] : [];
 const results: CellResult[] = [];
 
@@ -30,7 +36,7 @@ describe("conformance", { timeout: 600_000, skip: !onNode && "runs from Node onl
   let dir = "";
   const executors = new Map<Runtime, AgentProcess<ExecutorAgent>>();
   const harnesses = new Map<Runtime, AgentProcess<HarnessAgent>>();
-  const localHarness = new HarnessAgent(node);
+  const localHarness = new HarnessAgent(node, agentEnd);
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "bma-conf-"));
@@ -88,7 +94,8 @@ describe("conformance", { timeout: 600_000, skip: !onNode && "runs from Node onl
         await closeExternal?.();
       });
       SCENARIOS.forEach((scenario, index) => {
-        const skip = cell.skip?.[scenario.name];
+        const skip = cell.skip?.[scenario.name] ??
+          (cell.harnessAgent === "external" ? scenario.external : undefined);
         it(scenario.name, { timeout: 30_000, skip }, async () => {
           const started = performance.now();
           // Recorded first: a scenario that never finishes (its timeout) shows as failed.
@@ -107,6 +114,14 @@ describe("conformance", { timeout: 600_000, skip: !onNode && "runs from Node onl
             transport: cell.transport,
             dir,
             prefix: `${cell.id}${index}`,
+            spawnHarness: async () => {
+              const agent = new AgentProcess<HarnessAgent>(
+                harnessRuntime(cell),
+                "tests/conformance/harness-child.ts",
+              );
+              await agent.ready();
+              return agent;
+            },
           });
           try {
             await scenario.run(ctx);

@@ -8,6 +8,7 @@
  * `crash` (an exception), `count <key> [<ms>]` (counts runs, for run-once checks).
  */
 import type * as Sdk from "../../node.ts";
+import { serveAgent } from "../../agent/mod.ts";
 import type { Runtime } from "./rpc.ts";
 
 const RUNTIME: Runtime = "Deno" in globalThis ? "deno" : "Bun" in globalThis ? "bun" : "node";
@@ -24,6 +25,13 @@ export interface ClientSpec {
   machineId?: string;
   /** Serve `process.start` (advertises the process capability a machine-scoped executor needs). */
   process?: boolean;
+  /** Serve an MCP server named `echo` for every session (`mcp.open` / `mcp.message`). */
+  mcp?: boolean;
+  /**
+   * Serve the agent capability: each turn asks to run its input as a command (a permission
+   * interaction) and reports the tool's result if approved.
+   */
+  agent?: boolean;
   maxSessions?: number;
 }
 
@@ -97,6 +105,8 @@ export class ExecutorAgent {
         });
       });
     }
+    if (spec.mcp) this.#serveMcp(client);
+    if (spec.agent) this.#serveAgent(client);
     client.onDrain((info) => void entry.drains.push({ source: info.source, reason: info.reason }));
     client.onSessionStop((session) => void entry.stops.push(session.id));
     client.closed.then((info) => {
@@ -108,6 +118,62 @@ export class ExecutorAgent {
     });
     this.#clients.set(id, entry);
     return entry;
+  }
+
+  /** An in-process MCP server `echo`: `tools/call` answers with its arguments as text. */
+  #serveMcp(client: Sdk.ExecutorClient): void {
+    let next = 1;
+    client.onRequest("mcp.open", ({ server }) => {
+      if (server !== "echo") {
+        throw new sdk.NotFoundError("unknown server", { reason: "unknown_server" });
+      }
+      return { channel_id: `ch_${next++}` };
+    });
+    client.onNotification("mcp.message", ({ channel_id, message }) => {
+      const m = message as { id?: number; method?: string; params?: { arguments?: unknown } };
+      if (m.id === undefined) return;
+      const result = m.method === "tools/call"
+        ? { content: [{ type: "text", text: JSON.stringify(m.params?.arguments ?? {}) }] }
+        : m.method === "initialize"
+        ? { protocolVersion: "2025-06-18", capabilities: {}, serverInfo: { name: "echo" } }
+        : { echo: m.method };
+      client.notify("mcp.message", {
+        channel_id,
+        message: { jsonrpc: "2.0", id: m.id, result } as Sdk.McpMessageParams["message"],
+      });
+    });
+    client.onRequest("mcp.close", () => ({ closed: true }));
+  }
+
+  /** An agent that asks before it runs the turn's input as a command. */
+  #serveAgent(client: Sdk.ExecutorClient): void {
+    serveAgent(client, {
+      runTurn: async (turn) => {
+        const input = turn.input.map((b) => (b as { text?: string }).text ?? "").join("");
+        const toolUseId = turn.eventId();
+        await turn.emit({
+          type: "agent.tool_use",
+          name: "bash",
+          input: { command: input },
+          evaluated_permission: "ask",
+        }, { eventId: toolUseId });
+        const answer = await turn.requestInteraction({
+          kind: "permission",
+          tool_use_id: toolUseId,
+          title: `Run ${input}?`,
+        });
+        if (answer.outcome !== "approved") {
+          await turn.emit({ type: "agent.message", content: [{ type: "text", text: "denied" }] });
+          return;
+        }
+        await turn.emit({
+          type: "agent.tool_result",
+          tool_use_id: toolUseId,
+          content: [{ type: "text", text: `ran ${input}` }],
+        });
+        await turn.emit({ type: "agent.message", content: [{ type: "text", text: "done" }] });
+      },
+    });
   }
 
   async #bash(command: string, ctx: Sdk.ToolContext): Promise<Sdk.ToolOutput<Sdk.BashResult>> {

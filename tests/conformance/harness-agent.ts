@@ -7,6 +7,7 @@
  * Executors are found by the name they register with (`executor.name`).
  */
 import type * as Sdk from "../../node.ts";
+import type * as Agent from "../../agent/mod.ts";
 
 /** One executor as the harness sees it. */
 export interface ExecutorView {
@@ -27,6 +28,10 @@ export interface HarnessSpec {
   path?: string;
   /** Short for lease scenarios (the lease is two intervals). Default 1 000 ms. */
   heartbeatIntervalMs?: number;
+  /** Keep the harness's state in this SQLite file (`openSqliteStore`): a restart goes on. */
+  store?: string;
+  /** Serve the agent capability (an `AgentPlatform`). */
+  agent?: boolean;
 }
 
 /** A tool call as a scenario asks for it. */
@@ -38,6 +43,8 @@ export interface CallSpec {
 
 interface Instance {
   harness: Sdk.Harness;
+  platform: Agent.AgentPlatform | undefined;
+  store: Sdk.HarnessStore | undefined;
   servers: Sdk.HarnessServer[];
   links: Sdk.ExecutorLink[];
   /** Every executor event, in order: `registered`, `reconnected`, `disconnected`, `gone`. */
@@ -54,11 +61,13 @@ function wait(ms: number): Promise<void> {
 /** The harness agent. */
 export class HarnessAgent {
   readonly #sdk: typeof Sdk;
+  readonly #agent: typeof Agent;
   readonly #instances = new Map<string, Instance>();
   #next = 1;
 
-  constructor(sdk: typeof Sdk) {
+  constructor(sdk: typeof Sdk, agent: typeof Agent) {
     this.#sdk = sdk;
+    this.#agent = agent;
   }
 
   #get(h: string): Instance {
@@ -95,14 +104,20 @@ export class HarnessAgent {
 
   /** A new harness; `url` is where executors dial (absent for `serve: "none"`). */
   async create(spec: HarnessSpec): Promise<{ id: string; url?: string }> {
+    const store = spec.store ? await this.#sdk.openSqliteStore(spec.store) : undefined;
+    const platform = spec.agent ? new this.#agent.AgentPlatform() : undefined;
     const harness = new this.#sdk.Harness({
       insecureNoAuth: true,
       heartbeatIntervalMs: spec.heartbeatIntervalMs ?? 1_000,
       requestTimeoutMs: 10_000,
+      ...(store ? { store } : {}),
+      ...(platform ? { agent: platform } : {}),
     });
     const id = `h${this.#next++}`;
     const instance: Instance = {
       harness,
+      platform,
+      store,
       servers: [],
       links: [],
       events: [],
@@ -227,12 +242,97 @@ export class HarnessAgent {
     return this.#executor(h, name).closed;
   }
 
+  /**
+   * Takes up a session the harness read back from its store (a previous run held it); returns
+   * its state.
+   */
+  recovered(h: string, session: string): Promise<string | undefined> {
+    const found = this.#get(h).harness.session(session);
+    if (found) this.#get(h).sessions.set(session, found);
+    return Promise.resolve(found?.state);
+  }
+
+  // ---- MCP channel ------------------------------------------------------------------------------
+
+  /**
+   * Opens an MCP channel to the session's server `server`, sends each request and collects the
+   * answer to each (by id), then closes the channel; returns the answers.
+   */
+  async mcp(
+    h: string,
+    session: string,
+    server: string,
+    requests: { id: number; method: string; params?: unknown }[],
+  ): Promise<{ answers: unknown[]; closed: string }> {
+    const channel = await this.#session(h, session).mcp(server);
+    const answers = new Map<number, unknown>();
+    let wake: (() => void) | undefined;
+    channel.onmessage = (message) => {
+      const id = (message as { id?: number }).id;
+      if (typeof id === "number") answers.set(id, message);
+      wake?.();
+    };
+    await channel.start();
+    for (const request of requests) {
+      await channel.send({ jsonrpc: "2.0", ...request } as Sdk.McpMessage);
+    }
+    while (answers.size < requests.length) await new Promise<void>((resolve) => (wake = resolve));
+    await channel.close();
+    return { answers: requests.map((r) => answers.get(r.id)), closed: await channel.closed };
+  }
+
+  // ---- the agent capability ------------------------------------------------------------------
+
+  /** Starts a turn on the executor named `name`. */
+  async startTurn(h: string, name: string, session: string, turn: string, text: string) {
+    return await this.#executor(h, name).startTurn({
+      session_id: session,
+      turn_id: turn,
+      input: [{ type: "text", text }],
+    });
+  }
+
+  /** Waits for an open interaction and answers it; returns it as it was asked. */
+  async answerInteraction(
+    h: string,
+    outcome: "approved" | "denied",
+  ): Promise<{ kind: string; interaction_id: string; tool_use_id?: string; status: string }> {
+    const platform = this.#get(h).platform!;
+    const open = await platform.waitInteraction();
+    platform.respond(open.id, { outcome });
+    return {
+      kind: open.kind,
+      interaction_id: open.interaction_id,
+      ...(open.tool_use_id !== undefined ? { tool_use_id: open.tool_use_id } : {}),
+      status: open.status,
+    };
+  }
+
+  /** Waits until the turn has ended; returns its state and the session's event types. */
+  async turnEnded(
+    h: string,
+    session: string,
+    turn: string,
+  ): Promise<{ state: string; events: string[] }> {
+    const platform = this.#get(h).platform!;
+    for (;;) {
+      const info = platform.turnById(session, turn);
+      if (info && !info.active) {
+        const executor = [...this.#get(h).byName.values()].find((e) => e.sessions.has(session));
+        const records = executor?.sessions.get(session)?.eventRecords ?? [];
+        return { state: info.state, events: records.map((r) => r.event.type) };
+      }
+      await wait(5);
+    }
+  }
+
   /** Closes a harness. */
   async close(h: string): Promise<void> {
     const instance = this.#instances.get(h);
     if (!instance) return;
     this.#instances.delete(h);
     await instance.harness.close();
+    await instance.store?.close?.();
   }
 
   /** Closes every harness (the suite's clean-up). */

@@ -8,5 +8,5 @@ import { type Runtime, serveAgent } from "./rpc.ts";
 
 const RUNTIME: Runtime = "Deno" in globalThis ? "deno" : "Bun" in globalThis ? "bun" : "node";
 const sdk: typeof Sdk = await import(`../../${RUNTIME}.ts`);
-const agent = new HarnessAgent(sdk);
+const agent = new HarnessAgent(sdk, await import("../../agent/mod.ts"));
 serveAgent(agent, () => agent.closeAll());

@@ -25,7 +25,7 @@ interface Pair {
 /** A proxy that can cut or hold the connections through it. */
 export class Link {
   readonly #server: Server;
-  readonly #target: Endpoint;
+  #target: Endpoint;
   readonly #pairs = new Set<Pair>();
   #held = false;
   #listenPath: string | undefined;
@@ -55,6 +55,11 @@ export class Link {
     if (this.#listenPath) return `unix://${this.#listenPath}`;
     const address = this.#server.address() as { port: number };
     return `ws://127.0.0.1:${address.port}`;
+  }
+
+  /** Forwards new connections to `target` from now on (the harness moved: it restarted). */
+  retarget(target: Endpoint): void {
+    this.#target = target;
   }
 
   /** Connections open through the link now. */

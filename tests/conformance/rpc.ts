@@ -190,6 +190,14 @@ export class AgentProcess<T extends object> {
     });
   }
 
+  /** Kills the agent with SIGKILL (a crash: nothing of it runs again); resolves once it exited. */
+  async kill(): Promise<void> {
+    if (this.#exited) return;
+    const exited = new Promise<void>((resolve) => this.child.once("exit", () => resolve()));
+    this.child.kill("SIGKILL");
+    await exited;
+  }
+
   /** Ends the agent: closes its stdin (it cleans up and exits), then kills it if it lingers. */
   async stop(): Promise<void> {
     if (this.#exited) return;

@@ -12,9 +12,9 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { ClientSpec, ExecutorAgent } from "./executor-agent.ts";
 import type { HarnessAgent, HarnessSpec } from "./harness-agent.ts";
-import { endpointOf, Link } from "./link.ts";
+import { type Endpoint, endpointOf, Link } from "./link.ts";
 import { rawHarness } from "./raw-harness.ts";
-import type { Remote } from "./rpc.ts";
+import type { AgentProcess, Remote } from "./rpc.ts";
 
 /** How a cell connects its two ends. */
 export type Direction = "dial" | "listen";
@@ -27,6 +27,19 @@ export interface ScenarioContext {
   readonly E: Remote<ExecutorAgent>;
   /** `dial`: the executor dials the harness; `listen`: the harness dials the executor. */
   readonly direction: Direction;
+  /** How the executor reaches the harness (dial direction). */
+  readonly transport: "ws" | "unix";
+  /** The scenario's temp directory. */
+  readonly dir: string;
+  /**
+   * A harness agent in a process of its own, on the cell's harness runtime, for scenarios that
+   * kill it; killed or stopped with the scenario.
+   */
+  spawnHarness(): Promise<AgentProcess<HarnessAgent>>;
+  /** A link (a cuttable proxy) to `target`, closed with the scenario. */
+  link(target: Endpoint): Promise<Link>;
+  /** Starts an executor client dialing `url` (stopped with the scenario); returns its id. */
+  startExecutor(name: string, url: string): Promise<string>;
   /** The harness of this scenario (created on first use, with `harnessSpec`). */
   harness(spec?: Partial<HarnessSpec>): Promise<string>;
   /** The URL executors dial (dial direction), straight to the harness, no link. */
@@ -54,6 +67,8 @@ export interface Connected {
 /** One scenario. */
 export interface Scenario {
   readonly name: string;
+  /** Why it does not apply to an external cell (the Workers harness), when it does not. */
+  readonly external?: string;
   run(ctx: ScenarioContext): Promise<void>;
 }
 
@@ -433,7 +448,131 @@ export const SCENARIOS: readonly Scenario[] = [
       assert.deepEqual(await ctx.H.gone(h, "e1"), { reason: "closed" });
     },
   },
+  {
+    name: "MCP channel",
+    external: "the Workers harness serves no MCP channel yet",
+    async run(ctx) {
+      await ctx.connect("e1", { mcp: true });
+      const h = await ctx.harness();
+      await ctx.H.assign(h, "e1", "s1");
+      const { answers, closed } = await ctx.H.mcp(h, "s1", "echo", [
+        { id: 1, method: "initialize", params: { protocolVersion: "2025-06-18" } },
+        { id: 2, method: "tools/call", params: { name: "echo", arguments: { a: 1 } } },
+      ]);
+      const [init, call] = answers as { id: number; result: Record<string, unknown> }[];
+      assert.equal(init.id, 1);
+      assert.deepEqual(init.result.serverInfo, { name: "echo" });
+      assert.equal(call.id, 2);
+      assert.deepEqual(call.result.content, [{ type: "text", text: '{"a":1}' }]);
+      assert.equal(closed, "closed");
+    },
+  },
+  {
+    name: "agent turn with an approval",
+    external: "the Workers harness serves no agent capability yet",
+    async run(ctx) {
+      const h = await ctx.harness({ agent: true });
+      await ctx.connect("e1", { agent: true });
+      await ctx.H.startTurn(h, "e1", "s_agent", "t1", "make");
+      const asked = await ctx.H.answerInteraction(h, "approved");
+      assert.equal(asked.kind, "permission");
+      assert.equal(asked.status, "open");
+      assert.ok(asked.tool_use_id, "a permission names its tool use");
+      const ended = await ctx.H.turnEnded(h, "s_agent", "t1");
+      assert.equal(ended.state, "completed");
+      const durable = ended.events.filter((t) => !t.startsWith("session.status_running"));
+      assert.deepEqual(durable, [
+        "agent.tool_use",
+        "agent.tool_result",
+        "agent.message",
+        "session.status_idle",
+      ]);
+    },
+  },
+  {
+    name: "harness restart (kill -9, SQLite)",
+    external: "the edge harness's eviction row comes with its Durable Object",
+    async run(ctx) {
+      if (ctx.direction === "listen") return await restartListening(ctx);
+      const store = join(ctx.dir, `${ctx.key("store")}.db`);
+      const spec = () => ({
+        serve: ctx.transport,
+        store,
+        heartbeatIntervalMs: 2_000,
+        ...(ctx.transport === "unix" ? { path: ctx.socketPath("harness") } : {}),
+      });
+      // The first harness, in a process of its own on the cell's harness runtime.
+      const first = await ctx.spawnHarness();
+      const created = await first.remote.create(spec());
+      const link = await ctx.link(endpointOf(created.url!));
+      const client = await ctx.startExecutor("e1", link.url);
+      await first.remote.waitEvent(created.id, "registered", "e1");
+      await first.remote.assign(created.id, "e1", "s1");
+      await ctx.E.sendEvents(client, "s1", 5, 1);
+      const key = ctx.key("restart");
+      const call = {
+        tool: "bash",
+        input: { command: `count ${key} 1000` },
+        tool_call_id: "call_r",
+      };
+      first.remote.call(created.id, "s1", call).catch(() => {});
+      await until(async () => (await ctx.E.counter(key)) === 1);
+
+      // kill -9 while the call runs; then 20 events, none acknowledged.
+      await first.kill();
+      const acks = ctx.E.sendEvents(client, "s1", 20, 6);
+
+      const second = await ctx.spawnHarness();
+      const again = await second.remote.create(spec());
+      link.retarget(endpointOf(again.url!));
+      assert.equal(await second.remote.recovered(again.id, "s1"), "ready");
+      assert.equal(await acks, 20, "every event accepted by the restarted harness");
+      await second.remote.waitEvent(again.id, "reconnected", "e1");
+      const { result } = await second.remote.call(again.id, "s1", call);
+      assert.equal(result.outcome, "completed");
+      assert.deepEqual(result.structured_content, { stdout: "1", stderr: "", exit_code: 0 });
+      assert.equal(await ctx.E.counter(key), 1, "the call ran once");
+      const events = await second.remote.events(again.id, "s1", 25);
+      assert.deepEqual(
+        events.map((e) => (e as { n: number }).n),
+        Array.from({ length: 25 }, (_, i) => i + 1),
+        "every event once, in order",
+      );
+    },
+  },
 ];
+
+/** The restart row in a cell where the harness dials: the restarted harness dials again. */
+async function restartListening(ctx: ScenarioContext): Promise<void> {
+  const store = join(ctx.dir, `${ctx.key("store")}.db`);
+  const first = await ctx.spawnHarness();
+  const created = await first.remote.create({ serve: "none", store, heartbeatIntervalMs: 2_000 });
+  const { client, url } = await ctx.listen("e1");
+  await first.remote.dial(created.id, url);
+  await ctx.E.registered(client);
+  await first.remote.waitEvent(created.id, "registered", "e1");
+  await first.remote.assign(created.id, "e1", "s1");
+  await ctx.E.sendEvents(client, "s1", 3, 1);
+  const key = ctx.key("restart");
+  const call = { tool: "bash", input: { command: `count ${key} 800` }, tool_call_id: "call_l" };
+  first.remote.call(created.id, "s1", call).catch(() => {});
+  await until(async () => (await ctx.E.counter(key)) === 1);
+  await first.kill();
+  const acks = ctx.E.sendEvents(client, "s1", 10, 4);
+  const second = await ctx.spawnHarness();
+  const again = await second.remote.create({ serve: "none", store, heartbeatIntervalMs: 2_000 });
+  assert.equal(await second.remote.recovered(again.id, "s1"), "ready");
+  await second.remote.dial(again.id, url);
+  assert.equal(await acks, 10);
+  const { result } = await second.remote.call(again.id, "s1", call);
+  assert.deepEqual(result.structured_content, { stdout: "1", stderr: "", exit_code: 0 });
+  assert.equal(await ctx.E.counter(key), 1);
+  const events = await second.remote.events(again.id, "s1", 13);
+  assert.deepEqual(
+    events.map((e) => (e as { n: number }).n),
+    Array.from({ length: 13 }, (_, i) => i + 1),
+  );
+}
 
 /** Builds the context of one scenario run; `dispose` cleans up everything it started. */
 export function scenarioContext(options: {
@@ -443,8 +582,10 @@ export function scenarioContext(options: {
   transport: "ws" | "unix";
   dir: string;
   prefix: string;
+  spawnHarness: () => Promise<AgentProcess<HarnessAgent>>;
 }): ScenarioContext & { dispose(): Promise<void> } {
   const { H, E, direction, transport, dir, prefix } = options;
+  const spawned: AgentProcess<HarnessAgent>[] = [];
   let harness: Promise<{ id: string; url?: string; connect?: Partial<ClientSpec> }> | undefined;
   const links: Link[] = [];
   const clients: string[] = [];
@@ -462,6 +603,27 @@ export function scenarioContext(options: {
     H,
     E,
     direction,
+    transport,
+    dir,
+    async spawnHarness() {
+      const agent = await options.spawnHarness();
+      spawned.push(agent);
+      return agent;
+    },
+    async startExecutor(name, url) {
+      const client = `${prefix}-${name}`;
+      clients.push(client);
+      await E.start(client, { name, url });
+      return client;
+    },
+    async link(target) {
+      const link = await Link.open(
+        target,
+        transport === "unix" ? { path: socketPath("link") } : undefined,
+      );
+      links.push(link);
+      return link;
+    },
     socketPath,
     key: (label) => `${prefix}-${label}`,
     async listen(name, spec = {}) {
@@ -504,6 +666,7 @@ export function scenarioContext(options: {
     },
     async dispose() {
       await Promise.all(clients.map((c) => E.stop(c).catch(() => {})));
+      await Promise.all(spawned.map((a) => a.stop().catch(() => {})));
       if (harness) await H.close((await harness).id).catch(() => {});
       await Promise.all(links.map((l) => l.close()));
     },
