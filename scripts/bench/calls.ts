@@ -149,6 +149,23 @@ function cases(runtime: Runtime, dir: string): CaseSpec[] {
         return { session: (sessions as Record<string, string>)[String(mode.params!.client)] };
       },
     },
+    {
+      // The same, with the harness's state in a SQLite file (the runtime's default driver):
+      // every accepted event is written before its ACK.
+      id: "events-sqlite",
+      group: "events",
+      first: ["events-harness", join(dir, `${runtime}-events.db`)],
+      second: ["events-executor"],
+      driver: "second",
+      modes: [
+        { key: "1", inflight: 1, params: { client: "events-w1" } },
+        { key: "64", inflight: 64, params: { client: "events-w64" } },
+      ],
+      before: async (first, mode) => {
+        const { sessions } = await first.send("fresh", { executors: 2 });
+        return { session: (sessions as Record<string, string>)[String(mode.params!.client)] };
+      },
+    },
   ];
   if (runtime === "node") {
     list.push(

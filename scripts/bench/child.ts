@@ -41,9 +41,12 @@ import {
   readySession,
   serveTool,
 } from "./sdk.ts";
-import type { Session } from "../../harness/mod.ts";
+import type { HarnessStore, Session } from "../../harness/mod.ts";
 import type { ExecutorClient } from "../../executor/mod.ts";
 import { measureLoop, sleep } from "./common.ts";
+import { openSqliteStore as openOnBun } from "../../harness/store/sqlite.bun.ts";
+import { openSqliteStore as openOnDeno } from "../../harness/store/sqlite.deno.ts";
+import { openSqliteStore as openOnNode } from "../../harness/store/sqlite.node.ts";
 
 const [role, ...args] = process.argv.slice(2);
 
@@ -85,6 +88,15 @@ async function settledHeap(): Promise<number> {
     await sleep(50);
   }
   return process.memoryUsage().heapUsed;
+}
+
+/** This runtime's SQLite store on `path` (its default driver). */
+function openSqlite(path: string): Promise<HarnessStore> {
+  return RUNTIME === "bun"
+    ? openOnBun(path)
+    : RUNTIME === "deno"
+    ? openOnDeno(path)
+    : openOnNode(path);
 }
 
 function where(arg: string | undefined): { tcp: true } | { path: string } {
@@ -170,7 +182,9 @@ async function main(): Promise<void> {
     }
     case "events-harness": {
       const { Harness } = await presets();
-      const harness = new Harness({ insecureNoAuth: true });
+      // `events-harness <file>`: the harness keeps its state in a SQLite file there.
+      const store = args[0] ? await openSqlite(args[0]) : undefined;
+      const harness = new Harness({ insecureNoAuth: true, ...(store ? { store } : {}) });
       const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
       report({ ready: true, url: server.url });
       const sessions = new Map<string, Session>();

@@ -10,7 +10,7 @@
  * `--compare DIR` runs the SDK's cases of suites 1 and 2 from another checkout too (DIR: its
  * root, with node_modules), each taking turns with this checkout's, and prints both side by
  * side: a before/after of a change measured in one run. `--cases` keeps only some cases of suites
- * 1 and 2 (ids: ws-echo, tool-ws, unix-echo, tool-unix, ndjson-echo, tool-memory, events,
+ * 1 and 2 (ids: ws-echo, tool-ws, unix-echo, tool-unix, ndjson-echo, tool-memory, events, events-sqlite,
  * mcp-memory, mcp-ws).
  *
  * 1. Tool-call round trips (harness `callTool` → executor handler → result at the harness), 1
@@ -354,6 +354,10 @@ if (suites.has("calls")) {
     ratioRow("    / raw WebSocket echo, 1 in flight", ["events", "1"], ["ws-echo", "1"]),
     figure("  windowed (eventWindow 64, 64 emitted at a time)", "events", "64"),
     ratioRow("    / raw WebSocket echo, 64 in flight", ["events", "64"], ["ws-echo", "64"]),
+    figure("  SQLite store, 1 in flight (each event written before its ACK)", "events-sqlite", "1"),
+    ratioRow("    / no store, 1 in flight", ["events-sqlite", "1"], ["events", "1"]),
+    figure("  SQLite store, windowed (64 in flight)", "events-sqlite", "64"),
+    ratioRow("    / no store, 64 in flight", ["events-sqlite", "64"], ["events", "64"]),
     [
       `  harness heap per event its log keeps (${int(HEAP_EVENTS)} small events)`,
       ...cols.map((r) => {
