@@ -179,6 +179,7 @@ export class TokenRejectedError extends LocalError {
 
 /** An agent method was used on a harness built without `agent` (an `AgentPlatform`). */
 export class NoAgentPlatformError extends LocalError {
+  /** The error, with a message that says how to give the harness an agent platform. */
   constructor(
     message =
       "this Harness has no agent platform: pass new Harness({ agent: new AgentPlatform() })",

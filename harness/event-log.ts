@@ -119,6 +119,7 @@ export class EventLog {
   /** Readers waiting for a record (made only while one waits). */
   #waiters: Waiter[] | undefined;
 
+  /** An empty log of session `sessionId`. */
   constructor(sessionId: string, options: EventLogOptions = {}) {
     this.sessionId = sessionId;
     this.#sink = options.sink;

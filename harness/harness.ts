@@ -211,6 +211,7 @@ export class Harness {
   readonly #closeWaiters = new Set<() => void>();
   #closed = false;
 
+  /** A harness; it serves nothing until `serve`, `serveUnix`, `accept` or `dial`. */
   constructor(options: HarnessOptions = {}) {
     const clock = options.clock ?? systemClock;
     const logger = redactingLogger(options.logger ?? silentLogger);

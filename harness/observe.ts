@@ -31,9 +31,13 @@ export interface ObservationBase {
 export interface ExecutorArrivedObservation extends ObservationBase {
   /** `executor.registered`: new; `executor.reconnected`: known, registered again. */
   readonly type: "executor.registered" | "executor.reconnected";
+  /** The executor. */
   readonly executorId: string;
+  /** The negotiated protocol version. */
   readonly protocol: ProtocolVersion;
+  /** What the executor is. */
   readonly info: ExecutorInfo;
+  /** What it advertises. */
   readonly capabilities: Capabilities;
   /** The sessions its `resume` reattached. */
   readonly resumedSessions: readonly string[];
@@ -43,43 +47,61 @@ export interface ExecutorArrivedObservation extends ObservationBase {
 
 /** An executor's connection ended; it may come back within its lease. */
 export interface ExecutorDisconnectedObservation extends ObservationBase {
+  /** What happened. */
   readonly type: "executor.disconnected";
+  /** The executor. */
   readonly executorId: string;
+  /** When its lease expires unless it comes back (ms since the epoch). */
   readonly leaseExpiresAt: number | undefined;
 }
 
 /** An executor is gone for good. */
 export interface ExecutorGoneObservation extends ObservationBase {
+  /** What happened. */
   readonly type: "executor.gone";
+  /** The executor. */
   readonly executorId: string;
+  /** Why it is gone. */
   readonly reason: ExecutorGoneReason;
 }
 
 /** An executor changed what it advertises (`executor.capabilities.update`). */
 export interface ExecutorCapabilitiesObservation extends ObservationBase {
+  /** What happened. */
   readonly type: "executor.capabilities";
+  /** The executor. */
   readonly executorId: string;
+  /** What it advertises. */
   readonly capabilities: Capabilities;
 }
 
 /** An executor's lease moved (a heartbeat, a registration, the harness's recovery). */
 export interface ExecutorLeaseObservation extends ObservationBase {
+  /** What happened. */
   readonly type: "executor.lease";
+  /** The executor. */
   readonly executorId: string;
+  /** The new expiry (ms since the epoch). */
   readonly expiresAt: number;
 }
 
 /** An executor was asked to drain. */
 export interface ExecutorDrainingObservation extends ObservationBase {
+  /** What happened. */
   readonly type: "executor.draining";
+  /** The executor. */
   readonly executorId: string;
 }
 
 /** A session changed state (assigned, ready, stopping, ended). */
 export interface SessionStateObservation extends ObservationBase {
+  /** What happened. */
   readonly type: "session.state";
+  /** The session. */
   readonly sessionId: string;
+  /** The executor. */
   readonly executorId: string;
+  /** Where the session is now. */
   readonly state: SessionState;
   /** Why it ended (`ended` only). */
   readonly reason?: string;
@@ -87,35 +109,53 @@ export interface SessionStateObservation extends ObservationBase {
 
 /** A tool call went out (`tool.call` sent; again after a reconnect or a restart). */
 export interface ToolDispatchedObservation extends ObservationBase {
+  /** What happened. */
   readonly type: "tool.dispatched";
+  /** The call. */
   readonly toolCallId: string;
+  /** The session. */
   readonly sessionId: string;
+  /** The executor. */
   readonly executorId: string;
+  /** The tool's name. */
   readonly tool: string;
 }
 
 /** The executor acknowledged a tool call (it runs). */
 export interface ToolAcknowledgedObservation extends ObservationBase {
+  /** What happened. */
   readonly type: "tool.acknowledged";
+  /** The call. */
   readonly toolCallId: string;
+  /** The session. */
   readonly sessionId: string;
+  /** The executor. */
   readonly executorId: string;
 }
 
 /** A tool call reported progress (`tool.progress`). */
 export interface ToolProgressObservation extends ObservationBase {
+  /** What happened. */
   readonly type: "tool.progress";
+  /** The call. */
   readonly toolCallId: string;
+  /** The session. */
   readonly sessionId: string;
+  /** The executor. */
   readonly executorId: string;
+  /** The notification. */
   readonly progress: ToolProgressParams;
 }
 
 /** A tool call ended: its result arrived, or it failed. */
 export interface ToolSettledObservation extends ObservationBase {
+  /** What happened. */
   readonly type: "tool.settled";
+  /** The call. */
   readonly toolCallId: string;
+  /** The session. */
   readonly sessionId: string;
+  /** The executor. */
   readonly executorId: string;
   /** The result, when it arrived. */
   readonly result?: ToolCallResult;
@@ -125,26 +165,37 @@ export interface ToolSettledObservation extends ObservationBase {
 
 /** A durable event was accepted (stored before its ACK). */
 export interface SessionEventObservation extends ObservationBase {
+  /** What happened. */
   readonly type: "session.event";
+  /** The session. */
   readonly sessionId: string;
+  /** The executor. */
   readonly executorId: string;
+  /** The accepted event. */
   readonly record: SessionEventRecord;
 }
 
 /** A preview of an agent event arrived (`session.event_delta`, lossy). */
 export interface SessionDeltaObservation extends ObservationBase {
+  /** What happened. */
   readonly type: "session.delta";
+  /** The session. */
   readonly sessionId: string;
+  /** The executor. */
   readonly executorId: string;
+  /** The notification. */
   readonly delta: SessionEventDeltaParams;
 }
 
 /** An agent interaction changed (opened, repeated, settled, canceled). */
 export interface InteractionObservation extends ObservationBase {
+  /** What happened. */
   readonly type: "interaction";
   /** `opened`, `repeated`, `settled` or `canceled`. */
   readonly change: string;
+  /** The session. */
   readonly sessionId: string;
+  /** The executor. */
   readonly executorId: string;
   /** The platform's interaction id. */
   readonly interactionId: string;

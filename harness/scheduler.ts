@@ -21,9 +21,9 @@ export abstract class Deadline {
   /** When it is due (ms since the epoch); `undefined` while not scheduled. */
   at: number | undefined = undefined;
   /** Its place in the scheduler's queue; -1 while not scheduled. */
-  slot = -1;
+  slot: number = -1;
   /** Breaks ties between equal times: the one set first runs first. */
-  order = 0;
+  order: number = 0;
   /** Runs once when it falls due (the scheduler has removed it first). */
   abstract due(now: number): void;
 }
@@ -32,11 +32,13 @@ export abstract class Deadline {
 export class CallbackDeadline extends Deadline {
   readonly #fn: (now: number) => void;
 
+  /** A deadline that runs `fn` when it falls due. */
   constructor(fn: (now: number) => void) {
     super();
     this.#fn = fn;
   }
 
+  /** Runs the function. */
   due(now: number): void {
     this.#fn(now);
   }
@@ -67,6 +69,7 @@ export class Scheduler {
   #running = false;
   #order = 0;
 
+  /** A scheduler on `clock`, woken by `driver` (default: a timer of `clock`). */
   constructor(clock: Clock, driver?: SchedulerDriver) {
     this.#clock = clock;
     this.#driver = driver ?? clockDriver(clock, this);

@@ -51,7 +51,9 @@ export interface TerminalReadOptions {
 
 /** A second reader of a terminal's output while the first is still reading. */
 export class TerminalBusyError extends LocalError {
+  /** The terminal. */
   readonly terminalId: string;
+  /** The error for `terminalId`. */
   constructor(terminalId: string) {
     super(`terminal ${terminalId} already has a reader`);
     this.name = "TerminalBusyError";

@@ -79,7 +79,9 @@ export function retryDelay(
 
 /** Options of {@linkcode retrying}. */
 export interface RetryOptions {
+  /** The clock the waits run on. */
   readonly clock: Clock;
+  /** The backoff between attempts. */
   readonly policy: BackoffPolicy;
   /** Randomness for the jitter. Default `Math.random`. */
   readonly random?: () => number;

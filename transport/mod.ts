@@ -15,7 +15,7 @@ export {
   type TransportReceiver,
 } from "./transport.ts";
 export { createLinkedTransportPair, type LinkedPairOptions } from "./memory.ts";
-export { type FedTransport, type FedTransportSink, fedTransport } from "./fed.ts";
+export { type FedTransport, fedTransport, type FedTransportSink } from "./fed.ts";
 export {
   type WebSocketLike,
   webSocketTransport,

@@ -13,9 +13,9 @@ import {
   ForbiddenError,
   ManualClock,
   type ModelCredential,
+  serveAgent,
   TokenUnavailableError,
   type ToolsCredential,
-  serveAgent,
   type Turn,
   TurnInactiveError,
 } from "../../mod.ts";
