@@ -140,17 +140,17 @@ export class ToolCalls implements CallOps {
     }
     connection.peer.call("tool.call", entry.params, this.#dispatchOptions).then(
       () => {
-        if (entry.state === "dispatching" && entry.dispatchedOn === connection) {
-          entry.state = "dispatched";
-          if (this.#observers.active) {
-            this.#observers.emit({
-              type: "tool.acknowledged",
-              at: this.#clock.now(),
-              toolCallId: entry.id,
-              sessionId: entry.sessionId,
-              executorId: entry.executorId,
-            });
-          }
+        if (entry.dispatchedOn !== connection) return;
+        if (entry.state === "dispatching") entry.state = "dispatched";
+        // Reported even when the result came first (both in one read): the ack did arrive.
+        if (this.#observers.active) {
+          this.#observers.emit({
+            type: "tool.acknowledged",
+            at: this.#clock.now(),
+            toolCallId: entry.id,
+            sessionId: entry.sessionId,
+            executorId: entry.executorId,
+          });
         }
       },
       (error) => {
