@@ -7,11 +7,27 @@ import type { Disposable } from "../../protocol/peer.ts";
 import type { ExecutorClient } from "../client.ts";
 import { ToolError } from "../tool-results.ts";
 import { BashTimeoutError, runBash } from "./bash.node.ts";
-import { editTool, FileToolError, globTool, grepTool, readTool, writeTool } from "./files.node.ts";
+import {
+  DEFAULT_FILE_LIMITS,
+  editTool,
+  type FileLimits,
+  FileToolError,
+  globTool,
+  grepTool,
+  readTool,
+  writeTool,
+} from "./files.node.ts";
 import { ProcessTable } from "./processes.node.ts";
 import { Workdir } from "./workdir.node.ts";
 import { McpRelay, type McpServerConfig } from "./mcp.node.ts";
-import { backupWorkspace, downloadFile, installSkill, uploadFile } from "./transfer.node.ts";
+import {
+  backupWorkspace,
+  DEFAULT_TRANSFER_LIMITS,
+  downloadFile,
+  installSkill,
+  type TransferLimits,
+  uploadFile,
+} from "./transfer.node.ts";
 import { GitCredentialStore } from "./git-credentials.node.ts";
 import { join } from "node:path";
 
@@ -29,6 +45,8 @@ export interface ServeMachineOptions {
   skillsRoot?: string;
   /** Fetch for skill archives and backup uploads. Default: the global fetch. */
   fetch?: typeof fetch;
+  /** Bounds of the file tools, file transfer, skills and backups (defaults in the README). */
+  limits?: Partial<FileLimits & TransferLimits>;
 }
 
 /** A file tool failure the model can act on becomes a tool error (`is_error: true`). */
@@ -44,6 +62,7 @@ async function asToolError<T>(work: Promise<T>): Promise<T> {
 /** Registers the machine tools and the process capability; dispose to withdraw them. */
 export function serveMachine(client: ExecutorClient, options: ServeMachineOptions): Disposable {
   const workdir = new Workdir(options.workdir);
+  const limits = { ...DEFAULT_FILE_LIMITS, ...DEFAULT_TRANSFER_LIMITS, ...options.limits };
   const graceMs = options.graceMs ?? 2_000;
   const tables = new Map<string, ProcessTable>();
   const tableOf = (sessionId: string): ProcessTable => {
@@ -114,11 +133,11 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
         throw error;
       }
     }),
-    client.tools.read.handle((input) => asToolError(readTool(input, workdir))),
+    client.tools.read.handle((input) => asToolError(readTool(input, workdir, limits))),
     client.tools.write.handle((input) => asToolError(writeTool(input, workdir))),
-    client.tools.edit.handle((input) => asToolError(editTool(input, workdir))),
-    client.tools.glob.handle((input) => asToolError(globTool(input, workdir))),
-    client.tools.grep.handle((input) => asToolError(grepTool(input, workdir))),
+    client.tools.edit.handle((input) => asToolError(editTool(input, workdir, limits))),
+    client.tools.glob.handle((input) => asToolError(globTool(input, workdir, limits))),
+    client.tools.grep.handle((input) => asToolError(grepTool(input, workdir, limits))),
     client.onRequest(
       "process.start",
       (params) =>
@@ -139,13 +158,19 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
     ),
     client.onRequest("process.list", (params) => tableOf(params.session_id).list()),
     client.onRequest("file.upload", (params) => uploadFile(params, workdir)),
-    client.onRequest("file.download", (params) => downloadFile(params, workdir)),
+    client.onRequest("file.download", (params) => downloadFile(params, workdir, limits)),
     client.onRequest(
       "skill.install",
       (params) =>
-        installSkill(params, options.skillsRoot ?? join(workdir.root, ".bma", "skills"), fetchFn),
+        installSkill(params, options.skillsRoot ?? join(workdir.root, ".bma", "skills"), fetchFn, {
+          workdir,
+          limits,
+        }),
     ),
-    client.onRequest("workspace.backup", (params) => backupWorkspace(params, workdir, fetchFn)),
+    client.onRequest(
+      "workspace.backup",
+      (params) => backupWorkspace(params, workdir, fetchFn, limits),
+    ),
     client.onRequest("git.credentials", (params) => {
       const result = git.store(params);
       onSessionEnd(params.session_id, () => git.drop(params.session_id));
