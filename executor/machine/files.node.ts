@@ -112,9 +112,16 @@ function toolError(error: unknown, path: string): never {
   throw error;
 }
 
-/** Yields to the event loop once the current slice of synchronous work is used up. */
+/**
+ * Yields to the event loop once the current slice of synchronous work is used up, and ends the
+ * work (throwing the abort reason) once `signal` is aborted.
+ */
 class Slicer {
   #until = performance.now() + SLICE_MS;
+  readonly #signal: AbortSignal | undefined;
+  constructor(signal?: AbortSignal) {
+    this.#signal = signal;
+  }
   /** Whether the slice is used up (cheap enough to ask on every line). */
   due(): boolean {
     return performance.now() >= this.#until;
@@ -122,6 +129,7 @@ class Slicer {
   /** Lets timers, sockets and other calls run, then starts a new slice. */
   async pause(): Promise<void> {
     await new Promise((resolve) => setImmediate(resolve));
+    this.#signal?.throwIfAborted();
     this.#until = performance.now() + SLICE_MS;
   }
 }
@@ -244,11 +252,15 @@ export async function editTool(
   return { path: written.path, replacements: input.replace_all ? count : 1 };
 }
 
-/** `glob`: files under `path` matching `pattern`, most recently modified first. */
+/**
+ * `glob`: files under `path` matching `pattern`, most recently modified first. Aborting `signal`
+ * ends the walk.
+ */
 export async function globTool(
   input: GlobInput,
   workdir: Workdir,
   limits: FileLimits = DEFAULT_FILE_LIMITS,
+  signal?: AbortSignal,
 ): Promise<GlobResult> {
   let matches: (path: string) => boolean;
   try {
@@ -258,7 +270,7 @@ export async function globTool(
   }
   const path = input.path ?? ".";
   const base = await workdir.openDirectory(path).catch((e) => toolError(e, path));
-  const walk = new Walk(limits);
+  const walk = new Walk(limits, signal);
   const found: { path: string; mtime: number }[] = [];
   try {
     // Only the part of the tree the pattern can match is walked.
@@ -287,12 +299,14 @@ export async function globTool(
 
 /**
  * `grep`: lines matching a regular expression, in file order. Paths are relative to the
- * searched directory (for a single file: relative to the workdir).
+ * searched directory (for a single file: relative to the workdir). Aborting `signal` ends the
+ * search.
  */
 export async function grepTool(
   input: GrepInput,
   workdir: Workdir,
   limits: FileLimits = DEFAULT_FILE_LIMITS,
+  signal?: AbortSignal,
 ): Promise<GrepResult> {
   let regex: LineMatcher;
   let filter: ((path: string) => boolean) | undefined;
@@ -307,6 +321,7 @@ export async function grepTool(
     regex,
     Math.min(input.max_results ?? DEFAULT_GREP_RESULTS, limits.grepResults),
     limits,
+    new Slicer(signal),
   );
   const target = await workdir.open(path).catch((e) => toolError(e, path));
   if (target.kind === "file") {
@@ -316,7 +331,7 @@ export async function grepTool(
       await target.file.close();
     }
   } else {
-    const walk = new Walk(limits);
+    const walk = new Walk(limits, signal);
     try {
       for await (const file of walk.files(target.dir, "")) {
         if (search.done) break;
@@ -350,13 +365,14 @@ class Search {
   readonly #max: number;
   readonly #limits: FileLimits;
   #bytesLeft: number;
-  readonly #slicer = new Slicer();
+  readonly #slicer: Slicer;
 
-  constructor(regex: LineMatcher, max: number, limits: FileLimits) {
+  constructor(regex: LineMatcher, max: number, limits: FileLimits, slicer: Slicer) {
     this.#regex = regex;
     this.#max = max;
     this.#limits = limits;
     this.#bytesLeft = limits.grepBytes;
+    this.#slicer = slicer;
   }
 
   /** Searches one open file, a chunk at a time; binary and oversized files are skipped. */
@@ -423,11 +439,12 @@ class Walk {
   exhausted = false;
   #entriesLeft: number;
   readonly #depth: number;
-  readonly #slicer = new Slicer();
+  readonly #slicer: Slicer;
 
-  constructor(limits: FileLimits) {
+  constructor(limits: FileLimits, signal?: AbortSignal) {
     this.#entriesLeft = limits.walkEntries;
     this.#depth = limits.walkDepth;
+    this.#slicer = new Slicer(signal);
   }
 
   /**

@@ -136,8 +136,12 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
     client.tools.read.handle((input) => asToolError(readTool(input, workdir, limits))),
     client.tools.write.handle((input) => asToolError(writeTool(input, workdir))),
     client.tools.edit.handle((input) => asToolError(editTool(input, workdir, limits))),
-    client.tools.glob.handle((input) => asToolError(globTool(input, workdir, limits))),
-    client.tools.grep.handle((input) => asToolError(grepTool(input, workdir, limits))),
+    client.tools.glob.handle((input, ctx) =>
+      asToolError(globTool(input, workdir, limits, ctx.signal))
+    ),
+    client.tools.grep.handle((input, ctx) =>
+      asToolError(grepTool(input, workdir, limits, ctx.signal))
+    ),
     client.onRequest(
       "process.start",
       (params) =>

@@ -8,7 +8,14 @@ import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { spawn } from "node:child_process";
-import { mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { fileURLToPath } from "node:url";
 import { join } from "node:path";
 import { Fixtures, machineSession } from "./machine-fixture.ts";
@@ -94,7 +101,10 @@ describe("confinement under symlink races", { timeout: 120_000 }, () => {
       }
       calls.push(
         request("upload swapdir/new.txt", upload("swapdir/new.txt", "inside new\n")),
-        tool("edit link", session.tools.edit.call({ path: "link", old_string: "w", new_string: "e" })),
+        tool(
+          "edit link",
+          session.tools.edit.call({ path: "link", old_string: "w", new_string: "e" }),
+        ),
       );
       if (round % 10 === 0) {
         calls.push(tool("grep", session.tools.grep.call({ pattern: OUTSIDE })));

@@ -194,10 +194,18 @@ describe("file tools on the wire", { timeout: 60_000 }, () => {
   it("edit: exactly one match unless replace_all, no $-pattern expansion", async () => {
     const { root, session } = await tree();
     writeFileSync(join(root, "e.txt"), "foo bar foo $& baz");
-    const twice = await session.tools.edit.call({ path: "e.txt", old_string: "foo", new_string: "x" });
+    const twice = await session.tools.edit.call({
+      path: "e.txt",
+      old_string: "foo",
+      new_string: "x",
+    });
     assert.equal(twice.is_error, true);
     assert.match(JSON.stringify(twice.content), /occurs 2 times/);
-    const none = await session.tools.edit.call({ path: "e.txt", old_string: "nope", new_string: "x" });
+    const none = await session.tools.edit.call({
+      path: "e.txt",
+      old_string: "nope",
+      new_string: "x",
+    });
     assert.match(JSON.stringify(none.content), /not found/);
     const once = await session.tools.edit.call({
       path: "e.txt",
