@@ -27,12 +27,12 @@ import type { Stats } from "node:fs";
 const O_NOFOLLOW = constants.O_NOFOLLOW ?? 0;
 const O_DIRECTORY = constants.O_DIRECTORY ?? 0;
 const O_NONBLOCK = constants.O_NONBLOCK ?? 0;
-const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL } = constants;
+const { O_RDONLY, O_WRONLY, O_RDWR, O_CREAT, O_EXCL } = constants;
 
 /** Flags of every open of an existing file: no symlink, and a FIFO never blocks the open. */
 export const READ_FLAGS: number = O_RDONLY | O_NOFOLLOW | O_NONBLOCK;
-/** The same for writing in place. */
-export const WRITE_FLAGS: number = O_WRONLY | O_NOFOLLOW | O_NONBLOCK;
+/** The same for reading and writing in place. */
+export const WRITE_FLAGS: number = O_RDWR | O_NOFOLLOW | O_NONBLOCK;
 
 /** An error with an errno-style `code`, as Node's own file system errors carry. */
 export class FsError extends Error {
