@@ -245,7 +245,8 @@ export class ConfinedDir {
       } catch (error) {
         const code = errorCode(error);
         if (code === "ENOENT") return;
-        if (code !== "EISDIR" && code !== "EPERM") throw error;
+        // A directory: EISDIR on Linux, EPERM elsewhere, ENOTEMPTY from Deno's unlink.
+        if (code !== "EISDIR" && code !== "EPERM" && code !== "ENOTEMPTY") throw error;
       }
       let child: ConfinedDir;
       try {
