@@ -7,11 +7,15 @@
  * pattern is only ever a glob (matched by `patterns.ts`), never an option. It streams through
  * gzip into a private temporary file outside the workdir, hashed and counted as it goes, and is
  * then uploaded from that file with its `Content-Length` (presigned PUT URLs refuse chunked
- * bodies): memory stays constant whatever the workspace's size. The URL and headers are
+ * bodies): with backpressure all along (`gzip.node.ts`), memory stays constant whatever the
+ * workspace's size. The URL and headers are
  * secrets: they appear in no error and no log.
  */
 import { createHash } from "node:crypto";
-import { constants, openAsBlob } from "node:fs";
+import { once } from "node:events";
+import { constants } from "node:fs";
+import { request as httpRequest } from "node:http";
+import { request as httpsRequest } from "node:https";
 import { type FileHandle, mkdtemp, open, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -26,6 +30,7 @@ import {
   NotFoundError,
   UnavailableError,
 } from "../../protocol/generated/errors.ts";
+import { gzip } from "./gzip.node.ts";
 import { compileGlob, PatternError } from "./patterns.ts";
 import {
   type ConfinedDir,
@@ -94,21 +99,8 @@ export async function backupWorkspace(
       await spool.close();
       await base.close();
     }
-    let response: Response | undefined;
-    try {
-      response = await fetchFn(params.upload_url, {
-        method: "PUT",
-        headers: { "content-type": "application/gzip", ...params.headers },
-        body: await openAsBlob(spoolPath, { type: "application/gzip" }),
-        signal: AbortSignal.timeout(limits.backupUploadMs),
-      });
-      await response.body?.cancel().catch(() => {});
-    } catch {
-      response = undefined; // the reason may name the URL: it stays here
-    }
-    if (!response?.ok) {
-      throw new UnavailableError("upload failed", { reason: "backend_unavailable" });
-    }
+    const uploaded = await upload(params, spoolPath, archived.size, fetchFn, limits.backupUploadMs);
+    if (!uploaded) throw new UnavailableError("upload failed", { reason: "backend_unavailable" });
     return { format: "tar.gz", ...archived };
   } finally {
     await rm(spoolDir, { recursive: true, force: true });
@@ -124,7 +116,7 @@ async function writeArchive(
   const { readable, controller } = createTarPacker();
   const hash = createHash("sha256");
   let size = 0;
-  const sink = readable.pipeThrough(new CompressionStream("gzip")).pipeTo(
+  const sink = gzip(readable).pipeTo(
     new WritableStream<Uint8Array>({
       async write(chunk) {
         hash.update(chunk);
@@ -237,4 +229,101 @@ async function addFile(
     position += chunk.length;
   }
   await writer.close();
+}
+
+/**
+ * PUTs the file at `path` (`size` bytes) to the upload URL, streamed from disk with its
+ * `Content-Length`; true on a 2xx answer. With the global fetch this goes through `node:http`:
+ * the runtimes' fetch either reads a file body whole into memory (Node, Deno) or drops the
+ * length of a streamed one (Deno). A fetch given in the options gets a streamed body with the
+ * length set.
+ */
+async function upload(
+  params: WorkspaceBackupParams,
+  path: string,
+  size: number,
+  fetchFn: typeof fetch,
+  timeoutMs: number,
+): Promise<boolean> {
+  const headers: Record<string, string> = {
+    "content-type": "application/gzip",
+    ...params.headers,
+    "content-length": String(size),
+  };
+  const file = await open(path, constants.O_RDONLY);
+  try {
+    if (fetchFn !== globalThis.fetch) {
+      const response = await fetchFn(params.upload_url, {
+        method: "PUT",
+        headers,
+        body: fileStream(file),
+        duplex: "half",
+        signal: AbortSignal.timeout(timeoutMs),
+      } as RequestInit).catch(() => undefined);
+      await response?.body?.cancel().catch(() => {});
+      return response?.ok ?? false;
+    }
+    return await put(params.upload_url, headers, file, timeoutMs);
+  } catch {
+    return false; // the reason may name the URL: it stays here
+  } finally {
+    await file.close();
+  }
+}
+
+/** A PUT through `node:http(s)`, written as fast as the socket drains, within `timeoutMs`. */
+async function put(
+  url: string,
+  headers: Record<string, string>,
+  file: FileHandle,
+  timeoutMs: number,
+): Promise<boolean> {
+  const target = new URL(url);
+  if (target.protocol !== "http:" && target.protocol !== "https:") return false;
+  const send = target.protocol === "https:" ? httpsRequest : httpRequest;
+  const request = send(target, { method: "PUT", headers });
+  const timer = setTimeout(() => request.destroy(new Error("upload timed out")), timeoutMs);
+  let status: number | undefined;
+  const answered = new Promise<void>((resolve, reject) => {
+    request.once("response", (response) => {
+      status = response.statusCode ?? 0;
+      response.resume(); // the body is of no interest
+      resolve();
+    });
+    request.once("error", reject);
+    request.once("close", () => resolve());
+  });
+  answered.catch(() => {}); // awaited below, unless reading the file failed first
+  try {
+    const buffer = new Uint8Array(CHUNK_BYTES);
+    for (let position = 0; status === undefined && !request.destroyed;) {
+      const { bytesRead } = await file.read(buffer, 0, buffer.length, position);
+      if (bytesRead === 0) break;
+      position += bytesRead;
+      if (!request.write(buffer.slice(0, bytesRead))) {
+        await Promise.race([once(request, "drain"), answered]);
+      }
+    }
+    request.end();
+    await answered;
+    return status !== undefined && status >= 200 && status < 300;
+  } finally {
+    clearTimeout(timer);
+    request.destroy();
+  }
+}
+
+function fileStream(file: FileHandle): ReadableStream<Uint8Array> {
+  let position = 0;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const buffer = new Uint8Array(CHUNK_BYTES);
+      const { bytesRead } = await file.read(buffer, 0, buffer.length, position);
+      if (bytesRead === 0) controller.close();
+      else {
+        position += bytesRead;
+        controller.enqueue(buffer.subarray(0, bytesRead));
+      }
+    },
+  }, { highWaterMark: 0 });
 }

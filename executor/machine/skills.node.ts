@@ -35,6 +35,7 @@ import {
   UnavailableError,
 } from "../../protocol/generated/errors.ts";
 import { READ_FLAGS } from "./confined-dir.node.ts";
+import { gunzip } from "./gzip.node.ts";
 import {
   type ConfinedDir,
   errorCode,
@@ -435,11 +436,7 @@ async function fetchAndUnpack(
 async function unpack(archive: ReadableStream<Uint8Array>, writer: SkillWriter): Promise<void> {
   const decoder = createTarDecoder({ strict: true });
   const bad = () => invalid("not a tar.gz archive", "/source");
-  const gunzip = new DecompressionStream("gzip") as unknown as ReadableWritablePair<
-    Uint8Array,
-    Uint8Array
-  >;
-  const piping = archive.pipeThrough(gunzip).pipeTo(decoder.writable).catch(() => {});
+  const piping = gunzip(archive).pipeTo(decoder.writable).catch(() => {});
   const entries = decoder.readable.getReader();
   try {
     for (;;) {

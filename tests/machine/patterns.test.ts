@@ -53,7 +53,11 @@ describe("globs on RE2", () => {
   it("answer as picomatch does for generated paths", () => {
     for (const glob of GLOBS) {
       const ours = compileGlob(glob);
-      const reference = picomatch(glob, { dot: true, windows: false, basename: !glob.includes("/") });
+      const reference = picomatch(glob, {
+        dot: true,
+        windows: false,
+        basename: !glob.includes("/"),
+      });
       fc.assert(
         fc.property(relativePath, (path) => ours(path) === reference(path)),
         { numRuns: 300, seed: 16 },
@@ -90,7 +94,9 @@ describe("regular expressions on RE2", () => {
   });
 
   it("refuse what only a backtracking engine does, and programs too large to run cheaply", () => {
-    for (const pattern of ["(?=x)", "(?<!x)y", "(a)\\1", "(?<n>a)\\k<n>", "[xy]{0,999}[^xy]", "("]) {
+    for (
+      const pattern of ["(?=x)", "(?<!x)y", "(a)\\1", "(?<n>a)\\k<n>", "[xy]{0,999}[^xy]", "("]
+    ) {
       assert.throws(() => compileRegex(pattern), PatternError, pattern);
     }
   });

@@ -49,7 +49,9 @@ async function targz(
     }
     controller.finalize();
   })();
-  const gz = readable.pipeThrough(new CompressionStream("gzip") as ReadableWritablePair<Uint8Array, Uint8Array>);
+  const gz = readable.pipeThrough(
+    new CompressionStream("gzip") as ReadableWritablePair<Uint8Array, Uint8Array>,
+  );
   const out = new Uint8Array(await new Response(gz).arrayBuffer());
   await packing;
   return out;
@@ -89,10 +91,12 @@ describe("skill.install on the wire", { timeout: 60_000 }, () => {
 
   async function serve(routes: Parameters<typeof httpServer>[0]) {
     const http = await httpServer(routes);
-    fx.defer(() => new Promise<void>((resolve) => {
-      http.server.closeAllConnections?.();
-      http.server.close(() => resolve());
-    }));
+    fx.defer(() =>
+      new Promise<void>((resolve) => {
+        http.server.closeAllConnections?.();
+        http.server.close(() => resolve());
+      })
+    );
     return http;
   }
 
@@ -105,7 +109,11 @@ describe("skill.install on the wire", { timeout: 60_000 }, () => {
         files: [
           { path: "SKILL.md", content: "# Demo\n" },
           { path: "scripts/run.sh", content: "#!/bin/sh\necho hi\n", mode: 0o755 },
-          { path: "data/blob.bin", content: Buffer.from([0, 1, 2]).toString("base64"), encoding: "base64" },
+          {
+            path: "data/blob.bin",
+            content: Buffer.from([0, 1, 2]).toString("base64"),
+            encoding: "base64",
+          },
         ],
       },
     });
@@ -183,7 +191,9 @@ describe("skill.install on the wire", { timeout: 60_000 }, () => {
 
   it("refuses inline paths that escape the skill (-32001 path_outside_workdir)", async () => {
     const { top, install, skillsRoot } = await skills();
-    for (const path of ["../escape.txt", "/tmp/abs.txt", "a/../../escape.txt", "../../../../escape"]) {
+    for (
+      const path of ["../escape.txt", "/tmp/abs.txt", "a/../../escape.txt", "../../../../escape"]
+    ) {
       const files = [{ path: "SKILL.md", content: "x" }, { path, content: "pwned" }];
       await assert.rejects(install({ source: { type: "files", files } }), (error: unknown) => {
         assert.ok(error instanceof ForbiddenError, path);
@@ -237,7 +247,11 @@ describe("skill.install on the wire", { timeout: 60_000 }, () => {
         [{ header: { name: "out", type: "symlink", linkname: "../../../outside" } }],
         ForbiddenError,
       ],
-      ["absolute link", [{ header: { name: "out", type: "symlink", linkname: "/etc" } }], ForbiddenError],
+      [
+        "absolute link",
+        [{ header: { name: "out", type: "symlink", linkname: "/etc" } }],
+        ForbiddenError,
+      ],
       [
         "file through a link",
         [
@@ -246,7 +260,11 @@ describe("skill.install on the wire", { timeout: 60_000 }, () => {
         ],
         InvalidParamsError,
       ],
-      ["hard link", [{ header: { name: "h", type: "link", linkname: "SKILL.md" } }], InvalidParamsError],
+      [
+        "hard link",
+        [{ header: { name: "h", type: "link", linkname: "SKILL.md" } }],
+        InvalidParamsError,
+      ],
     ];
     for (const [what, members, expected] of cases) {
       const archive = await targz([{ header: { name: "SKILL.md" }, body: "ok" }, ...members]);
@@ -303,7 +321,9 @@ describe("skill.install on the wire", { timeout: 60_000 }, () => {
   it("keeps the installed skill when a replacement fails", async () => {
     const { install, skillsRoot } = await skills();
     await install({ source: { type: "files", files: [{ path: "SKILL.md", content: "good\n" }] } });
-    await assert.rejects(install({ source: { type: "files", files: [{ path: "x", content: "" }] } }));
+    await assert.rejects(
+      install({ source: { type: "files", files: [{ path: "x", content: "" }] } }),
+    );
     assert.equal(readFileSync(join(skillsRoot, "demo/SKILL.md"), "utf8"), "good\n");
     assert.equal(lstatSync(join(skillsRoot, "demo")).isSymbolicLink(), true);
   });

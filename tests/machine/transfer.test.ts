@@ -9,6 +9,7 @@ import { Buffer } from "node:buffer";
 import { createHash } from "node:crypto";
 import { execFileSync } from "node:child_process";
 import {
+  closeSync,
   existsSync,
   mkdirSync,
   openSync,
@@ -19,7 +20,6 @@ import {
   utimesSync,
   writeFileSync,
   writeSync,
-  closeSync,
 } from "node:fs";
 import { join } from "node:path";
 import { ConflictError, ForbiddenError, NotFoundError } from "../../harness/node.ts";
@@ -50,7 +50,11 @@ describe("file transfer on the wire", { timeout: 120_000 }, () => {
   it("uploads in chunks and downloads in chunks, with the whole file's sha256 each time", async () => {
     const { root, upload, download } = await transfer();
     const data = new Uint8Array(300_000).map((_, i) => (i * 7) % 251);
-    const parts = [data.subarray(0, 100_000), data.subarray(100_000, 250_000), data.subarray(250_000)];
+    const parts = [
+      data.subarray(0, 100_000),
+      data.subarray(100_000, 250_000),
+      data.subarray(250_000),
+    ];
     let offset = 0;
     for (const [i, part] of parts.entries()) {
       const last = i === parts.length - 1;
@@ -145,7 +149,13 @@ describe("file transfer on the wire", { timeout: 120_000 }, () => {
     symlinkSync(join(top, "outside"), join(root, "out-dir"));
     symlinkSync("../outside/new.txt", join(root, "dangling"));
     for (
-      const path of ["../outside/secret.txt", join(top, "outside/secret.txt"), "out-file", "out-dir/secret.txt", "dangling"]
+      const path of [
+        "../outside/secret.txt",
+        join(top, "outside/secret.txt"),
+        "out-file",
+        "out-dir/secret.txt",
+        "dangling",
+      ]
     ) {
       for (const call of [() => download(path), () => upload(path, "pwned")]) {
         await assert.rejects(call(), (error: unknown) => {
