@@ -185,6 +185,34 @@ describe("workspace.backup on the wire", { timeout: 120_000 }, () => {
     assert.deepEqual(readdirSync(spool), []);
   });
 
+  it("a fetch given to serveMachine gets the archive as a stream with its length", async () => {
+    const seen: { url: string; length: string | null; bytes: number; digest: string }[] = [];
+    const fetchFn = (async (url: string | URL, init?: RequestInit) => {
+      const hash = createHash("sha256");
+      let bytes = 0;
+      for await (const chunk of init!.body as ReadableStream<Uint8Array>) {
+        hash.update(chunk);
+        bytes += chunk.length;
+      }
+      seen.push({
+        url: String(url),
+        length: new Headers(init!.headers).get("content-length"),
+        bytes,
+        digest: hash.digest("hex"),
+      });
+      return new Response(null, { status: 201 });
+    }) as typeof fetch;
+    const { root, backup } = await workspace({ serve: { fetch: fetchFn } });
+    writeFileSync(join(root, "f.txt"), "x\n");
+    const result = await backup({ upload_url: "https://storage.example/put?sig=1" });
+    assert.deepEqual(seen, [{
+      url: "https://storage.example/put?sig=1",
+      length: String(result.size),
+      bytes: result.size,
+      digest: result.sha256,
+    }]);
+  });
+
   it("streams: memory stays far below the size of the workspace it archives", async () => {
     const put = await target({ keep: false });
     const { root, backup } = await workspace();
