@@ -2,11 +2,12 @@
  * `skill.install`: a skill directory (`SKILL.md` at its root) from inline files or a verified
  * tar.gz, installed under the skills root and replaced atomically.
  *
- * Layout: `<skills root>/<name>` is a symlink to `.versions/<name>.<random>`. An install builds
+ * Layout: `<skills root>/<name>` is a symlink to `.versions/<name>@<random>`. An install builds
  * the new version beside the old one, then renames a new link over the name (one `rename(2)`:
- * the name always resolves, to the old skill or the new one), then removes the old version. A
- * directory left at the name by an older executor is moved aside first (that one time the name
- * is missing for the span of two renames).
+ * the name always resolves, to the old skill or the new one). The version it replaced is kept
+ * until the next install (a reader that resolved the old link just before the rename still finds
+ * its files); older ones are removed. A directory left at the name by an older executor is moved
+ * aside first (that one time the name is missing for the span of two renames).
  *
  * Everything is confined: the skills root is reached through {@linkcode Workdir} when it lies in
  * the workdir (a skills root that is a link out of it is refused), and every file of the skill
@@ -107,7 +108,7 @@ async function install(
 ): Promise<SkillInstallResult> {
   const versions = await root.ensureDirectory(VERSIONS).catch(confinedError);
   try {
-    const staging = await versions.createTempDirectory(`${params.name}.`);
+    const staging = await versions.createTempDirectory(`${params.name}@`);
     let installed = false;
     try {
       await staging.dir.close(); // reopened by the writer below
@@ -125,7 +126,7 @@ async function install(
       }
       const previous = await flip(root, params.name, `${VERSIONS}/${staging.name}`);
       installed = true;
-      if (previous !== undefined) await versions.removeTree(previous).catch(() => {});
+      await removeVersions(versions, params.name, [staging.name, previous]);
       return { name: params.name, path: root.pathOf(params.name), files: writer.files };
     } finally {
       if (!installed) await versions.removeTree(staging.name).catch(() => {});
@@ -137,7 +138,7 @@ async function install(
 
 /**
  * Points `name` in `root` at `target` by renaming a new link over it; answers the version
- * directory (below `.versions`) the name pointed at before, for removal.
+ * directory (below `.versions`) the name pointed at before.
  */
 async function flip(root: ConfinedDir, name: string, target: string): Promise<string | undefined> {
   let previous: string | undefined;
@@ -152,8 +153,8 @@ async function flip(root: ConfinedDir, name: string, target: string): Promise<st
   try {
     if (existing && !existing.isSymbolicLink()) {
       // Installed by an older executor as a plain directory (or made by hand): moved aside
-      // into .versions, removed with the rest below.
-      previous = `${name}.replaced-${randomSuffix()}`;
+      // into .versions, kept as the previous version.
+      previous = `${name}@replaced-${randomSuffix()}`;
       const versions = await root.openDirectory(VERSIONS);
       try {
         await root.rename(name, previous, versions);
@@ -167,6 +168,22 @@ async function flip(root: ConfinedDir, name: string, target: string): Promise<st
     throw error;
   }
   return previous;
+}
+
+/**
+ * Removes the versions of `name` below `versions` except `keep` (`<name>@...`: `@` is in no
+ * skill name, so another skill's versions never match).
+ */
+async function removeVersions(
+  versions: ConfinedDir,
+  name: string,
+  keep: (string | undefined)[],
+): Promise<void> {
+  const stale: string[] = [];
+  for await (const entry of versions.entries()) {
+    if (entry.name.startsWith(`${name}@`) && !keep.includes(entry.name)) stale.push(entry.name);
+  }
+  for (const version of stale) await versions.removeTree(version).catch(() => {});
 }
 
 /** Opens the skills root, confined to the workdir when it lies inside it. */

@@ -161,9 +161,11 @@ describe("skill.install on the wire", { timeout: 60_000 }, () => {
     assert.ok(checks > 0);
     assert.equal(missing, 0, `missing in ${missing} of ${checks} checks`);
     assert.equal(readFileSync(join(skillsRoot, "demo/SKILL.md"), "utf8"), "v30\n");
-    // Old versions are removed: only the current one is left.
-    const current = readlinkSync(join(skillsRoot, "demo"));
-    assert.deepEqual(readdirSync(join(skillsRoot, ".versions")), [current.split("/")[1]]);
+    // Old versions are removed: the current one and the one it replaced are left.
+    const current = readlinkSync(join(skillsRoot, "demo")).split("/")[1];
+    const versions = readdirSync(join(skillsRoot, ".versions"));
+    assert.equal(versions.length, 2);
+    assert.ok(versions.includes(current));
   });
 
   it("replaces a plain directory left at the name by an older install", async () => {
@@ -172,7 +174,10 @@ describe("skill.install on the wire", { timeout: 60_000 }, () => {
     await install({ source: { type: "files", files: [{ path: "SKILL.md", content: "new\n" }] } });
     assert.equal(readFileSync(join(skillsRoot, "demo/SKILL.md"), "utf8"), "new\n");
     assert.equal(existsSync(join(skillsRoot, "demo/old")), false);
-    assert.equal(readdirSync(join(skillsRoot, ".versions")).length, 1);
+    assert.equal(readdirSync(join(skillsRoot, ".versions")).length, 2, "new, and the one replaced");
+    await install({ source: { type: "files", files: [{ path: "SKILL.md", content: "newer\n" }] } });
+    assert.equal(readdirSync(join(skillsRoot, ".versions")).length, 2);
+    assert.ok(!readdirSync(join(skillsRoot, ".versions")).some((v) => v.includes("replaced")));
   });
 
   it("refuses a skills root that is a symlink out of the workdir (-32001), writing nothing there", async () => {
