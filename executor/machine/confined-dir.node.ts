@@ -321,6 +321,12 @@ export class ConfinedDir {
     return await readlink(`/proc/self/fd/${this.#handle.fd}`);
   }
 
+  /** Sets the directory's own access and modification times to now. */
+  async touch(): Promise<void> {
+    const now = new Date();
+    await this.#handle.utimes(now, now);
+  }
+
   /** Closes the directory (idempotent). */
   async close(): Promise<void> {
     if (this.#closed) return;

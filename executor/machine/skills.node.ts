@@ -4,10 +4,11 @@
  *
  * Layout: `<skills root>/<name>` is a symlink to `.versions/<name>@<random>`. An install builds
  * the new version beside the old one, then renames a new link over the name (one `rename(2)`:
- * the name always resolves, to the old skill or the new one). The version it replaced is kept
- * until the next install (a reader that resolved the old link just before the rename still finds
- * its files); older ones are removed. A directory left at the name by an older executor is moved
- * aside first (that one time the name is missing for the span of two renames).
+ * the name always resolves, to the old skill or the new one). A replaced version stays for
+ * `skillRetainMs` after it was replaced (a reader that resolved the old link just before the
+ * rename, or is reading its files, still finds them), and the one just replaced always until
+ * the next install; an install removes the older ones. A directory left at the name by an older
+ * executor is moved aside first (that one time the name is missing for the span of two renames).
  *
  * Everything is confined: the skills root is reached through {@linkcode Workdir} when it lies in
  * the workdir (a skills root that is a link out of it is refused), and every file of the skill
@@ -55,6 +56,8 @@ export interface SkillLimits {
   skillEntries: number;
   /** How long fetching an archive may take, body included. Default 60 s. */
   skillFetchMs: number;
+  /** How long a replaced version stays for readers still in it. Default 60 s. */
+  skillRetainMs: number;
 }
 
 /** The default {@linkcode SkillLimits}. */
@@ -63,6 +66,7 @@ export const DEFAULT_SKILL_LIMITS: Readonly<SkillLimits> = Object.freeze({
   skillBytes: 256 * 1024 * 1024,
   skillEntries: 10_000,
   skillFetchMs: 60_000,
+  skillRetainMs: 60_000,
 });
 
 /** Options of {@linkcode installSkill}. */
@@ -126,7 +130,8 @@ async function install(
       }
       const previous = await flip(root, params.name, `${VERSIONS}/${staging.name}`);
       installed = true;
-      await removeVersions(versions, params.name, [staging.name, previous]);
+      if (previous !== undefined) await markReplaced(versions, previous);
+      await removeVersions(versions, params.name, [staging.name, previous], limits.skillRetainMs);
       return { name: params.name, path: root.pathOf(params.name), files: writer.files };
     } finally {
       if (!installed) await versions.removeTree(staging.name).catch(() => {});
@@ -170,18 +175,35 @@ async function flip(root: ConfinedDir, name: string, target: string): Promise<st
   return previous;
 }
 
+/** Stamps the version just replaced with the time it was (its modification time). */
+async function markReplaced(versions: ConfinedDir, version: string): Promise<void> {
+  try {
+    const dir = await versions.openDirectory(version);
+    try {
+      await dir.touch();
+    } finally {
+      await dir.close();
+    }
+  } catch {
+    // Gone already: nothing to keep.
+  }
+}
+
 /**
- * Removes the versions of `name` below `versions` except `keep` (`<name>@...`: `@` is in no
- * skill name, so another skill's versions never match).
+ * Removes the versions of `name` below `versions` (`<name>@...`: `@` is in no skill name, so
+ * another skill's versions never match) replaced more than `retainMs` ago, except `keep`.
  */
 async function removeVersions(
   versions: ConfinedDir,
   name: string,
   keep: (string | undefined)[],
+  retainMs: number,
 ): Promise<void> {
   const stale: string[] = [];
   for await (const entry of versions.entries()) {
-    if (entry.name.startsWith(`${name}@`) && !keep.includes(entry.name)) stale.push(entry.name);
+    if (!entry.name.startsWith(`${name}@`) || keep.includes(entry.name)) continue;
+    const stat = await versions.lstat(entry.name).catch(() => undefined);
+    if (stat && stat.mtimeMs + retainMs <= Date.now()) stale.push(entry.name);
   }
   for (const version of stale) await versions.removeTree(version).catch(() => {});
 }

@@ -161,15 +161,31 @@ describe("skill.install on the wire", { timeout: 60_000 }, () => {
     assert.ok(checks > 0);
     assert.equal(missing, 0, `missing in ${missing} of ${checks} checks`);
     assert.equal(readFileSync(join(skillsRoot, "demo/SKILL.md"), "utf8"), "v30\n");
-    // Old versions are removed: the current one and the one it replaced are left.
+  });
+
+  it("removes replaced versions once they are older than skillRetainMs, keeping the last one", async () => {
+    const { install, skillsRoot } = await skills({ serve: { limits: { skillRetainMs: 0 } } });
+    for (let n = 1; n <= 4; n++) {
+      await install({
+        source: { type: "files", files: [{ path: "SKILL.md", content: `v${n}\n` }] },
+      });
+    }
     const current = readlinkSync(join(skillsRoot, "demo")).split("/")[1];
     const versions = readdirSync(join(skillsRoot, ".versions"));
-    assert.equal(versions.length, 2);
+    assert.equal(versions.length, 2, "the current version and the one it replaced");
     assert.ok(versions.includes(current));
+    // With the default retention, replaced versions stay for readers still in them.
+    const kept = await skills();
+    for (let n = 1; n <= 3; n++) {
+      await kept.install({
+        source: { type: "files", files: [{ path: "SKILL.md", content: "x" }] },
+      });
+    }
+    assert.equal(readdirSync(join(kept.skillsRoot, ".versions")).length, 3);
   });
 
   it("replaces a plain directory left at the name by an older install", async () => {
-    const { install, skillsRoot } = await skills();
+    const { install, skillsRoot } = await skills({ serve: { limits: { skillRetainMs: 0 } } });
     mkdirSync(join(skillsRoot, "demo/old"), { recursive: true });
     await install({ source: { type: "files", files: [{ path: "SKILL.md", content: "new\n" }] } });
     assert.equal(readFileSync(join(skillsRoot, "demo/SKILL.md"), "utf8"), "new\n");

@@ -1,5 +1,6 @@
 // A separate process that keeps swapping what names in a directory point at, as fast as it can,
-// until its stdin closes; then prints how many swaps it made. Used by confinement.test.ts.
+// until its stdin closes, printing how many swaps it made so far after every batch. Used by
+// confinement.test.ts.
 //
 //   symlink-racer.mjs DIR
 //
@@ -53,6 +54,7 @@ async function main() {
       point("dirlink", parity ? outsideDir : "sub");
       flipSwapdir();
     }
+    process.stdout.write(`swaps ${swaps}\n`);
     await new Promise((resolve) => setImmediate(resolve));
   }
   process.stdout.write(`swaps ${swaps}\n`);
