@@ -51,7 +51,9 @@ export interface TerminalReadOptions {
 
 /** A second reader of a terminal's output while the first is still reading. */
 export class TerminalBusyError extends LocalError {
+  /** The terminal already being read. */
   readonly terminalId: string;
+  /** Made by `Terminal.output()` and `text()`. */
   constructor(terminalId: string) {
     super(`terminal ${terminalId} already has a reader`);
     this.name = "TerminalBusyError";

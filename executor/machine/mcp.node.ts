@@ -25,7 +25,9 @@ import { type ProcessUnit, SpawnError } from "./process-group.node.ts";
 
 /** One server of an `mcp.json`: how to start it over stdio. */
 export interface McpServerConfig {
+  /** The program. */
   command: string;
+  /** Its arguments. */
   args?: string[];
   /** Variables set for the server, over the executor's child environment. */
   env?: Record<string, string>;
