@@ -17,7 +17,7 @@ import {
 export * from "./mod.ts";
 export type { ServeMachineOptions } from "./machine/serve.node.ts";
 export type { ChildEnvironmentOptions } from "./machine/child-env.node.ts";
-export type { McpServerConfig } from "./machine/mcp.node.ts";
+export type { McpServerConfig } from "./machine/mcp-config.ts";
 export type { Pty, PtyEvents, PtyExit, PtyHost, PtySpawnOptions } from "./machine/pty.ts";
 export { PtySpawnError } from "./machine/pty.ts";
 
