@@ -9,18 +9,42 @@
  * ```ts
  * import { ExecutorClient, Harness } from "bma-executor-sdk/node";
  *
- * const harness = new Harness({ authenticate });
+ * // `authenticate` decides on each connection: here every executor is accepted, without a token.
+ * const harness = new Harness({ authenticate: () => ({}) });
  * const server = await harness.serve({ hostname: "127.0.0.1", port: 0 }); // or serveUnix(path)
  *
- * const client = new ExecutorClient({ harnessUrl: server.url, executor: info });
+ * const client = new ExecutorClient({
+ *   harnessUrl: server.url,
+ *   executor: { name: "my-executor", os: "linux", arch: "x64", version: "0.1.0" },
+ * });
  * client.tools.bash.handle(async (input) => ({ stdout: "", stderr: "", exit_code: 0 }));
  * await client.start();
  * // Or the brain dials the executor: await client.listen(url), then await harness.dial(url).
+ * await client.stop();
+ * await harness.close();
  * ```
  *
  * @module
  */
 export * from "./mod.ts";
-export { ExecutorClient } from "./executor/node.ts";
+export {
+  type ChildEnvironmentOptions,
+  ExecutorClient,
+  type McpServerConfig,
+  nodePty,
+  type Pty,
+  type PtyEvents,
+  type PtyExit,
+  type PtyHost,
+  PtySpawnError,
+  type PtySpawnOptions,
+  serveMachine,
+  type ServeMachineOptions,
+} from "./executor/node.ts";
 export { Harness } from "./harness/node.ts";
 export { dialWebSocket, serveWebSocket } from "./transport/node.ts";
+export {
+  type NodeSqliteDriver,
+  type NodeSqliteStoreOptions,
+  openSqliteStore,
+} from "./harness/store/sqlite.node.ts";

@@ -23,3 +23,13 @@ export * from "./mod.ts";
 export { ExecutorClient } from "./executor/workers.ts";
 export { dialWebSocket } from "./transport/workers.ts";
 export * from "./harness/workers/mod.ts";
+export {
+  DurableObjectKvStore,
+  type DurableObjectListOptions,
+  durableObjectSqlDriver,
+  type DurableObjectSqlLike,
+  type DurableObjectStoreOptions,
+  type DurableObjectStoreStorage,
+  type DurableObjectTransactionLike,
+  openDurableObjectStore,
+} from "./harness/store/durable-object.workers.ts";

@@ -19,6 +19,7 @@ export class TurnCanceledError extends LocalError {
   readonly turnId: string;
   /** Why: the `turn.cancel` reason, `session_closed`, or how the session ended. */
   readonly reason: string;
+  /** Records which turn of which session was canceled, and why. */
   constructor(sessionId: string, turnId: string, reason: string) {
     super(`turn ${turnId} of session ${sessionId} canceled (${reason})`);
     this.name = "TurnCanceledError";
@@ -32,6 +33,7 @@ export class TurnCanceledError extends LocalError {
 export class TurnEndedError extends LocalError {
   /** The turn. */
   readonly turnId: string;
+  /** Names the turn that has ended. */
   constructor(turnId: string) {
     super(`turn ${turnId} has ended`);
     this.name = "TurnEndedError";
@@ -46,6 +48,7 @@ export class TurnEndedError extends LocalError {
 export class DuplicateEventIdError extends LocalError {
   /** The event id. */
   readonly eventId: string;
+  /** Names the event id that was emitted before. */
   constructor(eventId: string) {
     super(`event id ${JSON.stringify(eventId)} was already emitted in this session`);
     this.name = "DuplicateEventIdError";
@@ -61,6 +64,7 @@ export class DuplicateEventIdError extends LocalError {
 export class InteractionMismatchError extends LocalError {
   /** The interaction id. */
   readonly interactionId: string;
+  /** Names the interaction id that is open for another kind or tool use. */
   constructor(interactionId: string) {
     super(`interaction ${JSON.stringify(interactionId)} is open for another kind or tool use`);
     this.name = "InteractionMismatchError";
@@ -83,6 +87,7 @@ export class CustomToolsDisabledError extends LocalError {
 export class TokenUnavailableError extends LocalError {
   /** Which token. */
   readonly kind: "model" | "tools";
+  /** Says which token is missing and why (never the token itself). */
   constructor(kind: "model" | "tools", why: string) {
     super(`no ${kind} token: ${why}`);
     this.name = "TokenUnavailableError";
@@ -99,6 +104,7 @@ export class TokenUnavailableError extends LocalError {
 export class AgentTurnError extends LocalError {
   /** Machine-readable code, snake_case. */
   readonly code: string;
+  /** `message` and `code` go into the turn's `session.error` event; `cause` stays local. */
   constructor(message: string, code = "agent_failed", options?: { cause?: unknown }) {
     super(message, options);
     this.name = "AgentTurnError";

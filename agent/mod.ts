@@ -5,6 +5,12 @@
  * `client.serveAgent(handler, options)`):
  *
  * ```ts
+ * import { ExecutorClient } from "bma-executor-sdk/node";
+ *
+ * const client = new ExecutorClient({
+ *   harnessUrl: "ws://127.0.0.1:7700",
+ *   executor: { name: "my-agent", os: "linux", arch: "x64", version: "0.1.0" },
+ * });
  * client.serveAgent({
  *   async openTurn(turn) {
  *     // first turn of a session, or resume from turn.executorSessionRef

@@ -84,10 +84,13 @@ export type AgentTurnState = "pending" | "running" | TurnOutcome;
 
 /** A turn as the platform tracks it. */
 export interface AgentTurnInfo {
+  /** The session the turn belongs to. */
   readonly session_id: string;
+  /** The turn's id (`turn.start`). */
   readonly turn_id: string;
   /** The executor the turn's session is routed to. */
   readonly executor_id: string;
+  /** Where the turn is: pending, running, or how it ended. */
   readonly state: AgentTurnState;
   /** The turn's binding epoch (`turn.start` metadata); tools tokens are bound to it. */
   readonly epoch: number;
@@ -97,6 +100,7 @@ export interface AgentTurnInfo {
 
 /** A model token your issuer signed. */
 export interface ModelTokenGrant {
+  /** The signed model token (a secret: never logged). */
   readonly model_token: string;
   /** Expiry: an ISO date-time, a `Date`, or ms since the epoch. */
   readonly expires_at: string | Date | number;
@@ -106,6 +110,7 @@ export interface ModelTokenGrant {
 
 /** A platform tools token your issuer signed. */
 export interface ToolsTokenGrant {
+  /** The signed tools token (a secret: never logged). */
   readonly tools_mcp_token: string;
   /** Expiry: an ISO date-time, a `Date`, or ms since the epoch. */
   readonly expires_at: string | Date | number;
@@ -143,18 +148,31 @@ export interface PlatformInteraction {
   readonly id: string;
   /** The executor's `interaction_id`. */
   readonly interaction_id: string;
+  /** The session that asked. */
   readonly session_id: string;
+  /** The turn that asked. */
   readonly turn_id: string;
+  /** The executor that asked (answers go to the one that asked last). */
   readonly executor_id: string;
+  /** What is asked: a permission, a question, ... */
   readonly kind: InteractionKind;
+  /** The `agent.tool_use` event a permission is about. */
   readonly tool_use_id?: string;
+  /** A short title for the card. */
   readonly title?: string;
+  /** What the user is asked. */
   readonly prompt?: string;
+  /** The choices offered, when the answer is one of them. */
   readonly options?: readonly InteractionOption[];
+  /** When the executor stops waiting (an ISO date-time). */
   readonly expires_at?: string;
+  /** Open, resolved, expired or canceled. */
   readonly status: InteractionStatus;
+  /** How it was answered, once settled. */
   readonly outcome?: InteractionOutcome;
+  /** The chosen option id or free text, once answered. */
   readonly answer?: string;
+  /** A note with the answer (e.g. why denied). */
   readonly message?: string;
   /** Why the executor withdrew it (`interaction.cancel`). */
   readonly cancel_reason?: string;
@@ -170,6 +188,7 @@ export interface InteractionChange {
    * executor withdrew it (dismiss it).
    */
   readonly type: "opened" | "repeated" | "settled" | "canceled";
+  /** The interaction after the change. */
   readonly interaction: PlatformInteraction;
 }
 
@@ -304,6 +323,7 @@ export class AgentPlatform {
   readonly #ended: BoundedSet<SessionRecord>;
   #link: AgentHarnessLink | undefined;
 
+  /** A platform with nothing attached yet: pass it to `new Harness({ agent })`. */
   constructor(options: AgentPlatformOptions = {}) {
     this.#options = options;
     this.#settled = new BoundedSet(options.remember ?? 10_000);

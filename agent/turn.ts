@@ -81,8 +81,11 @@ export interface InteractionAnswer {
 
 /** A local answer for {@linkcode Turn.resolveInteraction}. */
 export interface LocalAnswer {
+  /** `approved`, `denied`, `answered`, `expired` or `canceled`. */
   outcome: InteractionOutcome;
+  /** The chosen option id, or free text. */
   answer?: string;
+  /** An optional note (e.g. why denied). */
   message?: string;
 }
 
@@ -108,6 +111,7 @@ export interface CustomToolOutcome {
 
 /** A model credential of a turn. Secret: memory only, never logged. */
 export interface ModelCredential {
+  /** The token (a secret: never logged). */
   readonly token: string;
   /** Expiry, ms since the epoch. */
   readonly expiresAt: number;
@@ -117,6 +121,7 @@ export interface ModelCredential {
 
 /** A platform tools credential of a turn. Secret: memory only, never logged. */
 export interface ToolsCredential {
+  /** The token (a secret: never logged). */
   readonly token: string;
   /** Expiry, ms since the epoch. */
   readonly expiresAt: number;

@@ -1,10 +1,12 @@
 /**
  * What the executor advertises in `executor.register`, derived from what it actually serves:
  * only tools with a handler are listed; the `shell`/`files` groups are enabled while a handler of
- * the group exists unless configured `enabled: false`; a capability request served through
- * `onRequest` advertises the capability that gates it. Explicit configuration wins.
+ * the group exists unless configured `enabled: false`; tools of your own defined by schemas are
+ * described in `tool_definitions`; a capability request served through `onRequest` advertises
+ * the capability that gates it. Explicit configuration wins, but for `tools` and
+ * `tool_definitions`, which only what is served decides.
  */
-import type { Capabilities } from "../protocol/generated/contract.ts";
+import type { Capabilities, ToolDefinition } from "../protocol/generated/contract.ts";
 import { METHOD_SPECS, TOOL_SPECS } from "../protocol/generated/contract.ts";
 
 /** Computes the capabilities object. */
@@ -12,6 +14,7 @@ export function computeCapabilities(
   servedTools: readonly string[],
   servedMethods: Iterable<string>,
   configured: Capabilities | undefined,
+  definitions: ReadonlyMap<string, ToolDefinition> = new Map(),
 ): Capabilities {
   const explicit = (configured ?? {}) as Record<string, unknown>;
   const caps: Record<string, unknown> = {};
@@ -32,10 +35,13 @@ export function computeCapabilities(
   }
   for (const group of groups) caps[group] = { enabled: true };
   for (const [key, value] of Object.entries(explicit)) {
-    if (key === "tools") continue;
+    if (key === "tools" || key === "tool_definitions") continue;
     caps[key] = value;
   }
   caps.tools = tools;
+  const described = [...definitions].filter(([name]) => tools.includes(name));
+  // fromEntries defines members: a tool named __proto__ stays a member, not a prototype.
+  if (described.length > 0) caps.tool_definitions = Object.fromEntries(described);
   return caps as Capabilities;
 }
 

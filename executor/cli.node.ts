@@ -3,17 +3,23 @@
  * `bma-executor`: an executor on this machine, as one command (and as one compiled file).
  *
  *   bma-executor --harness ws://127.0.0.1:7700 --workdir ./work
+ *   BMA_BASE_URL=… BMA_ENVIRONMENT_ID=… bma-executor --credential-file - < key
  *   BMA_BASE_URL=… BMA_ENVIRONMENT_KEY=… BMA_ENVIRONMENT_ID=… bma-executor
  *
  * Logs go to stderr; secrets are never printed. SIGTERM/SIGINT drain: no new sessions, current
  * work finishes within the grace period, `executor.close`, exit 0.
  */
+import { statSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { arch, platform } from "node:process";
 import { parseArgs } from "node:util";
 import { ExecutorClient } from "./node.ts";
 import { serveMachine } from "./machine/serve.node.ts";
 import { readMcpConfig } from "./machine/mcp.node.ts";
+import { ALWAYS_WITHHELD, type ChildEnvironmentOptions } from "./machine/child-env.node.ts";
+import { nodePty } from "./machine/pty.node.ts";
+import { bunPty } from "./machine/pty.bun.ts";
 import { type Logger, redact } from "../protocol/logger.ts";
 import { CONTRACT_VERSION } from "../protocol/generated/contract.ts";
 
@@ -27,7 +33,12 @@ Usage: bma-executor [options]
 
 Connect to a harness with --harness (or BMA_HARNESS_URL), or to a BMA deployment with
 BMA_BASE_URL plus BMA_ENVIRONMENT_KEY and BMA_ENVIRONMENT_ID (or BMA_MACHINE_TOKEN and
-BMA_MACHINE_ID).
+BMA_MACHINE_ID). The credential may come from a file instead (--credential-file, or
+BMA_ENVIRONMENT_KEY_FILE / BMA_MACHINE_TOKEN_FILE): a credential in this process's environment
+can be read from /proc/<pid>/environ by any process of the same user.
+
+Processes the executor starts get only PATH HOME USER LOGNAME SHELL LANG LANGUAGE LC_* TERM TZ
+TMPDIR of its environment (plus --env-keep), never its credential.
 
 Options:
   --harness <url>        ws://, wss:// or unix:///path.sock of a local harness
@@ -36,6 +47,12 @@ Options:
   --max-sessions <n>     sessions held at once
   --mcp-config <file>    an mcp.json ("mcpServers") of MCP servers for the MCP channel
   --grace-ms <n>         SIGTERM-to-SIGKILL grace for tool processes (default 2000)
+  --credential-file <f>  read the credential from file f ("-": standard input); a machine token
+                         when BMA_MACHINE_ID is set, else an environment key
+  --env-keep <name>      pass this variable (or NAME* prefix; "*" for all) to processes too
+  --env-drop <name>      never pass this variable (or NAME* prefix), from any source
+  --env-set <NAME=value> set this variable in every process
+  --env-clear            pass none of the default variables, only --env-keep ones
   --drain-ms <n>         on SIGTERM/SIGINT, how long current work may finish (default 30000)
   --log-level <level>    debug | info | warn | error (default info)
   --log-format <format>  pretty | json (default pretty)
@@ -81,6 +98,7 @@ function positiveInt(name: string, value: string | undefined): number | undefine
 
 interface Config {
   options: ConstructorParameters<typeof ExecutorClient>[0];
+  environment: ChildEnvironmentOptions;
   mcpConfig: string | undefined;
   workdir: string;
   graceMs: number;
@@ -88,10 +106,52 @@ interface Config {
   logger: Logger;
 }
 
-function configure(
+/** Reads a credential from a file ("-": standard input), without its trailing newline. */
+async function readCredential(file: string, logger: Logger): Promise<string> {
+  let text: string;
+  try {
+    if (file === "-") {
+      const chunks: Uint8Array[] = [];
+      for await (const chunk of process.stdin) chunks.push(chunk as Uint8Array);
+      text = new TextDecoder().decode(concatBytes(chunks));
+    } else {
+      text = await readFile(file, "utf8");
+      if (platform !== "win32" && (statSync(file).mode & 0o077) !== 0) {
+        logger.warn("the credential file can be read by other users: chmod 600 it", { file });
+      }
+    }
+  } catch (error) {
+    throw new UsageError(`cannot read the credential from ${file}: ${(error as Error).message}`);
+  }
+  const credential = text.trim();
+  if (!credential) throw new UsageError(`${file === "-" ? "standard input" : file} is empty`);
+  return credential;
+}
+
+function concatBytes(chunks: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(chunks.reduce((n, c) => n + c.byteLength, 0));
+  let at = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return out;
+}
+
+function nameValue(flag: string, pairs: string[] | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of pairs ?? []) {
+    const eq = pair.indexOf("=");
+    if (eq <= 0) throw new UsageError(`--${flag} takes NAME=value, not "${pair}"`);
+    out[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  return out;
+}
+
+async function configure(
   argv: string[],
   env: Record<string, string | undefined>,
-): Config | "help" | "version" {
+): Promise<Config | "help" | "version"> {
   let parsed;
   try {
     parsed = parseArgs({
@@ -108,6 +168,11 @@ function configure(
         "drain-ms": { type: "string" },
         "log-level": { type: "string" },
         "log-format": { type: "string" },
+        "credential-file": { type: "string" },
+        "env-keep": { type: "string", multiple: true },
+        "env-drop": { type: "string", multiple: true },
+        "env-set": { type: "string", multiple: true },
+        "env-clear": { type: "boolean" },
         help: { type: "boolean" },
         version: { type: "boolean" },
       },
@@ -124,6 +189,13 @@ function configure(
   if (format !== "pretty" && format !== "json") {
     throw new UsageError("--log-format is pretty or json");
   }
+  const logger = stderrLogger(level, format);
+  const environment: ChildEnvironmentOptions = {
+    keep: v["env-keep"],
+    drop: v["env-drop"],
+    set: nameValue("env-set", v["env-set"]),
+    defaults: !v["env-clear"],
+  };
   const harnessUrl = v.harness ?? env.BMA_HARNESS_URL;
   const credential: Partial<Config["options"]> = {};
   if (harnessUrl) {
@@ -141,23 +213,45 @@ function configure(
       );
     }
     credential.baseUrl = baseUrl;
-    if (env.BMA_MACHINE_TOKEN) {
+    let machineToken = env.BMA_MACHINE_TOKEN;
+    let environmentKey = env.BMA_ENVIRONMENT_KEY;
+    if (env.BMA_MACHINE_TOKEN_FILE) {
+      machineToken = await readCredential(env.BMA_MACHINE_TOKEN_FILE, logger);
+    }
+    if (env.BMA_ENVIRONMENT_KEY_FILE) {
+      environmentKey = await readCredential(env.BMA_ENVIRONMENT_KEY_FILE, logger);
+    }
+    const file = v["credential-file"];
+    if (file !== undefined) {
+      const secret = await readCredential(file, logger);
+      if (env.BMA_MACHINE_ID) machineToken = secret;
+      else environmentKey = secret;
+    }
+    if (
+      (machineToken === env.BMA_MACHINE_TOKEN && machineToken) ||
+      (environmentKey === env.BMA_ENVIRONMENT_KEY && environmentKey)
+    ) {
+      logger.warn(
+        "the credential is in this process's environment, readable in /proc/<pid>/environ by " +
+          "any process of the same user: prefer --credential-file",
+      );
+    }
+    if (machineToken) {
       if (!env.BMA_MACHINE_ID) throw new UsageError("BMA_MACHINE_TOKEN needs BMA_MACHINE_ID");
-      credential.machineToken = env.BMA_MACHINE_TOKEN;
+      credential.machineToken = machineToken;
       credential.machineId = env.BMA_MACHINE_ID;
-    } else if (env.BMA_ENVIRONMENT_KEY) {
+    } else if (environmentKey) {
       if (!env.BMA_ENVIRONMENT_ID) {
         throw new UsageError("BMA_ENVIRONMENT_KEY needs BMA_ENVIRONMENT_ID");
       }
-      credential.environmentKey = env.BMA_ENVIRONMENT_KEY;
+      credential.environmentKey = environmentKey;
       credential.environmentId = env.BMA_ENVIRONMENT_ID;
     } else {
       throw new UsageError(
-        "missing credential: set BMA_ENVIRONMENT_KEY and BMA_ENVIRONMENT_ID, or BMA_MACHINE_TOKEN and BMA_MACHINE_ID",
+        "missing credential: set BMA_ENVIRONMENT_KEY and BMA_ENVIRONMENT_ID, or BMA_MACHINE_TOKEN and BMA_MACHINE_ID (or --credential-file)",
       );
     }
   }
-  const logger = stderrLogger(level, format);
   return {
     options: {
       ...credential,
@@ -165,6 +259,7 @@ function configure(
       maxSessions: positiveInt("max-sessions", v["max-sessions"]),
       logger,
     },
+    environment,
     mcpConfig: v["mcp-config"],
     workdir: v.workdir ?? ".",
     graceMs: positiveInt("grace-ms", v["grace-ms"]) ?? 2_000,
@@ -174,9 +269,9 @@ function configure(
 }
 
 async function main(): Promise<number> {
-  let config: ReturnType<typeof configure>;
+  let config: Awaited<ReturnType<typeof configure>>;
   try {
-    config = configure(process.argv.slice(2), process.env);
+    config = await configure(process.argv.slice(2), process.env);
   } catch (error) {
     if (error instanceof UsageError) {
       process.stderr.write(`bma-executor: ${error.message} (see --help)\n`);
@@ -204,7 +299,17 @@ async function main(): Promise<number> {
     ...config.options,
     ...(mcpServers ? { capabilities: { mcp: { servers: Object.keys(mcpServers) } } } : {}),
   });
-  serveMachine(client, { workdir: config.workdir, graceMs: config.graceMs, mcpServers });
+  // The credential is in memory now: nothing this process starts later inherits its variables
+  // (the child environment policy withholds them anyway).
+  for (const name of ALWAYS_WITHHELD) delete process.env[name];
+  serveMachine(client, {
+    workdir: config.workdir,
+    graceMs: config.graceMs,
+    mcpServers,
+    environment: config.environment,
+    // Terminals on this runtime's PTYs (Bun's own when compiled with `bun build --compile`).
+    pty: "Bun" in globalThis ? bunPty : nodePty,
+  });
   let stopping: Promise<unknown> | undefined;
   const stop = (signal: string) => {
     if (stopping) return;

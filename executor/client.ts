@@ -62,12 +62,12 @@ import {
 } from "./connection-loop.ts";
 import {
   createCredentials,
-  type CredentialOptions,
   type Credentials,
   type ExecutorToken,
   type FetchFunction,
   LOCAL_ENVIRONMENT_ID,
   normalizeBaseUrl,
+  type TokenSource,
 } from "./credentials.ts";
 import {
   ClientStoppedError,
@@ -90,13 +90,22 @@ import { type ExecutorSession, SessionTable } from "./sessions.ts";
 import { type BackoffPolicy, type Deferred, deferred, describeError, sleep } from "./timing.ts";
 import { ToolCallRunner } from "./tool-calls.ts";
 import { INLINE_RESULT_BYTES } from "./tool-results.ts";
-import { ToolRegistry, type ToolSlot, type ToolSlots } from "./tool-slots.ts";
+import {
+  type ServedTool,
+  type ToolInputSchema,
+  type ToolOutputSchema,
+  ToolRegistry,
+  type ToolSlot,
+  type ToolSlots,
+  type TypedToolDefinition,
+  type TypedToolHandler,
+} from "./tool-slots.ts";
 import { TokenRefresher } from "./token-refresher.ts";
 import { type AgentServer, serveAgent, type ServeAgentOptions } from "../agent/serve.ts";
 import type { AgentHandler } from "../agent/turn.ts";
 
 /** Options of {@linkcode ExecutorClient}. */
-export interface ExecutorClientOptions extends CredentialOptions {
+export interface ExecutorClientOptions {
   /**
    * The deployment origin: the token exchange posts to `{baseUrl}/v1/...` (a trailing `/api/v1`
    * is dropped), and artifacts are uploaded there.
@@ -111,7 +120,7 @@ export interface ExecutorClientOptions extends CredentialOptions {
   /** The machine the token belongs to. */
   machineId?: string;
   /** Your own credential: returns a fresh token with its channel URL on every call. */
-  tokenSource?: CredentialOptions["tokenSource"];
+  tokenSource?: TokenSource;
   /**
    * A local harness (`ws://`, `wss://`, `unix:///path.sock`) reached without token exchange; or,
    * with a credential, the URL to dial instead of the one the token endpoint names. Without
@@ -293,6 +302,10 @@ export class ExecutorClient {
   #missingCredential: ExecutorConfigError | undefined;
   #listening: { server: RunningServer; inbound: InboundConnections } | undefined;
 
+  /**
+   * Checks the options (throws {@linkcode ExecutorConfigError}); nothing connects before `start()`
+   * or `listen()`.
+   */
   constructor(options: ExecutorClientOptions) {
     if (!options || typeof options !== "object") {
       throw new ExecutorConfigError("ExecutorClient needs options");
@@ -369,7 +382,7 @@ export class ExecutorClient {
       scrubber: this.#scrubber,
       sessions: this.#sessions,
       results: this.#results,
-      handlerFor: (tool) => this.#toolHandler(tool),
+      servedTool: (tool) => this.#servedTool(tool),
       notifyProgress: (params) => this.notify("tool.progress", params),
       upload: this.#artifacts.available ? (upload) => this.uploadArtifact(upload) : undefined,
       inlineBytes: options.inlineResultBytes ?? INLINE_RESULT_BYTES,
@@ -483,9 +496,43 @@ export class ExecutorClient {
 
   // ---- registration of handlers --------------------------------------------------------------
 
-  /** The slot of any tool by name: a built-in's typed slot, or one for your own tool. */
-  tool(name: string): ToolSlot<Record<string, unknown>, unknown> {
-    return this.#registry.slot(name);
+  /**
+   * Serves a tool of your own, defined by zod schemas, and advertises it with its description
+   * and JSON Schemas (`capabilities.tool_definitions`; after `start()` through
+   * `executor.capabilities.update`). The handler's input type is the input schema's output, its
+   * return type the output schema's input:
+   *
+   * ```ts
+   * client.tool("weather", {
+   *   description: "Current weather of a city",
+   *   input: z.object({ city: z.string().min(1), days: z.int().min(1).default(1) }),
+   *   output: z.object({ celsius: z.number() }),
+   * }, ({ city, days }) => ({ celsius: forecast(city, days) }));
+   * ```
+   *
+   * A call whose input the schema refuses is answered -32602 before the ack, and the handler
+   * never runs; the handler's result is parsed with `output` and sent as `structured_content`.
+   * Replaces any earlier handler of the name; disposing the registration withdraws the tool.
+   * Throws `ExecutorConfigError` for a built-in tool's name (serve those with `client.tools`)
+   * or a schema without a JSON Schema.
+   */
+  tool<I extends ToolInputSchema, O extends ToolOutputSchema | undefined = undefined>(
+    name: string,
+    definition: TypedToolDefinition<I, O>,
+    handler: TypedToolHandler<I, NoInfer<O>>,
+  ): Disposable;
+  /**
+   * The slot of any tool by name: a built-in's typed slot, or an untyped one for your own tool
+   * (served without a schema: its input is not checked, and nothing but its name is advertised).
+   */
+  tool(name: string): ToolSlot<Record<string, unknown>, unknown>;
+  tool(
+    name: string,
+    definition?: unknown,
+    handler?: unknown,
+  ): Disposable | ToolSlot<Record<string, unknown>, unknown> {
+    if (definition === undefined && handler === undefined) return this.#registry.slot(name);
+    return this.#registry.define(name, definition, handler);
   }
 
   /** Decides on assigned sessions (default: accept). Throw a `ProtocolError` to refuse. */
@@ -973,22 +1020,27 @@ export class ExecutorClient {
 
   // ---- capabilities --------------------------------------------------------------------------
 
-  #toolHandler(tool: string) {
-    const handler = this.#registry.handler(tool);
-    if (!handler) return undefined;
+  #servedTool(tool: string): ServedTool | undefined {
+    const served = this.#registry.servedTool(tool);
+    if (!served) return undefined;
     const group = TOOL_SPECS.get(tool)?.group;
     const configured = (this.#options.capabilities as Record<string, unknown> | undefined)?.[
       group ?? ""
     ] as { enabled?: unknown } | undefined;
     if (group && configured?.enabled === false) return undefined;
-    return handler;
+    return served;
   }
 
   #computeCapabilities(): Capabilities {
     const configured = this.#contributions.size === 0
       ? this.#options.capabilities
       : withContributions([...this.#contributions].map((f) => f()), this.#options.capabilities);
-    return computeCapabilities(this.#registry.served(), this.#requestHandlers.keys(), configured);
+    return computeCapabilities(
+      this.#registry.served(),
+      this.#requestHandlers.keys(),
+      configured,
+      this.#registry.definitions(),
+    );
   }
 
   /** Publishes changed capabilities on the open connection (`executor.capabilities.update`). */
@@ -1022,7 +1074,7 @@ export class ExecutorClient {
       throw new ResourceExhaustedError(`at most ${max} sessions`, { reason: "max_sessions" });
     }
     for (const tool of params.tools ?? []) {
-      if (!this.#toolHandler(tool)) {
+      if (!this.#servedTool(tool)) {
         throw new CapabilityMissingError(`tool ${tool} is not served`, {
           reason: "capability_missing",
           capability: `tool:${tool}`,

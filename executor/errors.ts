@@ -9,6 +9,7 @@ import { LocalError } from "../protocol/errors.ts";
 
 /** The options given to the client cannot work (a missing credential, dialer, or id). */
 export class ExecutorConfigError extends LocalError {
+  /** `message` says which option is wrong. */
   constructor(message: string) {
     super(message);
     this.name = "ExecutorConfigError";
@@ -24,6 +25,7 @@ export class CredentialRejectedError extends LocalError {
   readonly status: number;
   /** The endpoint's `error` member, when it sent one (e.g. `invalid_credential`). */
   readonly errorCode: string | undefined;
+  /** The endpoint's answer: its HTTP status and `error` member. */
   constructor(status: number, errorCode?: string) {
     super(
       `the token endpoint refused the credential (HTTP ${status}${
@@ -40,6 +42,7 @@ export class CredentialRejectedError extends LocalError {
 export class TokenExchangeError extends LocalError {
   /** The HTTP status, when the endpoint answered at all. */
   readonly status: number | undefined;
+  /** What failed, the HTTP status when there was one, and the underlying failure as `cause`. */
   constructor(message: string, status?: number, options?: { cause?: unknown }) {
     super(message, options);
     this.name = "TokenExchangeError";
@@ -51,6 +54,7 @@ export class TokenExchangeError extends LocalError {
 export class ConnectionRefusedError extends LocalError {
   /** The HTTP status of the refused upgrade. */
   readonly status: number;
+  /** The status of the refused upgrade. */
   constructor(status: number, options?: { cause?: unknown }) {
     super(`the harness refused the connection (HTTP ${status})`, options);
     this.name = "ConnectionRefusedError";
@@ -60,6 +64,7 @@ export class ConnectionRefusedError extends LocalError {
 
 /** The client has stopped (or is stopping): the operation cannot complete. */
 export class ClientStoppedError extends LocalError {
+  /** Defaults to a message saying the client has stopped. */
   constructor(message = "the executor client has stopped") {
     super(message);
     this.name = "ClientStoppedError";
@@ -68,6 +73,7 @@ export class ClientStoppedError extends LocalError {
 
 /** A lossy send (a notification) was attempted while no connection is registered. */
 export class NotConnectedError extends LocalError {
+  /** Names the method that was not sent. */
   constructor(method: string) {
     super(`${method} not sent: the executor is not connected`);
     this.name = "NotConnectedError";
@@ -78,6 +84,7 @@ export class NotConnectedError extends LocalError {
 export class ArtifactUploadError extends LocalError {
   /** The HTTP status, when the endpoint answered. */
   readonly status: number | undefined;
+  /** What failed, the HTTP status when there was one, and the underlying failure as `cause`. */
   constructor(message: string, status?: number, options?: { cause?: unknown }) {
     super(message, options);
     this.name = "ArtifactUploadError";
@@ -89,6 +96,7 @@ export class ArtifactUploadError extends LocalError {
 export class UnknownSessionError extends LocalError {
   /** The session id. */
   readonly sessionId: string;
+  /** Names the session id. */
   constructor(sessionId: string) {
     super(`unknown session ${JSON.stringify(sessionId)}`);
     this.name = "UnknownSessionError";

@@ -3,6 +3,7 @@
  *
  * ```ts
  * import { ExecutorClient, ToolError } from "@bma/executor-sdk/executor/node";
+ * import * as z from "zod";
  *
  * const client = new ExecutorClient({
  *   baseUrl: "https://bma.example",
@@ -15,6 +16,12 @@
  *   ctx.progress("running");
  *   return { stdout: "...", stderr: "", exit_code: 0 }; // ctx.signal aborts on tool.cancel
  * });
+ * // A tool of your own: advertised with its JSON Schema, input checked, handler typed.
+ * client.tool("weather", {
+ *   description: "Current weather of a city",
+ *   input: z.object({ city: z.string() }),
+ *   output: z.object({ celsius: z.number() }),
+ * }, ({ city }) => ({ celsius: city.length }));
  * await client.start(); // resolves once registered; reconnects on its own afterwards
  * const info = await client.closed; // why it stopped for good
  * ```
@@ -82,8 +89,13 @@ export {
 export type {
   ToolContext,
   ToolHandler,
+  ToolInputSchema,
+  ToolOutputSchema,
   ToolProgressUpdate,
   ToolSlot,
   ToolSlots,
+  TypedToolDefinition,
+  TypedToolHandler,
+  TypedToolOutput,
 } from "./tool-slots.ts";
 export type { BackoffPolicy } from "./timing.ts";

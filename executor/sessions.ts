@@ -1,8 +1,9 @@
 /**
  * The sessions an executor holds, and how one ends: its tool calls are aborted, its cleanup
- * hooks run (the process capability registers one that sends SIGTERM, then SIGKILL when the
- * grace period is over), its durable events and tool results are delivered, and then
- * `session.ended` is sent until the harness accepts it.
+ * hooks run (the machine registers one that sends SIGTERM to every process of the session, then
+ * SIGKILL to every survivor when the grace period is over, and resolves once none is left), its
+ * durable events and tool results are delivered, and then `session.ended` is sent until the
+ * harness accepts it: after every process of the session is gone (seed 000).
  */
 import type { Clock } from "../protocol/clock.ts";
 import type { SessionAssignParams, SessionMetadata } from "../protocol/generated/contract.ts";
@@ -52,6 +53,7 @@ export class ExecutorSession {
   /** One-shot (`metadata.source` is not `"harness"`): the session ends after its tool call. */
   readonly oneShot: boolean;
 
+  /** A session as `session.assign` describes it (the client makes them; handlers receive them). */
   constructor(params: SessionAssignParams) {
     this.id = params.session_id;
     this.metadata = params.metadata ?? {};
@@ -80,6 +82,8 @@ export class ExecutorSession {
   /**
    * Registers a hook that runs when the session ends, before `session.ended` is sent. Hooks run
    * concurrently; each gets the grace period and a signal that fires when it is over.
+   * `session.ended` waits for every hook to finish (a hook that holds processes resolves once
+   * they are gone); a hook still running `cleanupTimeoutMs` after the grace period is logged.
    */
   onCleanup(hook: SessionCleanupHook): Disposable {
     const hooks = internals.get(this)!.hooks;
@@ -226,7 +230,10 @@ export class SessionTable {
       await Promise.all([...state.hooks].map((hook) => run("cleanup hook", () => hook(cleanup))));
       await this.#deps.callsSettled(session.id);
     })();
-    // Hooks that outlive the grace period by more than cleanupTimeoutMs are abandoned.
+    // Hooks that outlive the grace period by more than cleanupTimeoutMs are reported. With
+    // session.ended to send, they are still waited for: it goes out only once every process of
+    // the session is gone (SIGKILL has been sent by then; only a process stuck in the kernel
+    // lasts). Without (client stop, not resumed), the session is let go.
     const giveUp = new AbortController();
     const late = sleep(clock, options.graceMs + this.#deps.cleanupTimeoutMs, giveUp.signal).then(
       () => "late" as const,
@@ -236,9 +243,13 @@ export class SessionTable {
     giveUp.abort();
     clock.clearTimeout(graceTimer);
     if (outcome === "late") {
-      logger.warn("session cleanup did not finish within the grace period", {
-        session_id: session.id,
-      });
+      logger.warn(
+        options.notify
+          ? "session cleanup did not finish within the grace period: session.ended waits for it"
+          : "session cleanup did not finish within the grace period: the session is let go",
+        { session_id: session.id },
+      );
+      if (options.notify) await work;
     }
     if (!grace.signal.aborted) grace.abort(new SessionEndedSignal(session.id, "cleanup done"));
     await this.#deps.eventsIdle(session.id);
@@ -254,6 +265,7 @@ export class SessionEndedSignal extends Error {
   readonly sessionId: string;
   /** Why it ended. */
   readonly reason: string;
+  /** Records which session ended and why. */
   constructor(sessionId: string, reason: string) {
     super(`session ${sessionId} ended: ${reason}`);
     this.name = "SessionEndedSignal";

@@ -1,8 +1,11 @@
 /**
- * Serving `tool.call` and `tool.cancel`: refuse what cannot run before any ack, acknowledge the
- * rest at once, run the handler, and report its outcome with `tool.result` through the result
- * outbox. A `tool_call_id` runs at most once per client.
+ * Serving `tool.call` and `tool.cancel`: refuse what cannot run before any ack (a tool not
+ * served, input its schema refuses, an unknown session), acknowledge the rest at once, run the
+ * handler, and report its outcome with `tool.result` through the result outbox. A
+ * `tool_call_id` runs at most once per client.
  */
+import * as z from "zod";
+import type * as zc from "zod/v4/core";
 import type { Clock, TimerHandle } from "../protocol/clock.ts";
 import type {
   Ack,
@@ -14,7 +17,11 @@ import type {
   ToolProgressParams,
   ToolResultParams,
 } from "../protocol/generated/contract.ts";
-import { CapabilityMissingError, NotFoundError } from "../protocol/generated/errors.ts";
+import {
+  CapabilityMissingError,
+  InvalidParamsError,
+  NotFoundError,
+} from "../protocol/generated/errors.ts";
 import type { Logger } from "../protocol/logger.ts";
 import { RecentIds } from "../protocol/bounded-set.ts";
 import type { ArtifactUpload } from "./artifacts.ts";
@@ -27,8 +34,9 @@ import {
   type RenderedResult,
   renderToolOutput,
   ToolError,
+  ToolResult,
 } from "./tool-results.ts";
-import type { AnyToolHandler, ToolContext, ToolProgressUpdate } from "./tool-slots.ts";
+import type { ServedTool, ToolContext, ToolProgressUpdate } from "./tool-slots.ts";
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === "function";
@@ -46,6 +54,7 @@ const REMEMBERED_CALLS = 25_000;
 export class ToolCallAbort extends Error {
   /** The outcome the abort reports. */
   readonly outcome: "canceled" | "timed_out";
+  /** The outcome to report, and why the call was aborted. */
   constructor(outcome: "canceled" | "timed_out", why: string) {
     super(why);
     this.name = "ToolCallAbort";
@@ -116,6 +125,8 @@ class CallContext implements ToolContext {
 
 interface RunningCall {
   readonly params: ToolCallParams;
+  /** What the handler is given: `params.input`, or its parse by the tool's input schema. */
+  readonly input: unknown;
   readonly session: ExecutorSession;
   readonly abort: CallAbort;
   /** Reporting: the handler is done; the result is on its way. */
@@ -139,8 +150,8 @@ export interface ToolCallRunnerDeps {
   scrubber: SecretScrubber;
   sessions: SessionTable;
   results: ResultOutbox;
-  /** The handler serving a tool, or undefined when the tool is not served (or withdrawn). */
-  handlerFor(tool: string): AnyToolHandler | undefined;
+  /** How a tool is served, or undefined when it is not served (or withdrawn). */
+  servedTool(tool: string): ServedTool | undefined;
   /** Sends `tool.progress`; throws when not connected. */
   notifyProgress(params: ToolProgressParams): void;
   /** Uploads an artifact; absent when no endpoint is configured. */
@@ -174,19 +185,21 @@ export class ToolCallRunner {
   call(params: ToolCallParams): Ack {
     const id = params.tool_call_id;
     if (this.#running.has(id) || this.#finished.has(id)) return { ok: true, duplicate: true };
-    const handler = this.#deps.handlerFor(params.tool);
-    if (!handler) {
+    const served = this.#deps.servedTool(params.tool);
+    if (!served) {
       throw new CapabilityMissingError(`tool ${params.tool} is not served`, {
         reason: "capability_missing",
         capability: `tool:${params.tool}`,
       });
     }
+    const input = served.input ? checkedInput(served.input, params.input) : params.input;
     const session = this.#deps.sessions.get(params.session_id);
     if (!session || !this.#deps.sessions.isLive(session)) {
       throw new NotFoundError("unknown session", { reason: "unknown_session" });
     }
     const call: RunningCall = {
       params,
+      input,
       session,
       abort: new CallAbort(),
       reporting: false,
@@ -200,7 +213,7 @@ export class ToolCallRunner {
     set.add(call);
     // The ack is sent when this returns; the handler starts after it.
     // (A resolved promise rather than queueMicrotask, which Node wraps in an async resource.)
-    RESOLVED.then(() => this.#execute(call, handler, set));
+    RESOLVED.then(() => this.#execute(call, served, set));
     return { ok: true };
   }
 
@@ -209,14 +222,14 @@ export class ToolCallRunner {
    * without a single await: most tool calls of a busy executor are that quick, and every async
    * step is a promise and a microtask more per call.
    */
-  #execute(call: RunningCall, handler: AnyToolHandler, set: Set<RunningCall>): void {
+  #execute(call: RunningCall, served: ServedTool, set: Set<RunningCall>): void {
     const finish = () => this.#finish(call, set);
     const failed = (error: unknown) => {
       this.#deps.logger.error("tool call runner failed", { error: describeError(error) });
       finish();
     };
     try {
-      const reported = this.#run(call, handler, call.session);
+      const reported = this.#run(call, served, call.session);
       if (reported) reported.then(finish, failed);
       else finish();
     } catch (error) {
@@ -285,7 +298,7 @@ export class ToolCallRunner {
   /** Runs the handler and reports its outcome; returns a promise only if that takes waiting. */
   #run(
     call: RunningCall,
-    handler: AnyToolHandler,
+    served: ServedTool,
     session: ExecutorSession,
   ): Promise<unknown> | undefined {
     const { params, abort } = call;
@@ -308,7 +321,7 @@ export class ToolCallRunner {
     const context = new CallContext(call, (update) => this.#progress(call, update));
     let outcome: ToolResultParams | Promise<ToolResultParams>;
     try {
-      outcome = this.#outcome(call, handler, context);
+      outcome = this.#outcome(call, served, context);
     } catch (error) {
       if (timer !== undefined) clock.clearTimeout(timer);
       throw error;
@@ -326,24 +339,28 @@ export class ToolCallRunner {
    */
   #outcome(
     call: RunningCall,
-    handler: AnyToolHandler,
+    served: ServedTool,
     context: ToolContext,
   ): ToolResultParams | Promise<ToolResultParams> {
-    const { params, abort } = call;
+    const { abort } = call;
     // A call aborted before its handler started (its session stopped first) never starts it.
     if (abort.aborted) return this.#aborted(call);
     let value: unknown;
     try {
-      value = handler(params.input, context);
+      value = served.handler(call.input, context);
     } catch (error) {
       return this.#failed(call, error);
     }
-    if (isThenable(value)) return this.#awaitOutcome(call, Promise.resolve(value));
-    return this.#completed(call, value);
+    if (isThenable(value)) return this.#awaitOutcome(call, served, Promise.resolve(value));
+    return this.#completed(call, served, value);
   }
 
   /** The outcome of a handler that returned a promise: its value, or the abort, first. */
-  async #awaitOutcome(call: RunningCall, ran: Promise<unknown>): Promise<ToolResultParams> {
+  async #awaitOutcome(
+    call: RunningCall,
+    served: ServedTool,
+    ran: Promise<unknown>,
+  ): Promise<ToolResultParams> {
     const { abort } = call;
     // An abort ends the call at once, whether or not the handler notices its signal.
     const aborted = new Promise<"aborted">((resolve) => {
@@ -359,15 +376,20 @@ export class ToolCallRunner {
       ran.catch(() => {}); // the handler's late end is of no interest any more
       return this.#aborted(call);
     }
-    return this.#completed(call, first.v);
+    return this.#completed(call, served, first.v);
   }
 
   /** The outcome of a handler's value: rendered, or a failure if it does not render. */
-  #completed(call: RunningCall, value: unknown): ToolResultParams | Promise<ToolResultParams> {
+  #completed(
+    call: RunningCall,
+    served: ServedTool,
+    value: unknown,
+  ): ToolResultParams | Promise<ToolResultParams> {
     const { params, abort } = call;
     if (abort.aborted) return this.#aborted(call);
     let rendered: RenderedResult | Promise<RenderedResult>;
     try {
+      if (served.output) value = checkedOutput(params.tool, served.output, value);
       rendered = renderToolOutput(params.tool, value, {
         toolCallId: params.tool_call_id,
         inlineBytes: this.#deps.inlineBytes,
@@ -468,4 +490,54 @@ export class ToolCallRunner {
       throw error;
     }
   }
+}
+
+/**
+ * A tool's input parsed by its schema, or the refusal a built-in tool's invalid input gets from
+ * the peer: -32602 with the issues, their paths into the params (`["input", ...]`).
+ */
+function checkedInput(schema: zc.$ZodType, input: unknown): unknown {
+  const parsed = z.safeParse(schema, input);
+  if (parsed.success) return parsed.data;
+  throw new InvalidParamsError("invalid params", {
+    issues: parsed.error.issues.map((issue) => ({
+      path: ["input", ...issue.path.map((p) => (typeof p === "symbol" ? String(p) : p))],
+      message: issue.message,
+      code: issue.code,
+    })),
+  });
+}
+
+/**
+ * What a handler of a tool with an output schema returned, with its typed result parsed by the
+ * schema: a value of it, or a `ToolResult` carrying one in `structuredContent` (none needed when
+ * `isError`). Throws {@linkcode InvalidToolOutputError}.
+ */
+function checkedOutput(tool: string, schema: zc.$ZodType, value: unknown): unknown {
+  if (value instanceof ToolResult) {
+    if (value.isError && value.structuredContent === undefined) return value;
+    return new ToolResult({
+      content: value.content,
+      isError: value.isError,
+      artifacts: value.artifacts,
+      structuredContent: parsedOutput(tool, schema, value.structuredContent),
+    });
+  }
+  return parsedOutput(tool, schema, value);
+}
+
+function parsedOutput(tool: string, schema: zc.$ZodType, value: unknown): Record<string, unknown> {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new InvalidToolOutputError(
+      `the ${tool} handler returned no structured result for its output schema`,
+    );
+  }
+  const parsed = z.safeParse(schema, value);
+  if (parsed.success) return parsed.data as Record<string, unknown>;
+  const issues = parsed.error.issues.slice(0, 5).map((issue) =>
+    `${issue.path.length ? `/${issue.path.map(String).join("/")}` : "(result)"}: ${issue.message}`
+  );
+  throw new InvalidToolOutputError(
+    `the ${tool} handler returned a result its output schema refuses (${issues.join("; ")})`,
+  );
 }

@@ -35,6 +35,7 @@ export const INLINE_RESULT_BYTES: number = 32 * 1024;
 export class ToolError extends Error {
   /** Content to report instead of the message alone. */
   readonly content: ContentBlock[] | undefined;
+  /** `message` is the error text; `content` replaces it in the result when given. */
   constructor(message: string, options?: { content?: ContentBlock[]; cause?: unknown }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = "ToolError";
@@ -64,6 +65,7 @@ export class ToolResult {
   readonly artifacts: Artifact[];
   /** The typed result. */
   readonly structuredContent: Record<string, unknown> | undefined;
+  /** A result from its parts; every member is optional. */
   constructor(init: ToolResultInit = {}) {
     this.content = typeof init.content === "string"
       ? [{ type: "text", text: init.content }]
@@ -79,14 +81,19 @@ export type ToolOutput<R> = string | ContentBlock[] | ToolResult | R;
 
 /** The rendered members of a `tool.result` (everything but ids and outcome). */
 export interface RenderedResult {
+  /** The result's content blocks. */
   content: ContentBlock[];
+  /** A tool-level error: the tool ran, what it was asked failed. */
   is_error?: boolean;
+  /** Artifacts the call produced. */
   artifacts?: Artifact[];
+  /** The typed result. */
   structured_content?: Record<string, unknown>;
 }
 
 /** A handler returned something that is not a valid result of its tool. */
 export class InvalidToolOutputError extends Error {
+  /** `message` says what is wrong with the handler's return value. */
   constructor(message: string) {
     super(message);
     this.name = "InvalidToolOutputError";

@@ -1,14 +1,23 @@
 /**
  * Typed tool slots: `client.tools.bash.handle(async (input, ctx) => ...)`, one slot per tool of
- * the contract's `x-tools` (bash, read, write, edit, glob, grep), and `client.tool(name)` for a
- * tool of your own. Only tools with a handler are advertised.
+ * the contract's `x-tools` (bash, read, write, edit, glob, grep); `client.tool(name, { description,
+ * input, output }, handler)` for a tool of your own, defined by zod schemas (advertised as JSON
+ * Schema, checked on every call, and the handler's types inferred from them); and the untyped
+ * `client.tool(name)` slot. Only tools with a handler are advertised.
  */
-import type { ToolMap, ToolName, ToolOutputChunk } from "../protocol/generated/contract.ts";
+import * as z from "zod";
+import type * as zc from "zod/v4/core";
+import type {
+  ToolDefinition,
+  ToolMap,
+  ToolName,
+  ToolOutputChunk,
+} from "../protocol/generated/contract.ts";
 import { TOOL_NAMES, TOOL_SPECS } from "../protocol/generated/contract.ts";
 import type { Disposable } from "../protocol/peer.ts";
 import { ExecutorConfigError } from "./errors.ts";
 import type { ExecutorSession } from "./sessions.ts";
-import type { ToolOutput } from "./tool-results.ts";
+import type { ToolOutput, ToolResult } from "./tool-results.ts";
 
 /** A progress report of a running call (sent as `tool.progress`, lossy). */
 export interface ToolProgressUpdate {
@@ -58,6 +67,11 @@ export interface ToolSlot<I, R> {
   /** Whether a handler is registered. */
   readonly handled: boolean;
   /**
+   * What is advertised of a tool of your own registered with its schemas
+   * (`capabilities.tool_definitions[name]`); undefined otherwise.
+   */
+  readonly definition: ToolDefinition | undefined;
+  /**
    * Serves the tool with `handler`, replacing any previous one. Disposing the registration
    * withdraws the tool. After `start()`, the change is published with
    * `executor.capabilities.update`.
@@ -70,13 +84,73 @@ export type ToolSlots = {
   readonly [K in ToolName]: ToolSlot<ToolMap[K]["input"], ToolMap[K]["result"]>;
 };
 
+/** A zod schema of a tool's input: an object (`z.object({...})`, zod or zod/mini). */
+export type ToolInputSchema = zc.$ZodType<Record<string, unknown>, Record<string, unknown>>;
+
+/** A zod schema of a tool's typed result (`structured_content`): an object. */
+export type ToolOutputSchema = zc.$ZodType<Record<string, unknown>, Record<string, unknown>>;
+
+/** A tool of your own, defined by its schemas: `client.tool(name, definition, handler)`. */
+export interface TypedToolDefinition<
+  I extends ToolInputSchema,
+  O extends ToolOutputSchema | undefined,
+> {
+  /** What the tool does, for the model choosing it (advertised). */
+  description: string;
+  /**
+   * The input's schema. Advertised as JSON Schema (`z.toJSONSchema`, the input side); a call
+   * whose input it refuses is answered -32602 before the ack and the handler never runs. The
+   * handler receives the parsed input (defaults applied, unknown members stripped as the schema
+   * says).
+   */
+  input: I;
+  /**
+   * The typed result's schema. Advertised as JSON Schema; what the handler returns is parsed
+   * with it and sent as `structured_content` (a result it refuses ends the call `failed`, code
+   * `invalid_result`).
+   */
+  output?: O;
+}
+
+/**
+ * What the handler of a tool of your own returns: with an `output` schema, a value of it (or a
+ * {@linkcode ToolResult} whose `structuredContent` is one, or which `isError`); without, anything
+ * a tool handler may return.
+ */
+export type TypedToolOutput<O extends ToolOutputSchema | undefined> = [O] extends [ToolOutputSchema]
+  ? zc.input<O> | ToolResult
+  : ToolOutput<unknown>;
+
+/** Serves a tool of your own: `input` is typed by the definition's `input` schema. */
+export type TypedToolHandler<
+  I extends ToolInputSchema,
+  O extends ToolOutputSchema | undefined,
+> = (
+  input: zc.output<I>,
+  context: ToolContext,
+) => TypedToolOutput<O> | Promise<TypedToolOutput<O>>;
+
 /** A handler as stored, untyped. */
 export type AnyToolHandler = ToolHandler<any, unknown>;
+
+/**
+ * A served tool as the call runner sees it: its handler and, for a tool of your own defined by
+ * schemas, the schemas that check its input and result.
+ */
+export interface ServedTool {
+  readonly handler: AnyToolHandler;
+  /** Checks (and parses) the input before the ack; absent: built-ins (the contract checks). */
+  readonly input: zc.$ZodType | undefined;
+  /** Checks (and parses) the handler's result; absent: rendered as returned. */
+  readonly output: zc.$ZodType | undefined;
+  /** What `capabilities.tool_definitions` advertises. */
+  readonly definition: ToolDefinition | undefined;
+}
 
 class Slot implements ToolSlot<any, unknown> {
   readonly name: string;
   readonly group: string | undefined;
-  handler: AnyToolHandler | undefined;
+  served: ServedTool | undefined;
   readonly #changed: () => void;
   constructor(name: string, changed: () => void) {
     this.name = name;
@@ -84,22 +158,92 @@ class Slot implements ToolSlot<any, unknown> {
     this.#changed = changed;
   }
   get handled(): boolean {
-    return this.handler !== undefined;
+    return this.served !== undefined;
+  }
+  get definition(): ToolDefinition | undefined {
+    return this.served?.definition;
   }
   handle(handler: AnyToolHandler): Disposable {
     if (typeof handler !== "function") {
       throw new ExecutorConfigError(`the handler of tool ${this.name} is not a function`);
     }
-    this.handler = handler;
+    return this.serve({ handler, input: undefined, output: undefined, definition: undefined });
+  }
+  /** Serves the tool as `served`, replacing any previous handler and definition. */
+  serve(served: ServedTool): Disposable {
+    this.served = served;
     this.#changed();
     return {
       dispose: () => {
-        if (this.handler !== handler) return;
-        this.handler = undefined;
+        if (this.served !== served) return;
+        this.served = undefined;
         this.#changed();
       },
     };
   }
+}
+
+/** Whether `value` is a zod schema (zod 4 or zod/mini: both carry `_zod`). */
+function isZodSchema(value: unknown): value is zc.$ZodType {
+  return typeof value === "object" && value !== null && "_zod" in value;
+}
+
+/** A schema's JSON Schema (`io` side), which must describe an object. */
+function jsonSchemaOf(
+  tool: string,
+  member: "input" | "output",
+  schema: zc.$ZodType,
+): Record<string, unknown> {
+  let json: Record<string, unknown>;
+  try {
+    json = z.toJSONSchema(schema, { io: member }) as Record<string, unknown>;
+  } catch (error) {
+    throw new ExecutorConfigError(
+      `the ${member} schema of tool ${tool} has no JSON Schema (${
+        error instanceof Error ? error.message : String(error)
+      }): tool input and results travel as JSON`,
+    );
+  }
+  if (json.type !== undefined && json.type !== "object") {
+    throw new ExecutorConfigError(`the ${member} schema of tool ${tool} is not an object schema`);
+  }
+  return json;
+}
+
+/** Checks a definition and derives what is served and advertised from it. */
+function defineTool(name: string, definition: unknown, handler: unknown): ServedTool {
+  if (TOOL_SPECS.has(name)) {
+    throw new ExecutorConfigError(
+      `${name} is a built-in tool with the contract's schemas: serve it with client.tools.${name}`,
+    );
+  }
+  const d = definition as Partial<TypedToolDefinition<ToolInputSchema, ToolOutputSchema>>;
+  if (typeof d !== "object" || d === null) {
+    throw new ExecutorConfigError(`tool ${name} needs a definition { description, input }`);
+  }
+  if (typeof d.description !== "string") {
+    throw new ExecutorConfigError(`the description of tool ${name} is not a string`);
+  }
+  if (!isZodSchema(d.input)) {
+    throw new ExecutorConfigError(`the input of tool ${name} is not a zod schema`);
+  }
+  if (d.output !== undefined && !isZodSchema(d.output)) {
+    throw new ExecutorConfigError(`the output of tool ${name} is not a zod schema`);
+  }
+  if (typeof handler !== "function") {
+    throw new ExecutorConfigError(`the handler of tool ${name} is not a function`);
+  }
+  const advertised: ToolDefinition = {
+    description: d.description,
+    input_schema: jsonSchemaOf(name, "input", d.input),
+  };
+  if (d.output !== undefined) advertised.output_schema = jsonSchemaOf(name, "output", d.output);
+  return {
+    handler: handler as AnyToolHandler,
+    input: d.input,
+    output: d.output,
+    definition: advertised,
+  };
 }
 
 /** Every tool slot of one client. */
@@ -118,20 +262,35 @@ export class ToolRegistry {
 
   /** The slot of any tool, built-in or your own. */
   slot(name: string): ToolSlot<Record<string, unknown>, unknown> {
-    if (typeof name !== "string" || name.length === 0) {
-      throw new ExecutorConfigError("a tool name must be a non-empty string");
-    }
+    checkName(name);
     return this.#slot(name);
   }
 
-  /** The handler of `name`, if any. */
-  handler(name: string): AnyToolHandler | undefined {
-    return this.#all.get(name)?.handler;
+  /** Serves a tool of your own defined by its schemas, replacing any previous handler. */
+  define(name: string, definition: unknown, handler: unknown): Disposable {
+    checkName(name);
+    const served = defineTool(name, definition, handler);
+    return this.#slot(name).serve(served);
+  }
+
+  /** How `name` is served, if it is. */
+  servedTool(name: string): ServedTool | undefined {
+    return this.#all.get(name)?.served;
   }
 
   /** Names of the tools that have a handler, built-ins first. */
   served(): string[] {
     return [...this.#all.values()].filter((s) => s.handled).map((s) => s.name);
+  }
+
+  /** The definitions of the served tools of your own that have one, by name. */
+  definitions(): Map<string, ToolDefinition> {
+    const out = new Map<string, ToolDefinition>();
+    for (const slot of this.#all.values()) {
+      const definition = slot.served?.definition;
+      if (definition) out.set(slot.name, definition);
+    }
+    return out;
   }
 
   #slot(name: string): Slot {
@@ -141,5 +300,11 @@ export class ToolRegistry {
       this.#all.set(name, slot);
     }
     return slot;
+  }
+}
+
+function checkName(name: unknown): asserts name is string {
+  if (typeof name !== "string" || name.length === 0) {
+    throw new ExecutorConfigError("a tool name must be a non-empty string");
   }
 }

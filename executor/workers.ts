@@ -12,6 +12,7 @@ export * from "./mod.ts";
 
 /** {@linkcode PortableExecutorClient} with the Workers WebSocket dialer as its default. */
 export class ExecutorClient extends PortableExecutorClient {
+  /** A client dialing with the Workers `fetch` upgrade unless `dial` is given. */
   constructor(options: ExecutorClientOptions) {
     super({ dial: dialWebSocket, ...options });
   }

@@ -129,6 +129,7 @@ export function agentHostOf(platform: object): AgentHost {
 
 /** An agent method was used on a harness built without `agent` (an `AgentPlatform`). */
 export class NoAgentPlatformError extends LocalError {
+  /** Defaults to a message saying how to pass a platform. */
   constructor(
     message =
       "this Harness has no agent platform: pass new Harness({ agent: new AgentPlatform() })",

@@ -19,7 +19,9 @@ export interface ArtifactUpload {
 
 /** A stored artifact with its bytes. */
 export interface StoredArtifact extends Artifact {
+  /** The uploaded bytes. */
   readonly bytes: Uint8Array;
+  /** The environment it was uploaded for, if any. */
   readonly environment_id?: string;
 }
 

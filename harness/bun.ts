@@ -14,6 +14,7 @@ export * from "./mod.ts";
  * unless `server` / `dial` are given.
  */
 export class Harness extends CoreHarness {
+  /** A harness with Bun's server and dialer unless `server` / `dial` are given. */
   constructor(options: HarnessOptions = {}) {
     super({ server: serveWebSocket, dial: dialWebSocket, ...options });
   }

@@ -7,11 +7,12 @@
  *
  * Commands (one per line): executors | assign <executor> <session> | call <session> <tool> <json>
  * | bash <session> <command…> | cancel <session> <tool_call_id> | stop <session> [reason]
- * | drain <executor> | wait [n] | help | quit. Results and progress print as they arrive.
+ * | attach <session> [--id <terminal_id>] [program args…] | drain <executor> | wait [n] | help
+ * | quit. Results and progress print as they arrive. `attach` connects this terminal to a
+ * terminal on the executor until its program exits or Ctrl-] detaches.
  */
-import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
-import { Harness, type Session } from "./node.ts";
+import { Harness, type Session, type Terminal } from "./node.ts";
 
 const USAGE = `bma-harness — a local harness of the BMA Executor Protocol (bma.executor.v1.1)
 
@@ -26,6 +27,10 @@ machine; any other --host needs --insecure-no-auth. Reads commands from stdin:
   bash <session> <command...>        shorthand for call <session> bash {"command": ...}
   cancel <session> <tool_call_id>    cancel a running call
   stop <session> [reason]            stop a session (waits for session.ended)
+  attach <session> [--id <terminal_id>] [program args...]
+                                     attach this terminal to a terminal of the session (default:
+                                     the executor user's login shell); Ctrl-] detaches, and
+                                     attach --id <terminal_id> attaches again
   drain <executor>                   drain an executor
   wait [n]                           wait until n executors are connected (default 1)
   help | quit
@@ -33,6 +38,136 @@ machine; any other --host needs --insecure-no-auth. Reads commands from stdin:
 
 function out(line: string): void {
   process.stdout.write(`${line}\n`);
+}
+
+/** The key that detaches from a terminal: Ctrl-], as in telnet. */
+const DETACH = 0x1d;
+
+/**
+ * Standard input, as command lines or, while a terminal is attached, as raw bytes for it.
+ * Bytes that follow an `attach` line (a script piped in) go to the terminal.
+ */
+class Input {
+  #text = "";
+  #lines: string[] = [];
+  #ended = false;
+  #wake: (() => void) | undefined;
+  #raw: ((bytes: Uint8Array) => void) | undefined;
+  readonly #decoder = new TextDecoder();
+
+  constructor(stream: NodeJS.ReadStream) {
+    stream.on("data", (chunk: Uint8Array) => this.#take(chunk));
+    stream.on("end", () => {
+      this.#ended = true;
+      this.#wake?.();
+    });
+  }
+
+  /** The next command line; `undefined` at the end of input. */
+  async line(): Promise<string | undefined> {
+    for (;;) {
+      const line = this.#lines.shift();
+      if (line !== undefined) return line;
+      if (this.#ended) {
+        const rest = this.#text;
+        this.#text = "";
+        return rest === "" ? undefined : rest;
+      }
+      await new Promise<void>((resolve) => (this.#wake = resolve));
+      this.#wake = undefined;
+    }
+  }
+
+  /** Sends raw bytes to `sink` from now on (what was typed ahead first) until `release`. */
+  capture(sink: (bytes: Uint8Array) => void): void {
+    this.#raw = sink;
+    const ahead = [...this.#lines.map((line) => `${line}\n`), this.#text].join("");
+    this.#lines = [];
+    this.#text = "";
+    if (ahead) this.#take(new TextEncoder().encode(ahead));
+  }
+
+  /** Takes lines again; `rest` (what followed the detach key) is read as typed. */
+  release(rest?: Uint8Array): void {
+    this.#raw = undefined;
+    if (rest?.byteLength) this.#take(rest);
+  }
+
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  #take(chunk: Uint8Array): void {
+    const sink = this.#raw;
+    if (sink) {
+      sink(chunk);
+      return;
+    }
+    this.#text += this.#decoder.decode(chunk, { stream: true });
+    const parts = this.#text.split("\n");
+    this.#text = parts.pop()!;
+    this.#lines.push(...parts.map((line) => line.replace(/\r$/, "")));
+    this.#wake?.();
+  }
+}
+
+/**
+ * Connects the user's terminal to `terminal`: raw mode, every key to the remote side, its output
+ * to stdout, window size changes (SIGWINCH) as resizes. Ends when the program exits, the
+ * session ends, or Ctrl-] is typed; the user's terminal is restored in every case.
+ */
+async function attach(terminal: Terminal, input: Input): Promise<"exited" | "detached"> {
+  const stdin = process.stdin;
+  const tty = stdin.isTTY === true;
+  let detach!: () => void;
+  const detached = new Promise<"detached">((resolve) => (detach = () => resolve("detached")));
+  const stop = new AbortController();
+  let typing = Promise.resolve();
+  const type = (bytes: Uint8Array) => {
+    if (bytes.byteLength === 0) return;
+    // In order, one write at a time; a failed write is reported and the next ones still go.
+    typing = typing.then(() => terminal.write(bytes)).then(
+      () => {},
+      (error) => void process.stderr.write(`\r\nbma-harness: ${(error as Error).message}\r\n`),
+    );
+  };
+  const restore = () => {
+    if (tty) stdin.setRawMode(false);
+  };
+  const resize = () => {
+    const [cols, rows] = [process.stdout.columns, process.stdout.rows];
+    if (cols > 0 && rows > 0) void terminal.resize(cols, rows).catch(() => {});
+  };
+  if (tty) stdin.setRawMode(true);
+  process.on("exit", restore);
+  if (process.stdout.isTTY) {
+    process.on("SIGWINCH", resize);
+    resize();
+  }
+  input.capture((bytes) => {
+    const at = bytes.indexOf(DETACH);
+    if (at < 0) return type(bytes);
+    type(bytes.subarray(0, at));
+    input.release(bytes.subarray(at + 1));
+    detach();
+    stop.abort();
+  });
+  const shown = (async () => {
+    for await (const bytes of terminal.output({ signal: stop.signal })) {
+      process.stdout.write(bytes);
+    }
+    return "exited" as const;
+  })();
+  try {
+    return await Promise.race([shown, detached]);
+  } finally {
+    stop.abort();
+    await shown.catch(() => {});
+    input.release();
+    process.off("SIGWINCH", resize);
+    process.off("exit", restore);
+    restore();
+  }
 }
 
 async function main(): Promise<number> {
@@ -81,6 +216,8 @@ async function main(): Promise<number> {
   harness.onExecutor((event) => out(`executor ${event.type} ${event.executor.id}`));
 
   const sessions = new Map<string, Session>();
+  const terminals = new Map<string, Terminal>();
+  const input = new Input(process.stdin);
   const executorById = (id: string) =>
     id === "-"
       ? harness.executors.find((e) => e.connected)
@@ -175,6 +312,35 @@ async function main(): Promise<number> {
         out(`stopped ${session.id}: ${JSON.stringify(end)}`);
         return true;
       }
+      case "attach": {
+        const session = sessions.get(args[0]);
+        if (!session) throw new Error(`no session ${args[0]}`);
+        const named = args[1] === "--id";
+        const id = named ? args[2] : undefined;
+        if (named && !id) throw new Error("attach --id takes a terminal id");
+        const argv = args.slice(named ? 3 : 1);
+        let terminal = id ? terminals.get(id) : undefined;
+        if (!terminal) {
+          const size = process.stdout.isTTY
+            ? { cols: process.stdout.columns, rows: process.stdout.rows }
+            : {};
+          terminal = await session.terminal({
+            ...(id ? { terminal_id: id } : {}),
+            ...(argv.length ? { argv } : {}),
+            ...size,
+          });
+          terminals.set(terminal.id, terminal);
+        }
+        out(`attached ${terminal.id} (Ctrl-] detaches)`);
+        const how = await attach(terminal, input);
+        if (how === "detached") {
+          out(`\r\ndetached ${terminal.id} (attach ${session.id} --id ${terminal.id} returns)`);
+        } else {
+          terminals.delete(terminal.id);
+          out(`\r\nterminal ${terminal.id} exited: code ${await terminal.exited}`);
+        }
+        return true;
+      }
       case "drain": {
         const executor = executorById(args[0]);
         if (!executor) throw new Error(`no executor ${args[0]}`);
@@ -186,7 +352,6 @@ async function main(): Promise<number> {
     }
   };
 
-  const lines = createInterface({ input: process.stdin, terminal: false });
   let closing = false;
   const shutdown = async () => {
     if (closing) return;
@@ -197,7 +362,7 @@ async function main(): Promise<number> {
   };
   process.on("SIGTERM", () => void shutdown().then(() => process.exit(0)));
   process.on("SIGINT", () => void shutdown().then(() => process.exit(0)));
-  for await (const line of lines) {
+  for (let line = await input.line(); line !== undefined; line = await input.line()) {
     try {
       if (!(await run(line))) break;
     } catch (error) {

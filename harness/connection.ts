@@ -358,6 +358,11 @@ export class ExecutorConnection {
       if (session) sessionControl(session).progress(params);
     });
 
+    table.onNotification("terminal.output", (params, connection) => {
+      const session = executorControl(connection.#bound()).session(params.session_id);
+      if (session) sessionControl(session).terminalOutput(params);
+    });
+
     // The agent capability's executor-to-harness methods: served only with an agent platform,
     // so a harness without one answers -32601 (the executor then keeps its tokens).
     const agent = ctx.agent;

@@ -27,7 +27,9 @@ export type ExecutorEventType =
  * register result has been written, so a listener can send to the executor at once.
  */
 export interface ExecutorEvent {
+  /** What happened: registered, reconnected, disconnected or gone. */
   readonly type: ExecutorEventType;
+  /** The executor it happened to. */
   readonly executor: ExecutorHandle;
 }
 

@@ -14,12 +14,11 @@ export * from "./mod.ts";
 
 /**
  * Serves TCP with `ws` and Unix sockets with `Deno.serve`, whichever carries a harness's frames
- * faster on Deno. A `Deno.upgradeWebSocket` socket writes every frame with its own syscall,
- * where the `ws` server writes all a turn sent at once (a call and the ack of the previous
- * result, for every executor's calls in flight): with 64 tool calls in flight over TCP that was
- * 0.24× the raw echo against 0.56× (`npm run bench -- --only calls --runtimes deno`), with the
- * same rate one call at a time. Over a Unix socket Deno's `node:net` is the slower one
- * (0.17× against 0.30× at 64 in flight), so `Deno.serve` keeps them.
+ * faster on Deno (`npm run bench` measures both; docs/benchmarks.md has the figures). A
+ * `Deno.upgradeWebSocket` socket writes every frame with its own syscall, where the `ws` server
+ * writes all a turn sent at once (a call and the ack of the previous result, for every
+ * executor's calls in flight), which matters with many calls in flight over TCP. Over a Unix
+ * socket Deno's `node:net` is the slower one, so `Deno.serve` keeps them.
  */
 function serveHarness(options: ServeWebSocketOptions): Promise<RunningServer> {
   return options.path ? serveWithDeno(options) : serveWithWs(options);
@@ -31,6 +30,7 @@ function serveHarness(options: ServeWebSocketOptions): Promise<RunningServer> {
  * are given (`server: serveWebSocket` of `transport/deno.ts` serves TCP with `Deno.serve` too).
  */
 export class Harness extends CoreHarness {
+  /** A harness with Deno's servers and dialer unless `server` / `dial` are given. */
   constructor(options: HarnessOptions = {}) {
     super({ server: serveHarness, dial: dialWebSocket, ...options });
   }

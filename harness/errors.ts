@@ -25,6 +25,7 @@ export class ToolOutcomeUnknownError extends LocalError {
   readonly sessionId: string;
   /** Why the result will not come. */
   readonly reason: ToolOutcomeUnknownReason;
+  /** The call, its session, why its result will not come, and the failure behind it as `cause`. */
   constructor(
     toolCallId: string,
     sessionId: string,
@@ -44,8 +45,11 @@ export type SessionRefusedReason = "draining" | "executor_unavailable" | "sessio
 
 /** `assignSession` refused locally: the executor is draining or gone, or the id is taken. */
 export class SessionRefusedError extends LocalError {
+  /** The session id that was refused. */
   readonly sessionId: string;
+  /** Why it was refused. */
   readonly reason: SessionRefusedReason;
+  /** The refused session id and why. */
   constructor(sessionId: string, reason: SessionRefusedReason) {
     super(`session ${sessionId} refused (${reason})`);
     this.name = "SessionRefusedError";
@@ -56,9 +60,11 @@ export class SessionRefusedError extends LocalError {
 
 /** The session has ended; nothing more can be sent for it. */
 export class SessionEndedError extends LocalError {
+  /** The session. */
   readonly sessionId: string;
   /** Why it ended (`stopped`, `lease_expired`, the executor's `session.ended` reason, ...). */
   readonly reason: string;
+  /** The ended session and why it ended. */
   constructor(sessionId: string, reason: string) {
     super(`session ${sessionId} has ended (${reason})`);
     this.name = "SessionEndedError";
@@ -75,8 +81,11 @@ export type ExecutorUnavailableReason = "disconnected" | "gone";
  * lease) or is gone for good (`gone`: lease expired, replaced without resume, or closed).
  */
 export class ExecutorUnavailableError extends LocalError {
+  /** The executor. */
   readonly executorId: string;
+  /** Whether it may still come back (`disconnected`) or not (`gone`). */
   readonly reason: ExecutorUnavailableReason;
+  /** The executor and whether it is disconnected or gone. */
   constructor(executorId: string, reason: ExecutorUnavailableReason) {
     super(`executor ${executorId} is ${reason === "gone" ? "gone" : "not connected"}`);
     this.name = "ExecutorUnavailableError";
@@ -120,6 +129,7 @@ export class InsecureServeError extends LocalError {
 
 /** `accept()` refused a transport: `authenticate` rejected its request. */
 export class ConnectRefusedError extends LocalError {
+  /** The refusal of `authenticate` as `cause`. */
   constructor(options?: { cause?: unknown }) {
     super("connection refused: authentication failed", options);
     this.name = "ConnectRefusedError";
@@ -136,7 +146,9 @@ export class HarnessClosedError extends LocalError {
 
 /** The MCP channel is closed: nothing more can be sent on it. */
 export class McpChannelClosedError extends LocalError {
+  /** The channel. */
   readonly channelId: string;
+  /** The closed channel and why it closed. */
   constructor(channelId: string, reason: string) {
     super(`MCP channel ${channelId} is closed${reason ? ` (${reason})` : ""}`);
     this.name = "McpChannelClosedError";
@@ -155,7 +167,9 @@ export type TokenRejectedReason =
 
 /** A JWT failed verification. The message names the reason only, never the token. */
 export class TokenRejectedError extends LocalError {
+  /** What failed: the format, the algorithm, the signature, the expiry, the issuer or a claim. */
   readonly reason: TokenRejectedReason;
+  /** Why the token was rejected (never the token itself). */
   constructor(reason: TokenRejectedReason) {
     super(`token rejected (${reason})`);
     this.name = "TokenRejectedError";

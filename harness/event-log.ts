@@ -74,6 +74,7 @@ export class EventLog {
   #changed!: Promise<void>;
   #signalChange!: () => void;
 
+  /** An empty log of one session. */
   constructor(sessionId: string, options: EventLogOptions = {}) {
     this.sessionId = sessionId;
     this.#sink = options.sink;

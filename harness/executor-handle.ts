@@ -58,6 +58,7 @@ export type ExecutorGoneReason = "lease_expired" | "closed" | "harness_closed";
 
 /** How an executor ended. */
 export interface ExecutorEnd {
+  /** Why it is gone. */
   readonly reason: ExecutorGoneReason;
 }
 
@@ -551,6 +552,11 @@ export class ExecutorHandle {
     // its register result; it deduplicates them by tool_call_id.
     afterReply(() => {
       if (this.#connection !== connection) return;
+      // Lossy output (terminal.output) sent while disconnected is read back.
+      for (const id of resumed) {
+        const session = this.#sessions?.get(id);
+        if (session) sessionControl(session).resumed();
+      }
       for (const entry of this.#ctx.ledger.pending((e) => e.executorId === this.id)) {
         const unsent = entry.state === "queued" ||
           (entry.state === "dispatching" && entry.dispatchedOn !== connection);

@@ -168,6 +168,7 @@ export class Harness {
   readonly #connectionHost: ConnectionHost;
   #closed = false;
 
+  /** A harness that serves nothing yet: call `serve`, `serveUnix`, `accept`, `dial` or `fetch`. */
   constructor(options: HarnessOptions = {}) {
     const clock = options.clock ?? systemClock;
     const logger = redactingLogger(options.logger ?? silentLogger);

@@ -7,11 +7,17 @@ import { TokenRejectedError } from "./errors.ts";
 
 /** Claims of a token. `iat`, `nbf` and `exp` are seconds since the epoch. */
 export interface JwtClaims {
+  /** Issuer. */
   iss?: string;
+  /** Subject: whom the token is for. */
   sub?: string;
+  /** Issued at. */
   iat?: number;
+  /** Not valid before. */
   nbf?: number;
+  /** Expires at. */
   exp?: number;
+  /** Any other claim. */
   [claim: string]: unknown;
 }
 

@@ -6,14 +6,17 @@
  * ```ts
  * import { Harness } from "bma-executor-sdk/harness/node"; // the ws server: Node, Deno, Bun
  *
- * const harness = new Harness({ authenticate }); // or { tokens: { secret, credentials } }
+ * // Every executor accepted, without a token; or { tokens: { secret, credentials } }.
+ * const harness = new Harness({ authenticate: () => ({}) });
  * const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
  * const executor = await harness.waitExecutor();
  * const session = await executor.assignSession({ session_id: "ses_1" });
  * await session.ready();
  * const result = await session.tools.bash.call({ command: "ls" });
- * for await (const event of session.events()) console.log(event.event.type);
- * await session.stop("done");
+ * await session.stop("done"); // resolves after session.ended
+ * // The events accepted, in order; the iteration ends because the session has ended.
+ * for await (const record of session.events()) console.log(record.event.type);
+ * await harness.close();
  * ```
  *
  * Semantics worth knowing:
@@ -70,6 +73,12 @@ export {
   type ToolSlot,
   type TypedToolCallOptions,
 } from "./session.ts";
+export {
+  Terminal,
+  TerminalBusyError,
+  type TerminalOptions,
+  type TerminalReadOptions,
+} from "./terminal.ts";
 export type { ToolCallResult, ToolCallState } from "./tool-call-ledger.ts";
 export {
   EventLog,
@@ -118,3 +127,36 @@ export {
   ToolOutcomeUnknownError,
   type ToolOutcomeUnknownReason,
 } from "./errors.ts";
+export {
+  checkKey,
+  checkList,
+  compareKeys,
+  type DeleteOp,
+  type DeletePrefixOp,
+  encodeValue,
+  type HarnessStore,
+  InvalidStoreRequestError,
+  type InvalidStoreRequestReason,
+  isPromiseLike,
+  type ListOptions,
+  type MaybePromise,
+  prefixEnd,
+  type PutOp,
+  StoreClosedError,
+  type StoreOp,
+} from "./store/store.ts";
+export { MemoryHarnessStore, type MemoryHarnessStoreOptions } from "./store/memory.ts";
+export {
+  DEFAULT_STORE_TABLE,
+  type PreparedStatementLike,
+  type PreparingDatabaseLike,
+  preparingDriver,
+  type SqlDriver,
+  SqlHarnessStore,
+  type SqlHarnessStoreOptions,
+  SqliteDriverUnavailableError,
+  type SqliteStoreOptions,
+  type SqliteSynchronous,
+  type SqlRow,
+  type SqlValue,
+} from "./store/sql.ts";

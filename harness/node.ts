@@ -4,7 +4,7 @@
  *
  * ```ts
  * import { Harness } from "bma-executor-sdk/harness/node";
- * const harness = new Harness({ authenticate });
+ * const harness = new Harness({ authenticate: () => ({}) }); // accepts every executor
  * const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
  * ```
  *
@@ -20,6 +20,7 @@ export * from "./mod.ts";
  * unless `server` / `dial` are given.
  */
 export class Harness extends CoreHarness {
+  /** A harness with Node's server and dialer unless `server` / `dial` are given. */
   constructor(options: HarnessOptions = {}) {
     super({ server: serveWebSocket, dial: dialWebSocket, ...options });
   }

@@ -22,6 +22,7 @@ import {
   type SessionMetadata,
   type SessionStatus,
   type SessionStatusParams,
+  type TerminalOutputParams,
   TOOL_NAMES,
   TOOL_SPECS,
   type ToolCallParams,
@@ -43,12 +44,23 @@ import type { ExecutorHandle } from "./executor-handle.ts";
 import { type McpChannel, mcpChannelControl } from "./mcp-channel.ts";
 import { randomId } from "./token-endpoint.ts";
 import type { ToolCallEntry, ToolCallResult } from "./tool-call-ledger.ts";
+import {
+  closeOnAbort,
+  Terminal,
+  type TerminalHost,
+  type TerminalOptions,
+  TerminalOutput,
+} from "./terminal.ts";
+import { advertisedInputCheck } from "./tool-input.ts";
 
 /** A tool call as `callTool` takes it; `tool_call_id` is generated when absent. */
 export interface ToolCallRequest {
   /** Tool name, e.g. `bash`. */
   tool: string;
-  /** Tool input; for built-in tools it must match the tool's input schema. */
+  /**
+   * Tool input; for built-in tools it must match the tool's input schema, for a tool of the
+   * executor's own the input schema it advertised (`capabilities.tool_definitions`).
+   */
   input: Record<string, unknown>;
   /** The idempotency key: calling again with the same id returns the same outcome. */
   tool_call_id?: string;
@@ -147,6 +159,10 @@ export interface SessionControl {
   appendEvent(params: SessionEventParams, rpcId: JsonRpcId): Promise<SessionEventResult>;
   /** The session's open MCP channels, by channel id. */
   readonly channels: Map<string, McpChannel>;
+  /** A `terminal.output` notification. */
+  terminalOutput(params: TerminalOutputParams): void;
+  /** The executor reconnected and resumed the session. */
+  resumed(): void;
 }
 
 const controls = new WeakMap<Session, SessionControl>();
@@ -175,6 +191,7 @@ export class Session {
   readonly #ctx: HarnessContext;
   readonly #log: EventLog;
   readonly #progress = new Map<string, Set<(progress: ToolProgressParams) => void>>();
+  #terminals: Map<string, { terminal: Terminal; output: TerminalOutput }> | undefined;
   #state: SessionState = "assigning";
   #reported: SessionStatusParams | undefined;
   #endReason: string | undefined;
@@ -220,6 +237,10 @@ export class Session {
       },
       appendEvent: (params, rpcId) => this.#log.append(params, rpcId),
       channels,
+      terminalOutput: (params) => this.#terminals?.get(params.terminal_id)?.output.deliver(params),
+      resumed: () => {
+        for (const { output } of this.#terminals?.values() ?? []) output.resumed();
+      },
     });
   }
 
@@ -249,7 +270,10 @@ export class Session {
    * Calls a tool and resolves with its outcome once `tool.result` arrives. Idempotent by
    * `tool_call_id`: a repeat returns the same outcome and the tool runs once. Pending calls
    * survive a reconnect within the lease; when the lease expires they reject with
-   * `ToolOutcomeUnknownError`.
+   * `ToolOutcomeUnknownError`. Input that the tool's schema refuses (the contract's for a
+   * built-in tool, the advertised one for the executor's own) rejects with
+   * `InvalidOutgoingParamsError`, its issue paths into the params (`["input", "city"]`), and
+   * nothing is sent.
    */
   callTool(request: ToolCallRequest, options: ToolCallOptions = {}): Promise<ToolCallResult> {
     try {
@@ -295,6 +319,62 @@ export class Session {
       return Promise.reject(new SessionEndedError(this.id, this.#endReason ?? "ended"));
     }
     return this.#host.openMcp(this, name);
+  }
+
+  /**
+   * Opens a pseudo-terminal on the executor (`terminal.open`, capability `terminal`): the
+   * user's login shell unless `argv` says otherwise, 80x24 unless `cols`/`rows` do. Idempotent by
+   * `terminal_id` (generated when absent): opening again answers the same terminal. Its output
+   * survives reconnects within the lease, each byte once and in order, while the executor still
+   * holds it; the terminal ends with the session.
+   *
+   * ```ts
+   * const terminal = await session.terminal({ cols: 120, rows: 40 });
+   * await terminal.write("echo hello; exit\r");
+   * for await (const text of terminal) process.stdout.write(text);
+   * console.log("exit code", await terminal.exited);
+   * ```
+   */
+  async terminal(options: TerminalOptions = {}): Promise<Terminal> {
+    if (this.#state === "ended") throw new SessionEndedError(this.id, this.#endReason ?? "ended");
+    const { signal, terminal_id, ...rest } = options;
+    const id = terminal_id ?? randomId("term_");
+    const terminals = this.#terminals ??= new Map();
+    let known = terminals.get(id);
+    const fresh = !known;
+    if (!known) {
+      // Routed before the request: output may arrive ahead of the answer.
+      const host: TerminalHost = {
+        sessionId: this.id,
+        logger: this.#ctx.logger,
+        request: (method, params, callOptions) => this.#host.request(method, params, callOptions),
+      };
+      const entry = {} as { terminal: Terminal; output: TerminalOutput };
+      // Forgotten once its output has ended: no more notifications are needed for it.
+      entry.output = new TerminalOutput(id, host, () => {
+        if (terminals.get(id) === entry) terminals.delete(id);
+      });
+      entry.terminal = new Terminal(id, host, entry.output);
+      terminals.set(id, known = entry);
+    }
+    const { terminal, output } = known;
+    try {
+      const result = await this.#host.request("terminal.open", {
+        session_id: this.id,
+        terminal_id: id,
+        ...rest,
+      }, { signal });
+      terminal.opened(result);
+      // Already open on the executor (a retry, or a handle made anew): read what it holds.
+      if (result.duplicate) output.resumed();
+    } catch (error) {
+      if (fresh) output.end();
+      throw error;
+    }
+    // The session may have ended while terminal.open was in flight.
+    if (this.state === "ended") output.end();
+    if (signal) closeOnAbort(terminal, signal, this.#ctx.logger);
+    return terminal;
   }
 
   /**
@@ -376,6 +456,12 @@ export class Session {
           })),
         );
       }
+      const issues = advertisedInputCheck(
+        this.#host.capabilities,
+        request.tool,
+        this.#ctx.logger,
+      )?.(request.input);
+      if (issues) throw new InvalidOutgoingParamsError("tool.call", issues);
       entry = ledger.add(params, this.executor.id);
       this.#host.dispatch(entry);
     }
@@ -467,6 +553,8 @@ export class Session {
     const control = controls.get(this)!;
     for (const channel of [...control.channels.values()]) mcpChannelControl(channel).end(reason);
     control.channels.clear();
+    for (const { output } of this.#terminals?.values() ?? []) output.end();
+    this.#terminals = undefined;
     for (const waiter of this.#readyWaiters.splice(0)) {
       waiter.reject(new SessionEndedError(this.id, reason));
     }

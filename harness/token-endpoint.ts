@@ -10,6 +10,7 @@ import type { CredentialScope, Principal } from "./principal.ts";
 
 /** An environment key accepted by the endpoint. */
 export interface EnvironmentCredential {
+  /** The environment the key belongs to. */
   readonly environmentId: string;
   /** The secret key. */
   readonly environmentKey: string;
@@ -19,6 +20,7 @@ export interface EnvironmentCredential {
 
 /** A machine token accepted by the endpoint; its executor id is `exec_<machineId>`. */
 export interface MachineCredential {
+  /** The machine the token belongs to. */
   readonly machineId: string;
   /** The secret token. */
   readonly machineToken: string;
@@ -48,10 +50,15 @@ export interface TokenEndpointOptions {
 
 /** The 200 body of a token exchange (http.md). */
 export interface TokenResponse {
+  /** The executor JWT. */
   token: string;
+  /** When it expires (ISO date-time). */
   expires_at: string;
+  /** Its lifetime in seconds. */
   expires_in: number;
+  /** The WebSocket URL to connect to with it. */
   url: string;
+  /** The executor id a machine token is bound to. */
   executor_id?: string;
 }
 
@@ -77,6 +84,7 @@ export class TokenIssuer {
   readonly #ttlSeconds: number;
   readonly #connectUrl: string | undefined;
 
+  /** An issuer of `options.credentials` whose expiry times come from `clock`. */
   constructor(options: TokenEndpointOptions, clock: Clock) {
     this.#clock = clock;
     this.#issuer = options.issuer ?? DEFAULT_ISSUER;

@@ -4,8 +4,8 @@
  *
  * The order of members is kept in a ring of keys. Evicting with `set.values().next()` instead
  * costs time in proportion to the set's size once it is full: V8 keeps deleted slots at the
- * front of a Set until it rehashes, and every `next()` walks over them (about 10 µs per add at
- * 10,000 members, 40 µs at 50,000 — more than the rest of a tool call).
+ * front of a Set until it rehashes, and every `next()` walks over them — at the sizes the
+ * harness and the executor keep, more than the rest of a tool call.
  *
  * @module
  */
@@ -100,7 +100,7 @@ export class RecentMap<K, V> {
  *
  * Most ids looked up are new (a fresh tool call, a fresh event), and a miss walks both
  * generations' hash tables, each up to `limit` entries: in a busy executor those are cold in
- * the cache, and the lookups of a tool call's id were a tenth of its CPU. String ids first pass
+ * the cache, and the lookups of a tool call's id were a large share of its CPU. String ids first pass
  * a Bloom filter per generation (16 bits per id, two probes, ~1.4% false positives), which
  * answers almost every miss from a few kilobytes without touching the tables.
  */

@@ -10,8 +10,11 @@
 
 /** A JSON-RPC 2.0 error object as it travels on the wire. */
 export interface JsonRpcErrorObject {
+  /** The error code. */
   code: number;
+  /** A short description. */
   message: string;
+  /** Further information, as the contract says per code. */
   data?: unknown;
 }
 
@@ -22,6 +25,7 @@ export class ProtocolError extends Error {
   /** The error's `data` member, if any. */
   readonly data: unknown;
 
+  /** An error with a JSON-RPC code, message and optional `data`. */
   constructor(code: number, message: string, data?: unknown) {
     super(message);
     this.name = "ProtocolError";
@@ -45,6 +49,7 @@ export class ProtocolError extends Error {
 
 /** A failure on this side of the connection; it never crossed the wire. */
 export class LocalError extends Error {
+  /** `message` says what failed; `cause` the failure behind it. */
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = "LocalError";
@@ -57,6 +62,7 @@ export class ConnectionClosedError extends LocalError {
   readonly code: number;
   /** The close reason. */
   readonly reason: string;
+  /** The close code and reason the connection ended with. */
   constructor(code: number, reason: string) {
     super(`connection closed (${code}${reason ? `: ${reason}` : ""})`);
     this.name = "ConnectionClosedError";
@@ -67,8 +73,11 @@ export class ConnectionClosedError extends LocalError {
 
 /** A request got no response within its timeout. */
 export class RequestTimeoutError extends LocalError {
+  /** The method of the request. */
   readonly method: string;
+  /** The timeout it had. */
   readonly timeoutMs: number;
+  /** The method and the timeout that passed. */
   constructor(method: string, timeoutMs: number) {
     super(`${method} timed out after ${timeoutMs} ms`);
     this.name = "RequestTimeoutError";
@@ -79,7 +88,9 @@ export class RequestTimeoutError extends LocalError {
 
 /** A request was aborted through its `signal`; its `cause` is the signal's reason. */
 export class RequestAbortedError extends LocalError {
+  /** The method of the request. */
   readonly method: string;
+  /** The method, and the signal's reason as `cause`. */
   constructor(method: string, cause?: unknown) {
     super(`${method} aborted`, { cause });
     this.name = "RequestAbortedError";
@@ -89,8 +100,11 @@ export class RequestAbortedError extends LocalError {
 
 /** The method is gated by a capability the executor did not advertise; nothing was sent. */
 export class CapabilityNotAdvertisedError extends LocalError {
+  /** The method. */
   readonly method: string;
+  /** The capability that gates it. */
   readonly capability: string;
+  /** The method and the capability it needs. */
   constructor(method: string, capability: string) {
     super(`${method} needs capability "${capability}", which the executor did not advertise`);
     this.name = "CapabilityNotAdvertisedError";
@@ -101,8 +115,11 @@ export class CapabilityNotAdvertisedError extends LocalError {
 
 /** The method does not exist on this connection's protocol version; nothing was sent. */
 export class MethodUnavailableError extends LocalError {
+  /** The method. */
   readonly method: string;
+  /** The connection's subprotocol. */
   readonly protocol: string;
+  /** The method, the connection's subprotocol, and why the method is not on it. */
   constructor(method: string, protocol: string, why: string) {
     super(`${method} is not available on ${protocol || "this connection"}: ${why}`);
     this.name = "MethodUnavailableError";
@@ -113,8 +130,11 @@ export class MethodUnavailableError extends LocalError {
 
 /** Params given to `call`/`notify` do not match the contract; nothing was sent. */
 export class InvalidOutgoingParamsError extends LocalError {
+  /** The method. */
   readonly method: string;
+  /** The contract's issues with the params (paths and messages). */
   readonly issues: readonly unknown[];
+  /** The method and the issues with its params. */
   constructor(method: string, issues: readonly unknown[]) {
     super(`params of ${method} do not match the contract`);
     this.name = "InvalidOutgoingParamsError";
@@ -125,8 +145,11 @@ export class InvalidOutgoingParamsError extends LocalError {
 
 /** The peer answered with a result that does not match the contract. */
 export class InvalidResultError extends LocalError {
+  /** The method. */
   readonly method: string;
+  /** The contract's issues with the result (paths and messages). */
   readonly issues: readonly unknown[];
+  /** The method and the issues with its result. */
   constructor(method: string, issues: readonly unknown[]) {
     super(`result of ${method} does not match the contract`);
     this.name = "InvalidResultError";
@@ -137,8 +160,11 @@ export class InvalidResultError extends LocalError {
 
 /** A frame is over the connection's size limit. */
 export class FrameTooLargeError extends LocalError {
+  /** The frame's size in bytes. */
   readonly bytes: number;
+  /** The limit in bytes. */
   readonly limit: number;
+  /** The frame's size and the limit. */
   constructor(bytes: number, limit: number) {
     super(`frame of ${bytes} bytes exceeds the ${limit}-byte limit`);
     this.name = "FrameTooLargeError";

@@ -6,30 +6,43 @@ export type JsonRpcId = string | number;
 
 /** A request: it has an id and expects a response. */
 export interface JsonRpcRequest {
+  /** Always `"2.0"`. */
   jsonrpc: "2.0";
+  /** The id the response echoes. */
   id: JsonRpcId;
+  /** The method called. */
   method: string;
+  /** The method's params. */
   params?: unknown;
 }
 
 /** A notification: no id, no response. */
 export interface JsonRpcNotification {
+  /** Always `"2.0"`. */
   jsonrpc: "2.0";
+  /** The method. */
   method: string;
+  /** The method's params. */
   params?: unknown;
 }
 
 /** A successful response. */
 export interface JsonRpcSuccess {
+  /** Always `"2.0"`. */
   jsonrpc: "2.0";
+  /** The id of the request answered. */
   id: JsonRpcId;
+  /** The method's result. */
   result: unknown;
 }
 
 /** An error response; `id` is null when the request's id could not be read. */
 export interface JsonRpcFailure {
+  /** Always `"2.0"`. */
   jsonrpc: "2.0";
+  /** The id of the request answered, or null. */
   id: JsonRpcId | null;
+  /** What went wrong. */
   error: JsonRpcErrorObject;
 }
 

@@ -8,9 +8,13 @@ export type LogFields = Record<string, unknown>;
 
 /** A log sink. */
 export interface Logger {
+  /** Detail for debugging. */
   debug(message: string, fields?: LogFields): void;
+  /** Something worth knowing happened. */
   info(message: string, fields?: LogFields): void;
+  /** Something went wrong and was handled. */
   warn(message: string, fields?: LogFields): void;
+  /** Something failed. */
   error(message: string, fields?: LogFields): void;
 }
 

@@ -127,6 +127,7 @@ export type NotificationHandler<M extends NotificationMethod> = (
 
 /** Undoes a registration. */
 export interface Disposable {
+  /** Undoes it; a second call does nothing. */
   dispose(): void;
 }
 
@@ -218,12 +219,14 @@ export class PeerHandlers<O> implements HandlerTable {
   }
 
   /** The handler of a request method, if the table serves it. */
-  request(method: string): AnyRequestHandler | undefined {
+  request(
+    method: string,
+  ): ((params: unknown, context: RequestContext, owner?: unknown) => unknown) | undefined {
     return this.#requests.get(method);
   }
 
   /** The handler of a notification method, if the table serves it. */
-  notification(method: string): AnyNotificationHandler | undefined {
+  notification(method: string): ((params: unknown, owner?: unknown) => unknown) | undefined {
     return this.#notifications.get(method);
   }
 }
@@ -258,8 +261,11 @@ function checked(
 
 /** Issues as sent in `data.issues` of a -32602 answer. */
 export interface ValidationIssue {
+  /** Where in the params: member names and array indexes. */
   path: (string | number)[];
+  /** What is wrong there. */
   message: string;
+  /** The kind of issue (zod's code). */
   code: string;
 }
 
@@ -298,7 +304,7 @@ export class Peer {
   readonly #timeoutMs: number;
   readonly #validateOutgoing: boolean;
   // The maps and the set below start as shared empty ones, never written, and are made on the
-  // first write: a server holds a peer per idle connection, and an empty Map costs ~180 bytes.
+  // first write: a server holds a peer per idle connection, where even empty Maps add up.
   #pending: Map<JsonRpcId, Pending> = NO_PENDING;
   /** Ids of requests given up on (timeout, abort), made when the first is. */
   #abandoned: BoundedSet<JsonRpcId> | undefined;

@@ -1,10 +1,22 @@
 /**
  * The project's static gates, in order: generated code matches the contract, deno fmt, deno
  * lint, deno check, tsc for the portable core (no @types/node: a node: import cannot compile)
- * and for everything, the runtime-import guard, and JSR's publish checks (slow types included).
+ * and for everything, JSR's publish checks (slow types included), the documentation of every
+ * export of every entry point (`deno doc --lint`, JSR's rule), the examples in the entry points'
+ * doc comments (`deno check --doc-only`, with the package's public specifiers mapped to the
+ * sources), and the runtime-import guard.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -48,6 +60,73 @@ function runtimeImportGuard(): string[] {
   return bad;
 }
 
+/** deno.json's exports: each public subpath and its source module (npm exports the same list). */
+const EXPORTS: Record<string, string> = JSON.parse(
+  readFileSync(join(root, "deno.json"), "utf8"),
+).exports;
+const entryPoints = [...new Set(Object.values(EXPORTS))];
+
+/**
+ * Type-checks the examples in the entry points' doc comments as a user's code: an import map
+ * resolves `bma-executor-sdk/...` and `@bma/executor-sdk/...` to the sources.
+ */
+function checkDocExamples(): number | null {
+  const dir = mkdtempSync(join(tmpdir(), "bma-check-"));
+  try {
+    const imports: Record<string, string> = {};
+    for (const [subpath, target] of Object.entries(EXPORTS)) {
+      for (const name of ["bma-executor-sdk", "@bma/executor-sdk"]) {
+        imports[name + subpath.slice(1)] = join(root, target);
+      }
+    }
+    const map = join(dir, "import_map.json");
+    writeFileSync(map, JSON.stringify({ imports }));
+    const args = ["check", "--doc-only", "--quiet", "--import-map", map, ...entryPoints];
+    return spawnSync(bin("deno"), args, {
+      cwd: root,
+      stdio: "inherit",
+      env: { ...process.env, NO_COLOR: "1" },
+    }).status;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Types of the package's dependencies that its public types name: `deno doc --lint` calls them
+ * private because the entry points do not re-export them, but users have them from the
+ * dependency itself (zod, a peer dependency: its schemas are part of `/protocol`).
+ */
+const DEPENDENCY_TYPES: ReadonlySet<string> = new Set(["ZodType", "$ZodType", "input", "output"]);
+
+/**
+ * What `deno doc --lint` reports for the entry points of `deno.json` (the same list as npm's
+ * exports): an export without a doc comment, without an explicit type, or naming a type the
+ * entry points do not export. Each problem as `path:line: kind: message`.
+ */
+function docLint(): { problems: string[]; failed: string | undefined } {
+  const result = spawnSync(bin("deno"), ["doc", "--lint", ...entryPoints], {
+    cwd: root,
+    encoding: "utf8",
+    env: { ...process.env, NO_COLOR: "1" },
+  });
+  const output = `${result.stdout}\n${result.stderr}`;
+  const problems: string[] = [];
+  const pattern = /^error\[([\w-]+)\]: (.*)\n\s*--> (.+?):(\d+):\d+$/gm;
+  const reported = [...output.matchAll(pattern)];
+  for (const [, kind, message, path, line] of reported) {
+    const privateType = /references private type '([^']+)'/.exec(message)?.[1];
+    if (kind === "private-type-ref" && privateType && DEPENDENCY_TYPES.has(privateType)) continue;
+    problems.push(`${relative(root, path)}:${line}: ${kind}: ${message}`);
+  }
+  // Every error deno counted must have been read: a change of its output format must not pass.
+  const found = Number(/Found (\d+) documentation lint errors?/.exec(output)?.[1] ?? 0);
+  if (result.status !== 0 && found !== reported.length) {
+    return { problems, failed: `deno doc --lint exited ${result.status}:\n${output}` };
+  }
+  return { problems, failed: undefined };
+}
+
 let failed = false;
 for (const [name, command, args] of steps) {
   const started = performance.now();
@@ -60,6 +139,29 @@ for (const [name, command, args] of steps) {
   const ok = result.status === 0;
   failed ||= !ok;
   console.log(`${ok ? "ok  " : "FAIL"} ${name} (${seconds} s)`);
+}
+{
+  const started = performance.now();
+  const { problems, failed: broken } = docLint();
+  const seconds = ((performance.now() - started) / 1000).toFixed(1);
+  for (const problem of problems) console.log(problem);
+  if (broken) console.log(broken);
+  const ok = problems.length === 0 && !broken;
+  failed ||= !ok;
+  console.log(
+    `${
+      ok ? "ok  " : "FAIL"
+    } deno doc --lint: every export of every entry point documented (${seconds} s)`,
+  );
+}
+{
+  const started = performance.now();
+  const ok = checkDocExamples() === 0;
+  const seconds = ((performance.now() - started) / 1000).toFixed(1);
+  failed ||= !ok;
+  console.log(
+    `${ok ? "ok  " : "FAIL"} deno check --doc-only: the entry points' examples (${seconds} s)`,
+  );
 }
 const bad = runtimeImportGuard();
 if (bad.length) {

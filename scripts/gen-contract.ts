@@ -261,16 +261,30 @@ class Generator {
     const required = new Set(schema.required ?? []);
     let out = "";
     for (const [key, prop] of Object.entries(schema.properties ?? {})) {
-      out += doc(prop.description, indent);
+      out += doc(prop.description ?? this.memberDoc(prop), indent);
       out += `${indent}${quoteKey(key)}${required.has(key) ? "" : "?"}: ${
         this.ts(prop, indent)
       };\n`;
     }
     const extra = schema.additionalProperties;
     if (extra === true || (typeof extra === "object")) {
+      out += doc("Members the contract leaves open, kept as they are.", indent);
       out += `${indent}[key: string]: unknown;\n`;
     }
     return out;
+  }
+
+  /**
+   * The doc of a member the contract does not describe: a constant's value, or the description
+   * of the component it (or its items) refers to.
+   */
+  memberDoc(prop: Schema): string | undefined {
+    if (prop.const !== undefined) return `Always \`${JSON.stringify(prop.const)}\`.`;
+    const ref = prop.$ref ?? prop.items?.$ref;
+    if (!ref) return undefined;
+    const name = refName(ref);
+    const text = this.schemas[name]?.description;
+    return text ? text : `See {@linkcode ${name}}.`;
   }
 
   // ---- zod validators ---------------------------------------------------------------------
@@ -847,7 +861,12 @@ function isPlainArray_(v: any): boolean {
 
     out += `// ---- Component types ----\n\n`;
     const order = this.order();
-    for (const name of order) out += this.typeDecl(name, this.schemas[name]);
+    const resultOf = new Map<string, string>();
+    for (const m of methods) if (m.result) resultOf.set(refName(m.result.schema.$ref!), m.name);
+    for (const name of order) {
+      const method = resultOf.get(name);
+      out += this.typeDecl(name, this.schemas[name], method && `The result of \`${method}\`.`);
+    }
     out += `\n// ---- Method params ----\n\n`;
     for (const m of methods) {
       out += this.typeDecl(
@@ -959,7 +978,7 @@ function isPlainArray_(v: any): boolean {
       `/** Who sends a method. */\nexport type MethodDirection = "executor_to_harness" | "harness_to_executor" | "both";\n\n`;
     out += `/** What the contract says about one method. */\nexport interface MethodSpec {\n`;
     out +=
-      `  readonly name: MethodName;\n  readonly kind: "request" | "notification";\n  readonly direction: MethodDirection;\n`;
+      `  /** The method's name on the wire. */\n  readonly name: MethodName;\n  /** A request is answered; a notification is not. */\n  readonly kind: "request" | "notification";\n  /** Which end sends it. */\n  readonly direction: MethodDirection;\n`;
     out +=
       `  /** The protocol version that introduced it. */\n  readonly since: ProtocolVersion;\n`;
     out +=
@@ -967,7 +986,7 @@ function isPlainArray_(v: any): boolean {
     out +=
       `  /** What makes a repeat of it harmless (a params member, or "jsonrpc_id"). */\n  readonly idempotencyKey?: string;\n`;
     out +=
-      `  readonly params: z.ZodType<unknown>;\n  /** Absent for notifications. */\n  readonly result?: z.ZodType<unknown>;\n`;
+      `  /** Validates its params. */\n  readonly params: z.ZodType<unknown>;\n  /** Validates its result. Absent for notifications. */\n  readonly result?: z.ZodType<unknown>;\n`;
     out += `  /**
    * Fast check of params, generated from the contract with \`params\`: true only when \`params\`
    * accepts the value AND its output deep-equals the value, so the value may be used as is (no
@@ -978,6 +997,7 @@ function isPlainArray_(v: any): boolean {
   readonly acceptsParams: (value: unknown) => boolean;
   /** The same fast check for \`result\`. Absent for notifications. */
   readonly acceptsResult?: (value: unknown) => boolean;
+  /** The contract's one-line summary of it. */
   readonly summary: string;\n}\n\n`;
     out += `/** Every method of the contract, by name. */\n`;
     out +=
@@ -1016,7 +1036,7 @@ function isPlainArray_(v: any): boolean {
     }
     out += `}\n/** A built-in tool name. */\nexport type ToolName = keyof ToolMap;\n`;
     out +=
-      `/** What the contract says about one built-in tool. */\nexport interface ToolSpec {\n  readonly name: ToolName;\n  /** The capability group that advertises it ("shell", "files"). */\n  readonly group: string;\n  readonly input: z.ZodType<unknown>;\n  readonly result?: z.ZodType<unknown>;\n}\n`;
+      `/** What the contract says about one built-in tool. */\nexport interface ToolSpec {\n  /** The tool's name in \`tool.call\`. */\n  readonly name: ToolName;\n  /** The capability group that advertises it ("shell", "files"). */\n  readonly group: string;\n  /** Validates its input. */\n  readonly input: z.ZodType<unknown>;\n  /** Validates its structured result, when the contract gives one. */\n  readonly result?: z.ZodType<unknown>;\n}\n`;
     out +=
       `/** The built-in tools, by name. */\nexport const TOOL_SPECS: ReadonlyMap<string, ToolSpec> = new Map<string, ToolSpec>([\n`;
     for (const [name, t] of Object.entries(tools)) {
@@ -1069,7 +1089,10 @@ function isPlainArray_(v: any): boolean {
       classes.push([e.code, cls]);
       out += doc(`${e.code} ${e["x-name"]}: ${e.description ?? e.message}`);
       out += `export class ${cls} extends ProtocolError {\n`;
-      out += `  /** The JSON-RPC code of this error. */\n  static readonly code = ${e.code};\n`;
+      out +=
+        `  /** The JSON-RPC code of this error. */\n  static readonly code: ${e.code} = ${e.code};\n`;
+      out +=
+        `  /** An error to throw from a handler (or received): \`data\` goes on the wire as is. */\n`;
       out += `  constructor(message: string = ${JSON.stringify(e.message)}, data?: unknown) {\n`;
       out += `    super(${e.code}, message, data);\n    this.name = ${
         JSON.stringify(cls)
@@ -1090,7 +1113,7 @@ function isPlainArray_(v: any): boolean {
       "\n} = {\n";
     out += closeEntries.map((c) => `  ${constName(c.name)}: ${c.code},`).join("\n") + "\n};\n\n";
     out +=
-      `/** What the contract says about a close code. */\nexport interface CloseCodeSpec {\n  readonly code: number;\n  readonly name: string;\n  /** Whether an executor that sees it reconnects (false: it stops for good). */\n  readonly reconnect: boolean;\n  readonly description: string;\n}\n\n`;
+      `/** What the contract says about a close code. */\nexport interface CloseCodeSpec {\n  /** The WebSocket close code. */\n  readonly code: number;\n  /** The contract's name of it. */\n  readonly name: string;\n  /** Whether an executor that sees it reconnects (false: it stops for good). */\n  readonly reconnect: boolean;\n  /** What it means, and who sends it. */\n  readonly description: string;\n}\n\n`;
     out +=
       `/** The close codes of the contract, by code. */\nexport const CLOSE_CODES: ReadonlyMap<number, CloseCodeSpec> = new Map<number, CloseCodeSpec>([\n`;
     out +=

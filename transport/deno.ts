@@ -3,8 +3,7 @@
  * `Deno.upgradeWebSocket`. Dials go through `transport/node.ts` (the byte-stream client over
  * Deno's `node:net`, `ws` for `wss://`): Deno's native client refuses `ws+unix`, and over TCP it
  * leaves Nagle's algorithm on, so a second frame sent before the first is acknowledged waits for
- * the peer's delayed ACK (~40 ms) — an executor's tool-call ack and result, every call (20
- * calls/s instead of thousands).
+ * the peer's delayed ACK — an executor's tool-call ack and result, on every call.
  */
 import { dialWebSocket as dialWithNode, serveWebSocket as serveWithWs } from "./node.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "./bytes.ts";

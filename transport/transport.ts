@@ -68,6 +68,7 @@ export function isMessageTransport(transport: Transport): transport is MessageTr
 export class TransportClosedError extends Error {
   /** The close code, when the transport knows it. */
   readonly code: number | undefined;
+  /** The close code and reason, when known. */
   constructor(code?: number, reason?: string) {
     super(`transport closed${code === undefined ? "" : ` (${code}${reason ? ` ${reason}` : ""})`}`);
     this.name = "TransportClosedError";
@@ -124,6 +125,7 @@ export function clampCloseReason(reason: string): string {
 export class DialError extends Error {
   /** HTTP status of a refused upgrade (401, 403, 404, ...), if the server answered. */
   readonly status: number | undefined;
+  /** What failed, the HTTP status of a refused upgrade, and the failure behind it as `cause`. */
   constructor(message: string, status?: number, options?: { cause?: unknown }) {
     super(message, options);
     this.name = "DialError";

@@ -502,7 +502,7 @@ class ByteStreamTransport implements Transport {
   /**
    * Masks one frame into the turn's buffer; the turn's frames are written together. Written in
    * place, byte by byte: a typed-array view (`subarray`) or a buffer per frame cost more than
-   * the masking itself (on Bun, a tenth of an executor's CPU).
+   * the masking itself.
    */
   #queue(opcode: number, payload: Uint8Array): void {
     const length = payload.length;

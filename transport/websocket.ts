@@ -19,16 +19,24 @@ import { exceedsBytes } from "./bytes.ts";
 
 /** The part of the WHATWG WebSocket interface the adapter uses. */
 export interface WebSocketLike {
+  /** The negotiated subprotocol. */
   readonly protocol: string;
+  /** 0 connecting, 1 open, 2 closing, 3 closed. */
   readonly readyState: number;
+  /** How binary frames arrive (set where supported). */
   binaryType?: string;
+  /** Sends a text frame. */
   send(data: string): void;
+  /** Closes with a code and reason. */
   close(code?: number, reason?: string): void;
+  /** Text frames. */
   addEventListener(type: "message", listener: (event: { data: unknown }) => void): void;
+  /** The close, with its code and reason. */
   addEventListener(
     type: "close",
     listener: (event: { code: number; reason: string }) => void,
   ): void;
+  /** A failure (a close follows). */
   addEventListener(type: "error", listener: (event: unknown) => void): void;
 }
 

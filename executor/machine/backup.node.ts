@@ -31,6 +31,7 @@ import {
   UnavailableError,
 } from "../../protocol/generated/errors.ts";
 import { gzip } from "./gzip.node.ts";
+import { type BackupLimits, DEFAULT_BACKUP_LIMITS } from "./limits.ts";
 import { compileGlob, PatternError } from "./patterns.ts";
 import {
   type ConfinedDir,
@@ -38,19 +39,6 @@ import {
   PathOutsideWorkdirError,
   type Workdir,
 } from "./workdir.node.ts";
-
-/** Bounds of `workspace.backup`. */
-export interface BackupLimits {
-  /** How long the upload may take. Default 30 minutes. */
-  backupUploadMs: number;
-  /** Where the archive is spooled before the upload. Default the system's temporary directory. */
-  backupSpoolDir?: string;
-}
-
-/** The default {@linkcode BackupLimits}. */
-export const DEFAULT_BACKUP_LIMITS: Readonly<BackupLimits> = Object.freeze({
-  backupUploadMs: 30 * 60_000,
-});
 
 /** Deepest directory level archived (each level holds a descriptor open while it is walked). */
 const MAX_DEPTH = 512;

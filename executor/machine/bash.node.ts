@@ -1,11 +1,14 @@
 /**
- * The `bash` tool: a command line run with `bash -c` (`sh -c` where bash is missing) in its own
- * process group inside the session workdir. Cancel and timeout end the whole group (SIGTERM,
- * then SIGKILL after the grace period); output streams to `onOutput` as it arrives.
+ * The `bash` tool: a command line run with `bash -c` (`sh -c` where bash is missing) as a
+ * process unit of the session (its own process group, and cgroup where there is one) inside the
+ * session workdir. Cancel and timeout end the whole unit (SIGTERM, then SIGKILL after the grace
+ * period to whatever is left, the leader gone or not); output streams to `onOutput` as it
+ * arrives.
  */
 import { existsSync } from "node:fs";
 import type { BashInput, BashResult } from "../../protocol/generated/contract.ts";
-import { exitCodeOf, spawnGroup, terminateGroup } from "./process-group.node.ts";
+import { ChildEnvironment } from "./child-env.node.ts";
+import { exitCodeOf, ProcessUnit, type SpawnUnitOptions } from "./process-group.node.ts";
 import type { Workdir } from "./workdir.node.ts";
 
 /** Output kept per stream before the middle is dropped (the executor previews and uploads it). */
@@ -14,13 +17,24 @@ const MAX_KEPT_CHARS = 32 * 1024 * 1024;
 /** Options of {@linkcode runBash}. */
 export interface RunBashOptions {
   workdir: Workdir;
-  /** Aborting ends the process group; `runBash` then rejects with the signal's reason. */
+  /**
+   * Starts the command as a unit of the session (`SessionProcesses.spawn`). Default: a unit of
+   * its own, tracked by nothing else.
+   */
+  spawn?: (
+    argv: readonly string[],
+    options: Omit<SpawnUnitOptions, "cgroup">,
+  ) => Promise<ProcessUnit>;
+  /** Aborting ends the process unit; `runBash` then rejects with the signal's reason. */
   signal?: AbortSignal;
   /** Time between SIGTERM and SIGKILL. Default 2 s. */
   graceMs?: number;
   /** Receives output as it arrives, decoded as UTF-8 on character boundaries. */
   onOutput?: (stream: "stdout" | "stderr", text: string) => void;
-  /** Environment added to every command (the input's `env` goes on top). */
+  /**
+   * The command's whole environment. Default: the default child environment policy (see
+   * `child-env.node.ts`) with the input's `env` on top.
+   */
   env?: Record<string, string>;
 }
 
@@ -37,39 +51,50 @@ export class BashTimeoutError extends Error {
 
 const SHELL = existsSync("/bin/bash") ? "/bin/bash" : "/bin/sh";
 
+let defaultEnvironment: ChildEnvironment | undefined;
+/** The default child environment (for `runBash` without an `env`), made on first use. */
+function defaultPolicy(): ChildEnvironment {
+  return defaultEnvironment ??= new ChildEnvironment({}, { containsSecret: () => false });
+}
+
 /** Runs one `bash` tool call. */
 export async function runBash(input: BashInput, options: RunBashOptions): Promise<BashResult> {
   const cwd = await options.workdir.resolve(input.cwd ?? ".");
   options.signal?.throwIfAborted();
-  const child = spawnGroup([SHELL, "-c", input.command], {
-    cwd,
-    env: { ...options.env, ...input.env },
-  });
+  const spawn = options.spawn ?? ((argv, spawnOptions) => ProcessUnit.spawn(argv, spawnOptions));
+  const env = options.env ?? defaultPolicy().build(input.env);
+  const unit = await spawn([SHELL, "-c", input.command], { cwd, env });
+  const child = unit.child;
   const out = new StreamText("stdout", options.onOutput);
   const err = new StreamText("stderr", options.onOutput);
   child.stdout!.on("data", (chunk: Uint8Array) => out.push(chunk));
   child.stderr!.on("data", (chunk: Uint8Array) => err.push(chunk));
+  // "close" waits for the pipes too, so no output is lost.
+  const closed = new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
+    child.once("error", reject);
+    child.once("close", (code, signal) => resolve([code, signal]));
+  });
   let ending: "aborted" | "timed_out" | undefined;
   const end = (why: "aborted" | "timed_out") => {
     if (ending) return;
     ending = why;
-    void terminateGroup(child, options.graceMs ?? 2_000);
+    void unit.terminate(options.graceMs ?? 2_000).then(() => {
+      // Everything of the unit is gone; a pipe still open was passed to a process out of reach
+      // (one that left the process group, without a cgroup): stop waiting for it.
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+    });
   };
   const onAbort = () => end("aborted");
   options.signal?.addEventListener("abort", onAbort, { once: true });
+  if (options.signal?.aborted) onAbort();
   const timer = input.timeout_ms ? setTimeout(() => end("timed_out"), input.timeout_ms) : undefined;
   try {
-    const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>(
-      (resolve, reject) => {
-        child.once("error", reject);
-        // "close" waits for the pipes too, so no output is lost.
-        child.once("close", (code, signal) => resolve([code, signal]));
-      },
-    );
+    const [code, signal] = await closed;
     const result: BashResult = {
       stdout: out.finish(),
       stderr: err.finish(),
-      exit_code: exitCodeOf(code, signal),
+      exit_code: exitCodeOf(child.exitCode ?? code, child.signalCode ?? signal),
       ...(out.dropped || err.dropped ? { truncated: true } : {}),
     };
     if (ending === "aborted") throw options.signal!.reason;

@@ -19,18 +19,8 @@ import type {
 } from "../../protocol/generated/contract.ts";
 import { ConflictError, ForbiddenError, NotFoundError } from "../../protocol/generated/errors.ts";
 import { WRITE_FLAGS } from "./confined-dir.node.ts";
+import { DEFAULT_FILE_TRANSFER_LIMITS, type FileTransferLimits } from "./limits.ts";
 import { errorCode, PathOutsideWorkdirError, type Workdir, writeIn } from "./workdir.node.ts";
-
-/** Bounds of file transfer. */
-export interface FileTransferLimits {
-  /** The executor's default and cap of `file.download`'s `max_bytes`. Default 4 MiB. */
-  downloadBytes: number;
-}
-
-/** The default {@linkcode FileTransferLimits}. */
-export const DEFAULT_FILE_TRANSFER_LIMITS: Readonly<FileTransferLimits> = Object.freeze({
-  downloadBytes: 4 * 1024 * 1024,
-});
 
 const HASH_CHUNK_BYTES = 1024 * 1024;
 /** File versions whose hash is remembered, per workdir. */

@@ -31,6 +31,9 @@ import {
   type Workdir,
 } from "./workdir.node.ts";
 import { compileGlob, compileRegex, globBase, type LineMatcher, PatternError } from "./patterns.ts";
+import { DEFAULT_FILE_LIMITS, type FileLimits } from "./limits.ts";
+
+export { DEFAULT_FILE_LIMITS, type FileLimits } from "./limits.ts";
 
 /** A tool-level failure: reported to the model as `is_error: true`, not as a failed call. */
 export class FileToolError extends Error {
@@ -39,44 +42,6 @@ export class FileToolError extends Error {
     this.name = "FileToolError";
   }
 }
-
-/** Bounds of one file tool call. */
-export interface FileLimits {
-  /** Most bytes of content `read` returns (then `truncated`). Default 256 KiB. */
-  readBytes: number;
-  /** Largest file `edit` rewrites. Default 16 MiB. */
-  editBytes: number;
-  /** Most directory entries one `glob` or `grep` looks at. Default 100,000. */
-  walkEntries: number;
-  /** Deepest directory level a walk enters. Default 64. */
-  walkDepth: number;
-  /** Most paths `glob` returns. Default 1,000. */
-  globResults: number;
-  /** Most matches `grep` returns, whatever `max_results` asks. Default 5,000. */
-  grepResults: number;
-  /** Largest file `grep` searches (larger ones are skipped). Default 10 MiB. */
-  grepFileBytes: number;
-  /** Most bytes one `grep` reads, over all files. Default 128 MiB. */
-  grepBytes: number;
-  /** Longest part of a line a pattern is matched against (the rest is ignored). Default 1 MiB. */
-  grepLineChars: number;
-  /** Longest matching line reported; a longer one is cut and ends with `…`. Default 2,000. */
-  grepMatchChars: number;
-}
-
-/** The default {@linkcode FileLimits}. */
-export const DEFAULT_FILE_LIMITS: Readonly<FileLimits> = Object.freeze({
-  readBytes: 256 * 1024,
-  editBytes: 16 * 1024 * 1024,
-  walkEntries: 100_000,
-  walkDepth: 64,
-  globResults: 1_000,
-  grepResults: 5_000,
-  grepFileBytes: 10 * 1024 * 1024,
-  grepBytes: 128 * 1024 * 1024,
-  grepLineChars: 1024 * 1024,
-  grepMatchChars: 2_000,
-});
 
 const DEFAULT_READ_LINES = 2_000;
 const DEFAULT_GREP_RESULTS = 500;

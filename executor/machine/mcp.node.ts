@@ -1,11 +1,17 @@
 /**
  * MCP servers for the MCP channel (`mcp.open` / `mcp.message` / `mcp.close`): servers configured
  * in an `mcp.json` (the common `mcpServers` format) are started over stdio, one instance per
- * channel, and raw MCP JSON-RPC messages are relayed unchanged, one JSON per line.
+ * channel, as processes of the session (in its workdir, under the executor's child environment
+ * policy), and raw MCP JSON-RPC messages are relayed unchanged, one JSON per line.
+ *
+ * A server's output is framed in linear time (each byte is looked at once) and a line is
+ * bounded: a server that writes more than `maxLineBytes` without a newline has its channel
+ * closed, so no server can make the executor buffer without limit. The same holds for messages
+ * the server does not read from its stdin.
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { randomUUID } from "node:crypto";
 import { readFile } from "node:fs/promises";
+import { randomUUID } from "node:crypto";
+import { isAbsolute, resolve } from "node:path";
 import type {
   McpCloseParams,
   McpCloseResult,
@@ -14,15 +20,11 @@ import type {
   McpOpenResult,
 } from "../../protocol/generated/contract.ts";
 import { NotFoundError, UnavailableError } from "../../protocol/generated/errors.ts";
-import { terminateGroup } from "./process-group.node.ts";
+import type { Logger } from "../../protocol/logger.ts";
+import { type ProcessUnit, SpawnError } from "./process-group.node.ts";
+import type { McpServerConfig } from "./mcp-config.ts";
 
-/** One server of an `mcp.json`: how to start it over stdio. */
-export interface McpServerConfig {
-  command: string;
-  args?: string[];
-  env?: Record<string, string>;
-  cwd?: string;
-}
+export type { McpServerConfig };
 
 /** Reads the `mcpServers` map of an `mcp.json` file. */
 export async function readMcpConfig(path: string): Promise<Record<string, McpServerConfig>> {
@@ -42,18 +44,103 @@ export async function readMcpConfig(path: string): Promise<Record<string, McpSer
 export interface McpRelayLink {
   /** Sends `mcp.message` to the harness. */
   message(params: McpMessageParams): void;
-  /** Sends `mcp.close` to the harness (the server exited). */
+  /** Sends `mcp.close` to the harness (the server exited, or its channel was closed). */
   closed(params: McpCloseParams): void;
   /** Reports `session.status` `detail: "mcp_unavailable"` when a server fails to start. */
   unavailable(sessionId: string, server: string): void;
+  /** The session's workdir (its real path). */
+  workdir(sessionId: string): Promise<string>;
+  /** Starts a server as a process of the session, with `env` over the child environment. */
+  spawn(
+    sessionId: string,
+    argv: readonly string[],
+    options: { cwd: string; env: Record<string, string> | undefined },
+  ): Promise<ProcessUnit>;
 }
 
+/** Options of an {@linkcode McpRelay}. */
+export interface McpRelayOptions {
+  /** Time between SIGTERM and SIGKILL. Default 2 s. */
+  graceMs?: number;
+  /** Longest line (one message) a server may write, in bytes. Default 16 MiB. */
+  maxLineBytes?: number;
+  /** Most bytes waiting to be written to a server's stdin. Default 16 MiB. */
+  maxPendingInputBytes?: number;
+  logger?: Logger;
+}
+
+/** The default bound of one line from a server (the default frame limit of the connection). */
+export const DEFAULT_MCP_MAX_LINE_BYTES = 16 * 1024 * 1024;
+
 interface Channel {
+  readonly id: string;
   readonly sessionId: string;
   readonly server: string;
-  readonly child: ChildProcess;
+  readonly unit: ProcessUnit;
   closing: boolean;
 }
+
+const NEWLINE = 0x0a;
+
+/** Splits a byte stream into lines, each byte scanned once, a line at most `maxBytes`. */
+export class LineFramer {
+  readonly #maxBytes: number;
+  #parts: Uint8Array[] = [];
+  #length = 0;
+
+  constructor(maxBytes: number) {
+    this.#maxBytes = maxBytes;
+  }
+
+  /**
+   * Feeds a chunk; calls `line` with each complete line (without the newline). Returns false,
+   * and keeps nothing, once a line grows past the bound.
+   */
+  push(chunk: Uint8Array, line: (bytes: Uint8Array) => void): boolean {
+    let start = 0;
+    for (;;) {
+      const newline = chunk.indexOf(NEWLINE, start);
+      if (newline < 0) break;
+      const piece = chunk.subarray(start, newline);
+      if (this.#length + piece.byteLength > this.#maxBytes) return this.#overflow();
+      if (this.#parts.length === 0) {
+        line(piece);
+      } else {
+        this.#parts.push(piece);
+        line(concat(this.#parts, this.#length + piece.byteLength));
+        this.#parts = [];
+        this.#length = 0;
+      }
+      start = newline + 1;
+    }
+    if (start < chunk.byteLength) {
+      const rest = chunk.subarray(start);
+      if (this.#length + rest.byteLength > this.#maxBytes) return this.#overflow();
+      // Copied: the stream may reuse its chunk's memory.
+      this.#parts.push(rest.slice());
+      this.#length += rest.byteLength;
+    }
+    return true;
+  }
+
+  #overflow(): false {
+    this.#parts = [];
+    this.#length = 0;
+    return false;
+  }
+}
+
+function concat(parts: Uint8Array[], length: number): Uint8Array {
+  const out = new Uint8Array(length);
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.byteLength;
+  }
+  return out;
+}
+
+const utf8 = new TextDecoder();
 
 /** The MCP channels of one executor. */
 export class McpRelay {
@@ -61,11 +148,21 @@ export class McpRelay {
   readonly #link: McpRelayLink;
   readonly #channels = new Map<string, Channel>();
   readonly #graceMs: number;
+  readonly #maxLineBytes: number;
+  readonly #maxPendingInputBytes: number;
+  readonly #logger: Logger | undefined;
 
-  constructor(servers: Record<string, McpServerConfig>, link: McpRelayLink, graceMs = 2_000) {
+  constructor(
+    servers: Record<string, McpServerConfig>,
+    link: McpRelayLink,
+    options: McpRelayOptions = {},
+  ) {
     this.#servers = servers;
     this.#link = link;
-    this.#graceMs = graceMs;
+    this.#graceMs = options.graceMs ?? 2_000;
+    this.#maxLineBytes = options.maxLineBytes ?? DEFAULT_MCP_MAX_LINE_BYTES;
+    this.#maxPendingInputBytes = options.maxPendingInputBytes ?? 16 * 1024 * 1024;
+    this.#logger = options.logger;
   }
 
   /** The configured server names (advertised as `capabilities.mcp.servers`). */
@@ -75,86 +172,129 @@ export class McpRelay {
 
   /** `mcp.open`: starts one instance of the server for a new channel. */
   async open(params: McpOpenParams): Promise<McpOpenResult> {
-    const config = this.#servers[params.server];
-    if (!config) throw new NotFoundError("unknown MCP server", { reason: "unknown_mcp_server" });
-    const child = spawn(config.command, config.args ?? [], {
-      cwd: config.cwd,
-      env: { ...process.env, ...config.env },
-      stdio: ["pipe", "pipe", "ignore"],
-      detached: process.platform !== "win32",
-    });
-    const failure = await new Promise<Error | undefined>((resolve) => {
-      child.once("spawn", () => resolve(undefined));
-      child.once("error", resolve);
-    });
-    if (failure) {
+    const config = Object.hasOwn(this.#servers, params.server)
+      ? this.#servers[params.server]
+      : undefined;
+    if (!config) throw new NotFoundError("unknown MCP server", { reason: "unknown_server" });
+    const workdir = await this.#link.workdir(params.session_id);
+    const cwd = config.cwd === undefined
+      ? workdir
+      : isAbsolute(config.cwd)
+      ? config.cwd
+      : resolve(workdir, config.cwd);
+    let unit: ProcessUnit;
+    try {
+      unit = await this.#link.spawn(params.session_id, [config.command, ...(config.args ?? [])], {
+        cwd,
+        env: config.env,
+      });
+    } catch (error) {
+      if (!(error instanceof SpawnError)) throw error;
+      this.#logger?.warn("MCP server did not start", {
+        server: params.server,
+        session_id: params.session_id,
+        error: error.message,
+      });
       this.#link.unavailable(params.session_id, params.server);
       throw new UnavailableError("MCP server did not start", { reason: "mcp_unavailable" });
     }
-    const channelId = `mcp_${randomUUID()}`;
     const channel: Channel = {
+      id: `mcp_${randomUUID()}`,
       sessionId: params.session_id,
       server: params.server,
-      child,
+      unit,
       closing: false,
     };
-    this.#channels.set(channelId, channel);
+    this.#channels.set(channel.id, channel);
+    const child = unit.child;
     child.stdin!.on("error", () => {});
-    let partial = "";
-    child.stdout!.setEncoding("utf8");
-    child.stdout!.on("data", (chunk: string) => {
-      partial += chunk;
-      let newline: number;
-      while ((newline = partial.indexOf("\n")) >= 0) {
-        const line = partial.slice(0, newline).trim();
-        partial = partial.slice(newline + 1);
-        if (!line) continue;
-        let message: unknown;
-        try {
-          message = JSON.parse(line);
-        } catch {
-          continue; // a server's stray log line is not a message
-        }
-        if (typeof message === "object" && message !== null && !Array.isArray(message)) {
-          this.#link.message({
-            channel_id: channelId,
-            message: message as Record<string, unknown>,
-          });
-        }
+    const framer = new LineFramer(this.#maxLineBytes);
+    child.stdout!.on("data", (chunk: Uint8Array) => {
+      if (channel.closing) return;
+      const fits = framer.push(chunk, (line) => this.#forward(channel, line));
+      if (!fits) {
+        this.#logger?.warn("MCP server wrote a line over the limit: channel closed", {
+          server: channel.server,
+          channel_id: channel.id,
+          max_line_bytes: this.#maxLineBytes,
+        });
+        this.#end(channel, "message_too_large");
       }
     });
-    child.once("exit", () => {
-      if (!this.#channels.delete(channelId) || channel.closing) return;
-      this.#link.closed({
-        channel_id: channelId,
-        session_id: channel.sessionId,
-        reason: "server_exited",
-      });
+    // The server's last messages are read before the channel ends (unless a descendant holds
+    // its stdout open).
+    const drained = new Promise<void>((resolve) => {
+      child.stdout!.once("close", resolve);
+      child.stdout!.once("end", resolve);
     });
-    return { channel_id: channelId };
+    unit.leaderExited.then(() =>
+      Promise.race([drained, new Promise((resolve) => setTimeout(resolve, 100))])
+    ).then(() => this.#end(channel, "server_exited"));
+    return { channel_id: channel.id };
   }
 
   /** `mcp.message` from the harness: one message to the server's stdin. */
   deliver(params: McpMessageParams): void {
     const channel = this.#channels.get(params.channel_id);
-    if (!channel) return; // lossy notification to a closed channel
-    channel.child.stdin!.write(`${JSON.stringify(params.message)}\n`);
+    if (!channel || channel.closing) {
+      this.#logger?.debug("mcp.message for an unknown channel dropped", {
+        channel_id: params.channel_id,
+      });
+      return;
+    }
+    const stdin = channel.unit.child.stdin!;
+    if (stdin.destroyed || stdin.writableEnded) return;
+    if (stdin.writableLength > this.#maxPendingInputBytes) {
+      this.#logger?.warn("MCP server does not read its input: channel closed", {
+        server: channel.server,
+        channel_id: channel.id,
+      });
+      this.#end(channel, "server_not_reading");
+      return;
+    }
+    stdin.write(`${JSON.stringify(params.message)}\n`);
   }
 
   /** `mcp.close` from the harness: ends the server. */
   async close(params: McpCloseParams): Promise<McpCloseResult> {
     const channel = this.#channels.get(params.channel_id);
-    if (!channel) return { closed: false };
-    channel.closing = true;
-    this.#channels.delete(params.channel_id);
-    channel.child.stdin!.end();
-    await terminateGroup(channel.child, this.#graceMs);
+    if (!channel || channel.closing) return { closed: false };
+    await this.#stop(channel);
     return { closed: true };
   }
 
   /** Ends every channel of a session (on session stop). */
-  async closeSession(sessionId: string): Promise<void> {
-    const ids = [...this.#channels].filter(([, c]) => c.sessionId === sessionId).map(([id]) => id);
-    await Promise.all(ids.map((id) => this.close({ channel_id: id })));
+  async closeSession(sessionId: string, graceMs = this.#graceMs): Promise<void> {
+    const channels = [...this.#channels.values()].filter((c) => c.sessionId === sessionId);
+    await Promise.all(channels.map((channel) => this.#stop(channel, graceMs)));
+  }
+
+  #forward(channel: Channel, line: Uint8Array): void {
+    let message: unknown;
+    try {
+      message = JSON.parse(utf8.decode(line));
+    } catch {
+      return; // a server's stray log line is not a message
+    }
+    if (typeof message === "object" && message !== null && !Array.isArray(message)) {
+      this.#link.message({ channel_id: channel.id, message: message as Record<string, unknown> });
+    }
+  }
+
+  /** The channel ends on the executor's side: the harness is told with `mcp.close`. */
+  #end(channel: Channel, reason: string): void {
+    if (channel.closing) return;
+    void this.#stop(channel);
+    this.#link.closed({ channel_id: channel.id, session_id: channel.sessionId, reason });
+  }
+
+  /** Closes stdin, then ends the server and everything it started. */
+  async #stop(channel: Channel, graceMs = this.#graceMs): Promise<void> {
+    channel.closing = true;
+    this.#channels.delete(channel.id);
+    const child = channel.unit.child;
+    child.stdin?.end();
+    child.stdout?.destroy();
+    await channel.unit.terminate(graceMs);
   }
 }

@@ -1,59 +1,237 @@
 /**
- * Child processes in their own process group, so that ending one ends everything it started:
- * SIGTERM to the group, then SIGKILL after a grace period.
+ * A process the executor starts and everything it starts in turn, as one unit: the program is
+ * the leader of a new process group (and session), inside a cgroup of its own where the
+ * executor has one ({@linkcode Cgroup}). Ending the unit ends all of it: SIGTERM to every
+ * process, then SIGKILL to every survivor once the grace period is over, whether or not the
+ * leader is still there, and it is over only when none is left.
+ *
+ * Without a cgroup the unit is its process group: a descendant that leaves the group
+ * (`setsid`, `setpgid`) is out of reach. On Windows it is the leader alone.
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import { accessSync, constants, readdirSync, readFileSync, statSync } from "node:fs";
+import { delimiter, isAbsolute, join, resolve } from "node:path";
+import { type Cgroup, inCgroup } from "./cgroup.node.ts";
 
-/** Options of {@linkcode spawnGroup}. */
-export interface SpawnGroupOptions {
+/** Options of {@linkcode ProcessUnit.spawn}. */
+export interface SpawnUnitOptions {
   cwd: string;
-  env?: Record<string, string>;
+  /** The child's whole environment (see `child-env.node.ts`): nothing else is inherited. */
+  env: Record<string, string>;
   /** Keep stdin open for writing. Default: stdin is closed (/dev/null). */
   stdin?: boolean;
+  /** Let stderr through as a pipe (default) or discard it. */
+  stderr?: "pipe" | "ignore";
+  /** The (empty, fresh) cgroup the unit lives in. */
+  cgroup?: Cgroup;
 }
 
-/** Starts `argv` as the leader of a new process group. */
-export function spawnGroup(argv: string[], options: SpawnGroupOptions): ChildProcess {
-  return spawn(argv[0], argv.slice(1), {
-    cwd: options.cwd,
-    env: { ...process.env, ...options.env },
-    detached: process.platform !== "win32",
-    stdio: [options.stdin ? "pipe" : "ignore", "pipe", "pipe"],
-    windowsHide: true,
-  });
+/** The program of a spawn could not be started (`ENOENT`, not executable, bad cwd). */
+export class SpawnError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "SpawnError";
+  }
 }
 
-/** Sends a signal to a child's whole process group (the child alone on Windows). */
-export function signalGroup(child: ChildProcess, signal: NodeJS.Signals): boolean {
-  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return false;
-  try {
-    if (process.platform === "win32") return child.kill(signal);
-    process.kill(-child.pid, signal);
-    return true;
-  } catch {
-    return false;
+const POSIX = process.platform !== "win32";
+/** First pause between checks for survivors; doubles up to {@linkcode MAX_POLL_MS}. */
+const FIRST_POLL_MS = 5;
+const MAX_POLL_MS = 50;
+
+/** A started program and its descendants. */
+export class ProcessUnit {
+  /** The leader (the program started). */
+  readonly child: ChildProcess;
+  /** The leader's pid, which is also the process group id. */
+  readonly pid: number | undefined;
+  /** The unit's cgroup, when it has one. */
+  readonly cgroup: Cgroup | undefined;
+  /** Resolves once the leader has exited (its descendants may live on). */
+  readonly leaderExited: Promise<void>;
+  #ending: Promise<void> | undefined;
+  #killAt = Infinity;
+  #killTimer: ReturnType<typeof setTimeout> | undefined;
+  #killing = false;
+
+  private constructor(child: ChildProcess, cgroup: Cgroup | undefined) {
+    this.child = child;
+    this.pid = child.pid;
+    this.cgroup = cgroup;
+    this.leaderExited = new Promise((resolve) => {
+      if (!this.leaderRunning) resolve();
+      else child.once("exit", () => resolve());
+      child.once("error", () => resolve());
+    });
+  }
+
+  /**
+   * Starts `argv` as a new unit. Resolves once the program runs; rejects with
+   * {@linkcode SpawnError} when it cannot start.
+   */
+  static async spawn(argv: readonly string[], options: SpawnUnitOptions): Promise<ProcessUnit> {
+    const cgroup = options.cgroup;
+    // Through the cgroup wrapper the shell starts whatever it is given: check first that the
+    // program exists, so that a typo is a spawn failure as it is without the wrapper.
+    if (cgroup) findProgram(argv[0], options.cwd, options.env.PATH);
+    const command = cgroup ? inCgroup(cgroup, argv) : argv;
+    const child = spawn(command[0], command.slice(1), {
+      cwd: options.cwd,
+      env: options.env,
+      detached: POSIX,
+      stdio: [options.stdin ? "pipe" : "ignore", "pipe", options.stderr ?? "pipe"],
+      windowsHide: true,
+    });
+    const failure = await new Promise<Error | undefined>((resolve) => {
+      child.once("spawn", () => resolve(undefined));
+      child.once("error", (error) => resolve(error));
+    });
+    if (failure) {
+      cgroup?.remove();
+      throw new SpawnError(`cannot start ${argv[0]}: ${failure.message}`, { cause: failure });
+    }
+    return new ProcessUnit(child, cgroup);
+  }
+
+  /** Whether the leader is still running. */
+  get leaderRunning(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null &&
+      this.child.pid !== undefined;
+  }
+
+  /** Whether any process of the unit is still there (zombies do not count). */
+  alive(): boolean {
+    if (this.leaderRunning) return true;
+    if (!POSIX || this.pid === undefined) return false;
+    // A cgroup holds the whole group and whatever left it; it is gone only if removed.
+    return this.cgroup?.populated() ?? groupAlive(this.pid);
+  }
+
+  /** Sends `signal` to every process of the unit; true when any received it. */
+  signal(signal: NodeJS.Signals): boolean {
+    if (!POSIX || this.pid === undefined) return this.signalLeader(signal);
+    let delivered = false;
+    if (this.cgroup) {
+      if (signal === "SIGKILL" && this.cgroup.populated() !== false) {
+        this.cgroup.kill();
+        delivered = true;
+      } else if (this.cgroup.signal(signal)) {
+        delivered = true;
+      }
+    }
+    try {
+      process.kill(-this.pid, signal);
+      delivered = true;
+    } catch { /* the group is empty */ }
+    return delivered;
+  }
+
+  /** Sends `signal` to the leader alone. */
+  signalLeader(signal: NodeJS.Signals): boolean {
+    if (!this.leaderRunning) return false;
+    try {
+      return this.child.kill(signal);
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * Ends the unit: SIGTERM to every process, SIGKILL to every survivor after `graceMs`.
+   * Resolves once none is left. A second call joins the first (a shorter grace hastens it).
+   */
+  terminate(graceMs: number): Promise<void> {
+    const killAt = Date.now() + Math.max(0, graceMs);
+    if (killAt < this.#killAt) {
+      this.#killAt = killAt;
+      clearTimeout(this.#killTimer);
+      this.#killTimer = setTimeout(() => this.#startKilling(), Math.max(0, graceMs));
+    }
+    if (this.#ending) return this.#ending;
+    this.signal("SIGTERM");
+    this.#ending = this.#untilGone().finally(() => clearTimeout(this.#killTimer));
+    return this.#ending;
+  }
+
+  /** Resolves once no process of the unit is left. */
+  async #untilGone(): Promise<void> {
+    let pause = FIRST_POLL_MS;
+    while (this.alive()) {
+      // SIGKILL again on every round: a process forked while the first went out is caught too.
+      if (this.#killing) this.signal("SIGKILL");
+      await new Promise((resolve) => setTimeout(resolve, pause));
+      pause = Math.min(pause * 2, MAX_POLL_MS);
+    }
+    this.cgroup?.remove();
+  }
+
+  #startKilling(): void {
+    this.#killing = true;
+    this.signal("SIGKILL");
+  }
+
+  /** Removes the unit's cgroup once it is empty (true when it is gone). */
+  release(): boolean {
+    return this.cgroup ? this.cgroup.populated() !== true && this.cgroup.remove() : true;
   }
 }
 
 /**
- * Ends a child's process group: SIGTERM, then SIGKILL if it is still there after `graceMs`.
- * Resolves once the child has exited.
+ * Whether any live (not zombie) process is in process group `pgid`. A group that holds only
+ * zombies answers `kill(-pgid, 0)` too; on Linux `/proc` tells them apart.
  */
-export function terminateGroup(child: ChildProcess, graceMs = 2_000): Promise<void> {
-  const exited = new Promise<void>((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) resolve();
-    else child.once("exit", () => resolve());
-  });
-  signalGroup(child, "SIGTERM");
-  const timer = setTimeout(() => {
-    signalGroup(child, "SIGKILL");
-    if (child.pid !== undefined && process.platform !== "win32") {
-      try {
-        process.kill(-child.pid, "SIGKILL"); // stragglers of a leader that already exited
-      } catch { /* the group is gone */ }
+export function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+  } catch (error) {
+    return (error as { code?: string }).code === "EPERM";
+  }
+  if (process.platform !== "linux") return true;
+  let entries: string[];
+  try {
+    entries = readdirSync("/proc");
+  } catch {
+    return true;
+  }
+  for (const entry of entries) {
+    const first = entry.charCodeAt(0);
+    if (first < 48 || first > 57) continue;
+    const stat = processStat(entry);
+    if (stat && stat.pgrp === pgid && stat.state !== "Z" && stat.state !== "X") return true;
+  }
+  return false;
+}
+
+/** State and process group of a process from `/proc/<pid>/stat`. */
+function processStat(pid: string): { state: string; pgrp: number } | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, "utf8");
+  } catch {
+    return undefined;
+  }
+  // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+  const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
+  return { state: fields[0], pgrp: Number(fields[2]) };
+}
+
+/** Finds `program` as `execvp` would (in `PATH` unless it holds a slash); throws SpawnError. */
+function findProgram(program: string, cwd: string, path: string | undefined): void {
+  const executable = (file: string) => {
+    try {
+      accessSync(file, constants.X_OK);
+      return statSync(file).isFile();
+    } catch {
+      return false;
     }
-  }, graceMs);
-  return exited.finally(() => clearTimeout(timer));
+  };
+  if (program.includes("/")) {
+    if (executable(isAbsolute(program) ? program : resolve(cwd, program))) return;
+  } else {
+    const dirs = (path ?? "/usr/bin:/bin").split(delimiter);
+    if (dirs.some((dir) => executable(join(dir ? resolve(cwd, dir) : cwd, program)))) return;
+  }
+  throw new SpawnError(`cannot start ${program}: not found or not executable`);
 }
 
 /** The exit code of a finished child, `128 + n` when killed by signal n (as a shell reports it). */

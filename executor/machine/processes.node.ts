@@ -1,10 +1,13 @@
 /**
- * The process capability (`process.*`, "the machine tool path"): programs started by argv in
- * their own process group inside the session workdir, stdin writable, stdout/stderr kept as
- * offset-addressed logs that stream out as `process.output` and can be caught up with
- * `process.read`, signals to the process or its group, wait, list, and an end for all of them.
+ * The process capability (`process.*`, "the machine tool path"): programs started by argv as
+ * process units of the session (own process group, and cgroup where there is one) inside the
+ * session workdir, stdin writable, stdout/stderr kept as offset-addressed logs that stream out
+ * as `process.output` and can be caught up with `process.read`, signals to the whole unit (the
+ * default) or the process alone, wait, list, and an end for all of them.
+ *
+ * A process's state is its own: it has exited when the program has, although output keeps
+ * being read until every pipe closes (a descendant may hold one open).
  */
-import type { ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import type {
   ProcessInfo,
@@ -23,13 +26,20 @@ import type {
 } from "../../protocol/generated/contract.ts";
 import { ForbiddenError, NotFoundError } from "../../protocol/generated/errors.ts";
 import { encodeChunk, OutputBuffer, utf8Boundary } from "./output-buffer.ts";
-import { signalGroup, spawnGroup, terminateGroup } from "./process-group.node.ts";
+import { type ProcessUnit, SpawnError, type SpawnUnitOptions } from "./process-group.node.ts";
 import { PathOutsideWorkdirError, type Workdir } from "./workdir.node.ts";
 
 /** Options of a {@linkcode ProcessTable}. */
 export interface ProcessTableOptions {
   sessionId: string;
   workdir: Workdir;
+  /** Starts a process as a unit of the session (`SessionProcesses.spawn`). */
+  spawn: (
+    argv: readonly string[],
+    options: Omit<SpawnUnitOptions, "cgroup">,
+  ) => Promise<ProcessUnit>;
+  /** The environment of a process, given the `env` it asks for. */
+  env: (extra: Record<string, string> | undefined) => Record<string, string>;
   /** Streams output as it arrives (the executor sends it as `process.output`; lossy). */
   onOutput?: (params: ProcessOutputParams) => void;
   /** Time between SIGTERM and SIGKILL. Default 2 s. */
@@ -40,7 +50,7 @@ export interface ProcessTableOptions {
 
 interface Entry {
   info: ProcessInfo;
-  child: ChildProcess;
+  unit: ProcessUnit;
   stdout: OutputBuffer;
   stderr: OutputBuffer;
   exited: Promise<void>;
@@ -48,6 +58,11 @@ interface Entry {
 }
 
 const DEFAULT_READ_BYTES = 64 * 1024;
+/**
+ * How long output may keep arriving after the program exited before `process.wait` answers: its
+ * pipes normally reach end-of-file at once, unless a descendant holds them open.
+ */
+const DRAIN_AFTER_EXIT_MS = 100;
 
 /** The processes of one session. */
 export class ProcessTable {
@@ -74,17 +89,27 @@ export class ProcessTable {
       throw error;
     }
     const id = params.process_id ?? `p_${randomUUID()}`;
-    const child = spawnGroup(params.argv, { cwd, env: params.env, stdin: true });
-    const spawned = await new Promise<Error | undefined>((resolve) => {
-      child.once("spawn", () => resolve(undefined));
-      child.once("error", (error) => resolve(error));
-    });
-    if (spawned) {
+    let unit: ProcessUnit;
+    try {
+      unit = await this.#options.spawn(params.argv, {
+        cwd,
+        env: this.#options.env(params.env),
+        stdin: true,
+      });
+    } catch (error) {
+      if (!(error instanceof SpawnError)) throw error;
       throw new NotFoundError("cannot start the program", {
         reason: "spawn_failed",
         field: "argv",
       });
     }
+    // A concurrent start with the same id won the race: this one is not wanted.
+    const raced = params.process_id ? this.#entries.get(params.process_id) : undefined;
+    if (raced) {
+      void unit.terminate(0);
+      return { process_id: raced.info.process_id, pid: raced.info.pid, duplicate: true };
+    }
+    const child = unit.child;
     const entry: Entry = {
       info: {
         process_id: id,
@@ -94,7 +119,7 @@ export class ProcessTable {
         running: true,
         started_at: new Date().toISOString(),
       },
-      child,
+      unit,
       stdout: new OutputBuffer(this.#options.bufferBytes),
       stderr: new OutputBuffer(this.#options.bufferBytes),
       exited: Promise.resolve(),
@@ -102,18 +127,25 @@ export class ProcessTable {
     this.#pipe(entry, "stdout");
     this.#pipe(entry, "stderr");
     child.stdin?.on("error", () => {}); // a closed stdin pipe is reported by write()
+    const pipesClosed = new Promise<void>((resolve) => child.once("close", () => resolve()));
     entry.exited = new Promise((resolve) => {
-      child.once("close", (code, signal) => {
+      unit.leaderExited.then(() => {
         entry.info.running = false;
-        entry.info.exit_code = code;
-        entry.info.signal = signal;
+        entry.info.exit_code = child.exitCode;
+        entry.info.signal = child.signalCode;
         entry.info.exited_at = new Date().toISOString();
         clearTimeout(entry.timer);
-        resolve();
+        // The last output normally follows at once; a descendant holding a pipe does not delay
+        // the answer for long.
+        const drained = setTimeout(resolve, DRAIN_AFTER_EXIT_MS);
+        pipesClosed.then(() => {
+          clearTimeout(drained);
+          resolve();
+        });
       });
     });
     if (params.timeout_ms) {
-      entry.timer = setTimeout(() => void terminateGroup(child, this.#grace), params.timeout_ms);
+      entry.timer = setTimeout(() => void unit.terminate(this.#grace), params.timeout_ms);
     }
     this.#entries.set(id, entry);
     return { process_id: id, pid: child.pid };
@@ -122,7 +154,7 @@ export class ProcessTable {
   /** `process.write`: bytes to stdin; `eof` closes it. */
   async write(params: ProcessWriteParams): Promise<ProcessWriteResult> {
     const entry = this.#get(params.process_id);
-    const stdin = entry.child.stdin;
+    const stdin = entry.unit.child.stdin;
     const bytes = params.encoding === "base64"
       ? Uint8Array.from(atob(params.data), (c) => c.charCodeAt(0))
       : new TextEncoder().encode(params.data);
@@ -165,24 +197,43 @@ export class ProcessTable {
     };
   }
 
-  /** `process.signal`: to the process, or with `group` to its whole group. */
+  /**
+   * `process.signal`: to the whole unit (`group`, the default: the process group and, with a
+   * cgroup, every process in it), or to the process alone.
+   */
   signal(params: ProcessSignalParams): ProcessSignalResult {
     const entry = this.#get(params.process_id);
     const signal = params.signal ?? "SIGTERM";
-    if (!entry.info.running) return { delivered: false };
-    const delivered = params.group ? signalGroup(entry.child, signal) : entry.child.kill(signal);
-    return { delivered };
+    if (params.group === false) return { delivered: entry.unit.signalLeader(signal) };
+    if (!entry.info.running && !entry.unit.alive()) return { delivered: false };
+    return { delivered: entry.unit.signal(signal) };
   }
 
-  /** `process.wait`: until it exits, or `timeout_ms` passes (`exited: false`). */
+  /** `process.wait`: until it exits, or `timeout_ms` passes (`exited: false`; 0 answers now). */
   async wait(params: ProcessWaitParams, signal?: AbortSignal): Promise<ProcessWaitResult> {
     const entry = this.#get(params.process_id);
-    const stops: Promise<unknown>[] = [entry.exited];
-    if (params.timeout_ms) {
-      stops.push(new Promise((r) => setTimeout(r, params.timeout_ms).unref?.()));
+    if (entry.info.running || params.timeout_ms !== 0) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      let onAbort: (() => void) | undefined;
+      const stops: Promise<unknown>[] = [entry.exited];
+      if (params.timeout_ms !== undefined) {
+        stops.push(new Promise((resolve) => (timer = setTimeout(resolve, params.timeout_ms))));
+      }
+      if (signal) {
+        stops.push(
+          new Promise<void>((resolve) => {
+            onAbort = () => resolve();
+            signal.addEventListener("abort", onAbort, { once: true });
+          }),
+        );
+      }
+      try {
+        await Promise.race(stops);
+      } finally {
+        clearTimeout(timer);
+        if (onAbort) signal?.removeEventListener("abort", onAbort);
+      }
     }
-    if (signal) stops.push(new Promise((r) => signal.addEventListener("abort", r, { once: true })));
-    await Promise.race(stops);
     return {
       process_id: params.process_id,
       exited: !entry.info.running,
@@ -195,13 +246,12 @@ export class ProcessTable {
     return { processes: [...this.#entries.values()].map((e) => ({ ...e.info })) };
   }
 
-  /** Ends every process of the session (SIGTERM, then SIGKILL) and waits for them. */
-  async closeAll(): Promise<void> {
-    await Promise.all(
-      [...this.#entries.values()].map((e) =>
-        terminateGroup(e.child, this.#grace).then(() => e.exited)
-      ),
-    );
+  /**
+   * Ends every process (SIGTERM, then SIGKILL after `graceMs`) and waits until none of them,
+   * nor anything they started, is left.
+   */
+  async closeAll(graceMs = this.#grace): Promise<void> {
+    await Promise.all([...this.#entries.values()].map((e) => e.unit.terminate(graceMs)));
   }
 
   get #grace(): number {
@@ -215,7 +265,7 @@ export class ProcessTable {
   }
 
   #pipe(entry: Entry, stream: "stdout" | "stderr"): void {
-    const source = entry.child[stream]!;
+    const source = entry.unit.child[stream]!;
     const buffer = entry[stream];
     let pending = new Uint8Array(0); // an incomplete UTF-8 character held for the next chunk
     const emit = (bytes: Uint8Array, eof: boolean) => {

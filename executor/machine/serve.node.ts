@@ -1,34 +1,40 @@
 /**
  * Wires the machine tools into an {@linkcode ExecutorClient}: the `bash` and file tools confined
- * to the workdir, and the process capability (`process.*`) with one process table per session,
- * ended with the session (SIGTERM, then SIGKILL after the grace period).
+ * to the workdir, the process capability (`process.*`), file transfer, skills, workspace backup,
+ * Git credentials and the MCP channel; with a `pty`, the terminal capability (`terminal.*`,
+ * `terminals.ts`) too.
+ *
+ * Every process the executor starts for a session (bash calls, `process.start`, MCP servers)
+ * gets the child environment of {@linkcode ServeMachineOptions.environment} (never the
+ * executor's credential, tokens, or Git passwords) and is tracked as a process of that session
+ * (its process group, and a cgroup where the executor has one), so that when the session ends
+ * all of them are ended (SIGTERM, SIGKILL after the grace period to every survivor) before
+ * `session.ended` is sent.
+ *
+ * A capability request for a session the executor does not hold is refused with -32002
+ * `unknown_session` before anything starts.
  */
-import type { Disposable } from "../../protocol/peer.ts";
+import type { HarnessRequestMethod, RequestMap } from "../../protocol/generated/contract.ts";
+import { NotFoundError } from "../../protocol/generated/errors.ts";
+import type { Disposable, RequestContext } from "../../protocol/peer.ts";
 import type { ExecutorClient } from "../client.ts";
+import { clientInternals } from "../internals.ts";
+import type { ExecutorSession } from "../sessions.ts";
 import { ToolError } from "../tool-results.ts";
 import { BashTimeoutError, runBash } from "./bash.node.ts";
-import {
-  DEFAULT_FILE_LIMITS,
-  editTool,
-  type FileLimits,
-  FileToolError,
-  globTool,
-  grepTool,
-  readTool,
-  writeTool,
-} from "./files.node.ts";
-import { ProcessTable } from "./processes.node.ts";
-import { Workdir } from "./workdir.node.ts";
-import { McpRelay, type McpServerConfig } from "./mcp.node.ts";
-import {
-  backupWorkspace,
-  DEFAULT_TRANSFER_LIMITS,
-  downloadFile,
-  installSkill,
-  type TransferLimits,
-  uploadFile,
-} from "./transfer.node.ts";
+import { CgroupTree } from "./cgroup.node.ts";
+import { ChildEnvironment, type ChildEnvironmentOptions } from "./child-env.node.ts";
+import { editTool, FileToolError, globTool, grepTool, readTool, writeTool } from "./files.node.ts";
 import { GitCredentialStore } from "./git-credentials.node.ts";
+import type { McpServerConfig } from "./mcp-config.ts";
+import { McpRelay } from "./mcp.node.ts";
+import { ProcessTable } from "./processes.node.ts";
+import type { PtyHost } from "./pty.ts";
+import { cgroupSource, SessionProcesses } from "./session-processes.node.ts";
+import { serveTerminals } from "./terminals.ts";
+import { DEFAULT_MACHINE_LIMITS, type MachineLimits } from "./limits.ts";
+import { backupWorkspace, downloadFile, installSkill, uploadFile } from "./transfer.node.ts";
+import { Workdir } from "./workdir.node.ts";
 import { join } from "node:path";
 
 /** Options of {@linkcode serveMachine}. */
@@ -37,16 +43,40 @@ export interface ServeMachineOptions {
   workdir: string;
   /** Time between SIGTERM and SIGKILL for bash calls and processes. Default 2 s. */
   graceMs?: number;
-  /** Environment added to every command. */
+  /** Variables set in every child (the same as `environment.set`, which wins). */
   env?: Record<string, string>;
+  /**
+   * The environment of every child process: by default only `PATH`, `HOME`, `USER`, `LOGNAME`,
+   * `SHELL`, `LANG`, `LANGUAGE`, `LC_*`, `TERM`, `TZ` and `TMPDIR` of the executor's own;
+   * `keep` adds variables, `drop` withholds them from every source, `set` fixes values. The
+   * executor's credential variables and any value containing a secret it holds are withheld
+   * whatever this says.
+   */
+  environment?: ChildEnvironmentOptions;
+  /**
+   * Track each session's processes in a cgroup v2 of its own (Linux, where the executor's
+   * cgroup is writable), so that descendants that leave their process group are ended too.
+   * Default `true` (used where possible); `false`: process groups only; a path: the cgroup
+   * directory to create the session cgroups in.
+   */
+  cgroups?: boolean | string;
   /** MCP servers for the MCP channel (the `mcpServers` map of an `mcp.json`). */
   mcpServers?: Record<string, McpServerConfig>;
+  /** Longest line (one MCP message) an MCP server may write. Default 16 MiB. */
+  mcpMaxLineBytes?: number;
   /** Where `skill.install` puts skills. Default `<workdir>/.bma/skills`. */
   skillsRoot?: string;
   /** Fetch for skill archives and backup uploads. Default: the global fetch. */
   fetch?: typeof fetch;
   /** Bounds of the file tools, file transfer, skills and backups (defaults in the README). */
-  limits?: Partial<FileLimits & TransferLimits>;
+  limits?: Partial<MachineLimits>;
+  /** Where the private directory of the Git credential sockets is made. Default: the temp dir. */
+  gitSocketDir?: string;
+  /**
+   * Pseudo-terminals for `terminal.*` (the runtime entry points pass their runtime's). Without
+   * one, or where it cannot start PTYs, terminals are neither served nor advertised.
+   */
+  pty?: PtyHost | false;
 }
 
 /** A file tool failure the model can act on becomes a tool error (`is_error: true`). */
@@ -59,63 +89,120 @@ async function asToolError<T>(work: Promise<T>): Promise<T> {
   }
 }
 
+/** What the machine holds for one session. */
+interface MachineSession {
+  readonly session: ExecutorSession;
+  readonly processes: SessionProcesses;
+  readonly table: ProcessTable;
+}
+
+/** Requests that start or store something: refused once the session is ending. */
+type SessionRequest = {
+  [M in HarnessRequestMethod]: RequestMap[M]["params"] extends { session_id: string } ? M
+    : never;
+}[HarnessRequestMethod];
+
+function unknownSession(): NotFoundError {
+  return new NotFoundError("unknown session", { reason: "unknown_session" });
+}
+
 /** Registers the machine tools and the process capability; dispose to withdraw them. */
 export function serveMachine(client: ExecutorClient, options: ServeMachineOptions): Disposable {
+  const internals = clientInternals(client);
+  const logger = internals.logger;
   const workdir = new Workdir(options.workdir);
-  const limits = { ...DEFAULT_FILE_LIMITS, ...DEFAULT_TRANSFER_LIMITS, ...options.limits };
+  const limits: MachineLimits = { ...DEFAULT_MACHINE_LIMITS, ...options.limits };
   const graceMs = options.graceMs ?? 2_000;
-  const tables = new Map<string, ProcessTable>();
-  const tableOf = (sessionId: string): ProcessTable => {
-    let table = tables.get(sessionId);
-    if (!table) {
-      table = new ProcessTable({
-        sessionId,
-        workdir,
-        graceMs,
-        onOutput: (params) => {
-          try {
-            client.notify("process.output", params);
-          } catch { /* lossy while disconnected: process.read catches up */ }
-        },
-      });
-      tables.set(sessionId, table);
-      const created = table;
-      client.session(sessionId)?.onCleanup(async () => {
-        tables.delete(sessionId);
-        await created.closeAll();
-      });
-    }
-    return table;
-  };
-  const git = new GitCredentialStore();
-  const envFor = (sessionId: string) => ({ ...options.env, ...git.env(sessionId) });
-  const fetchFn = options.fetch ?? fetch;
-  const onSessionEnd = (sessionId: string, release: () => unknown) => {
-    client.session(sessionId)?.onCleanup(async () => {
-      await release();
+  const git = new GitCredentialStore({ parentDir: options.gitSocketDir, logger });
+  const childEnv = new ChildEnvironment(
+    { ...options.environment, set: { ...options.env, ...options.environment?.set } },
+    {
+      containsSecret: (value) => internals.scrub(value) !== value || git.containsSecret(value),
+      onWithheld: (name, why) => logger.debug("variable withheld from a child", { name, why }),
+    },
+  );
+  const envFor = (sessionId: string, extra?: Record<string, string>) =>
+    git.configure(sessionId, childEnv.build(extra));
+  const cgroups = cgroupSource(options.cgroups, (parent) => CgroupTree.open(parent), logger);
+  const machines = new Map<string, MachineSession>();
+  let mcp: McpRelay | undefined;
+
+  /** The machine state of a session, made (with its cleanup hook) on first use. */
+  const machineOf = (session: ExecutorSession): MachineSession => {
+    const existing = machines.get(session.id);
+    if (existing?.session === session) return existing;
+    const sessionId = session.id;
+    const processes = new SessionProcesses(sessionId, cgroups, logger);
+    const table = new ProcessTable({
+      sessionId,
+      workdir,
+      graceMs,
+      spawn: (argv, spawnOptions) => processes.spawn(argv, spawnOptions),
+      env: (extra) => envFor(sessionId, extra),
+      onOutput: (params) => {
+        try {
+          client.notify("process.output", params);
+        } catch { /* lossy while disconnected: process.read catches up */ }
+      },
     });
+    const machine: MachineSession = { session, processes, table };
+    machines.set(sessionId, machine);
+    session.onCleanup(async (cleanup) => {
+      try {
+        await Promise.all([
+          mcp?.closeSession(sessionId, cleanup.graceMs),
+          processes.end(cleanup.graceMs),
+        ]);
+      } finally {
+        if (machines.get(sessionId) === machine) machines.delete(sessionId);
+        await git.drop(sessionId);
+      }
+    });
+    return machine;
   };
-  const mcp = new McpRelay(options.mcpServers ?? {}, {
-    message: (params) => {
-      try {
-        client.notify("mcp.message", params);
-      } catch { /* lossy */ }
-    },
-    closed: (params) => void client.call("mcp.close", params).catch(() => {}),
-    unavailable: (sessionId) => {
-      try {
-        client.sessionStatus(sessionId, "error", "mcp_unavailable");
-      } catch { /* reported again on the next open */ }
-    },
-  }, graceMs);
+
+  /**
+   * The machine state of a session the executor holds; -32002 `unknown_session` otherwise. A
+   * session that is ending takes no request that would start or store something new.
+   */
+  const held = (sessionId: string, starting: boolean): MachineSession => {
+    const session = client.session(sessionId);
+    if (!session || session.state === "ended") throw unknownSession();
+    const existing = machines.get(sessionId);
+    if (session.state === "stopping") {
+      // Its cleanup hooks are already running: nothing new may be attached to it.
+      if (starting || existing?.session !== session) throw unknownSession();
+      return existing;
+    }
+    return machineOf(session);
+  };
+
+  /** Serves a capability request of a session, refused for a session not held. */
+  const serve = <M extends SessionRequest>(
+    method: M,
+    starting: boolean,
+    handler: (
+      params: RequestMap[M]["params"],
+      machine: MachineSession,
+      ctx: RequestContext,
+    ) => RequestMap[M]["result"] | Promise<RequestMap[M]["result"]>,
+  ): Disposable =>
+    client.onRequest(method, (params, ctx) => {
+      const machine = held((params as { session_id: string }).session_id, starting);
+      return handler(params, machine, ctx);
+    });
+
+  const fetchFn = options.fetch ?? fetch;
   const registrations: Disposable[] = [
     client.tools.bash.handle(async (input, ctx) => {
+      const { processes } = held(ctx.sessionId, true);
       try {
         return await runBash(input, {
           workdir,
+          spawn: (argv, spawnOptions) => processes.spawn(argv, spawnOptions),
           signal: ctx.signal,
           graceMs,
-          env: envFor(ctx.sessionId),
+          env: envFor(ctx.sessionId, input.env),
           onOutput: (stream, text) => ctx.progress({ output: { stream, text } }),
         });
       } catch (error) {
@@ -142,61 +229,77 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
     client.tools.grep.handle((input, ctx) =>
       asToolError(grepTool(input, workdir, limits, ctx.signal))
     ),
-    client.onRequest(
-      "process.start",
-      (params) =>
-        tableOf(params.session_id).start({
-          ...params,
-          env: { ...envFor(params.session_id), ...params.env },
-        }),
-    ),
-    client.onRequest("process.write", (params) => tableOf(params.session_id).write(params)),
-    client.onRequest(
-      "process.read",
-      (params, ctx) => tableOf(params.session_id).read(params, ctx.signal),
-    ),
-    client.onRequest("process.signal", (params) => tableOf(params.session_id).signal(params)),
-    client.onRequest(
-      "process.wait",
-      (params, ctx) => tableOf(params.session_id).wait(params, ctx.signal),
-    ),
-    client.onRequest("process.list", (params) => tableOf(params.session_id).list()),
-    client.onRequest("file.upload", (params) => uploadFile(params, workdir)),
-    client.onRequest("file.download", (params) => downloadFile(params, workdir, limits)),
-    client.onRequest(
+    serve("process.start", true, (params, { table }) => table.start(params)),
+    serve("process.write", false, (params, { table }) => table.write(params)),
+    serve("process.read", false, (params, { table }, ctx) => table.read(params, ctx.signal)),
+    serve("process.signal", false, (params, { table }) => table.signal(params)),
+    serve("process.wait", false, (params, { table }, ctx) => table.wait(params, ctx.signal)),
+    serve("process.list", false, (_params, { table }) => table.list()),
+    serve("file.upload", true, (params) => uploadFile(params, workdir)),
+    serve("file.download", false, (params) => downloadFile(params, workdir, limits)),
+    serve(
       "skill.install",
+      true,
       (params) =>
         installSkill(params, options.skillsRoot ?? join(workdir.root, ".bma", "skills"), fetchFn, {
           workdir,
           limits,
         }),
     ),
-    client.onRequest(
+    serve(
       "workspace.backup",
+      true,
       (params) => backupWorkspace(params, workdir, fetchFn, limits),
     ),
-    client.onRequest("git.credentials", (params) => {
-      const result = git.store(params);
-      onSessionEnd(params.session_id, () => git.drop(params.session_id));
-      return result;
-    }),
+    serve("git.credentials", true, (params) => git.store(params)),
   ];
-  if (mcp.serverNames.length > 0) {
+  if (options.pty && options.pty.available()) {
+    registrations.push(serveTerminals(client, {
+      pty: options.pty,
+      graceMs,
+      resolveCwd: (path) => workdir.resolve(path),
+      // The child environment bash gets (never the executor's credential or secrets).
+      env: (sessionId) => envFor(sessionId),
+    }));
+  }
+  if (options.mcpServers && Object.keys(options.mcpServers).length > 0) {
+    const relay = new McpRelay(options.mcpServers, {
+      message: (params) => {
+        try {
+          client.notify("mcp.message", params);
+        } catch { /* lossy */ }
+      },
+      closed: (params) => void client.call("mcp.close", params).catch(() => {}),
+      unavailable: (sessionId) => {
+        try {
+          client.sessionStatus(sessionId, "error", "mcp_unavailable");
+        } catch { /* reported again on the next open */ }
+      },
+      workdir: () => workdir.resolve("."),
+      spawn: (sessionId, argv, { cwd, env }) =>
+        held(sessionId, true).processes.spawn(argv, {
+          cwd,
+          env: envFor(sessionId, env),
+          stdin: true,
+          stderr: "ignore",
+        }),
+    }, { graceMs, maxLineBytes: options.mcpMaxLineBytes, logger });
+    mcp = relay;
     registrations.push(
-      client.onRequest("mcp.open", async (params) => {
-        const opened = await mcp.open(params);
-        onSessionEnd(params.session_id, () => mcp.closeSession(params.session_id));
-        return opened;
-      }),
-      client.onNotification("mcp.message", (params) => mcp.deliver(params)),
-      client.onRequest("mcp.close", (params) => mcp.close(params)),
+      serve("mcp.open", true, (params) => relay.open(params)),
+      client.onNotification("mcp.message", (params) => relay.deliver(params)),
+      client.onRequest("mcp.close", (params) => relay.close(params)),
     );
   }
   return {
     dispose: () => {
       for (const registration of registrations) registration.dispose();
-      for (const table of tables.values()) void table.closeAll();
-      tables.clear();
+      const machinesLeft = [...machines.values()];
+      machines.clear();
+      void Promise.all(machinesLeft.map((machine) => {
+        const sessionId = machine.session.id;
+        return Promise.all([mcp?.closeSession(sessionId), machine.processes.end(graceMs)]);
+      })).finally(() => git.close());
     },
   };
 }

@@ -38,6 +38,7 @@ import {
 } from "../../protocol/generated/errors.ts";
 import { READ_FLAGS } from "./confined-dir.node.ts";
 import { gunzip } from "./gzip.node.ts";
+import { DEFAULT_SKILL_LIMITS, type SkillLimits } from "./limits.ts";
 import {
   type ConfinedDir,
   errorCode,
@@ -45,29 +46,6 @@ import {
   Workdir,
   writeIn,
 } from "./workdir.node.ts";
-
-/** Bounds of `skill.install`. */
-export interface SkillLimits {
-  /** Largest archive fetched from a URL source. Default 64 MiB. */
-  skillArchiveBytes: number;
-  /** Most bytes a skill's files may hold, unpacked. Default 256 MiB. */
-  skillBytes: number;
-  /** Most entries (files, directories, links) of one skill. Default 10,000. */
-  skillEntries: number;
-  /** How long fetching an archive may take, body included. Default 60 s. */
-  skillFetchMs: number;
-  /** How long a replaced version stays for readers still in it. Default 60 s. */
-  skillRetainMs: number;
-}
-
-/** The default {@linkcode SkillLimits}. */
-export const DEFAULT_SKILL_LIMITS: Readonly<SkillLimits> = Object.freeze({
-  skillArchiveBytes: 64 * 1024 * 1024,
-  skillBytes: 256 * 1024 * 1024,
-  skillEntries: 10_000,
-  skillFetchMs: 60_000,
-  skillRetainMs: 60_000,
-});
 
 /** Options of {@linkcode installSkill}. */
 export interface InstallSkillOptions {

@@ -38,18 +38,27 @@ import {
 
 /** An executor as the brain API shows it. */
 export interface ExecutorView {
+  /** Its id. */
   executor_id: string;
   /** Whether a registered connection is open now (it may reconnect within its lease). */
   connected: boolean;
+  /** Whether it is draining (new sessions are refused). */
   draining: boolean;
+  /** The negotiated subprotocol. */
   protocol: ProtocolVersion;
   /** `""` for a machine-scoped executor. */
   environment_id: string;
+  /** The machine of a machine-scoped executor. */
   machine_id?: string;
+  /** What it registered as. */
   executor: ExecutorInfo;
+  /** What it advertised. */
   capabilities: Capabilities;
+  /** Most sessions it holds at once, when it said. */
   max_sessions?: number;
+  /** When its lease expires without a heartbeat. */
   lease_expires_at: string;
+  /** When it first registered. */
   registered_at: string;
   /** The open connection's id (a new one after each reconnect). */
   connection_id?: string;
@@ -61,11 +70,17 @@ export interface ExecutorView {
 
 /** A session as the brain API shows it. */
 export interface SessionView {
+  /** Its id. */
   session_id: string;
+  /** The executor it runs on. */
   executor_id: string;
+  /** Where the session is. */
   state: StoredSessionState;
+  /** The metadata it was assigned with. */
   metadata: SessionMetadata;
+  /** The tools the executor offers in it. */
   tools?: string[];
+  /** Why it ended, once it has. */
   end_reason?: string;
   /** The executor's refusal of `session.assign`. */
   error?: CallFailure;
@@ -73,16 +88,23 @@ export interface SessionView {
   reported_status?: { status: string; detail?: string };
   /** How many durable events were accepted. */
   events: number;
+  /** When it was assigned. */
   created_at: string;
+  /** When it ended. */
   ended_at?: string;
 }
 
 /** A tool call as the brain API shows it. */
 export interface ToolCallView {
+  /** Its id. */
   tool_call_id: string;
+  /** Its session. */
   session_id: string;
+  /** The executor it went to. */
   executor_id: string;
+  /** The tool called. */
   tool: string;
+  /** Where the call is: queued, dispatching, dispatched or settled. */
   state: ToolCallState;
   /** The outcome, once `tool.result` arrived. */
   result?: ToolCallResult;
@@ -90,12 +112,15 @@ export interface ToolCallView {
   error?: CallFailure;
   /** The latest `tool.progress` notifications (lossy, at most 32). */
   progress: ToolProgressParams[];
+  /** When it was made. */
   created_at: string;
+  /** When it settled. */
   settled_at?: string;
 }
 
 /** The body of every error answer of the brain API. */
 export interface BrainErrorBody {
+  /** What went wrong. */
   error: CallFailure;
 }
 

@@ -52,6 +52,7 @@ export interface HarnessEnv {
    * and the `default` object). Only for a Worker nobody else can reach, such as a local test.
    */
   BMA_INSECURE_NO_AUTH?: string;
+  /** The Worker's other bindings. */
   [binding: string]: unknown;
 }
 
@@ -82,11 +83,17 @@ export interface WorkersHarnessOptions {
 
 /** Settings read from the environment, with defaults applied. */
 export interface HarnessSettings {
+  /** `BMA_HEARTBEAT_INTERVAL_MS`. */
   readonly heartbeatIntervalMs: number;
+  /** `BMA_MAX_FRAME_BYTES`. */
   readonly maxFrameBytes: number;
+  /** `BMA_REQUEST_TIMEOUT_MS`. */
   readonly requestTimeoutMs: number;
+  /** `BMA_MAX_WAIT_MS`. */
   readonly maxWaitMs: number;
+  /** `BMA_RETENTION_MS`. */
   readonly retentionMs: number;
+  /** `BMA_STOP_SLACK_MS`. */
   readonly stopSlackMs: number;
 }
 

@@ -58,6 +58,10 @@ export class HarnessObject {
   readonly #core: EdgeCore;
   readonly #logger: Logger;
 
+  /**
+   * Built by the runtime on every wake-up of the object (also after an eviction): its state lives
+   * in storage and socket attachments.
+   */
   constructor(state: DurableObjectStateLike, env: HarnessEnv, options: WorkersHarnessOptions = {}) {
     // Start-up stays cheap: an evicted object is rebuilt on each wake-up.
     this.#logger = resolveLogger(options);

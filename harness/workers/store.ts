@@ -121,7 +121,9 @@ export interface SessionRecord {
 export interface CallFailure {
   /** A JSON-RPC code (the executor refused the call) or a local code such as `tool_outcome_unknown`. */
   code: number | string;
+  /** What went wrong, in words. */
   message: string;
+  /** The error's `data`, when it had any. */
   data?: unknown;
 }
 
@@ -154,7 +156,9 @@ export type ExecutorFeedEventType = "registered" | "reconnected" | "disconnected
 export interface ExecutorFeedEvent {
   /** 1-based position in the feed. */
   index: number;
+  /** What happened. */
   type: ExecutorFeedEventType;
+  /** To which executor. */
   executor_id: string;
   /** `executor.name` it registered with. */
   name: string;

@@ -8,7 +8,9 @@
 export interface WorkersWebSocket {
   /** 0 connecting, 1 open, 2 closing, 3 closed. */
   readonly readyState: number;
+  /** Sends a text frame. */
   send(data: string): void;
+  /** Closes the socket with a code and reason. */
   close(code?: number, reason?: string): void;
   /** Keeps a small structured-clonable value with the socket across hibernation (≤ 2 KiB). */
   serializeAttachment(value: unknown): void;
@@ -18,22 +20,33 @@ export interface WorkersWebSocket {
 
 /** The key-value storage of a Durable Object. */
 export interface DurableObjectStorageLike {
+  /** One value. */
   get<T = unknown>(key: string): Promise<T | undefined>;
+  /** Several values. */
   get<T = unknown>(keys: string[]): Promise<Map<string, T>>;
+  /** Writes one value. */
   put(key: string, value: unknown): Promise<void>;
+  /** Writes several values. */
   put(entries: Record<string, unknown>): Promise<void>;
+  /** Deletes one key. */
   delete(key: string): Promise<boolean>;
+  /** Deletes several keys. */
   delete(keys: string[]): Promise<number>;
+  /** Entries in key order, within `options`. */
   list<T = unknown>(
     options?: { prefix?: string; start?: string; end?: string; limit?: number },
   ): Promise<Map<string, T>>;
+  /** When the alarm is set, or `null`. */
   getAlarm(): Promise<number | null>;
+  /** Sets the object's one alarm (replacing any other). */
   setAlarm(scheduledTime: number | Date): Promise<void>;
+  /** Removes the alarm. */
   deleteAlarm(): Promise<void>;
 }
 
 /** The state object a Durable Object's constructor receives (`ctx`). */
 export interface DurableObjectStateLike {
+  /** The object's storage. */
   readonly storage: DurableObjectStorageLike;
   /** Hands the socket to the runtime: the object may be evicted while the socket stays open. */
   acceptWebSocket(socket: WorkersWebSocket, tags?: string[]): void;
@@ -43,22 +56,27 @@ export interface DurableObjectStateLike {
 
 /** A Durable Object id. */
 export interface DurableObjectIdLike {
+  /** The id as a string. */
   toString(): string;
 }
 
 /** A stub through which the Worker talks to one object. */
 export interface DurableObjectStubLike {
+  /** Sends a request to the object. */
   fetch(request: Request): Promise<Response>;
 }
 
 /** A Durable Object namespace binding. */
 export interface DurableObjectNamespaceLike {
+  /** The id of the object with this name. */
   idFromName(name: string): DurableObjectIdLike;
+  /** The stub of the object with this id. */
   get(id: DurableObjectIdLike): DurableObjectStubLike;
 }
 
 /** The `ctx` of a Worker's fetch handler. */
 export interface ExecutionContextLike {
+  /** Keeps the Worker alive until `promise` settles. */
   waitUntil(promise: Promise<unknown>): void;
 }
 

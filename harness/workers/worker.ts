@@ -26,6 +26,7 @@ export const BRAIN_API_PREFIX = "/v1/harness/";
 
 /** A Worker's module export (`export default createHarnessWorker()`). */
 export interface HarnessWorker {
+  /** Handles a request to the Worker. */
   fetch(request: Request, env: HarnessEnv, ctx?: ExecutionContextLike): Promise<Response>;
 }
 

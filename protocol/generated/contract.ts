@@ -14,6 +14,7 @@ export type ProtocolVersion = "bma.executor.v1" | "bma.executor.v1.1";
 
 /** Generic acknowledgement. duplicate=true when the request repeated one already applied (idempotent retry). */
 export interface Ack {
+  /** Always `true`. */
   ok: true;
   /** True when this request was a repeat of one already applied; nothing happened a second time. */
   duplicate?: boolean;
@@ -29,6 +30,7 @@ export interface AgentCapability {
 
 /** The agent invokes a custom tool of the user's application; its event_id is the tool_use_id that agent.custom_tool_result answers. */
 export interface AgentCustomToolUseEvent {
+  /** Always `"agent.custom_tool_use"`. */
   type: "agent.custom_tool_use";
   /** Custom tool name. */
   name: string;
@@ -38,6 +40,7 @@ export interface AgentCustomToolUseEvent {
 
 /** Text content. */
 export interface TextBlock {
+  /** Always `"text"`. */
   type: "text";
   /** The text. */
   text: string;
@@ -45,6 +48,7 @@ export interface TextBlock {
 
 /** Inline image data. */
 export interface ImageSource {
+  /** Always `"base64"`. */
   type: "base64";
   /** Image MIME type. */
   media_type: "image/png" | "image/jpeg" | "image/gif" | "image/webp";
@@ -54,12 +58,15 @@ export interface ImageSource {
 
 /** Image content. */
 export interface ImageBlock {
+  /** Always `"image"`. */
   type: "image";
+  /** Inline image data. */
   source: ImageSource;
 }
 
 /** Reference to an uploaded artifact (large output is uploaded first: POST /v1/environments/{environment_id}/artifacts, legacy POST /v1/executors/artifacts). */
 export interface ArtifactBlock {
+  /** Always `"artifact"`. */
   type: "artifact";
   /** Id returned by the artifact upload. */
   artifact_id: string;
@@ -78,12 +85,15 @@ export type ContentBlock = TextBlock | ImageBlock | ArtifactBlock;
 
 /** Content the agent emitted. */
 export interface AgentMessageEvent {
+  /** Always `"agent.message"`. */
   type: "agent.message";
+  /** A content block, tagged by type. */
   content: ContentBlock[];
 }
 
 /** The agent's reasoning. */
 export interface AgentThinkingEvent {
+  /** Always `"agent.thinking"`. */
   type: "agent.thinking";
   /** Thinking text. */
   thinking: string;
@@ -94,19 +104,23 @@ export type EvaluatedPermission = "allow" | "ask" | "deny";
 
 /** The agent invokes a built-in tool. Its event_id is the tool_use_id. */
 export interface AgentToolUseEvent {
+  /** Always `"agent.tool_use"`. */
   type: "agent.tool_use";
   /** Tool name. */
   name: string;
   /** Tool input. */
   input: Record<string, unknown>;
+  /** The executor's permission verdict for a tool use; ask means an interaction.request (kind permission, tool_use_id = this event's event_id) follows. */
   evaluated_permission?: EvaluatedPermission;
 }
 
 /** Result of an agent.tool_use (also ends a custom tool call that timed out: is_error true). */
 export interface AgentToolResultEvent {
+  /** Always `"agent.tool_result"`. */
   type: "agent.tool_result";
   /** event_id of the agent.tool_use (or agent.custom_tool_use). */
   tool_use_id: string;
+  /** A content block, tagged by type. */
   content?: ContentBlock[];
   /** Tool-level error. */
   is_error?: boolean;
@@ -114,6 +128,7 @@ export interface AgentToolResultEvent {
 
 /** The agent invokes an MCP server tool. Its event_id is the tool_use_id. */
 export interface AgentMcpToolUseEvent {
+  /** Always `"agent.mcp_tool_use"`. */
   type: "agent.mcp_tool_use";
   /** MCP server name. */
   server_name: string;
@@ -121,14 +136,17 @@ export interface AgentMcpToolUseEvent {
   name: string;
   /** Tool input. */
   input: Record<string, unknown>;
+  /** The executor's permission verdict for a tool use; ask means an interaction.request (kind permission, tool_use_id = this event's event_id) follows. */
   evaluated_permission?: EvaluatedPermission;
 }
 
 /** Result of an agent.mcp_tool_use. */
 export interface AgentMcpToolResultEvent {
+  /** Always `"agent.mcp_tool_result"`. */
   type: "agent.mcp_tool_result";
   /** event_id of the agent.mcp_tool_use. */
   tool_use_id: string;
+  /** A content block, tagged by type. */
   content?: ContentBlock[];
   /** Tool-level error. */
   is_error?: boolean;
@@ -136,6 +154,7 @@ export interface AgentMcpToolResultEvent {
 
 /** The turn started running. */
 export interface SessionStatusRunningEvent {
+  /** Always `"session.status_running"`. */
   type: "session.status_running";
 }
 
@@ -144,7 +163,9 @@ export type TurnOutcome = "completed" | "canceled" | "failed" | "max_turns";
 
 /** The turn ended; the session waits for the next turn.start. */
 export interface SessionStatusIdleEvent {
+  /** Always `"session.status_idle"`. */
   type: "session.status_idle";
+  /** How a turn ended. */
   turn_outcome: TurnOutcome;
   /** Free-form model stop reason, e.g. end_turn, max_tokens, refusal. */
   stop_reason?: string;
@@ -160,7 +181,9 @@ export interface ErrorInfo {
 
 /** An error in the session (the turn may continue or end with turn_outcome failed). */
 export interface SessionErrorEvent {
+  /** Always `"session.error"`. */
   type: "session.error";
+  /** A human-readable error with an optional machine-readable code (our design: code is a short snake_case string such as spawn_failed or timeout). */
   error: ErrorInfo;
 }
 
@@ -215,6 +238,16 @@ export interface BashResult {
   truncated?: boolean;
 }
 
+/** How to call a tool that is not one of x-tools (our design, seeds silent; after an MCP tool listing): what it does and the JSON Schemas of its input and of its structured result. The executor checks tool.call input against input_schema before the ack (-32602, the same answer as an x-tools input) and its handler's result against output_schema; a harness that knows the definition refuses invalid input locally and sends nothing. */
+export interface ToolDefinition {
+  /** What the tool does, for the model choosing it. */
+  description?: string;
+  /** JSON Schema (draft 2020-12) of the tool's input, an object: what tool.call input must match. */
+  input_schema: Record<string, unknown>;
+  /** JSON Schema (draft 2020-12) of the tool's typed result: what tool.result structured_content matches when the call completed without is_error. */
+  output_schema?: Record<string, unknown>;
+}
+
 /** A built-in tool group (shell: bash; files: read, write, edit, glob, grep). Enabled while a handler of the group is registered unless enabled is false. */
 export interface ToolGroupCapability {
   /** False withdraws the whole group even if handlers exist. */
@@ -237,7 +270,11 @@ export interface FsCapability {
 export interface Capabilities {
   /** Names of the tools served through tool.call (only tools with a handler). */
   tools?: string[];
+  /** Definitions of served tools outside x-tools, by name (each name also listed in tools); a tool listed in tools without one is called unchecked, and x-tools names here are ignored (their contract schemas rule). Our design: a separate member so that tools stays a list of names for harnesses that read only names. */
+  tool_definitions?: Record<string, ToolDefinition>;
+  /** A built-in tool group (shell: bash; files: read, write, edit, glob, grep). Enabled while a handler of the group is registered unless enabled is false. */
   shell?: ToolGroupCapability;
+  /** A built-in tool group (shell: bash; files: read, write, edit, glob, grep). Enabled while a handler of the group is registered unless enabled is false. */
   files?: ToolGroupCapability;
   /** process.* (the machine tool path). */
   process?: boolean;
@@ -251,8 +288,11 @@ export interface Capabilities {
   git_credentials?: boolean;
   /** workspace.backup. */
   workspace_backup?: boolean;
+  /** MCP channel capability (channel=mcp). */
   mcp?: McpCapability;
+  /** Agent capability: the executor runs turns of its own agent loop (turn.*, interaction.*, session.close). */
   agent?: AgentCapability;
+  /** File-system capabilities. */
   fs?: FsCapability;
 }
 
@@ -276,6 +316,7 @@ export interface ConflictData {
   turn_id?: string;
 }
 
+/** The result of `agent.custom_tool_result`. */
 export interface CustomToolResultResult {
   /** False for a repeat, an unknown tool_use_id, or a call the executor no longer waits for. */
   accepted: boolean;
@@ -318,14 +359,17 @@ export interface ErrorData {
 export interface EventDelta {
   /** Delta type. */
   type: string;
+  /** Members the contract leaves open, kept as they are. */
   [key: string]: unknown;
 }
 
+/** The result of `executor.drain`. */
 export interface ExecutorDrainResult {
   /** Sessions still running; they finish, no new ones are accepted. */
   active_sessions: string[];
 }
 
+/** The result of `executor.heartbeat`. */
 export interface ExecutorHeartbeatResult {
   /** True: stop accepting new sessions and finish current work. */
   drain: boolean;
@@ -348,9 +392,11 @@ export interface ExecutorInfo {
 /** A WebSocket subprotocol of the Executor Protocol. */
 export type Subprotocol = "bma.executor.v1" | "bma.executor.v1.1";
 
+/** The result of `executor.register`. */
 export interface ExecutorRegisterResult {
   /** The executor's id (exec_<machine_id> for a machine token). Send it in resume after a reconnect. */
   executor_id: string;
+  /** A WebSocket subprotocol of the Executor Protocol. */
   protocol: Subprotocol;
   /** Send executor.heartbeat at this interval; two missed heartbeats expire the lease. */
   heartbeat_interval_ms: number;
@@ -360,11 +406,13 @@ export interface ExecutorRegisterResult {
   resumed_sessions?: string[];
 }
 
+/** The result of `executor.token.refresh`. */
 export interface ExecutorTokenRefreshResult {
   /** The connection's new 4001 deadline (the new token's expiry). */
   expires_at: string;
 }
 
+/** The result of `file.download`. */
 export interface FileDownloadResult {
   /** Absolute path read. */
   path: string;
@@ -380,6 +428,7 @@ export interface FileDownloadResult {
   sha256: string;
 }
 
+/** The result of `file.upload`. */
 export interface FileUploadResult {
   /** Absolute path written. */
   path: string;
@@ -389,6 +438,7 @@ export interface FileUploadResult {
   sha256: string;
 }
 
+/** What fs.mount did with one requested view. */
 export interface FsMountStatus {
   /** View name. */
   view: string;
@@ -398,11 +448,13 @@ export interface FsMountStatus {
   status: "mounted" | "renewed" | "remounted";
 }
 
+/** The result of `fs.mount`. */
 export interface FsMountResult {
   /** One entry per requested view, in request order. */
   mounts: FsMountStatus[];
 }
 
+/** The result of `fs.unmount`. */
 export interface FsUnmountResult {
   /** Also for a session with nothing mounted. */
   status: "unmounted";
@@ -422,7 +474,9 @@ export interface FsView {
   readonly?: boolean;
 }
 
+/** The result of `git.credentials`. */
 export interface GitCredentialsResult {
+  /** Always `true`. */
   stored: true;
   /** The host the credentials are stored for. */
   host: string;
@@ -492,6 +546,7 @@ export interface InteractionOption {
 /** How the platform interaction ended. */
 export type InteractionOutcome = "approved" | "denied" | "answered" | "expired" | "canceled";
 
+/** The result of `interaction.request`. */
 export interface InteractionRequestResult {
   /** The executor's interaction_id, echoed. */
   interaction_id: string;
@@ -501,21 +556,25 @@ export interface InteractionRequestResult {
   status: "open" | "resolved" | "expired" | "canceled";
 }
 
+/** The result of `interaction.response`. */
 export interface InteractionResponseResult {
   /** False for a repeat or an unknown interaction (the first answer wins). */
   accepted: boolean;
 }
 
+/** The result of `mcp.close`. */
 export interface McpCloseResult {
   /** False when the channel was unknown or already closed. */
   closed: boolean;
 }
 
+/** The result of `mcp.open`. */
 export interface McpOpenResult {
   /** The channel; mcp.message and mcp.close name it. */
   channel_id: string;
 }
 
+/** The result of `model_token.refresh`. */
 export interface ModelTokenRefreshResult {
   /** The new model token (secret). */
   model_token: string;
@@ -550,19 +609,23 @@ export interface ProcessInfo {
   exited_at?: string;
 }
 
+/** The result of `process.list`. */
 export interface ProcessListResult {
   /** Processes of the session, running and recently exited. */
   processes: ProcessInfo[];
 }
 
+/** The result of `process.read`. */
 export interface ProcessReadResult {
   /** The process. */
   process_id: string;
+  /** An output stream. */
   stream: OutputStream;
   /** Byte offset of the first byte of data. Greater than the requested offset when older output was evicted from the executor's buffer. */
   offset: number;
   /** The bytes read, encoded per encoding. */
   data: string;
+  /** How data is encoded: utf8 text, or base64 of raw bytes. Offsets always count raw bytes. */
   encoding: Encoding;
   /** offset + number of bytes in data: the offset to read next. */
   next_offset: number;
@@ -570,11 +633,13 @@ export interface ProcessReadResult {
   eof: boolean;
 }
 
+/** The result of `process.signal`. */
 export interface ProcessSignalResult {
   /** False when the process had already exited or the signal is unsupported on this OS. */
   delivered: boolean;
 }
 
+/** The result of `process.start`. */
 export interface ProcessStartResult {
   /** The process id (the requested one, or one the executor assigned). */
   process_id: string;
@@ -584,6 +649,7 @@ export interface ProcessStartResult {
   duplicate?: boolean;
 }
 
+/** The result of `process.wait`. */
 export interface ProcessWaitResult {
   /** The process. */
   process_id: string;
@@ -595,6 +661,7 @@ export interface ProcessWaitResult {
   signal?: string | null;
 }
 
+/** The result of `process.write`. */
 export interface ProcessWriteResult {
   /** Bytes written to stdin. */
   written: number;
@@ -640,6 +707,7 @@ export interface ResumeInfo {
   active_sessions: string[];
 }
 
+/** The result of `session.assign`. */
 export interface SessionAssignResult {
   /** The assigned session. */
   session_id: string;
@@ -647,6 +715,7 @@ export interface SessionAssignResult {
   accepted: true;
 }
 
+/** The result of `session.close`. */
 export interface SessionCloseResult {
   /** False for an unknown session. */
   closed: boolean;
@@ -656,9 +725,11 @@ export interface SessionCloseResult {
 export interface SessionEventPayload {
   /** Event type, e.g. agent.message or a tool executor's own type. */
   type: string;
+  /** Members the contract leaves open, kept as they are. */
   [key: string]: unknown;
 }
 
+/** The result of `session.event`. */
 export interface SessionEventResult {
   /** Highest sequence of the session acknowledged so far (agent events). */
   acked_sequence?: number;
@@ -670,12 +741,14 @@ export interface SessionEventResult {
 export interface SessionMetadata {
   /** "harness" marks a long-lived harness session; any other value (or none) is one-shot and ends after its tool call. */
   source?: string;
+  /** Members the contract leaves open, kept as they are. */
   [key: string]: unknown;
 }
 
 /** Session status reported by session.status. */
 export type SessionStatus = "assigned" | "ready" | "running" | "idle" | "error" | "stopping";
 
+/** The result of `session.stop`. */
 export interface SessionStopResult {
   /** True when the session was known and is stopping (session.ended follows); false for an unknown or already ended session. */
   stopping: boolean;
@@ -699,6 +772,7 @@ export interface SkillFile {
   path: string;
   /** File content, encoded per encoding. */
   content: string;
+  /** How data is encoded: utf8 text, or base64 of raw bytes. Offsets always count raw bytes. */
   encoding?: Encoding;
   /** POSIX file mode, e.g. 420 (0644) or 493 (0755). */
   mode?: number;
@@ -706,11 +780,13 @@ export interface SkillFile {
 
 /** The skill's files inline. Must include SKILL.md at the root. */
 export interface SkillFilesSource {
+  /** Always `"files"`. */
   type: "files";
   /** The files. */
   files: SkillFile[];
 }
 
+/** The result of `skill.install`. */
 export interface SkillInstallResult {
   /** The skill name. */
   name: string;
@@ -722,6 +798,7 @@ export interface SkillInstallResult {
 
 /** A tar.gz archive of the skill directory (SKILL.md at its root), downloaded by the executor and verified against sha256. */
 export interface SkillUrlSource {
+  /** Always `"url"`. */
   type: "url";
   /** Archive URL (may be presigned: never logged). */
   url: string;
@@ -732,6 +809,7 @@ export interface SkillUrlSource {
 /** Where the skill comes from, tagged by type. */
 export type SkillSource = SkillFilesSource | SkillUrlSource;
 
+/** The result of `terminal.close`. */
 export interface TerminalCloseResult {
   /** False when the terminal was unknown or already closed. */
   closed: boolean;
@@ -739,20 +817,41 @@ export interface TerminalCloseResult {
   exit_code?: number | null;
 }
 
+/** The result of `terminal.input`. */
 export interface TerminalInputResult {
   /** Bytes written to the PTY. */
   written: number;
 }
 
+/** The result of `terminal.open`. */
 export interface TerminalOpenResult {
   /** The terminal id (requested or assigned). */
   terminal_id: string;
   /** Operating-system pid of the terminal's process. */
   pid?: number;
-  /** True when terminal_id was already open; nothing was started. */
+  /** True when terminal_id was already known (open, or closed with its output held); nothing was started. */
   duplicate?: boolean;
 }
 
+/** The result of `terminal.read`. */
+export interface TerminalReadResult {
+  /** The terminal. */
+  terminal_id: string;
+  /** Byte offset of the first byte of data. Greater than the requested offset when older output was evicted from the executor's buffer. */
+  offset: number;
+  /** The bytes read, encoded per encoding. */
+  data: string;
+  /** How data is encoded: utf8 text, or base64 of raw bytes. Offsets always count raw bytes. */
+  encoding: Encoding;
+  /** offset + number of bytes in data: the offset to read next. */
+  next_offset: number;
+  /** True when the terminal has closed and everything up to next_offset has been read. */
+  eof: boolean;
+  /** With eof: exit code of the terminal's process, null when killed by a signal. */
+  exit_code?: number | null;
+}
+
+/** The result of `terminal.resize`. */
 export interface TerminalResizeResult {
   /** Columns now. */
   cols: number;
@@ -760,6 +859,7 @@ export interface TerminalResizeResult {
   rows: number;
 }
 
+/** The result of `tool.cancel`. */
 export interface ToolCancelResult {
   /** False when the call is unknown or already finished. */
   canceled: boolean;
@@ -770,11 +870,13 @@ export type ToolOutcome = "completed" | "failed" | "canceled" | "timed_out";
 
 /** A chunk of live output. */
 export interface ToolOutputChunk {
+  /** An output stream. */
   stream: OutputStream;
   /** Output text (UTF-8). */
   text: string;
 }
 
+/** The result of `tools_token.refresh`. */
 export interface ToolsTokenRefreshResult {
   /** The new platform tools token (secret). */
   tools_mcp_token: string;
@@ -784,6 +886,7 @@ export interface ToolsTokenRefreshResult {
   tools_mcp_url?: string;
 }
 
+/** The result of `turn.cancel`. */
 export interface TurnCancelResult {
   /** False when no turn (or not that turn) was running. */
   canceled: boolean;
@@ -805,9 +908,11 @@ export interface TurnMetadata {
   tools_mcp_url?: string;
   /** The turn's binding epoch; tools tokens are bound to it. */
   epoch?: number;
+  /** Members the contract leaves open, kept as they are. */
   [key: string]: unknown;
 }
 
+/** The result of `turn.start`. */
 export interface TurnStartResult {
   /** The accepted turn. */
   turn_id: string;
@@ -819,7 +924,9 @@ export interface TurnStartResult {
   duplicate?: boolean;
 }
 
+/** The result of `workspace.backup`. */
 export interface WorkspaceBackupResult {
+  /** Always `"tar.gz"`. */
   format: "tar.gz";
   /** Archive size in bytes. */
   size: number;
@@ -857,7 +964,9 @@ export interface ExecutorRegisterParams {
   environment_id: string;
   /** Machine id (machine-scoped executors). */
   machine_id?: string;
+  /** What the executor is. */
   executor: ExecutorInfo;
+  /** What the executor serves. Extra fields are allowed (forward compatible). A capability counts as advertised when its value is true or an object without enabled:false; a peer never receives a method gated by a capability it did not advertise. */
   capabilities: Capabilities;
   /** Most sessions the executor accepts at once; beyond it session.assign gets -32009. */
   max_sessions?: number;
@@ -903,6 +1012,7 @@ export interface SessionAssignParams {
   session_id: string;
   /** The session's environment. */
   environment_id?: string;
+  /** Session metadata. Extra fields allowed. */
   metadata?: SessionMetadata;
   /** Tools the harness may call in this session. */
   tools?: string[];
@@ -932,6 +1042,7 @@ export interface SessionEventParams {
 export interface SessionStatusParams {
   /** The session. */
   session_id: string;
+  /** Session status reported by session.status. */
   status: SessionStatus;
   /** Free-form context, e.g. tool_running, mcp_unavailable. */
   detail?: string;
@@ -963,7 +1074,7 @@ export interface ToolCallParams {
   tool_call_id: string;
   /** Tool name, e.g. bash. */
   tool: string;
-  /** Tool input; for x-tools tools it matches the tool's input schema. */
+  /** Tool input; for x-tools tools it matches the tool's input schema, for a tool with a definition its input_schema. */
   input: Record<string, unknown>;
   /** The executor ends the call with outcome timed_out after this long. */
   timeout_ms?: number;
@@ -975,6 +1086,7 @@ export interface ToolResultParams {
   session_id: string;
   /** The call. */
   tool_call_id: string;
+  /** How a tool call ended. completed: the tool ran (is_error may still be true for a tool-level error); failed: the handler or executor failed; canceled: tool.cancel or session stop; timed_out: timeout_ms passed. */
   outcome: ToolOutcome;
   /** Rendered result (text, images, artifact references). */
   content?: ContentBlock[];
@@ -984,7 +1096,7 @@ export interface ToolResultParams {
   error?: ErrorInfo;
   /** Artifacts produced by the call. */
   artifacts?: Artifact[];
-  /** The tool's typed result, matching its x-tools result schema (e.g. BashResult). */
+  /** The tool's typed result, matching its x-tools result schema (e.g. BashResult) or the output_schema of its definition (capabilities.tool_definitions). */
   structured_content?: Record<string, unknown>;
 }
 
@@ -1042,6 +1154,7 @@ export interface TurnStartParams {
   input: ContentBlock[];
   /** executor_session_ref from an earlier TurnStartResult. */
   executor_session_ref?: string;
+  /** Per-turn credentials and context. Extra fields allowed. Tokens are secrets: memory only, never logged. */
   metadata?: TurnMetadata;
 }
 
@@ -1083,6 +1196,7 @@ export interface SessionEventDeltaParams {
   turn_id: string;
   /** event_id of the durable event this previews. */
   event_id: string;
+  /** A transient preview fragment. Extra fields allowed. Our design after Anthropic streaming deltas: {type:"text_delta", text}, {type:"thinking_delta", thinking}, {type:"input_json_delta", partial_json}. */
   delta: EventDelta;
   /** 0-based position of this delta in the preview. */
   index?: number;
@@ -1096,6 +1210,7 @@ export interface InteractionRequestParams {
   turn_id: string;
   /** Executor-chosen id; appr_<24 lower-case hex> is adopted as the platform id. */
   interaction_id: string;
+  /** permission: approve a tool use; question: answer a question. */
   kind: InteractionKind;
   /** permission: event_id of the agent.tool_use (evaluated_permission ask). */
   tool_use_id?: string;
@@ -1115,6 +1230,7 @@ export interface InteractionResponseParams {
   session_id: string;
   /** The executor's interaction_id. */
   interaction_id: string;
+  /** How the platform interaction ended. */
   outcome: InteractionOutcome;
   /** Chosen option id or free-text answer (outcome answered; optionally approved). */
   answer?: string;
@@ -1198,6 +1314,7 @@ export interface ProcessReadParams {
   session_id: string;
   /** The process. */
   process_id: string;
+  /** An output stream. */
   stream: OutputStream;
   /** Byte offset to read from. */
   offset?: number;
@@ -1241,6 +1358,7 @@ export interface ProcessOutputParams {
   session_id: string;
   /** The process. */
   process_id: string;
+  /** An output stream. */
   stream: OutputStream;
   /** Byte offset of the first byte of data in the stream. */
   offset: number;
@@ -1302,6 +1420,20 @@ export interface TerminalCloseParams {
   terminal_id: string;
 }
 
+/** Read buffered output of a PTY. */
+export interface TerminalReadParams {
+  /** The session. */
+  session_id: string;
+  /** The terminal. */
+  terminal_id: string;
+  /** Byte offset to read from. */
+  offset?: number;
+  /** Most bytes to return. */
+  max_bytes?: number;
+  /** Wait this long for output beyond offset before answering with empty data. */
+  wait_ms?: number;
+}
+
 /** Stream PTY output. */
 export interface TerminalOutputParams {
   /** The session. */
@@ -1328,6 +1460,7 @@ export interface SkillInstallParams {
   name: string;
   /** Skill version, informational. */
   version?: string;
+  /** Where the skill comes from, tagged by type. */
   source: SkillSource;
 }
 
@@ -1519,11 +1652,17 @@ const BashResult_ = z.looseObject({
   exit_code: z.int(),
   truncated: z.boolean().optional(),
 });
+const ToolDefinition_ = z.looseObject({
+  description: z.string().optional(),
+  input_schema: z.record(z.string(), z.unknown()),
+  output_schema: z.record(z.string(), z.unknown()).optional(),
+});
 const ToolGroupCapability_ = z.looseObject({ enabled: z.boolean() });
 const McpCapability_ = z.looseObject({ servers: z.array(z.string().min(1)).optional() });
 const FsCapability_ = z.looseObject({ fuse: z.boolean().optional() });
 const Capabilities_ = z.looseObject({
   tools: z.array(z.string().min(1)).optional(),
+  tool_definitions: z.record(z.string(), ToolDefinition_).optional(),
   shell: ToolGroupCapability_.optional(),
   files: ToolGroupCapability_.optional(),
   process: z.boolean().optional(),
@@ -1761,6 +1900,15 @@ const TerminalOpenResult_ = z.looseObject({
   terminal_id: z.string().min(1),
   pid: z.int().min(0).optional(),
   duplicate: z.boolean().optional(),
+});
+const TerminalReadResult_ = z.looseObject({
+  terminal_id: z.string().min(1),
+  offset: z.int().min(0),
+  data: z.string(),
+  encoding: Encoding_,
+  next_offset: z.int().min(0),
+  eof: z.boolean(),
+  exit_code: z.union([z.int(), z.null()]).optional(),
 });
 const TerminalResizeResult_ = z.looseObject({ cols: z.int().min(1), rows: z.int().min(1) });
 const ToolCancelResult_ = z.looseObject({ canceled: z.boolean() });
@@ -2040,6 +2188,13 @@ const TerminalResizeParams_ = z.looseObject({
 const TerminalCloseParams_ = z.looseObject({
   session_id: z.string().min(1),
   terminal_id: z.string().min(1),
+});
+const TerminalReadParams_ = z.looseObject({
+  session_id: z.string().min(1),
+  terminal_id: z.string().min(1),
+  offset: z.int().min(0).optional(),
+  max_bytes: z.int().min(1).optional(),
+  wait_ms: z.int().min(0).optional(),
 });
 const TerminalOutputParams_ = z.looseObject({
   session_id: z.string().min(1),
@@ -2337,6 +2492,13 @@ function isBashResult_(v: any): v is BashResult {
   if (v.truncated !== undefined && !(typeof v.truncated === "boolean")) return false;
   return true;
 }
+function isToolDefinition_(v: any): v is ToolDefinition {
+  if (!isPlain_(v)) return false;
+  if (v.description !== undefined && !(typeof v.description === "string")) return false;
+  if (!(isRecordOfUnknown_(v.input_schema))) return false;
+  if (v.output_schema !== undefined && !(isRecordOfUnknown_(v.output_schema))) return false;
+  return true;
+}
 function isToolGroupCapability_(v: any): v is ToolGroupCapability {
   if (!isPlain_(v)) return false;
   if (!(typeof v.enabled === "boolean")) return false;
@@ -2355,6 +2517,9 @@ function isFsCapability_(v: any): v is FsCapability {
 function isCapabilities_(v: any): v is Capabilities {
   if (!isPlain_(v)) return false;
   if (v.tools !== undefined && !(isArrayOfStringMinLength1_(v.tools))) return false;
+  if (v.tool_definitions !== undefined && !(isRecordOfToolDefinition_(v.tool_definitions))) {
+    return false;
+  }
   if (v.shell !== undefined && !(isToolGroupCapability_(v.shell))) return false;
   if (v.files !== undefined && !(isToolGroupCapability_(v.files))) return false;
   if (v.process !== undefined && !(typeof v.process === "boolean")) return false;
@@ -2801,6 +2966,19 @@ function isTerminalOpenResult_(v: any): v is TerminalOpenResult {
   if (!(typeof v.terminal_id === "string" && v.terminal_id.length >= 1)) return false;
   if (v.pid !== undefined && !(Number.isSafeInteger(v.pid) && v.pid >= 0)) return false;
   if (v.duplicate !== undefined && !(typeof v.duplicate === "boolean")) return false;
+  return true;
+}
+function isTerminalReadResult_(v: any): v is TerminalReadResult {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.terminal_id === "string" && v.terminal_id.length >= 1)) return false;
+  if (!(Number.isSafeInteger(v.offset) && v.offset >= 0)) return false;
+  if (!(typeof v.data === "string")) return false;
+  if (!(isEncoding_(v.encoding))) return false;
+  if (!(Number.isSafeInteger(v.next_offset) && v.next_offset >= 0)) return false;
+  if (!(typeof v.eof === "boolean")) return false;
+  if (v.exit_code !== undefined && !(Number.isSafeInteger(v.exit_code) || v.exit_code === null)) {
+    return false;
+  }
   return true;
 }
 function isTerminalResizeResult_(v: any): v is TerminalResizeResult {
@@ -3258,6 +3436,17 @@ function isTerminalCloseParams_(v: any): v is TerminalCloseParams {
   if (!(typeof v.terminal_id === "string" && v.terminal_id.length >= 1)) return false;
   return true;
 }
+function isTerminalReadParams_(v: any): v is TerminalReadParams {
+  if (!isPlain_(v)) return false;
+  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (!(typeof v.terminal_id === "string" && v.terminal_id.length >= 1)) return false;
+  if (v.offset !== undefined && !(Number.isSafeInteger(v.offset) && v.offset >= 0)) return false;
+  if (v.max_bytes !== undefined && !(Number.isSafeInteger(v.max_bytes) && v.max_bytes >= 1)) {
+    return false;
+  }
+  if (v.wait_ms !== undefined && !(Number.isSafeInteger(v.wait_ms) && v.wait_ms >= 0)) return false;
+  return true;
+}
 function isTerminalOutputParams_(v: any): v is TerminalOutputParams {
   if (!isPlain_(v)) return false;
   if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
@@ -3364,6 +3553,11 @@ function isArrayOfStringMinLength1_(v: any): boolean {
     const e = v[i];
     if (!(typeof e === "string" && e.length >= 1)) return false;
   }
+  return true;
+}
+function isRecordOfToolDefinition_(v: any): boolean {
+  if (!isPlain_(v)) return false;
+  for (const k in v) if (!(isToolDefinition_(v[k]))) return false;
   return true;
 }
 function isArrayOfFsMountStatus_(v: any): boolean {
@@ -3649,6 +3843,14 @@ export const BashResultSchema: z.ZodType<BashResult> = BashResult_;
  * invalid or not provably valid (then parse with the schema, which gives the issues).
  */
 export const isBashResult: (value: unknown) => value is BashResult = isBashResult_;
+/** Validates {@linkcode ToolDefinition}. */
+export const ToolDefinitionSchema: z.ZodType<ToolDefinition> = ToolDefinition_;
+/**
+ * Fast check of {@linkcode ToolDefinitionSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isToolDefinition: (value: unknown) => value is ToolDefinition = isToolDefinition_;
 /** Validates {@linkcode ToolGroupCapability}. */
 export const ToolGroupCapabilitySchema: z.ZodType<ToolGroupCapability> = ToolGroupCapability_;
 /**
@@ -4216,6 +4418,15 @@ export const TerminalOpenResultSchema: z.ZodType<TerminalOpenResult> = TerminalO
  */
 export const isTerminalOpenResult: (value: unknown) => value is TerminalOpenResult =
   isTerminalOpenResult_;
+/** Validates {@linkcode TerminalReadResult}. */
+export const TerminalReadResultSchema: z.ZodType<TerminalReadResult> = TerminalReadResult_;
+/**
+ * Fast check of {@linkcode TerminalReadResultSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isTerminalReadResult: (value: unknown) => value is TerminalReadResult =
+  isTerminalReadResult_;
 /** Validates {@linkcode TerminalResizeResult}. */
 export const TerminalResizeResultSchema: z.ZodType<TerminalResizeResult> = TerminalResizeResult_;
 /**
@@ -4678,6 +4889,15 @@ export const TerminalCloseParamsSchema: z.ZodType<TerminalCloseParams> = Termina
  */
 export const isTerminalCloseParams: (value: unknown) => value is TerminalCloseParams =
   isTerminalCloseParams_;
+/** Validates {@linkcode TerminalReadParams}. */
+export const TerminalReadParamsSchema: z.ZodType<TerminalReadParams> = TerminalReadParams_;
+/**
+ * Fast check of {@linkcode TerminalReadParamsSchema}, without zod: true only when the schema accepts
+ * the value and its output deep-equals it (use the value as is); false when the value is
+ * invalid or not provably valid (then parse with the schema, which gives the issues).
+ */
+export const isTerminalReadParams: (value: unknown) => value is TerminalReadParams =
+  isTerminalReadParams_;
 /** Validates {@linkcode TerminalOutputParams}. */
 export const TerminalOutputParamsSchema: z.ZodType<TerminalOutputParams> = TerminalOutputParams_;
 /**
@@ -4802,6 +5022,7 @@ export const methods: {
   readonly TERMINAL_INPUT: "terminal.input";
   readonly TERMINAL_RESIZE: "terminal.resize";
   readonly TERMINAL_CLOSE: "terminal.close";
+  readonly TERMINAL_READ: "terminal.read";
   readonly TERMINAL_OUTPUT: "terminal.output";
   readonly SKILL_INSTALL: "skill.install";
   readonly FILE_UPLOAD: "file.upload";
@@ -4852,6 +5073,7 @@ export const methods: {
   TERMINAL_INPUT: "terminal.input",
   TERMINAL_RESIZE: "terminal.resize",
   TERMINAL_CLOSE: "terminal.close",
+  TERMINAL_READ: "terminal.read",
   TERMINAL_OUTPUT: "terminal.output",
   SKILL_INSTALL: "skill.install",
   FILE_UPLOAD: "file.upload",
@@ -4939,6 +5161,8 @@ export interface RequestMap {
   "terminal.resize": { params: TerminalResizeParams; result: TerminalResizeResult };
   /** Close a PTY. */
   "terminal.close": { params: TerminalCloseParams; result: TerminalCloseResult };
+  /** Read buffered output of a PTY. */
+  "terminal.read": { params: TerminalReadParams; result: TerminalReadResult };
   /** Install an agent skill. */
   "skill.install": { params: SkillInstallParams; result: SkillInstallResult };
   /** Write a file to the executor (harness to executor). */
@@ -5020,6 +5244,7 @@ export type HarnessRequestMethod =
   | "terminal.input"
   | "terminal.resize"
   | "terminal.close"
+  | "terminal.read"
   | "skill.install"
   | "file.upload"
   | "file.download"
@@ -5051,8 +5276,11 @@ export type MethodDirection = "executor_to_harness" | "harness_to_executor" | "b
 
 /** What the contract says about one method. */
 export interface MethodSpec {
+  /** The method's name on the wire. */
   readonly name: MethodName;
+  /** A request is answered; a notification is not. */
   readonly kind: "request" | "notification";
+  /** Which end sends it. */
   readonly direction: MethodDirection;
   /** The protocol version that introduced it. */
   readonly since: ProtocolVersion;
@@ -5060,8 +5288,9 @@ export interface MethodSpec {
   readonly capability?: string;
   /** What makes a repeat of it harmless (a params member, or "jsonrpc_id"). */
   readonly idempotencyKey?: string;
+  /** Validates its params. */
   readonly params: z.ZodType<unknown>;
-  /** Absent for notifications. */
+  /** Validates its result. Absent for notifications. */
   readonly result?: z.ZodType<unknown>;
   /**
    * Fast check of params, generated from the contract with `params`: true only when `params`
@@ -5073,6 +5302,7 @@ export interface MethodSpec {
   readonly acceptsParams: (value: unknown) => boolean;
   /** The same fast check for `result`. Absent for notifications. */
   readonly acceptsResult?: (value: unknown) => boolean;
+  /** The contract's one-line summary of it. */
   readonly summary: string;
 }
 
@@ -5541,6 +5771,18 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     acceptsResult: isTerminalCloseResult_,
     summary: "Close a PTY.",
   }],
+  ["terminal.read", {
+    name: "terminal.read",
+    kind: "request",
+    direction: "harness_to_executor",
+    since: "bma.executor.v1",
+    capability: "terminal",
+    params: TerminalReadParams_,
+    result: TerminalReadResult_,
+    acceptsParams: isTerminalReadParams_,
+    acceptsResult: isTerminalReadResult_,
+    summary: "Read buffered output of a PTY.",
+  }],
   ["terminal.output", {
     name: "terminal.output",
     kind: "notification",
@@ -5668,10 +5910,13 @@ export interface ToolMap {
 export type ToolName = keyof ToolMap;
 /** What the contract says about one built-in tool. */
 export interface ToolSpec {
+  /** The tool's name in `tool.call`. */
   readonly name: ToolName;
   /** The capability group that advertises it ("shell", "files"). */
   readonly group: string;
+  /** Validates its input. */
   readonly input: z.ZodType<unknown>;
+  /** Validates its structured result, when the contract gives one. */
   readonly result?: z.ZodType<unknown>;
 }
 /** The built-in tools, by name. */

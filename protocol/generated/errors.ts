@@ -39,7 +39,8 @@ export const RETRYABLE_ERROR_CODES: ReadonlySet<number> = new Set([-32004, -3200
 /** -32001 forbidden: The caller may not do this. data.reason: not_registered (a frame before executor.register), token_invalid / token_mismatch (executor.token.refresh: the old deadline stays), forbidden (model/tools token: session or turn unknown, another executor's, or not entitled), path_outside_workdir (capability requests confined to the session workdir; the file tools report an escaping path as a tool error, is_error true, instead). */
 export class ForbiddenError extends ProtocolError {
   /** The JSON-RPC code of this error. */
-  static readonly code = -32001;
+  static readonly code: -32001 = -32001;
+  /** An error to throw from a handler (or received): `data` goes on the wire as is. */
   constructor(message: string = "forbidden", data?: unknown) {
     super(-32001, message, data);
     this.name = "ForbiddenError";
@@ -49,7 +50,8 @@ export class ForbiddenError extends ProtocolError {
 /** -32002 not_found: Our choice of code. The named object does not exist: unknown session (unknown_session), unknown tool call on tool.result (unknown_tool_call; a repeat of an accepted result is acked with duplicate instead), unknown process/terminal/channel (unknown_process, unknown_terminal, unknown_channel), unknown MCP server (unknown_server), missing file (file_not_found). data: ErrorData. */
 export class NotFoundError extends ProtocolError {
   /** The JSON-RPC code of this error. */
-  static readonly code = -32002;
+  static readonly code: -32002 = -32002;
+  /** An error to throw from a handler (or received): `data` goes on the wire as is. */
   constructor(message: string = "not found", data?: unknown) {
     super(-32002, message, data);
     this.name = "NotFoundError";
@@ -59,7 +61,8 @@ export class NotFoundError extends ProtocolError {
 /** -32004 unavailable: Our choice of code. Temporarily cannot accept: retry with backoff. data.reason: draining (no new sessions/turns), not_ready, mcp_unavailable (an MCP server failed to start), mount_failed, backend_unavailable; data.retry_after_ms optional. */
 export class UnavailableError extends ProtocolError {
   /** The JSON-RPC code of this error. */
-  static readonly code = -32004;
+  static readonly code: -32004 = -32004;
+  /** An error to throw from a handler (or received): `data` goes on the wire as is. */
   constructor(message: string = "unavailable", data?: unknown) {
     super(-32004, message, data);
     this.name = "UnavailableError";
@@ -69,7 +72,8 @@ export class UnavailableError extends ProtocolError {
 /** -32007 turn_inactive: The turn is not active (not pending, running or rescheduling), or was superseded by a newer epoch: no further tokens. data.reason: turn_inactive. */
 export class TurnInactiveError extends ProtocolError {
   /** The JSON-RPC code of this error. */
-  static readonly code = -32007;
+  static readonly code: -32007 = -32007;
+  /** An error to throw from a handler (or received): `data` goes on the wire as is. */
   constructor(message: string = "turn inactive", data?: unknown) {
     super(-32007, message, data);
     this.name = "TurnInactiveError";
@@ -79,7 +83,8 @@ export class TurnInactiveError extends ProtocolError {
 /** -32009 resource_exhausted: Beyond capability or resource limits: session.assign beyond max_sessions, turn.start of a new session beyond agent.max_sessions, process.start beyond the executor's process limit. Retryable for tool.result (the harness is momentarily overloaded); for session.assign and turn.start it is surfaced to the caller, who may retry later. data: ErrorData (reason, e.g. max_sessions). */
 export class ResourceExhaustedError extends ProtocolError {
   /** The JSON-RPC code of this error. */
-  static readonly code = -32009;
+  static readonly code: -32009 = -32009;
+  /** An error to throw from a handler (or received): `data` goes on the wire as is. */
   constructor(message: string = "resource exhausted", data?: unknown) {
     super(-32009, message, data);
     this.name = "ResourceExhaustedError";
@@ -89,7 +94,8 @@ export class ResourceExhaustedError extends ProtocolError {
 /** -32010 protocol_mismatch: executor.register protocol differs from the negotiated WebSocket subprotocol; the harness then closes with 4003. data: ProtocolMismatchData. */
 export class ProtocolMismatchError extends ProtocolError {
   /** The JSON-RPC code of this error. */
-  static readonly code = -32010;
+  static readonly code: -32010 = -32010;
+  /** An error to throw from a handler (or received): `data` goes on the wire as is. */
   constructor(message: string = "protocol mismatch", data?: unknown) {
     super(-32010, message, data);
     this.name = "ProtocolMismatchError";
@@ -99,7 +105,8 @@ export class ProtocolMismatchError extends ProtocolError {
 /** -32012 capability_missing: A required capability is not advertised or served. data: CapabilityMissingData {reason, capability}: a machine-scoped register with neither process nor agent ({reason: capability_missing, capability: process}, connection stays unregistered); tool.call for a tool without a handler (capability tool:<name>, before any ack); a gated request the receiver did not advertise (e.g. capability fs.fuse); model_token.refresh / tools_token.refresh when the platform issues no such token (reason model_token_unavailable / tools_token_unavailable, capability agent). */
 export class CapabilityMissingError extends ProtocolError {
   /** The JSON-RPC code of this error. */
-  static readonly code = -32012;
+  static readonly code: -32012 = -32012;
+  /** An error to throw from a handler (or received): `data` goes on the wire as is. */
   constructor(message: string = "capability missing", data?: unknown) {
     super(-32012, message, data);
     this.name = "CapabilityMissingError";
@@ -109,7 +116,8 @@ export class CapabilityMissingError extends ProtocolError {
 /** -32013 conflict: The request conflicts with current state. data: ConflictData: session.event sequence gap (reason sequence_gap, expected_sequence = acked_sequence + 1; resend from there); turn.start on a session with a running turn (turn_running, turn_id; use turn.input); turn.input for a turn that is not running (turn_not_running; start a new turn); interaction.request reusing an interaction_id for another tool_use_id or kind (interaction_mismatch; stored interaction unchanged); a second executor.register (already_registered); file.upload offset/sha256 mismatch (offset_mismatch with expected_offset, sha256_mismatch). */
 export class ConflictError extends ProtocolError {
   /** The JSON-RPC code of this error. */
-  static readonly code = -32013;
+  static readonly code: -32013 = -32013;
+  /** An error to throw from a handler (or received): `data` goes on the wire as is. */
   constructor(message: string = "conflict", data?: unknown) {
     super(-32013, message, data);
     this.name = "ConflictError";
@@ -119,7 +127,8 @@ export class ConflictError extends ProtocolError {
 /** -32600 invalid_request: Valid JSON but not a JSON-RPC 2.0 request object: jsonrpc is not "2.0", method is not a string, id is not a string/number/null, params is neither object nor array, or an empty batch. (Batches follow JSON-RPC 2.0; the SDKs never send them.) Answered with the request's id when readable, else null. data: ErrorData (reason). */
 export class InvalidRequestError extends ProtocolError {
   /** The JSON-RPC code of this error. */
-  static readonly code = -32600;
+  static readonly code: -32600 = -32600;
+  /** An error to throw from a handler (or received): `data` goes on the wire as is. */
   constructor(message: string = "invalid request", data?: unknown) {
     super(-32600, message, data);
     this.name = "InvalidRequestError";
@@ -129,7 +138,8 @@ export class InvalidRequestError extends ProtocolError {
 /** -32601 method_not_found: Unknown method, a method the receiving role does not serve (wrong direction), or a notification-kind method sent as a request (with an id): there is no such request method. A harness without executor.token.refresh, model_token.refresh or tools_token.refresh answers it: the executor keeps its current token. No data. */
 export class MethodNotFoundError extends ProtocolError {
   /** The JSON-RPC code of this error. */
-  static readonly code = -32601;
+  static readonly code: -32601 = -32601;
+  /** An error to throw from a handler (or received): `data` goes on the wire as is. */
   constructor(message: string = "method not found", data?: unknown) {
     super(-32601, message, data);
     this.name = "MethodNotFoundError";
@@ -139,7 +149,8 @@ export class MethodNotFoundError extends ProtocolError {
 /** -32602 invalid_params: params violate the method's schema (missing required member, wrong type, enum or pattern violation, by-position array), including a tool.call input that violates the tool's x-tools input schema (checked before the ack, before any handler runs). data: ErrorData with reason invalid_params and optionally field (a JSON pointer into params, e.g. /input/command). */
 export class InvalidParamsError extends ProtocolError {
   /** The JSON-RPC code of this error. */
-  static readonly code = -32602;
+  static readonly code: -32602 = -32602;
+  /** An error to throw from a handler (or received): `data` goes on the wire as is. */
   constructor(message: string = "invalid params", data?: unknown) {
     super(-32602, message, data);
     this.name = "InvalidParamsError";
@@ -149,7 +160,8 @@ export class InvalidParamsError extends ProtocolError {
 /** -32603 internal_error: The receiver failed unexpectedly. Not retried automatically (it may repeat). data: ErrorData (optional). */
 export class InternalError extends ProtocolError {
   /** The JSON-RPC code of this error. */
-  static readonly code = -32603;
+  static readonly code: -32603 = -32603;
+  /** An error to throw from a handler (or received): `data` goes on the wire as is. */
   constructor(message: string = "internal error", data?: unknown) {
     super(-32603, message, data);
     this.name = "InternalError";
@@ -159,7 +171,8 @@ export class InternalError extends ProtocolError {
 /** -32700 parse_error: The frame is not valid JSON. Answered with id null. No data. */
 export class ParseError extends ProtocolError {
   /** The JSON-RPC code of this error. */
-  static readonly code = -32700;
+  static readonly code: -32700 = -32700;
+  /** An error to throw from a handler (or received): `data` goes on the wire as is. */
   constructor(message: string = "parse error", data?: unknown) {
     super(-32700, message, data);
     this.name = "ParseError";
@@ -218,10 +231,13 @@ export const CloseCode: {
 
 /** What the contract says about a close code. */
 export interface CloseCodeSpec {
+  /** The WebSocket close code. */
   readonly code: number;
+  /** The contract's name of it. */
   readonly name: string;
   /** Whether an executor that sees it reconnects (false: it stops for good). */
   readonly reconnect: boolean;
+  /** What it means, and who sends it. */
   readonly description: string;
 }
 

@@ -3,7 +3,7 @@
  * baselines, printed as tables of figures and ratios (every ratio against a baseline measured
  * in the same run). Not a test: nothing here asserts a time.
  *
- *   npm run bench [-- --quick] [--only calls,scale,binary,workers] [--runtimes node,deno,bun]
+ *   npm run bench [-- --quick] [--only calls,scale,binary,workers,store] [--runtimes node,deno,bun]
  *                 [--duration MS] [--runs N] [--warmup MS] [--sizes 1000,5000,10000] [--window MS]
  *                 [--cpu N | --no-pin] [--json FILE]
  *
@@ -17,6 +17,7 @@
  *    re-registration after a restart).
  * 4. The compiled executor: size, and spawn-to-registered time.
  * 5. The Workers harness bundle, minified and gzipped (scripts/bench/workers-bundle.ts).
+ * 6. The harness store's writes per durable event: memory against SQLite (scripts/bench/store.ts).
  *
  * Sequential figures on a small VM swing with core placement, so both processes of every
  * case of suites 1 and 2, candidate and baseline alike, run pinned to one CPU (`taskset -c`)
@@ -31,6 +32,7 @@ import { runScaleSuite, type ScaleResult } from "./scale.ts";
 import { type BinaryResult, runBinarySuite } from "./binary.ts";
 import { bin, HAS_TASKSET, type Runtime } from "./procs.ts";
 import { toolCallFrame } from "./common.ts";
+import { runStoreSuite, STORE_CASES, type StoreResults } from "./store.ts";
 
 const { values: flags } = parseArgs({
   options: {
@@ -49,7 +51,7 @@ const { values: flags } = parseArgs({
 });
 
 const quick = flags.quick!;
-const suites = new Set((flags.only ?? "calls,scale,binary,workers").split(","));
+const suites = new Set((flags.only ?? "calls,scale,binary,workers,store").split(","));
 const runtimes = (flags.runtimes ?? "node,deno,bun").split(",") as Runtime[];
 const durationMs = Number(flags.duration ?? (quick ? 1000 : 3000));
 const runs = Number(flags.runs ?? (quick ? 1 : 3));
@@ -450,6 +452,65 @@ if (suites.has("workers")) {
   } catch (error) {
     print(`   not measured: ${(error as Error).message.split("\n")[0]}`);
   }
+}
+
+/** Memory first, then the built-in drivers, libsql, and full sync last. */
+function storeRank(label: string): number {
+  return label === "memory" ? 0 : label.includes("full") ? 3 : label.includes("libsql") ? 2 : 1;
+}
+
+if (suites.has("store")) {
+  print();
+  print(
+    "6. Harness store: durable events written per second (the batch an accepted session.event needs: record, dedup key, acked sequence; one batch after another)",
+  );
+  const all: Partial<Record<Runtime, StoreResults>> = {};
+  for (const runtime of runtimes) {
+    log(`store on ${runtime}`);
+    try {
+      all[runtime] = await runStoreSuite(runtime, {
+        durationMs,
+        warmupMs: warmupMs / 3,
+        runs,
+        cpu,
+      });
+    } catch (error) {
+      print(`   ${runtime}: not measured: ${(error as Error).message.split("\n")[0]}`);
+    }
+  }
+  json.store = all;
+  const labels = [...new Set(runtimes.flatMap((r) => Object.keys(STORE_CASES[r])))].sort((a, b) =>
+    storeRank(a) - storeRank(b)
+  );
+  const med = (r: Runtime, label: string) => {
+    const values = all[r]?.[label];
+    return values?.length ? median(values) : undefined;
+  };
+  const rows: Row[] = [];
+  for (const label of labels) {
+    rows.push([`  ${label}`, ...runtimes.map((r) => rate(all[r]?.[label]))]);
+    rows.push([
+      "    µs per event",
+      ...runtimes.map((r) => {
+        const m = med(r, label);
+        return m ? (1e6 / m).toFixed(2) : "–";
+      }),
+    ]);
+    if (label !== "memory") {
+      rows.push([
+        "    / memory store",
+        ...runtimes.map((r) => {
+          const m = med(r, label);
+          const base = med(r, "memory");
+          return m && base ? (m / base).toFixed(3) : "–";
+        }),
+      ]);
+    }
+  }
+  print(table(["", ...runtimes], rows));
+  print(
+    '   sqlite: one file in WAL mode, synchronous NORMAL (a committed batch survives kill -9) unless "full sync" (FULL: one fsync per batch, survives power loss); each run starts an empty store.',
+  );
 }
 
 print();

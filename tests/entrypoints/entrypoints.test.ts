@@ -9,7 +9,7 @@
  */
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -136,6 +136,26 @@ describe(`${RUNTIME}.ts entry point`, { timeout: 60_000 }, () => {
     await assert.rejects(harness.dial("unix:///nowhere.sock"), portable.NoDialerError);
     const client = new portable.ExecutorClient({ executor: INFO });
     await assert.rejects(client.listen("unix:///nowhere.sock"), portable.ExecutorConfigError);
+  });
+});
+
+describe("package entry points", () => {
+  const root = fileURLToPath(new URL("../../", import.meta.url));
+  const read = (file: string) => JSON.parse(readFileSync(join(root, file), "utf8"));
+  const jsr: Record<string, string> = read("deno.json").exports;
+  const npm: Record<string, { types: string; default: string }> = read("package.json").exports;
+
+  it("npm exports the same subpaths as JSR (deno.json), /agent included", () => {
+    assert.deepEqual(Object.keys(npm).sort(), Object.keys(jsr).sort());
+    assert.ok("./agent" in npm);
+  });
+
+  it("each npm subpath is the compiled form of the same source module as on JSR", () => {
+    for (const [subpath, source] of Object.entries(jsr)) {
+      assert.ok(existsSync(join(root, source)), source);
+      const compiled = source.replace(/^\.\//, "./dist/").replace(/\.ts$/, "");
+      assert.deepEqual(npm[subpath], { types: `${compiled}.d.ts`, default: `${compiled}.js` });
+    }
   });
 });
 

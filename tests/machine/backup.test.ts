@@ -25,7 +25,7 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ForbiddenError, UnavailableError } from "../../harness/node.ts";
-import { Fixtures, machineSession, type MachineSessionOptions } from "./machine-fixture.ts";
+import { Fixtures, machineSession, type MachineSessionOptions } from "./files-fixture.ts";
 
 const OUTSIDE = "OUTSIDE-CONTENT";
 

@@ -18,7 +18,7 @@ import {
 } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { join } from "node:path";
-import { Fixtures, machineSession } from "./machine-fixture.ts";
+import { Fixtures, machineSession } from "./files-fixture.ts";
 import { runScript } from "../helpers/mcp-stdio-servers.ts";
 import { printed } from "../helpers/runtime-command.ts";
 

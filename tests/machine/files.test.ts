@@ -17,7 +17,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { join } from "node:path";
-import { Fixtures, machineSession, type MachineSessionOptions } from "./machine-fixture.ts";
+import { Fixtures, machineSession, type MachineSessionOptions } from "./files-fixture.ts";
 import { PathOutsideWorkdirError, Workdir } from "../../executor/machine/workdir.node.ts";
 
 const SECRET = "outside secret\n";

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { link, mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { Fixtures, machineSession } from "./machine-fixture.ts";
+import { Fixtures, machineSession } from "./files-fixture.ts";
 import { until } from "../helpers/executor-fixture.ts";
 
 /** A line that takes a backtracking engine ~10 s with `(a+)+$`, and RE2 a microsecond. */

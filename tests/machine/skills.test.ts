@@ -28,7 +28,7 @@ import {
   InvalidParamsError,
   UnavailableError,
 } from "../../harness/node.ts";
-import { Fixtures, machineSession, type MachineSessionOptions } from "./machine-fixture.ts";
+import { Fixtures, machineSession, type MachineSessionOptions } from "./files-fixture.ts";
 import { runScript } from "../helpers/mcp-stdio-servers.ts";
 import { printed } from "../helpers/runtime-command.ts";
 

@@ -23,7 +23,7 @@ import {
 } from "node:fs";
 import { join } from "node:path";
 import { ConflictError, ForbiddenError, NotFoundError } from "../../harness/node.ts";
-import { Fixtures, machineSession, type MachineSessionOptions } from "./machine-fixture.ts";
+import { Fixtures, machineSession, type MachineSessionOptions } from "./files-fixture.ts";
 
 const sha256 = (bytes: Uint8Array | string) => createHash("sha256").update(bytes).digest("hex");
 const b64 = (bytes: Uint8Array | string) => Buffer.from(bytes).toString("base64");

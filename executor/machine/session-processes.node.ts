@@ -1,0 +1,167 @@
+/**
+ * Every process of one session (bash calls, `process.start`, MCP servers), so that the session
+ * ends only once none of them is left: each is a {@linkcode ProcessUnit} (its process group,
+ * and a leaf of the session's cgroup where the executor has cgroups), and
+ * {@linkcode SessionProcesses.end} terminates them all (SIGTERM, SIGKILL after the grace period
+ * to every survivor) and resolves when none is alive.
+ */
+import { NotFoundError } from "../../protocol/generated/errors.ts";
+import type { Logger } from "../../protocol/logger.ts";
+import type { Cgroup, CgroupTree } from "./cgroup.node.ts";
+import { ProcessUnit, type SpawnUnitOptions } from "./process-group.node.ts";
+
+/** Where the session's cgroups come from (shared by the sessions of one executor). */
+export interface CgroupSource {
+  /** The executor's cgroup tree, or undefined where cgroups cannot be used. */
+  tree(): Promise<CgroupTree | undefined>;
+}
+
+/** Opens the executor's cgroup tree once, on first use. */
+export function cgroupSource(
+  setting: boolean | string | undefined,
+  open: (parent?: string) => Promise<CgroupTree | undefined>,
+  logger: Logger,
+): CgroupSource {
+  let tree: Promise<CgroupTree | undefined> | undefined;
+  return {
+    tree: () =>
+      tree ??= setting === false ? Promise.resolve(undefined) : open(
+        typeof setting === "string" ? setting : undefined,
+      ).then((found) => {
+        logger.info(
+          found
+            ? "session processes are tracked in cgroups"
+            : "no writable cgroup v2: session processes are tracked by process group",
+        );
+        return found;
+      }, () => undefined),
+  };
+}
+
+/** The processes of one session. */
+export class SessionProcesses {
+  readonly sessionId: string;
+  readonly #cgroups: CgroupSource;
+  readonly #logger: Logger;
+  readonly #units = new Set<ProcessUnit>();
+  #cgroup: Promise<Cgroup | undefined> | undefined;
+  #leaves = 0;
+  readonly #inFlight = new Set<Promise<void>>();
+  #ending: Promise<void> | undefined;
+  #graceMs = 0;
+
+  constructor(sessionId: string, cgroups: CgroupSource, logger: Logger) {
+    this.sessionId = sessionId;
+    this.#cgroups = cgroups;
+    this.#logger = logger;
+  }
+
+  /** Whether the session's processes are being ended (no new ones start). */
+  get ending(): boolean {
+    return this.#ending !== undefined;
+  }
+
+  /** Starts a process of the session. Refused (-32002 `unknown_session`) once it is ending. */
+  spawn(argv: readonly string[], options: Omit<SpawnUnitOptions, "cgroup">): Promise<ProcessUnit> {
+    try {
+      this.#refuseIfEnding();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const attempt = this.#spawn(argv, options);
+    const settled = attempt.then(() => {}, () => {});
+    this.#inFlight.add(settled);
+    settled.then(() => this.#inFlight.delete(settled));
+    return attempt;
+  }
+
+  async #spawn(
+    argv: readonly string[],
+    options: Omit<SpawnUnitOptions, "cgroup">,
+  ): Promise<ProcessUnit> {
+    const sessionCgroup = await (this.#cgroup ??= this.#makeCgroup());
+    this.#refuseIfEnding();
+    let leaf: Cgroup | undefined;
+    if (sessionCgroup) {
+      try {
+        leaf = sessionCgroup.child(`p${++this.#leaves}`);
+      } catch (error) {
+        this.#logger.warn("cannot create a process cgroup: tracked by process group only", {
+          session_id: this.sessionId,
+          error: String(error),
+        });
+      }
+    }
+    let unit: ProcessUnit;
+    try {
+      unit = await ProcessUnit.spawn(argv, { ...options, cgroup: leaf });
+    } catch (error) {
+      leaf?.remove();
+      throw error;
+    }
+    this.#units.add(unit);
+    // The session began to end while this one started: it ends with the others.
+    if (this.#ending) void unit.terminate(this.#graceMs);
+    unit.leaderExited.then(() => {
+      // A unit that left nothing behind is forgotten (its cgroup removed) at once.
+      if (!this.#ending && !unit.alive() && unit.release()) this.#units.delete(unit);
+    });
+    return unit;
+  }
+
+  /**
+   * Ends every process of the session: SIGTERM, then SIGKILL after `graceMs` to every
+   * survivor. Resolves once none is left, and its cgroups are removed. Idempotent.
+   */
+  end(graceMs: number): Promise<void> {
+    this.#graceMs = Math.min(graceMs, this.#ending ? this.#graceMs : graceMs);
+    if (this.#ending) {
+      for (const unit of this.#units) void unit.terminate(graceMs);
+      return this.#ending;
+    }
+    this.#ending = (async () => {
+      // Spawns in flight finish first (and are ended with the rest): repeat until none is left.
+      while (this.#inFlight.size > 0 || this.#units.size > 0) {
+        await Promise.all(this.#inFlight);
+        const units = [...this.#units];
+        await Promise.all(units.map((unit) => unit.terminate(this.#graceMs)));
+        for (const unit of units) {
+          unit.release();
+          this.#units.delete(unit);
+        }
+      }
+      const cgroup = await this.#cgroup;
+      if (cgroup) {
+        // Belt and braces: anything that found its way into the session's cgroup goes too.
+        while (cgroup.populated()) {
+          cgroup.kill();
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        if (!cgroup.remove()) {
+          this.#logger.warn("session cgroup not removed", { session_id: this.sessionId });
+        }
+      }
+    })();
+    return this.#ending;
+  }
+
+  #refuseIfEnding(): void {
+    if (this.#ending) {
+      throw new NotFoundError("the session is ending", { reason: "unknown_session" });
+    }
+  }
+
+  async #makeCgroup(): Promise<Cgroup | undefined> {
+    const tree = await this.#cgroups.tree();
+    if (!tree) return undefined;
+    try {
+      return tree.session();
+    } catch (error) {
+      this.#logger.warn("cannot create the session cgroup: tracked by process group only", {
+        session_id: this.sessionId,
+        error: String(error),
+      });
+      return undefined;
+    }
+  }
+}

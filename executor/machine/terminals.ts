@@ -1,0 +1,442 @@
+/**
+ * The terminal capability (`terminal.*`) of one session, runtime-neutral: programs on
+ * pseudo-terminals from an injected {@linkcode PtyHost}, their output kept as an
+ * offset-addressed log that streams out as `terminal.output` and can be caught up with
+ * `terminal.read`, input, resize, and an end for each of them (SIGHUP to the terminal's
+ * processes, SIGKILL after the grace period, the PTY closed).
+ */
+import type {
+  TerminalCloseParams,
+  TerminalCloseResult,
+  TerminalInputParams,
+  TerminalInputResult,
+  TerminalOpenParams,
+  TerminalOpenResult,
+  TerminalOutputParams,
+  TerminalReadParams,
+  TerminalReadResult,
+  TerminalResizeParams,
+  TerminalResizeResult,
+} from "../../protocol/generated/contract.ts";
+import {
+  ForbiddenError,
+  NotFoundError,
+  ResourceExhaustedError,
+} from "../../protocol/generated/errors.ts";
+import type { Disposable } from "../../protocol/peer.ts";
+import type { ExecutorClient } from "../client.ts";
+import { encodeChunk, OutputBuffer, utf8Boundary } from "./output-buffer.ts";
+import { type Pty, type PtyExit, type PtyHost, PtySpawnError } from "./pty.ts";
+
+/** Options of a {@linkcode TerminalTable}. */
+export interface TerminalTableOptions {
+  sessionId: string;
+  /** Starts the PTYs. */
+  pty: PtyHost;
+  /**
+   * Resolves `terminal.open`'s `cwd` inside the session workdir; throws the contract's error
+   * (-32001 `path_outside_workdir`) for a path outside it.
+   */
+  resolveCwd(path: string): Promise<string>;
+  /** The environment of a terminal's program, before `TERM` and `terminal.open`'s `env`. */
+  env(): Record<string, string>;
+  /** Streams output as it arrives (the executor sends it as `terminal.output`; lossy). */
+  onOutput?: (params: TerminalOutputParams) => void;
+  /** Time between SIGHUP and SIGKILL. Default 2 s. */
+  graceMs?: number;
+  /** Bytes of output kept per terminal for `terminal.read`. Default 8 MiB. */
+  bufferBytes?: number;
+  /** Terminals open at once in the session. Default 64. */
+  maxOpen?: number;
+}
+
+type State = "open" | "closing" | "closed";
+
+interface Entry {
+  readonly id: string;
+  readonly pty: Pty;
+  readonly buffer: OutputBuffer;
+  state: State;
+  exit: PtyExit | undefined;
+  /** Resolves when the program has exited and its output is drained. */
+  readonly exited: Promise<void>;
+  /** Resolves when no process of the terminal is left and the PTY is closed. */
+  ended: Promise<void> | undefined;
+}
+
+/** Most bytes one `terminal.read` answers with, whatever `max_bytes` asks (frames stay small). */
+const MAX_READ_BYTES = 1024 * 1024;
+const DEFAULT_READ_BYTES = 64 * 1024;
+/** Closed terminals kept readable per session, beyond which the oldest are forgotten. */
+const KEPT_CLOSED = 64;
+/** How often a terminal's processes are looked for while they are given time to end. */
+const SWEEP_POLL_MS = 25;
+/** How long to wait for the processes to vanish after SIGKILL, at least. */
+const KILL_WAIT_MS = 5_000;
+
+const encoder = new TextEncoder();
+
+/** The terminals of one session. */
+export class TerminalTable {
+  readonly #options: TerminalTableOptions;
+  readonly #entries = new Map<string, Entry>();
+  readonly #opening = new Map<string, Promise<TerminalOpenResult>>();
+  #counter = 0;
+
+  constructor(options: TerminalTableOptions) {
+    this.#options = options;
+  }
+
+  /** `terminal.open`: idempotent by a harness-chosen `terminal_id`. */
+  open(params: TerminalOpenParams): Promise<TerminalOpenResult> {
+    const requested = params.terminal_id;
+    if (requested !== undefined) {
+      const existing = this.#entries.get(requested);
+      if (existing) {
+        return Promise.resolve({ terminal_id: requested, pid: existing.pty.pid, duplicate: true });
+      }
+      // A retry while the first open is still starting the program answers the same terminal.
+      const opening = this.#opening.get(requested);
+      if (opening) return opening.then((opened) => ({ ...opened, duplicate: true }));
+    }
+    const open = [...this.#entries.values()].filter((e) => e.state !== "closed").length;
+    if (open + this.#opening.size >= (this.#options.maxOpen ?? 64)) {
+      return Promise.reject(
+        new ResourceExhaustedError("too many terminals open", { reason: "too_many_terminals" }),
+      );
+    }
+    const id = requested ?? `t_${++this.#counter}_${crypto.randomUUID().slice(0, 8)}`;
+    const opening = this.#start(id, params).finally(() => this.#opening.delete(id));
+    this.#opening.set(id, opening);
+    return opening;
+  }
+
+  /** `terminal.input`: bytes to the PTY, as typed. */
+  input(params: TerminalInputParams): TerminalInputResult {
+    const entry = this.#live(params.terminal_id);
+    const bytes = params.encoding === "base64"
+      ? Uint8Array.from(atob(params.data), (c) => c.charCodeAt(0))
+      : encoder.encode(params.data);
+    if (bytes.byteLength > 0) this.#onPty(entry, () => entry.pty.write(bytes));
+    return { written: bytes.byteLength };
+  }
+
+  /** `terminal.resize`. */
+  resize(params: TerminalResizeParams): TerminalResizeResult {
+    const entry = this.#live(params.terminal_id);
+    this.#onPty(entry, () => entry.pty.resize(params.cols, params.rows));
+    return { cols: params.cols, rows: params.rows };
+  }
+
+  /** `terminal.read`: catch up from an offset, waiting up to `wait_ms` for new output. */
+  async read(params: TerminalReadParams, signal?: AbortSignal): Promise<TerminalReadResult> {
+    const entry = this.#get(params.terminal_id);
+    const buffer = entry.buffer;
+    const offset = params.offset ?? 0;
+    if (params.wait_ms) {
+      const timeout = AbortSignal.timeout(params.wait_ms);
+      await buffer.waitBeyond(offset, signal ? AbortSignal.any([signal, timeout]) : timeout);
+    }
+    const most = Math.min(params.max_bytes ?? DEFAULT_READ_BYTES, MAX_READ_BYTES);
+    const slice = buffer.read(offset, most);
+    // Cut on a character boundary so text stays text (unless the output ended there).
+    const keep = slice.eof ? slice.bytes.length : utf8Boundary(slice.bytes) || slice.bytes.length;
+    const bytes = slice.bytes.subarray(0, keep);
+    const { data, encoding } = encodeChunk(bytes);
+    const next = slice.offset + bytes.byteLength;
+    const eof = buffer.closed && next === buffer.end;
+    return {
+      terminal_id: params.terminal_id,
+      offset: slice.offset,
+      data,
+      encoding,
+      next_offset: next,
+      eof,
+      ...(eof ? { exit_code: entry.exit?.exitCode ?? null } : {}),
+    };
+  }
+
+  /**
+   * `terminal.close`: SIGHUP to the terminal's processes, SIGKILL after the grace period, the
+   * PTY closed; answers once they are gone. `closed: false` for an unknown or exited terminal.
+   */
+  async close(params: TerminalCloseParams): Promise<TerminalCloseResult> {
+    const entry = this.#entries.get(params.terminal_id);
+    if (!entry) return { closed: false };
+    if (entry.exit) {
+      // It exited by itself (or another close ended it): wait for its processes, report it.
+      await this.#end(entry, this.#grace);
+      return { closed: false, exit_code: entry.exit.exitCode };
+    }
+    await this.#end(entry, this.#grace);
+    return { closed: true, exit_code: (entry as Entry).exit?.exitCode ?? null };
+  }
+
+  /** Ends every terminal of the session and waits until none of their processes is left. */
+  async closeAll(graceMs = this.#grace): Promise<void> {
+    await Promise.allSettled([...this.#opening.values()]);
+    await Promise.all([...this.#entries.values()].map((entry) => this.#end(entry, graceMs)));
+  }
+
+  get #grace(): number {
+    return this.#options.graceMs ?? 2_000;
+  }
+
+  async #start(id: string, params: TerminalOpenParams): Promise<TerminalOpenResult> {
+    const options = this.#options;
+    const cwd = await options.resolveCwd(params.cwd ?? ".");
+    const env: Record<string, string> = {
+      ...options.env(),
+      TERM: "xterm-256color",
+      ...params.env,
+    };
+    const buffer = new OutputBuffer(options.bufferBytes);
+    let pending = new Uint8Array(0); // an incomplete UTF-8 character held for the next chunk
+    // The entry exists once spawn() returned; what the PTY reports before that waits for it.
+    const started: { entry?: Entry } = {};
+    const early: Uint8Array[] = [];
+    const emit = (bytes: Uint8Array, exit?: PtyExit) => {
+      const offset = buffer.end;
+      buffer.append(bytes);
+      if (exit) buffer.close();
+      if (!options.onOutput || (bytes.byteLength === 0 && !exit)) return;
+      const { data, encoding } = encodeChunk(bytes);
+      options.onOutput({
+        session_id: options.sessionId,
+        terminal_id: id,
+        offset,
+        data,
+        encoding,
+        ...(exit ? { eof: true, exit_code: exit.exitCode } : {}),
+      });
+    };
+    const data = (chunk: Uint8Array) => {
+      if (!started.entry) {
+        early.push(chunk);
+        return;
+      }
+      const joined = new Uint8Array(pending.length + chunk.length);
+      joined.set(pending);
+      joined.set(chunk, pending.length);
+      const cut = utf8Boundary(joined);
+      pending = joined.slice(cut);
+      emit(joined.subarray(0, cut));
+    };
+    let exited!: () => void;
+    let earlyExit: PtyExit | undefined;
+    const exit = (how: PtyExit) => {
+      const entry = started.entry;
+      if (!entry) {
+        earlyExit = how;
+        return;
+      }
+      if (entry.exit) return;
+      entry.exit = how;
+      emit(pending, how);
+      pending = new Uint8Array(0);
+      exited();
+      // Whatever the program left running in its session ends with it.
+      if (entry.state === "open") void this.#end(entry, this.#grace);
+    };
+    let pty: Pty;
+    try {
+      pty = options.pty.spawn({
+        argv: params.argv ?? options.pty.defaultArgv(),
+        cwd,
+        env,
+        cols: params.cols ?? 80,
+        rows: params.rows ?? 24,
+      }, { data, exit });
+    } catch (error) {
+      if (error instanceof PtySpawnError) {
+        throw new NotFoundError(error.message, { reason: "spawn_failed", field: "argv" });
+      }
+      throw error;
+    }
+    const entry: Entry = started.entry = {
+      id,
+      pty,
+      buffer,
+      state: "open",
+      exit: undefined,
+      exited: new Promise<void>((resolve) => (exited = resolve)),
+      ended: undefined,
+    };
+    this.#entries.set(id, entry);
+    this.#forgetOldClosed();
+    for (const chunk of early.splice(0)) data(chunk);
+    if (earlyExit) exit(earlyExit);
+    return { terminal_id: id, pid: pty.pid };
+  }
+
+  /** Ends a terminal once: SIGHUP, SIGKILL after `graceMs` to whatever is left, PTY closed. */
+  #end(entry: Entry, graceMs: number): Promise<void> {
+    if (entry.ended) return entry.ended;
+    entry.state = "closing";
+    entry.ended = (async () => {
+      const pty = entry.pty;
+      if (!entry.exit || pty.alive()) pty.signal("SIGHUP");
+      const gone = await this.#whenGone(entry, graceMs);
+      if (!gone) {
+        pty.signal("SIGKILL");
+        // SIGKILL cannot be ignored; the bound only keeps a wedged process from holding us.
+        if (!(await this.#whenGone(entry, Math.max(graceMs, KILL_WAIT_MS)))) pty.signal("SIGKILL");
+      }
+      pty.close();
+      entry.state = "closed";
+    })();
+    return entry.ended;
+  }
+
+  /**
+   * Resolves true once the program has exited and none of the terminal's processes is alive,
+   * false when `ms` passed first.
+   */
+  async #whenGone(entry: Entry, ms: number): Promise<boolean> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let expired = false;
+    const deadline = new Promise<void>((resolve) =>
+      timer = setTimeout(() => {
+        expired = true;
+        resolve();
+      }, ms)
+    );
+    try {
+      await Promise.race([entry.exited, deadline]);
+      while (!expired && entry.pty.alive()) {
+        // Jobs the hang-up did not end yet (or that ignore it): look again shortly.
+        await Promise.race([new Promise((r) => setTimeout(r, SWEEP_POLL_MS)), deadline]);
+      }
+      return !expired;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Keeps at most {@linkcode KEPT_CLOSED} closed terminals (their output) per session. */
+  #forgetOldClosed(): void {
+    let closed = 0;
+    for (const entry of [...this.#entries.values()].reverse()) {
+      if (entry.state !== "closed") continue;
+      if (++closed > KEPT_CLOSED) this.#entries.delete(entry.id);
+    }
+  }
+
+  /** Runs an operation on a PTY that may have closed since its program exited. */
+  #onPty(entry: Entry, operation: () => void): void {
+    try {
+      operation();
+    } catch (error) {
+      if (entry.exit || !entry.pty.alive()) {
+        throw new NotFoundError("the terminal has exited", { reason: "terminal_closed" });
+      }
+      throw error;
+    }
+  }
+
+  #get(id: string): Entry {
+    const entry = this.#entries.get(id);
+    if (!entry) throw new NotFoundError("unknown terminal", { reason: "unknown_terminal" });
+    return entry;
+  }
+
+  #live(id: string): Entry {
+    const entry = this.#get(id);
+    if (entry.exit || entry.state === "closed") {
+      throw new NotFoundError("the terminal has exited", { reason: "terminal_closed" });
+    }
+    return entry;
+  }
+}
+
+/** Options of {@linkcode serveTerminals}. */
+export interface ServeTerminalsOptions {
+  /** Starts the PTYs. */
+  pty: PtyHost;
+  /** Resolves a `cwd` inside the session workdir (a `PathOutsideWorkdirError` for one outside). */
+  resolveCwd(path: string): Promise<string>;
+  /** The environment of a session's terminal programs, before `TERM` and the request's `env`. */
+  env(sessionId: string): Record<string, string>;
+  /** Time between SIGHUP and SIGKILL for `terminal.close`. Default 2 s. */
+  graceMs?: number;
+  /** Bytes of output kept per terminal for `terminal.read`. Default 8 MiB. */
+  bufferBytes?: number;
+  /** Terminals open at once per session. Default 64. */
+  maxOpen?: number;
+}
+
+/**
+ * Serves `terminal.*` on a client (which advertises capability `terminal`): one
+ * {@linkcode TerminalTable} per held session, ended with the session (its cleanup waits until
+ * no process of its terminals is left). Dispose to withdraw the methods and end every terminal.
+ */
+export function serveTerminals(client: ExecutorClient, options: ServeTerminalsOptions): Disposable {
+  const tables = new Map<string, TerminalTable>();
+  const unknownSession = () => new NotFoundError("unknown session", { reason: "unknown_session" });
+  const held = (sessionId: string): TerminalTable => {
+    let table = tables.get(sessionId);
+    if (table) return table;
+    const session = client.session(sessionId);
+    // A terminal must end with its session: none for one that is not held, or already ending.
+    if (!session || session.state === "stopping" || session.state === "ended") {
+      throw unknownSession();
+    }
+    const created = table = new TerminalTable({
+      sessionId,
+      pty: options.pty,
+      resolveCwd: async (path) => {
+        try {
+          return await options.resolveCwd(path);
+        } catch (error) {
+          if (error instanceof Error && error.name === "PathOutsideWorkdirError") {
+            throw new ForbiddenError("path outside the workdir", {
+              reason: "path_outside_workdir",
+            });
+          }
+          throw error;
+        }
+      },
+      env: () => options.env(sessionId),
+      onOutput: (params) => {
+        try {
+          client.notify("terminal.output", params);
+        } catch { /* lossy while disconnected: terminal.read catches up */ }
+      },
+      graceMs: options.graceMs,
+      bufferBytes: options.bufferBytes,
+      maxOpen: options.maxOpen,
+    });
+    tables.set(sessionId, created);
+    session.onCleanup(async (cleanup) => {
+      await created.closeAll(cleanup.graceMs);
+      if (tables.get(sessionId) === created) tables.delete(sessionId);
+    });
+    return created;
+  };
+  const existing = (sessionId: string): TerminalTable => {
+    const table = tables.get(sessionId);
+    if (table) return table;
+    if (!client.session(sessionId)) throw unknownSession();
+    throw new NotFoundError("unknown terminal", { reason: "unknown_terminal" });
+  };
+  const registrations: Disposable[] = [
+    client.onRequest("terminal.open", (params) => held(params.session_id).open(params)),
+    client.onRequest("terminal.input", (params) => existing(params.session_id).input(params)),
+    client.onRequest("terminal.resize", (params) => existing(params.session_id).resize(params)),
+    client.onRequest(
+      "terminal.read",
+      (params, ctx) => existing(params.session_id).read(params, ctx.signal),
+    ),
+    client.onRequest(
+      "terminal.close",
+      (params) => tables.get(params.session_id)?.close(params) ?? { closed: false },
+    ),
+  ];
+  return {
+    dispose: () => {
+      for (const registration of registrations) registration.dispose();
+      for (const table of tables.values()) void table.closeAll();
+      tables.clear();
+    },
+  };
+}

@@ -1,0 +1,299 @@
+/**
+ * {@linkcode SqlHarnessStore}: the {@linkcode HarnessStore} over one SQLite table, written once
+ * for every SQLite this SDK runs on (`libsql`, `bun:sqlite`, `node:sqlite`, a Durable Object's
+ * `ctx.storage.sql`) through a {@linkcode SqlDriver} of four synchronous calls. The table:
+ *
+ * ```sql
+ * CREATE TABLE bma_harness_store (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID
+ * ```
+ *
+ * Keys compare with SQLite's `BINARY` collation (their UTF-8 bytes: code point order), values
+ * are JSON text. A batch of more than one operation runs in one transaction.
+ *
+ * @module
+ */
+import { LocalError } from "../../protocol/errors.ts";
+import {
+  checkBatch,
+  checkKey,
+  checkList,
+  compareKeys,
+  encodeValue,
+  type HarnessStore,
+  InvalidStoreRequestError,
+  type ListOptions,
+  opKind,
+  prefixEnd,
+  StoreClosedError,
+  type StoreOp,
+} from "./store.ts";
+
+/** A value bound to, or read from, a statement. */
+export type SqlValue = string | number | null;
+
+/** A row as a driver returns it, by column name. */
+export type SqlRow = Record<string, unknown>;
+
+/**
+ * The few synchronous calls {@linkcode SqlHarnessStore} makes of a SQLite connection. A driver
+ * caches its prepared statements by SQL text (the store sends a handful of fixed statements).
+ */
+export interface SqlDriver {
+  /** Runs SQL without parameters and without rows (schema, pragmas); may hold several statements. */
+  exec(sql: string): void;
+  /** Runs one statement with positional `?` parameters, ignoring rows. */
+  run(sql: string, params: readonly SqlValue[]): void;
+  /** Runs one query with positional `?` parameters: its rows. */
+  all(sql: string, params: readonly SqlValue[]): SqlRow[];
+  /** Runs `body` in a transaction: committed when it returns, rolled back when it throws. */
+  transaction(body: () => void): void;
+  /** Closes the connection. */
+  close?(): void;
+}
+
+/** Options of a {@linkcode SqlHarnessStore}. */
+export interface SqlHarnessStoreOptions {
+  /** The table (created when missing). Default `bma_harness_store`. */
+  readonly table?: string;
+}
+
+/** The table a {@linkcode SqlHarnessStore} uses unless told otherwise. */
+export const DEFAULT_STORE_TABLE = "bma_harness_store";
+
+/** The named SQLite driver could not be loaded on this runtime. */
+export class SqliteDriverUnavailableError extends LocalError {
+  /** The driver that was asked for. */
+  readonly driver: string;
+  /** The driver asked for, why it cannot load, and the failure behind it as `cause`. */
+  constructor(driver: string, hint: string, options?: { cause?: unknown }) {
+    super(`SQLite driver ${driver} is not available: ${hint}`, options);
+    this.name = "SqliteDriverUnavailableError";
+    this.driver = driver;
+  }
+}
+
+// List statements by shape: bit 0 lower bound exclusive, bit 1 upper bound present, bit 2 reverse.
+const EXCLUSIVE_LOW = 1;
+const HAS_HIGH = 2;
+const REVERSE = 4;
+
+/** A {@linkcode HarnessStore} over one SQLite table. Every method answers synchronously. */
+export class SqlHarnessStore implements HarnessStore {
+  readonly #driver: SqlDriver;
+  readonly #get: string;
+  readonly #put: string;
+  readonly #delete: string;
+  readonly #deleteRange: string;
+  readonly #deleteFrom: string;
+  readonly #lists: string[] = [];
+  #closed = false;
+
+  /** Uses `driver`, creating the table when it is missing. */
+  constructor(driver: SqlDriver, options: SqlHarnessStoreOptions = {}) {
+    const table = options.table ?? DEFAULT_STORE_TABLE;
+    if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(table)) {
+      throw new InvalidStoreRequestError(
+        "option",
+        `table ${JSON.stringify(table)} is not a plain SQL name`,
+      );
+    }
+    this.#driver = driver;
+    driver.exec(
+      `CREATE TABLE IF NOT EXISTS ${table} (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID`,
+    );
+    this.#get = `SELECT value FROM ${table} WHERE key = ?`;
+    this.#put =
+      `INSERT INTO ${table} (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
+    this.#delete = `DELETE FROM ${table} WHERE key = ?`;
+    this.#deleteRange = `DELETE FROM ${table} WHERE key >= ? AND key < ?`;
+    this.#deleteFrom = `DELETE FROM ${table} WHERE key >= ?`;
+    for (let shape = 0; shape < 8; shape++) {
+      this.#lists.push(
+        `SELECT key, value FROM ${table} WHERE key ${shape & EXCLUSIVE_LOW ? ">" : ">="} ?` +
+          (shape & HAS_HIGH ? " AND key < ?" : "") +
+          ` ORDER BY key ${shape & REVERSE ? "DESC" : "ASC"} LIMIT ?`,
+      );
+    }
+  }
+
+  get<T = unknown>(key: string): T | undefined {
+    this.#open();
+    checkKey(key);
+    const rows = this.#driver.all(this.#get, [key]);
+    return rows.length === 0 ? undefined : JSON.parse(rows[0].value as string) as T;
+  }
+
+  list<T = unknown>(prefix: string, options?: ListOptions): [string, T][] {
+    this.#open();
+    checkList(prefix, options);
+    let low = prefix;
+    let shape = 0;
+    const after = options?.after;
+    if (after !== undefined && compareKeys(after, low) >= 0) {
+      low = after;
+      shape |= EXCLUSIVE_LOW;
+    }
+    let high = prefixEnd(prefix);
+    const before = options?.before;
+    if (before !== undefined && (high === undefined || compareKeys(before, high) < 0)) {
+      high = before;
+    }
+    if (options?.reverse) shape |= REVERSE;
+    const limit = options?.limit ?? -1;
+    if (limit === 0) return [];
+    const params: SqlValue[] = [low];
+    if (high !== undefined) {
+      shape |= HAS_HIGH;
+      params.push(high);
+    }
+    params.push(limit);
+    const rows = this.#driver.all(this.#lists[shape], params);
+    const out: [string, T][] = new Array(rows.length);
+    for (let i = 0; i < rows.length; i++) {
+      out[i] = [rows[i].key as string, JSON.parse(rows[i].value as string) as T];
+    }
+    return out;
+  }
+
+  write(batch: readonly StoreOp[]): void {
+    this.#open();
+    checkBatch(batch);
+    if (batch.length === 0) return;
+    // Every key and value is checked (and serialized) before the transaction starts.
+    const texts: (string | undefined)[] = new Array(batch.length);
+    for (let i = 0; i < batch.length; i++) {
+      const op = batch[i];
+      if (opKind(op) === "put") {
+        const { put, value } = op as { put: string; value: unknown };
+        texts[i] = encodeValue(put, value);
+      }
+    }
+    if (batch.length === 1) {
+      // One statement is atomic on its own.
+      this.#apply(batch[0], texts[0]);
+      return;
+    }
+    this.#driver.transaction(() => {
+      for (let i = 0; i < batch.length; i++) this.#apply(batch[i], texts[i]);
+    });
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#driver.close?.();
+  }
+
+  #apply(op: StoreOp, text: string | undefined): void {
+    const driver = this.#driver;
+    if (text !== undefined) {
+      driver.run(this.#put, [(op as { put: string }).put, text]);
+    } else if ("delete" in op) {
+      driver.run(this.#delete, [op.delete]);
+    } else {
+      const { deletePrefix } = op as { deletePrefix: string };
+      const end = prefixEnd(deletePrefix);
+      if (end === undefined) driver.run(this.#deleteFrom, [deletePrefix]);
+      else driver.run(this.#deleteRange, [deletePrefix, end]);
+    }
+  }
+
+  #open(): void {
+    if (this.#closed) throw new StoreClosedError();
+  }
+}
+
+/** How a SQLite file store syncs to disk (SQLite's `synchronous` pragma, in WAL mode). */
+export type SqliteSynchronous = "normal" | "full";
+
+/** Options of `openSqliteStore` on Node, Deno and Bun. */
+export interface SqliteStoreOptions extends SqlHarnessStoreOptions {
+  /**
+   * `"normal"` (the default): a committed batch is in the write-ahead log before `write`
+   * returns, so it survives the process being killed (`kill -9`, a crash, an OOM kill); the
+   * last batches before a power loss or kernel crash may be lost (never a torn batch). `"full"`:
+   * every commit is also fsynced, so it survives those too, at the price of one fsync per batch.
+   */
+  readonly synchronous?: SqliteSynchronous;
+  /** How long a write waits for another connection's lock on the file, ms. Default 5000. */
+  readonly busyTimeoutMs?: number;
+}
+
+/** The pragmas of a SQLite file store: WAL, the chosen sync level, a busy timeout. */
+export function sqliteFilePragmas(options: SqliteStoreOptions = {}): string {
+  const synchronous = options.synchronous ?? "normal";
+  if (synchronous !== "normal" && synchronous !== "full") {
+    throw new InvalidStoreRequestError("option", `synchronous must be "normal" or "full"`);
+  }
+  const busy = options.busyTimeoutMs ?? 5000;
+  if (!Number.isSafeInteger(busy) || busy < 0) {
+    throw new InvalidStoreRequestError("option", "busyTimeoutMs must be an integer ≥ 0");
+  }
+  return `PRAGMA journal_mode = WAL; PRAGMA synchronous = ${synchronous.toUpperCase()}; ` +
+    `PRAGMA busy_timeout = ${busy};`;
+}
+
+/** A prepared statement as the file drivers use it (`libsql`, `bun:sqlite`, `node:sqlite`). */
+export interface PreparedStatementLike {
+  /** Runs the statement. */
+  run(...params: SqlValue[]): unknown;
+  /** The statement's rows. */
+  all(...params: SqlValue[]): unknown[];
+}
+
+/** A SQLite connection with `prepare`/`exec`/`close`: the shape the three file drivers share. */
+export interface PreparingDatabaseLike {
+  /** A prepared statement. */
+  prepare(sql: string): PreparedStatementLike;
+  /** Runs statements that return nothing. */
+  exec(sql: string): unknown;
+  /** Closes the connection. */
+  close(): unknown;
+}
+
+/**
+ * A {@linkcode SqlDriver} over a connection that prepares statements (libsql, bun:sqlite,
+ * node:sqlite): statements are prepared once and cached; a transaction is
+ * `BEGIN IMMEDIATE` … `COMMIT` (taking the write lock first, so it cannot fail midway on a
+ * lock), rolled back when its body throws.
+ */
+export function preparingDriver(db: PreparingDatabaseLike): SqlDriver {
+  const statements = new Map<string, PreparedStatementLike>();
+  const statement = (sql: string) => {
+    let prepared = statements.get(sql);
+    if (prepared === undefined) {
+      prepared = db.prepare(sql);
+      statements.set(sql, prepared);
+    }
+    return prepared;
+  };
+  return {
+    exec(sql) {
+      db.exec(sql);
+    },
+    run(sql, params) {
+      statement(sql).run(...params);
+    },
+    all(sql, params) {
+      return statement(sql).all(...params) as SqlRow[];
+    },
+    transaction(body) {
+      statement("BEGIN IMMEDIATE").run();
+      try {
+        body();
+        statement("COMMIT").run();
+      } catch (error) {
+        try {
+          statement("ROLLBACK").run();
+        } catch {
+          // The transaction is already gone (SQLite rolled it back itself).
+        }
+        throw error;
+      }
+    },
+    close() {
+      statements.clear();
+      db.close();
+    },
+  };
+}

@@ -1,0 +1,90 @@
+/**
+ * The child of the store benchmark (store.ts), on one runtime: for each store it is given,
+ * writes durable events' batches one after another — the batch an accepted `session.event`
+ * needs: the record, its dedup key, the acknowledged sequence — for `durationMs` after a
+ * warm-up, and prints the rate as one JSON line.
+ *
+ *   <runtime> store-child.ts <durationMs> <warmupMs> <runs> <label=kind[:driver[:synchronous]]>...
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type HarnessStore, MemoryHarnessStore } from "../../mod.ts";
+// Each runtime's opener; they load their driver only when called, so all three import anywhere.
+import { openSqliteStore as openOnBun } from "../../harness/store/sqlite.bun.ts";
+import { openSqliteStore as openOnDeno } from "../../harness/store/sqlite.deno.ts";
+import { openSqliteStore as openOnNode } from "../../harness/store/sqlite.node.ts";
+
+const RUNTIME: "node" | "deno" | "bun" = "Deno" in globalThis
+  ? "deno"
+  : "Bun" in globalThis
+  ? "bun"
+  : "node";
+
+/** Events per session before the next session starts (keys spread as a harness's would). */
+const PER_SESSION = 10_000;
+/** At most this many events per run, to bound the memory store's heap. */
+const MAX_EVENTS = 400_000;
+
+const args = process.argv.slice(process.argv.findIndex((a) => /store-child\.m?[jt]s$/.test(a)) + 1);
+const [durationMs, warmupMs, runs] = args.slice(0, 3).map(Number);
+const specs = args.slice(3);
+const dir = mkdtempSync(join(tmpdir(), "bma-bench-store-"));
+
+async function open(spec: string, run: string): Promise<HarnessStore> {
+  const [kind, driver, synchronous] = spec.split(":");
+  if (kind === "memory") return new MemoryHarnessStore();
+  const openSqliteStore = { node: openOnNode, deno: openOnDeno, bun: openOnBun }[RUNTIME] as (
+    path: string,
+    options: Record<string, unknown>,
+  ) => Promise<HarnessStore>;
+  return await openSqliteStore(join(dir, `${run}.db`), {
+    driver: driver === "node" || driver === "bun" ? `${driver}:sqlite` : driver,
+    synchronous: synchronous ?? "normal",
+  });
+}
+
+/** Writes events for `ms`; the number written. */
+function writeEvents(store: HarnessStore, ms: number, run: string): { count: number; ms: number } {
+  const started = performance.now();
+  const end = started + ms;
+  let count = 0;
+  while (count < MAX_EVENTS) {
+    const session = `ses_${run}_${Math.floor(count / PER_SESSION)}`;
+    const index = (count % PER_SESSION) + 1;
+    const record = {
+      index,
+      session_id: session,
+      event: { type: "text", text: "the tool printed a line of output" },
+      turn_id: "turn_1",
+      event_id: `evt_${count}`,
+      sequence: index,
+      received_at: 1764547200000 + count,
+    };
+    store.write([
+      { put: `e:${session}:${String(index).padStart(10, "0")}`, value: record },
+      { put: `ee:${session}:evt_${count}`, value: index },
+      { put: `s:${session}:acked`, value: index },
+    ]);
+    count++;
+    if ((count & 63) === 0 && performance.now() >= end) break;
+  }
+  return { count, ms: performance.now() - started };
+}
+
+const results: Record<string, number[]> = {};
+for (const spec of specs) {
+  const [label, kind] = spec.split("=");
+  results[label] = [];
+  const warm = await open(kind, `${label}-warm`);
+  writeEvents(warm, warmupMs, "w");
+  await warm.close?.();
+  for (let r = 0; r < runs; r++) {
+    const store = await open(kind, `${label}-${r}`);
+    const { count, ms } = writeEvents(store, durationMs, String(r));
+    await store.close?.();
+    results[label].push((count / ms) * 1000);
+  }
+}
+rmSync(dir, { recursive: true, force: true });
+console.log(JSON.stringify({ runtime: RUNTIME, results }));

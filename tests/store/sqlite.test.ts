@@ -1,0 +1,115 @@
+/**
+ * The SQLite file store, with each driver this runtime ships (Node: libsql; Deno: node:sqlite
+ * and libsql; Bun: bun:sqlite and libsql): the conformance suite on real files in a temp dir,
+ * write-ahead logging, and the errors of a driver that is missing.
+ */
+import { after, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { preparingDriver, SqlHarnessStore, SqliteDriverUnavailableError } from "../../mod.ts";
+import { failAtStatement } from "./store-conformance.ts";
+import { runConformance } from "./run-conformance.ts";
+import { DRIVERS, openSqliteStore, rawDatabase, RUNTIME } from "./sqlite-fixture.ts";
+
+const root = mkdtempSync(join(tmpdir(), "bma-store-"));
+after(() => rmSync(root, { recursive: true, force: true }));
+let files = 0;
+
+for (const driver of DRIVERS) {
+  runConformance(`sqlite on ${RUNTIME} (${driver})`, () => {
+    const path = join(root, `conformance-${++files}.db`);
+    return Promise.resolve({
+      subject: {
+        open: () => openSqliteStore(path, { driver }),
+        async openFailing(nth: number) {
+          const db = await rawDatabase(driver, path);
+          return new SqlHarnessStore(failAtStatement(preparingDriver(db), nth));
+        },
+        persistent: true,
+        serializes: true,
+        synchronous: true,
+        largeValueBytes: 4 * 1024 * 1024,
+      },
+      dispose: () => {},
+    });
+  });
+
+  describe(`sqlite file on ${RUNTIME} (${driver})`, () => {
+    it("writes ahead to a log beside the file, and keeps the data in the file", async () => {
+      const path = join(root, `wal-${++files}.db`);
+      const store = await openSqliteStore(path, { driver });
+      store.write([{ put: "a", value: 1 }, { put: "b", value: 2 }]);
+      assert.ok(existsSync(`${path}-wal`), "no -wal file: not in WAL mode");
+      store.close();
+      const raw = await rawDatabase(driver, path);
+      const rows = raw.prepare("SELECT key, value FROM bma_harness_store ORDER BY key").all();
+      assert.deepEqual(rows.map((r: any) => [r.key, r.value]), [["a", "1"], ["b", "2"]]);
+      const mode = raw.prepare("PRAGMA journal_mode").all() as any[];
+      assert.equal(mode[0].journal_mode, "wal");
+      raw.close();
+    });
+
+    it("opens with synchronous: full and a table of its own beside another", async () => {
+      const path = join(root, `full-${++files}.db`);
+      const a = await openSqliteStore(path, { driver, synchronous: "full" });
+      const b = await openSqliteStore(path, { driver, table: "other_harness" });
+      a.write([{ put: "k", value: "a" }]);
+      b.write([{ put: "k", value: "b" }]);
+      assert.equal(a.get("k"), "a");
+      assert.equal(b.get("k"), "b");
+      a.close();
+      b.close();
+    });
+
+    it("refuses a file that is not a database, and bad options", async () => {
+      const path = join(root, `garbage-${++files}.db`);
+      writeFileSync(
+        path,
+        "this is not a SQLite database, it is a text file of some length\n".repeat(100),
+      );
+      await assert.rejects(() => openSqliteStore(path, { driver }));
+      const good = join(root, `options-${++files}.db`);
+      await assert.rejects(
+        () => openSqliteStore(good, { driver, synchronous: "off" as "full" }),
+        /synchronous/,
+      );
+      await assert.rejects(
+        () => openSqliteStore(good, { driver, table: "x; DROP TABLE y" }),
+        /table/,
+      );
+    });
+  });
+}
+
+describe(`sqlite drivers on ${RUNTIME}`, () => {
+  it("refuses a driver it does not have, with a typed error", async () => {
+    const path = join(root, `none-${++files}.db`);
+    await assert.rejects(
+      () => openSqliteStore(path, { driver: "postgres" }),
+      (e: unknown) => e instanceof SqliteDriverUnavailableError && e.driver === "postgres",
+    );
+  });
+
+  it("names the missing built-in when node:sqlite is not there", async () => {
+    let builtIn = true;
+    try {
+      const specifier = "node:sqlite";
+      await import(specifier);
+    } catch {
+      builtIn = false;
+    }
+    if (RUNTIME !== "node") return;
+    const path = join(root, `node-sqlite-${++files}.db`);
+    const opened = openSqliteStore(path, { driver: "node:sqlite" });
+    if (builtIn) {
+      (await opened).close();
+      return;
+    }
+    await assert.rejects(
+      opened,
+      (e: unknown) => e instanceof SqliteDriverUnavailableError && e.driver === "node:sqlite",
+    );
+  });
+});
