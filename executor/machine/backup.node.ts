@@ -31,7 +31,7 @@ import {
   UnavailableError,
 } from "../../protocol/generated/errors.ts";
 import { gzip } from "./gzip.node.ts";
-import { type BackupLimits, DEFAULT_BACKUP_LIMITS } from "./limits.ts";
+import { type BackupLimits, DEFAULT_MACHINE_LIMITS } from "./limits.ts";
 import { compileGlob, PatternError } from "./patterns.ts";
 import {
   type ConfinedDir,
@@ -49,7 +49,7 @@ export async function backupWorkspace(
   params: WorkspaceBackupParams,
   workdir: Workdir,
   fetchFn: typeof fetch = fetch,
-  limits: BackupLimits = DEFAULT_BACKUP_LIMITS,
+  limits: BackupLimits = DEFAULT_MACHINE_LIMITS,
 ): Promise<WorkspaceBackupResult> {
   const excludes = (params.exclude ?? []).map((pattern, i) => {
     try {

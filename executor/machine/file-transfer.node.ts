@@ -19,7 +19,7 @@ import type {
 } from "../../protocol/generated/contract.ts";
 import { ConflictError, ForbiddenError, NotFoundError } from "../../protocol/generated/errors.ts";
 import { WRITE_FLAGS } from "./confined-dir.node.ts";
-import { DEFAULT_FILE_TRANSFER_LIMITS, type FileTransferLimits } from "./limits.ts";
+import { DEFAULT_MACHINE_LIMITS, type FileTransferLimits } from "./limits.ts";
 import { errorCode, PathOutsideWorkdirError, type Workdir, writeIn } from "./workdir.node.ts";
 
 const HASH_CHUNK_BYTES = 1024 * 1024;
@@ -158,7 +158,7 @@ export async function uploadFile(
 export async function downloadFile(
   params: FileDownloadParams,
   workdir: Workdir,
-  limits: FileTransferLimits = DEFAULT_FILE_TRANSFER_LIMITS,
+  limits: FileTransferLimits = DEFAULT_MACHINE_LIMITS,
 ): Promise<FileDownloadResult> {
   const opened = await workdir.openFile(params.path).catch(transferError);
   try {

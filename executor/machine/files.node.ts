@@ -31,9 +31,7 @@ import {
   type Workdir,
 } from "./workdir.node.ts";
 import { compileGlob, compileRegex, globBase, type LineMatcher, PatternError } from "./patterns.ts";
-import { DEFAULT_FILE_LIMITS, type FileLimits } from "./limits.ts";
-
-export { DEFAULT_FILE_LIMITS, type FileLimits } from "./limits.ts";
+import { DEFAULT_MACHINE_LIMITS, type FileLimits } from "./limits.ts";
 
 /** A tool-level failure: reported to the model as `is_error: true`, not as a failed call. */
 export class FileToolError extends Error {
@@ -103,7 +101,7 @@ class Slicer {
 export async function readTool(
   input: ReadInput,
   workdir: Workdir,
-  limits: FileLimits = DEFAULT_FILE_LIMITS,
+  limits: FileLimits = DEFAULT_MACHINE_LIMITS,
 ): Promise<ReadResult> {
   const opened = await workdir.openFile(input.path).catch((e) => toolError(e, input.path));
   try {
@@ -188,7 +186,7 @@ export async function writeTool(input: WriteInput, workdir: Workdir): Promise<Wr
 export async function editTool(
   input: EditInput,
   workdir: Workdir,
-  limits: FileLimits = DEFAULT_FILE_LIMITS,
+  limits: FileLimits = DEFAULT_MACHINE_LIMITS,
 ): Promise<EditResult> {
   if (input.old_string === "") throw new FileToolError("old_string is empty");
   const opened = await workdir.openFile(input.path).catch((e) => toolError(e, input.path));
@@ -224,7 +222,7 @@ export async function editTool(
 export async function globTool(
   input: GlobInput,
   workdir: Workdir,
-  limits: FileLimits = DEFAULT_FILE_LIMITS,
+  limits: FileLimits = DEFAULT_MACHINE_LIMITS,
   signal?: AbortSignal,
 ): Promise<GlobResult> {
   let matches: (path: string) => boolean;
@@ -270,7 +268,7 @@ export async function globTool(
 export async function grepTool(
   input: GrepInput,
   workdir: Workdir,
-  limits: FileLimits = DEFAULT_FILE_LIMITS,
+  limits: FileLimits = DEFAULT_MACHINE_LIMITS,
   signal?: AbortSignal,
 ): Promise<GrepResult> {
   let regex: LineMatcher;

@@ -5,8 +5,8 @@
  * `serveMachine`'s options name no Node types.
  */
 
-/** Bounds of one file tool call. */
-export interface FileLimits {
+/** Every bound of the executor's file access; each tool reads its own. */
+export interface MachineLimits {
   /** Most bytes of content `read` returns (then `truncated`). Default 256 KiB. */
   readBytes: number;
   /** Largest file `edit` rewrites. Default 16 MiB. */
@@ -27,10 +27,26 @@ export interface FileLimits {
   grepLineChars: number;
   /** Longest matching line reported; a longer one is cut and ends with `…`. Default 2,000. */
   grepMatchChars: number;
+  /** The executor's default and cap of `file.download`'s `max_bytes`. Default 4 MiB. */
+  downloadBytes: number;
+  /** Largest archive `skill.install` fetches from a URL source. Default 64 MiB. */
+  skillArchiveBytes: number;
+  /** Most bytes a skill's files may hold, unpacked. Default 256 MiB. */
+  skillBytes: number;
+  /** Most entries (files, directories, links) of one skill. Default 10,000. */
+  skillEntries: number;
+  /** How long fetching a skill archive may take, body included. Default 60 s. */
+  skillFetchMs: number;
+  /** How long a replaced skill version stays for readers still in it. Default 60 s. */
+  skillRetainMs: number;
+  /** How long a `workspace.backup` upload may take. Default 30 minutes. */
+  backupUploadMs: number;
+  /** Where a backup's archive is spooled before its upload. Default the system's temp dir. */
+  backupSpoolDir?: string;
 }
 
-/** The default {@linkcode FileLimits}. */
-export const DEFAULT_FILE_LIMITS: Readonly<FileLimits> = Object.freeze({
+/** The default {@linkcode MachineLimits}. */
+export const DEFAULT_MACHINE_LIMITS: Readonly<MachineLimits> = Object.freeze({
   readBytes: 256 * 1024,
   editBytes: 16 * 1024 * 1024,
   walkEntries: 100_000,
@@ -41,70 +57,38 @@ export const DEFAULT_FILE_LIMITS: Readonly<FileLimits> = Object.freeze({
   grepBytes: 128 * 1024 * 1024,
   grepLineChars: 1024 * 1024,
   grepMatchChars: 2_000,
-});
-
-/** Bounds of file transfer. */
-export interface FileTransferLimits {
-  /** The executor's default and cap of `file.download`'s `max_bytes`. Default 4 MiB. */
-  downloadBytes: number;
-}
-
-/** The default {@linkcode FileTransferLimits}. */
-export const DEFAULT_FILE_TRANSFER_LIMITS: Readonly<FileTransferLimits> = Object.freeze({
   downloadBytes: 4 * 1024 * 1024,
-});
-
-/** Bounds of `skill.install`. */
-export interface SkillLimits {
-  /** Largest archive fetched from a URL source. Default 64 MiB. */
-  skillArchiveBytes: number;
-  /** Most bytes a skill's files may hold, unpacked. Default 256 MiB. */
-  skillBytes: number;
-  /** Most entries (files, directories, links) of one skill. Default 10,000. */
-  skillEntries: number;
-  /** How long fetching an archive may take, body included. Default 60 s. */
-  skillFetchMs: number;
-  /** How long a replaced version stays for readers still in it. Default 60 s. */
-  skillRetainMs: number;
-}
-
-/** The default {@linkcode SkillLimits}. */
-export const DEFAULT_SKILL_LIMITS: Readonly<SkillLimits> = Object.freeze({
   skillArchiveBytes: 64 * 1024 * 1024,
   skillBytes: 256 * 1024 * 1024,
   skillEntries: 10_000,
   skillFetchMs: 60_000,
   skillRetainMs: 60_000,
-});
-
-/** Bounds of `workspace.backup`. */
-export interface BackupLimits {
-  /** How long the upload may take. Default 30 minutes. */
-  backupUploadMs: number;
-  /** Where the archive is spooled before the upload. Default the system's temporary directory. */
-  backupSpoolDir?: string;
-}
-
-/** The default {@linkcode BackupLimits}. */
-export const DEFAULT_BACKUP_LIMITS: Readonly<BackupLimits> = Object.freeze({
   backupUploadMs: 30 * 60_000,
 });
 
-/** Bounds of file transfer, `skill.install` and `workspace.backup`. */
-export type TransferLimits = FileTransferLimits & SkillLimits & BackupLimits;
+/** The bounds of the file tools. */
+export type FileLimits = Pick<
+  MachineLimits,
+  | "readBytes"
+  | "editBytes"
+  | "walkEntries"
+  | "walkDepth"
+  | "globResults"
+  | "grepResults"
+  | "grepFileBytes"
+  | "grepBytes"
+  | "grepLineChars"
+  | "grepMatchChars"
+>;
 
-/** The default {@linkcode TransferLimits}. */
-export const DEFAULT_TRANSFER_LIMITS: Readonly<TransferLimits> = Object.freeze({
-  ...DEFAULT_FILE_TRANSFER_LIMITS,
-  ...DEFAULT_SKILL_LIMITS,
-  ...DEFAULT_BACKUP_LIMITS,
-});
+/** The bounds of file transfer. */
+export type FileTransferLimits = Pick<MachineLimits, "downloadBytes">;
 
-/** Every bound of the executor's file access. */
-export type MachineLimits = FileLimits & TransferLimits;
+/** The bounds of `skill.install`. */
+export type SkillLimits = Pick<
+  MachineLimits,
+  "skillArchiveBytes" | "skillBytes" | "skillEntries" | "skillFetchMs" | "skillRetainMs"
+>;
 
-/** The default {@linkcode MachineLimits}. */
-export const DEFAULT_MACHINE_LIMITS: Readonly<MachineLimits> = Object.freeze({
-  ...DEFAULT_FILE_LIMITS,
-  ...DEFAULT_TRANSFER_LIMITS,
-});
+/** The bounds of `workspace.backup`. */
+export type BackupLimits = Pick<MachineLimits, "backupUploadMs" | "backupSpoolDir">;

@@ -38,7 +38,7 @@ import {
 } from "../../protocol/generated/errors.ts";
 import { READ_FLAGS } from "./confined-dir.node.ts";
 import { gunzip } from "./gzip.node.ts";
-import { DEFAULT_SKILL_LIMITS, type SkillLimits } from "./limits.ts";
+import { DEFAULT_MACHINE_LIMITS, type SkillLimits } from "./limits.ts";
 import {
   type ConfinedDir,
   errorCode,
@@ -68,7 +68,7 @@ export async function installSkill(
   options: InstallSkillOptions = {},
 ): Promise<SkillInstallResult> {
   if (!NAME.test(params.name)) throw invalid("invalid skill name", "/name");
-  const limits = options.limits ?? DEFAULT_SKILL_LIMITS;
+  const limits = options.limits ?? DEFAULT_MACHINE_LIMITS;
   const root = await openSkillsRoot(skillsRoot, options.workdir);
   const key = `${root.path}/${params.name}`;
   const before = installing.get(key) ?? Promise.resolve();

@@ -6,10 +6,4 @@
 export { backupWorkspace } from "./backup.node.ts";
 export { downloadFile, FileHashes, transferError, uploadFile } from "./file-transfer.node.ts";
 export { installSkill, type InstallSkillOptions } from "./skills.node.ts";
-export {
-  type BackupLimits,
-  DEFAULT_TRANSFER_LIMITS,
-  type FileTransferLimits,
-  type SkillLimits,
-  type TransferLimits,
-} from "./limits.ts";
+export type { BackupLimits, FileTransferLimits, SkillLimits } from "./limits.ts";
