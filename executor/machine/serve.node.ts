@@ -4,12 +4,13 @@
  * Git credentials and the MCP channel; with a `pty`, the terminal capability (`terminal.*`,
  * `terminals.ts`) too.
  *
- * Every process the executor starts for a session (bash calls, `process.start`, MCP servers)
- * gets the child environment of {@linkcode ServeMachineOptions.environment} (never the
- * executor's credential, tokens, or Git passwords) and is tracked as a process of that session
- * (its process group, and a cgroup where the executor has one), so that when the session ends
- * all of them are ended (SIGTERM, SIGKILL after the grace period to every survivor) before
- * `session.ended` is sent.
+ * Every process the executor starts for a session (bash calls, `process.start`, MCP servers,
+ * terminals) gets the child environment of {@linkcode ServeMachineOptions.environment} (never
+ * the executor's credential, tokens, or Git passwords; a request's own `env` goes through the
+ * same policy) and is tracked as a process of that session (its process group or PTY session,
+ * and a cgroup where the executor has one), so that when the session ends all of them are
+ * ended (SIGTERM, SIGHUP for terminals, SIGKILL after the grace period to every survivor)
+ * before `session.ended` is sent.
  *
  * A capability request for a session the executor does not hold is refused with -32002
  * `unknown_session` before anything starts.
@@ -22,7 +23,7 @@ import { clientInternals } from "../internals.ts";
 import type { ExecutorSession } from "../sessions.ts";
 import { ToolError } from "../tool-results.ts";
 import { BashTimeoutError, runBash } from "./bash.node.ts";
-import { CgroupTree } from "./cgroup.node.ts";
+import { type Cgroup, CgroupTree, inCgroup } from "./cgroup.node.ts";
 import { ChildEnvironment, type ChildEnvironmentOptions } from "./child-env.node.ts";
 import { editTool, FileToolError, globTool, grepTool, readTool, writeTool } from "./files.node.ts";
 import { GitCredentialStore } from "./git-credentials.node.ts";
@@ -30,8 +31,9 @@ import type { McpServerConfig } from "./mcp-config.ts";
 import { McpRelay } from "./mcp.node.ts";
 import { ProcessTable } from "./processes.node.ts";
 import type { PtyHost } from "./pty.ts";
+import { resolveProgram } from "./pty.node.ts";
 import { cgroupSource, SessionProcesses } from "./session-processes.node.ts";
-import { serveTerminals } from "./terminals.ts";
+import { serveTerminals, type TerminalScope } from "./terminals.ts";
 import { DEFAULT_MACHINE_LIMITS, type MachineLimits } from "./limits.ts";
 import { backupWorkspace, downloadFile, installSkill, uploadFile } from "./transfer.node.ts";
 import { Workdir } from "./workdir.node.ts";
@@ -104,6 +106,19 @@ type SessionRequest = {
 
 function unknownSession(): NotFoundError {
   return new NotFoundError("unknown session", { reason: "unknown_session" });
+}
+
+/** A terminal's cgroup leaf, where the terminal table looks for its processes too. */
+function cgroupScope(cgroup: Cgroup): TerminalScope {
+  return {
+    signal: (signal) => {
+      if (signal !== "SIGKILL") return cgroup.signal(signal);
+      if (cgroup.populated() !== true) return false;
+      cgroup.kill();
+      return true;
+    },
+    alive: () => cgroup.populated() === true,
+  };
 }
 
 /** Registers the machine tools and the process capability; dispose to withdraw them. */
@@ -258,8 +273,18 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
       pty: options.pty,
       graceMs,
       resolveCwd: (path) => workdir.resolve(path),
-      // The child environment bash gets (never the executor's credential or secrets).
-      env: (sessionId) => envFor(sessionId),
+      // The child environment bash gets, the terminal's own variables through the same policy.
+      env: (sessionId, extra) => envFor(sessionId, extra),
+      // A process of the session like any other: in a cgroup leaf of its own where there is
+      // one (so a `setsid` descendant is still found), ended with the session.
+      place: (sessionId, argv, launch, { cwd, env }) =>
+        held(sessionId, true).processes.adopt((cgroup) => {
+          if (!cgroup) return launch(argv);
+          // The wrapper's shell would start whatever it is given: the program is looked up
+          // first, so that a missing one is still refused as spawn_failed.
+          const program = resolveProgram(argv[0], env, cwd);
+          return launch(inCgroup(cgroup, [program, ...argv.slice(1)]), cgroupScope(cgroup));
+        }),
     }));
   }
   if (options.mcpServers && Object.keys(options.mcpServers).length > 0) {
