@@ -346,7 +346,8 @@ export class ExecutorClient {
     this.#artifacts = new ArtifactUploader({
       baseUrl: this.#credentials.baseUrl,
       environmentId: this.#credentials.environmentId,
-      fetch: options.fetch,
+      // A harness on a local socket is reached through that socket.
+      fetch: this.#credentials.fetch ?? options.fetch,
       token: (signal) => this.#currentToken(signal),
       scrubber: this.#scrubber,
     });
