@@ -124,7 +124,7 @@ export class ConflictError extends ProtocolError {
   }
 }
 
-/** -32600 invalid_request: Valid JSON but not a JSON-RPC 2.0 request object: jsonrpc is not "2.0", method is not a string, id is not a string/number/null, params is neither object nor array, or an empty batch. (Batches follow JSON-RPC 2.0; the SDKs never send them.) Answered with the request's id when readable, else null. data: ErrorData (reason). */
+/** -32600 invalid_request: Valid JSON but not a JSON-RPC 2.0 request object: jsonrpc is not "2.0", method is not a string, id is not a string/number/null, params is neither object nor array, or an empty batch. (Batches follow JSON-RPC 2.0; the SDKs never send them.) Also a frame nesting arrays and objects deeper than the receiver's limit (the frame's own object is level 1; the SDKs' default is 128), refused before it is parsed whole, whatever its method (reason too_deep, max_depth: the limit); the connection stays. Answered with the request's id when readable, else null. data: ErrorData (reason). */
 export class InvalidRequestError extends ProtocolError {
   /** The JSON-RPC code of this error. */
   static readonly code: -32600 = -32600;
