@@ -126,11 +126,7 @@ function describeIssue(issue: unknown): string {
 function builtInInputSchema(tool: string): Record<string, unknown> | undefined {
   const spec = TOOL_SPECS.get(tool);
   if (!spec) return undefined;
-  const { $schema: _, ...schema } = z.toJSONSchema(spec.input, { io: "input" }) as Record<
-    string,
-    unknown
-  >;
-  return tidySchema(schema) as Record<string, unknown>;
+  return tidySchema(z.toJSONSchema(spec.input, { io: "input" })) as Record<string, unknown>;
 }
 
 /**
@@ -142,6 +138,7 @@ function tidySchema(value: unknown): unknown {
   if (value === null || typeof value !== "object") return value;
   const out: Record<string, unknown> = {};
   for (const [key, item] of Object.entries(value)) {
+    if (key === "$schema") continue;
     if (key === "maximum" && item === Number.MAX_SAFE_INTEGER) continue;
     if (key === "minimum" && item === Number.MIN_SAFE_INTEGER) continue;
     if (key === "additionalProperties" && typeof item === "object" && item !== null) {
@@ -345,11 +342,15 @@ class Cli {
   /** Output held while a terminal is attached (it owns the screen), printed at detach. */
   #held: string[] | undefined;
   #quitting: Promise<void> | undefined;
+  /** Resolves when stopping begins (a signal during the end of input's wait). */
+  readonly #quitBegun: Promise<void>;
+  #beginQuit!: () => void;
 
   constructor(harness: Harness, servers: HarnessServer[], input: Input) {
     this.#harness = harness;
     this.#servers = servers;
     this.#input = input;
+    this.#quitBegun = new Promise((resolve) => (this.#beginQuit = resolve));
     harness.onExecutor((event) => this.#out(`executor ${event.type} ${event.executor.id}`));
   }
 
@@ -500,7 +501,7 @@ class Cli {
     }
     for (const name of tools) {
       const definition = capabilities.tool_definitions?.[name];
-      const schema = builtInInputSchema(name) ?? definition?.input_schema;
+      const schema = builtInInputSchema(name) ?? tidySchema(definition?.input_schema);
       const description = TOOL_SPECS.has(name) ? undefined : definition?.description;
       this.#out(
         `tool ${name} ${schema ? JSON.stringify(schema) : "(no input schema advertised)"}${
@@ -790,7 +791,7 @@ class Cli {
     while (!this.quitting) {
       const jobs = [...this.#jobs].filter((job) => job.waitable);
       if (!jobs.length) break;
-      await Promise.race([Promise.all(jobs.map((job) => job.done)), this.#quitting]);
+      await Promise.race([Promise.all(jobs.map((job) => job.done)), this.#quitBegun]);
     }
   }
 
@@ -807,6 +808,7 @@ class Cli {
 
   /** Stops: running calls canceled, sessions stopped (their processes killed), then closes. */
   quit(reason: string): Promise<void> {
+    this.#beginQuit();
     this.#quitting ??= (async () => {
       this.#follows.abort();
       const sessions = [...this.#harness.sessions.values()].filter((s) => s.state !== "ended");
@@ -923,13 +925,11 @@ async function main(): Promise<number> {
     if (what !== "closing (nothing runs)") note(what);
   }
   await cli.quit(quit ? "quit" : "end of input");
+  writeOut("closed, exit code 0");
   return 0;
 }
 
-main().then((code) => {
-  if (code === 0) writeOut("closed, exit code 0");
-  process.exit(code);
-}, (error) => {
+main().then((code) => process.exit(code), (error) => {
   process.stderr.write(`bma-harness: ${(error as Error).message}\n`);
   process.exit(1);
 });
