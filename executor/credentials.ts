@@ -256,7 +256,11 @@ class ExchangedCredentials implements Credentials {
       // The errno (ECONNREFUSED, ...) travels on: fetch puts it on the error or its cause.
       const code = (error as { code?: unknown })?.code ??
         ((error as { cause?: { code?: unknown } })?.cause)?.code;
-      const cause = new Error(this.#scrubber.scrub(String((error as Error)?.message ?? error)));
+      // Deno's fetch says what failed only in its cause's message.
+      const inner = (error as { cause?: { message?: unknown } })?.cause?.message;
+      const message = String((error as Error)?.message ?? error) +
+        (typeof inner === "string" && inner ? `: ${inner}` : "");
+      const cause = new Error(this.#scrubber.scrub(message));
       throw new TokenExchangeError("the token endpoint is unreachable", undefined, {
         cause: typeof code === "string" ? Object.assign(cause, { code }) : cause,
       });

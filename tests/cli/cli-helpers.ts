@@ -125,3 +125,11 @@ export function launchCli(
   if (process.env.BMA_TEST_LOG) child.stderr!.on("data", (c) => process.stderr.write(String(c)));
   return { child, stdout, stderr, result, send: (line) => child.stdin!.write(`${line}\n`) };
 }
+
+/**
+ * Sends `signal` to the child. Through `process.kill`, not `child.kill`: Deno's ChildProcess
+ * sends only the first signal it is asked to (a second Ctrl-C would never arrive).
+ */
+export function sendSignal(child: ChildProcess, signal: NodeJS.Signals): void {
+  process.kill(child.pid!, signal);
+}

@@ -15,7 +15,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Harness, type HarnessServer } from "../../harness/node.ts";
 import { ROOT } from "../helpers/runtime-command.ts";
-import { exitCodeAfterSignal, jsonLogs, launchCli, type RunningCli } from "./cli-helpers.ts";
+import {
+  exitCodeAfterSignal,
+  jsonLogs,
+  launchCli,
+  type RunningCli,
+  sendSignal,
+} from "./cli-helpers.ts";
 
 const CLI = join(ROOT, "executor/cli.node.ts");
 const SIGNALS = ["SIGTERM", "SIGINT"] as const;
@@ -65,7 +71,7 @@ describe("bma-executor: signals at any point exit 0", { timeout: 120_000 }, () =
   }
 
   async function exitsZero(cli: RunningCli, signal: typeof SIGNALS[number]): Promise<void> {
-    cli.child.kill(signal);
+    sendSignal(cli.child, signal);
     const exit = await cli.result;
     assert.equal(exitCodeAfterSignal(exit), 0, `${signal}: ${exit.stderr}`);
     assert.match(exit.stdout, /stopped, exit code 0\n$/);
@@ -223,7 +229,7 @@ describe("bma-executor: registered and draining; what it logs", { timeout: 120_0
     });
     long.catch(() => {});
     await logged(cli, "tool call started", (r) => r.tool_call_id === "call_long");
-    cli.child.kill("SIGTERM");
+    sendSignal(cli.child, "SIGTERM");
     const draining = await logged(
       cli,
       "draining: current work may finish, then the executor stops",
@@ -231,7 +237,7 @@ describe("bma-executor: registered and draining; what it logs", { timeout: 120_0
     assert.deepEqual(draining.sessions, ["ses_log"]);
     assert.equal(draining.drain_ms, 120000);
     // The second stops now: the call is canceled rather than waited for.
-    cli.child.kill("SIGTERM");
+    sendSignal(cli.child, "SIGTERM");
     await logged(cli, "stopping now: running tool calls are canceled");
     const canceled = await logged(cli, "tool call ended", (r) => r.tool_call_id === "call_long");
     assert.equal(canceled.outcome, "canceled");

@@ -17,7 +17,7 @@ import { join } from "node:path";
 import * as z from "zod";
 import { ExecutorClient } from "../../executor/node.ts";
 import { finished, ROOT, spawnTs } from "../helpers/runtime-command.ts";
-import { exitCodeAfterSignal, launchCli, type RunningCli } from "./cli-helpers.ts";
+import { exitCodeAfterSignal, launchCli, type RunningCli, sendSignal } from "./cli-helpers.ts";
 
 const HARNESS = join(ROOT, "harness/cli.node.ts");
 const EXECUTOR = join(ROOT, "executor/cli.node.ts");
@@ -80,8 +80,12 @@ describe("bma-harness: commands", { timeout: 180_000 }, () => {
   const children: ChildProcess[] = [];
   const clients: ExecutorClient[] = [];
   let sockets = 0;
+  /** Lets go of what the tests' executors hold (a stop handler that never returned). */
+  let letGo!: () => void;
+  const lettingGo = new Promise<void>((resolve) => (letGo = resolve));
   after(async () => {
-    for (const client of clients) await client.stop().catch(() => {});
+    letGo();
+    await Promise.all(clients.map((client) => client.stop().catch(() => {})));
     for (const child of children) child.kill("SIGKILL");
     rmSync(dir, { recursive: true, force: true });
   });
@@ -360,7 +364,7 @@ describe("bma-harness: commands", { timeout: 180_000 }, () => {
     await out.match(/^assigned ses_c /);
     cli.send("bash ses_c echo started; sleep 20");
     await out.match(/^call_1 stdout\| started$/);
-    cli.child.kill("SIGINT");
+    sendSignal(cli.child, "SIGINT");
     await cli.stderr.match(
       /^bma-harness: SIGINT: canceling call_1 \(bash in ses_c\), then stopping ses_c; Ctrl-C again exits at once$/,
     );
@@ -377,17 +381,17 @@ describe("bma-harness: commands", { timeout: 180_000 }, () => {
     let entered!: () => void;
     const inStop = new Promise<void>((resolve) => (entered = resolve));
     const client = await clientExecutor(url, "never-stops", (c) => {
-      c.onSessionStop(() => {
+      c.onSessionStop(async () => {
         entered();
-        return new Promise<void>(() => {});
+        await lettingGo;
       });
     });
     cli.send(`assign ${client.executorId} ses_n`);
     await out.match(/^assigned ses_n /);
-    cli.child.kill("SIGINT");
+    sendSignal(cli.child, "SIGINT");
     await cli.stderr.match(/^bma-harness: SIGINT: stopping ses_n; Ctrl-C again exits at once$/);
     await inStop;
-    cli.child.kill("SIGINT");
+    sendSignal(cli.child, "SIGINT");
     await cli.stderr.match(/^bma-harness: SIGINT again: exiting at once$/);
     const exit = await cli.result;
     assert.equal(exitCodeAfterSignal(exit), 130, exit.stderr);
