@@ -2,10 +2,13 @@
  * The executor end preconfigured for Bun: `ExecutorClient` dials with the byte-stream client over
  * `Bun.connect` (`ws://`, Unix sockets; `wss://` with Bun's own client) and `listen`s with
  * `Bun.serve` (`transport/bun.ts`). On Bun, `executor/node.ts` (`node:net` and `ws`) works as well.
+ * Artifacts of an executor that dialed `unix:///path.sock` are uploaded to that harness through
+ * the same socket (`transport/http-socket.node.ts`).
  *
  * @module
  */
 import { dialWebSocket, serveWebSocket } from "../transport/bun.ts";
+import { fetchOverSocket } from "../transport/http-socket.node.ts";
 import { ExecutorClient as PortableExecutorClient, type ExecutorClientOptions } from "./mod.ts";
 import type { Disposable } from "../protocol/peer.ts";
 import { bunPty } from "./machine/pty.bun.ts";
@@ -18,6 +21,7 @@ export * from "./mod.ts";
 export type { ServeMachineOptions } from "./machine/serve.node.ts";
 export type { ChildEnvironmentOptions } from "./machine/child-env.node.ts";
 export type { McpServerConfig } from "./machine/mcp-config.ts";
+export type { MachineLimits } from "./machine/limits.ts";
 export type { Pty, PtyEvents, PtyExit, PtyHost, PtySpawnOptions } from "./machine/pty.ts";
 export { PtySpawnError } from "./machine/pty.ts";
 
@@ -25,7 +29,12 @@ export { PtySpawnError } from "./machine/pty.ts";
 export class ExecutorClient extends PortableExecutorClient {
   /** A client with Bun's transports unless `dial` / `server` are given. */
   constructor(options: ExecutorClientOptions) {
-    super({ dial: dialWebSocket, server: serveWebSocket, ...options });
+    super({
+      dial: dialWebSocket,
+      server: serveWebSocket,
+      socketFetch: fetchOverSocket,
+      ...options,
+    });
   }
 }
 

@@ -68,6 +68,7 @@ import {
   type FetchFunction,
   LOCAL_ENVIRONMENT_ID,
   normalizeBaseUrl,
+  type SocketFetch,
   type TokenSource,
 } from "./credentials.ts";
 import {
@@ -152,6 +153,13 @@ export interface ExecutorClientOptions {
   server?: WebSocketServe;
   /** HTTP for token exchange and artifact upload. Default: the global `fetch`. */
   fetch?: FetchFunction;
+  /**
+   * HTTP over a local socket, for a `harnessUrl` of `unix:///path.sock`: artifacts are uploaded
+   * to that harness through its socket. The runtime presets (`executor/node.ts`, `deno.ts`,
+   * `bun.ts`) provide it; without it such an executor uploads nothing (results keep their
+   * preview).
+   */
+  socketFetch?: SocketFetch;
   /** Reconnect backoff. Default 250 ms doubling to 30 s, jitter 0.5. */
   reconnect?: BackoffPolicy;
   /** Backoff of retried deliveries (`tool.result`, `session.ended`, events). Default 250 ms to 10 s. */
@@ -350,7 +358,8 @@ export class ExecutorClient {
     this.#artifacts = new ArtifactUploader({
       baseUrl: this.#credentials.baseUrl,
       environmentId: this.#credentials.environmentId,
-      fetch: options.fetch,
+      // A harness on a local socket is reached through that socket.
+      fetch: this.#credentials.fetch ?? options.fetch,
       token: (signal) => this.#currentToken(signal),
       scrubber: this.#scrubber,
     });

@@ -4,6 +4,7 @@
  * all for a local harness (`harnessUrl`).
  */
 import type { Clock } from "../protocol/clock.ts";
+import { isLocalSocketUrl, localSocketPath } from "../transport/server.ts";
 import { CredentialRejectedError, ExecutorConfigError, TokenExchangeError } from "./errors.ts";
 import type { SecretScrubber } from "./secrets.ts";
 
@@ -38,6 +39,13 @@ export type FetchFunction = (
   init?: RequestInit,
 ) => Promise<Response>;
 
+/**
+ * Sends an HTTP request over a local socket (a Unix socket path or a Windows named pipe) and
+ * resolves with the response: runtime code, which the runtime presets inject
+ * (`fetchOverSocket` of `transport/http-socket.node.ts`).
+ */
+export type SocketFetch = (socketPath: string, request: Request) => Promise<Response>;
+
 /** The credential options of the client (see {@linkcode ExecutorClientOptions}). */
 export interface CredentialOptions {
   baseUrl?: string;
@@ -47,6 +55,13 @@ export interface CredentialOptions {
   machineId?: string;
   tokenSource?: TokenSource;
   harnessUrl?: string;
+  /**
+   * HTTP over a local socket, for a `harnessUrl` of `unix:///path.sock`: artifacts are uploaded
+   * to that harness through its socket. The runtime presets (`executor/node.ts`, `deno.ts`,
+   * `bun.ts`) provide it; without it such an executor uploads nothing (results keep their
+   * preview).
+   */
+  socketFetch?: SocketFetch;
 }
 
 /** How the client is identified and how it obtains tokens. */
@@ -57,8 +72,13 @@ export interface Credentials {
   readonly environmentId: string;
   /** The machine id (machine scope). */
   readonly machineId: string | undefined;
-  /** The deployment origin (token exchange, artifacts), when configured. */
+  /**
+   * The deployment origin (token exchange, artifacts), when configured; for a local harness
+   * without one, the harness's own HTTP side (see {@linkcode localHarnessOrigin}).
+   */
   readonly baseUrl: string | undefined;
+  /** How to reach `baseUrl` when the global fetch cannot (a harness on a local socket). */
+  readonly fetch?: FetchFunction;
   /** Whether tokens expire and are refreshed (false for a local harness without a token). */
   readonly refreshable: boolean;
   /** Obtains a fresh token with the original credential. */
@@ -96,13 +116,16 @@ export function createCredentials(
     return new ExchangedCredentials("environment", options.environmentKey, options, baseUrl, deps);
   }
   if (harnessUrl) {
+    const origin = baseUrl === undefined
+      ? localHarnessOrigin(harnessUrl, options.socketFetch)
+      : { baseUrl };
     return {
       scope: "local",
       // Without an environment or a machine, a local executor registers in environment "local":
       // an empty environment_id would make it machine-scoped, which needs the process capability.
       environmentId: options.environmentId ?? (options.machineId ? "" : LOCAL_ENVIRONMENT_ID),
       machineId: options.machineId,
-      baseUrl,
+      ...origin,
       refreshable: false,
       fetchToken: () => Promise.resolve({ url: harnessUrl }),
     };
@@ -110,6 +133,35 @@ export function createCredentials(
   throw new ExecutorConfigError(
     "no credential: give environmentKey + environmentId, machineToken + machineId, tokenSource, or harnessUrl",
   );
+}
+
+/**
+ * Where a harness dialed directly serves its HTTP side (artifact uploads): the same origin over
+ * HTTP (`ws://host:port/...` → `http://host:port`, `wss://` → `https://`), or, for
+ * `unix:///path.sock` (and named pipes), the same socket through `socketFetch`. Without
+ * `socketFetch` a socket harness has no reachable origin: `baseUrl` is undefined.
+ */
+export function localHarnessOrigin(
+  harnessUrl: string,
+  socketFetch: SocketFetch | undefined,
+): { baseUrl: string | undefined; fetch?: FetchFunction } {
+  if (isLocalSocketUrl(harnessUrl)) {
+    if (!socketFetch) return { baseUrl: undefined };
+    const path = localSocketPath(harnessUrl);
+    return {
+      baseUrl: "http://localhost",
+      fetch: (input, init) => socketFetch(path, new Request(input, init)),
+    };
+  }
+  let url: URL;
+  try {
+    url = new URL(harnessUrl);
+  } catch {
+    return { baseUrl: undefined };
+  }
+  if (url.protocol === "ws:") return { baseUrl: `http://${url.host}` };
+  if (url.protocol === "wss:") return { baseUrl: `https://${url.host}` };
+  return { baseUrl: undefined };
 }
 
 function parseExpiry(value: Date | number | string | undefined): number | undefined {

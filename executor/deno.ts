@@ -3,10 +3,13 @@
  * over Deno's `node:net` (`wss://` with the `ws` package; Deno's native client leaves Nagle's
  * algorithm on and refuses `ws+unix`, see `transport/deno.ts`) and `listen`s with `Deno.serve`.
  * On Deno, `executor/node.ts` (the same dialer, `ws` to listen) works as well.
+ * Artifacts of an executor that dialed `unix:///path.sock` are uploaded to that harness through
+ * the same socket (`transport/http-socket.node.ts`).
  *
  * @module
  */
 import { dialWebSocket, serveWebSocket } from "../transport/deno.ts";
+import { fetchOverSocket } from "../transport/http-socket.node.ts";
 import { ExecutorClient as PortableExecutorClient, type ExecutorClientOptions } from "./mod.ts";
 import type { Disposable } from "../protocol/peer.ts";
 import { nodePty } from "./machine/pty.node.ts";
@@ -19,6 +22,7 @@ export * from "./mod.ts";
 export type { ServeMachineOptions } from "./machine/serve.node.ts";
 export type { ChildEnvironmentOptions } from "./machine/child-env.node.ts";
 export type { McpServerConfig } from "./machine/mcp-config.ts";
+export type { MachineLimits } from "./machine/limits.ts";
 export type { Pty, PtyEvents, PtyExit, PtyHost, PtySpawnOptions } from "./machine/pty.ts";
 export { PtySpawnError } from "./machine/pty.ts";
 
@@ -26,7 +30,12 @@ export { PtySpawnError } from "./machine/pty.ts";
 export class ExecutorClient extends PortableExecutorClient {
   /** A client with Deno's transports unless `dial` / `server` are given. */
   constructor(options: ExecutorClientOptions) {
-    super({ dial: dialWebSocket, server: serveWebSocket, ...options });
+    super({
+      dial: dialWebSocket,
+      server: serveWebSocket,
+      socketFetch: fetchOverSocket,
+      ...options,
+    });
   }
 }
 

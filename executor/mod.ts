@@ -51,6 +51,7 @@ export {
   type FetchFunction,
   LOCAL_ENVIRONMENT_ID,
   normalizeBaseUrl,
+  type SocketFetch,
   type TokenSource,
   type TokenSourceResult,
 } from "./credentials.ts";

@@ -4,10 +4,13 @@
  * `node:net` (`transport/websocket-stream.node.ts`), `wss://` with the `ws` package, and
  * `listen`s with Node's `http` server and `ws`. Everything else is re-exported from the portable
  * `executor/mod.ts`.
+ * Artifacts of an executor that dialed `unix:///path.sock` are uploaded to that harness through
+ * the same socket (`transport/http-socket.node.ts`).
  *
  * @module
  */
 import { dialWebSocket, serveWebSocket } from "../transport/node.ts";
+import { fetchOverSocket } from "../transport/http-socket.node.ts";
 import { ExecutorClient as PortableExecutorClient, type ExecutorClientOptions } from "./mod.ts";
 import type { Disposable } from "../protocol/peer.ts";
 import { nodePty } from "./machine/pty.node.ts";
@@ -20,6 +23,7 @@ export * from "./mod.ts";
 export type { ServeMachineOptions } from "./machine/serve.node.ts";
 export type { ChildEnvironmentOptions } from "./machine/child-env.node.ts";
 export type { McpServerConfig } from "./machine/mcp-config.ts";
+export type { MachineLimits } from "./machine/limits.ts";
 export type { Pty, PtyEvents, PtyExit, PtyHost, PtySpawnOptions } from "./machine/pty.ts";
 export { PtySpawnError } from "./machine/pty.ts";
 
@@ -27,7 +31,12 @@ export { PtySpawnError } from "./machine/pty.ts";
 export class ExecutorClient extends PortableExecutorClient {
   /** A client with Node's transports unless `dial` / `server` are given. */
   constructor(options: ExecutorClientOptions) {
-    super({ dial: dialWebSocket, server: serveWebSocket, ...options });
+    super({
+      dial: dialWebSocket,
+      server: serveWebSocket,
+      socketFetch: fetchOverSocket,
+      ...options,
+    });
   }
 }
 

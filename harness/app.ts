@@ -4,7 +4,7 @@
  * mounts in any server.
  */
 import { Hono } from "hono";
-import type { ArtifactStore } from "./artifacts.ts";
+import { type ArtifactStore, ArtifactStoreFullError } from "./artifacts.ts";
 import { type Authenticate, bearerToken, type Principal } from "./principal.ts";
 import type { TokenIssuer } from "./token-endpoint.ts";
 import type { WebSocketLike } from "../transport/websocket.ts";
@@ -127,17 +127,23 @@ export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
       }
     }
     const mimeType = request.headers.get("content-type") ?? undefined;
-    const artifact = await deps.artifacts.put({
-      bytes,
-      ...(name !== undefined ? { name } : {}),
-      ...(mimeType !== undefined ? { mimeType } : {}),
-      ...(environmentId !== undefined
-        ? { environmentId }
-        : principal.environmentId !== undefined
-        ? { environmentId: principal.environmentId }
-        : {}),
-    });
-    return json(201, artifact);
+    try {
+      const artifact = await deps.artifacts.put({
+        bytes,
+        ...(name !== undefined ? { name } : {}),
+        ...(mimeType !== undefined ? { mimeType } : {}),
+        ...(environmentId !== undefined
+          ? { environmentId }
+          : principal.environmentId !== undefined
+          ? { environmentId: principal.environmentId }
+          : {}),
+      });
+      return json(201, artifact);
+    } catch (error) {
+      if (!(error instanceof ArtifactStoreFullError)) throw error;
+      deps.logger.warn("artifact refused: the store is full", { size: bytes.byteLength });
+      return json(507, { error: "insufficient_storage" });
+    }
   };
 
   app.post(

@@ -21,19 +21,22 @@ import {
 import { afterReply, type HarnessContext } from "./context.ts";
 import { executorControl, type ExecutorHandle } from "./executor-handle.ts";
 import { mcpChannelControl } from "./mcp-channel.ts";
-import { type Authenticate, expiryOf, type Principal } from "./principal.ts";
+import { type Authenticate, expiryOf, type Principal, samePrincipal } from "./principal.ts";
 import { sessionControl } from "./session.ts";
 
 /** What a connection needs from the harness (internal): one object shared by its connections. */
 export interface ConnectionHost {
   readonly ctx: HarnessContext;
   readonly maxFrameBytes: number | undefined;
+  readonly maxFrameDepth: number | undefined;
   /** Frames refused before `executor.register` that close the connection with 1008. */
   readonly maxUnregisteredRequests: number;
   /** How long a connection may stay unregistered. */
   readonly registerTimeoutMs: number;
   /** Verifies a refreshed token; absent: `executor.token.refresh` is not served (-32601). */
   readonly authenticate: Authenticate | undefined;
+  /** The connection registered, or closed before it did: called once per connection. */
+  settled(connection: ExecutorConnection): void;
   /** Registers the connection; throws the contract's error to refuse. */
   register(
     connection: ExecutorConnection,
@@ -60,6 +63,8 @@ const handlerTables = new WeakMap<
 export class ExecutorConnection {
   readonly peer: Peer;
   readonly protocol: ProtocolVersion;
+  /** No `authenticate` ran: what the executor registers as is believed (a local harness). */
+  readonly trusted: boolean;
   readonly #href: string;
   #principal: Principal;
   #state: State = "unregistered";
@@ -80,11 +85,13 @@ export class ExecutorConnection {
     transport: Transport,
     protocol: ProtocolVersion,
     principal: Principal,
+    trusted: boolean,
     url: URL,
     host: ConnectionHost,
   ) {
     this.#host = host;
     this.protocol = protocol;
+    this.trusted = trusted;
     this.#principal = principal;
     this.#href = url.href;
     const ctx = host.ctx;
@@ -93,6 +100,7 @@ export class ExecutorConnection {
       clock: ctx.clock,
       logger: ctx.logger,
       maxFrameBytes: host.maxFrameBytes,
+      maxFrameDepth: host.maxFrameDepth,
       ...(ctx.requestTimeoutMs !== undefined ? { requestTimeoutMs: ctx.requestTimeoutMs } : {}),
       handlers: ExecutorConnection.#handlers(host, protocol),
       owner: this,
@@ -101,6 +109,7 @@ export class ExecutorConnection {
     this.#registerBy = ctx.clock.now() + host.registerTimeoutMs;
     this.#arm();
     this.peer.closed.then(() => {
+      if (this.#state === "unregistered") host.settled(this);
       this.#state = "closed";
       this.#disarm();
       const executor = this.#executor;
@@ -220,6 +229,7 @@ export class ExecutorConnection {
   #registered(params: ExecutorRegisterParams): ExecutorRegisterResult {
     const result = this.#host.register(this, params);
     this.#state = "registered";
+    this.#host.settled(this);
     if (this.#registerBy !== undefined) {
       this.#registerBy = undefined;
       this.#arm();
@@ -245,7 +255,7 @@ export class ExecutorConnection {
     if (expiresAt === undefined || expiresAt <= this.#host.ctx.clock.now()) {
       throw new ForbiddenError("token invalid", { reason: "token_invalid" });
     }
-    if (!sameIdentity(this.#principal, next)) {
+    if (!samePrincipal(this.#principal, next)) {
       throw new ForbiddenError("token mismatch", { reason: "token_mismatch" });
     }
     this.#principal = next;
@@ -298,7 +308,7 @@ export class ExecutorConnection {
     table.onRequest("session.event", (params, context, connection) => {
       const session = executorControl(connection.#bound()).session(params.session_id);
       if (!session) throw unknownSession();
-      return sessionControl(session).appendEvent(params, context.id);
+      return sessionControl(session).appendEvent(params, context.id, context.frameLength);
     });
 
     table.onRequest("session.ended", ({ session_id, reason }, _, connection) => {
@@ -394,11 +404,4 @@ export class ExecutorConnection {
 
 function unknownSession(): NotFoundError {
   return new NotFoundError("unknown session", { reason: "unknown_session" });
-}
-
-/** Whether a refreshed token names the same executor, scope and credential. */
-function sameIdentity(a: Principal, b: Principal): boolean {
-  return a.scope === b.scope && a.environmentId === b.environmentId &&
-    a.machineId === b.machineId && a.credentialId === b.credentialId &&
-    a.executorId === b.executorId;
 }

@@ -45,6 +45,8 @@ export interface HarnessContext {
   /** Every live session of the harness, by id (ids are unique across executors). */
   readonly sessions: Map<string, Session>;
   readonly eventSink: SessionEventSink | undefined;
+  /** How much of each session's event log is kept in memory. */
+  readonly eventRetention: { readonly maxRecords?: number; readonly maxBytes?: number };
   readonly fileServiceUrl: string | undefined;
   /** The agent platform's host, when the harness serves the agent capability. */
   readonly agent: AgentHost | undefined;

@@ -50,6 +50,8 @@ import {
   type ConnectRequest,
   expiryOf,
   type Principal,
+  registrationClaim,
+  samePrincipal,
 } from "./principal.ts";
 import type { Session } from "./session.ts";
 import { randomId, type TokenEndpointOptions, TokenIssuer } from "./token-endpoint.ts";
@@ -59,13 +61,18 @@ import { ToolCallLedger } from "./tool-call-ledger.ts";
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 15_000;
 /** The default largest artifact upload: 64 MiB. */
 export const DEFAULT_MAX_ARTIFACT_BYTES = 64 * 1024 * 1024;
+/** The default most connections that have not registered yet (authenticating included): 4,096. */
+export const DEFAULT_MAX_UNREGISTERED_CONNECTIONS = 4_096;
 
 /** Options of a {@linkcode Harness}. */
 export interface HarnessOptions {
   /**
    * Decides on each connection before the upgrade (refusal: HTTP 401, no socket), and verifies
-   * refreshed tokens. Default: verify the JWTs of the self-hosted token endpoint when `tokens`
-   * is set, else none — which only `serveUnix`, `accept` and `insecureNoAuth` allow.
+   * refreshed tokens. The principal it returns is the executor's identity: what it may register
+   * as is bound to it (see {@linkcode Authenticate} and {@linkcode Principal}). Default: verify
+   * the JWTs of the self-hosted token endpoint when `tokens` is set, else none — which only
+   * `serveUnix`, `accept` and `insecureNoAuth` allow, and where what executors register as is
+   * believed.
    */
   authenticate?: Authenticate;
   /** Serve TCP without `authenticate`: only on a network you trust completely. */
@@ -80,18 +87,48 @@ export interface HarnessOptions {
   heartbeatIntervalMs?: number;
   /** Frames over this many bytes close the connection with 1009. Default 16 MiB. */
   maxFrameBytes?: number;
+  /**
+   * Frames nested deeper than this many levels of arrays and objects are refused (-32600
+   * `too_deep`) and the connection stays. Default 128.
+   */
+  maxFrameDepth?: number;
   /** Timeout of requests the harness sends (session.assign, tool.call acks, ...). Default 60 s. */
   requestTimeoutMs?: number;
   /** How long a connection may stay without `executor.register`. Default: two heartbeat intervals. */
   registerTimeoutMs?: number;
   /** Requests refused as `not_registered` before the connection is closed with 1008. Default 16. */
   maxUnregisteredRequests?: number;
+  /**
+   * Most connections that have not registered yet, counting upgrades being authenticated:
+   * beyond it an upgrade is refused with HTTP 503 (`retry-after: 1`; executors retry with
+   * backoff) before `authenticate` runs, while registered executors go on as before. Connections
+   * from `accept` and `dial` count but are never refused. Default 4,096.
+   */
+  maxUnregisteredConnections?: number;
+  /**
+   * How long an accepted connection has to complete its request (an upgrade until its 101 is
+   * out, an HTTP request until its headers are in) before the server closes it. Default 10 s.
+   * Honoured by the `node:http` server (`harness/node.ts` on every runtime, and the TCP server
+   * of `harness/deno.ts`); `Bun.serve` closes such connections after about 10 s by itself, and
+   * `Deno.serve` (Unix sockets of `harness/deno.ts`) has no such deadline.
+   */
+  handshakeTimeoutMs?: number;
   /** The server factory used by `serve` / `serveUnix` (e.g. `serveWebSocket` of transport/node.ts). */
   server?: WebSocketServe;
   /** Opens connections for {@linkcode Harness.dial} (the runtime presets provide it). */
   dial?: Dialer;
   /** Stores each accepted durable session event before it is acknowledged. */
   onSessionEvent?: SessionEventSink;
+  /**
+   * Most durable events a session keeps in memory (`session.events()`, `eventRecords`); beyond
+   * it the oldest are dropped (`onSessionEvent` has stored every one). Default 10,000.
+   */
+  maxSessionEvents?: number;
+  /**
+   * Most bytes of durable events a session keeps in memory, counted as the size of the frames
+   * that carried them; beyond it the oldest are dropped. Default 32 MiB.
+   */
+  maxSessionEventBytes?: number;
   /** Where uploaded artifacts go. Default: in memory. */
   artifacts?: ArtifactStore;
   /** Largest artifact upload in bytes. Default 64 MiB. */
@@ -140,6 +177,8 @@ const NO_PRINCIPAL: Principal = Object.freeze({});
 interface Admitted {
   readonly protocol: ProtocolVersion;
   readonly principal: Principal;
+  /** No `authenticate` ran: what the executor registers as is believed (a local harness). */
+  readonly trusted: boolean;
   readonly url: URL;
 }
 
@@ -156,6 +195,10 @@ export class Harness {
   readonly #maxFrameBytes: number | undefined;
   readonly #registerTimeoutMs: number;
   readonly #maxUnregisteredRequests: number;
+  readonly #maxUnregisteredConnections: number;
+  readonly #handshakeTimeoutMs: number | undefined;
+  /** Connections that have not registered yet, and upgrades being authenticated. */
+  #unregistered = 0;
   readonly #app: Hono<{ Bindings: FetchOptions }>;
   readonly #executors = new Map<string, ExecutorHandle>();
   readonly #connections = new Set<ExecutorConnection>();
@@ -188,6 +231,9 @@ export class Harness {
     this.#maxFrameBytes = options.maxFrameBytes;
     this.#registerTimeoutMs = options.registerTimeoutMs ?? 2 * heartbeatIntervalMs;
     this.#maxUnregisteredRequests = options.maxUnregisteredRequests ?? 16;
+    this.#maxUnregisteredConnections = options.maxUnregisteredConnections ??
+      DEFAULT_MAX_UNREGISTERED_CONNECTIONS;
+    this.#handshakeTimeoutMs = options.handshakeTimeoutMs;
     this.artifacts = options.artifacts ?? new MemoryArtifactStore();
     const agent = options.agent ? agentHostOf(options.agent) : undefined;
     this.#ctx = {
@@ -199,6 +245,12 @@ export class Harness {
       requestTimeoutMs: options.requestTimeoutMs,
       sessions: new Map<string, Session>(),
       eventSink: agentSink(options.onSessionEvent, agent),
+      eventRetention: {
+        ...(options.maxSessionEvents !== undefined ? { maxRecords: options.maxSessionEvents } : {}),
+        ...(options.maxSessionEventBytes !== undefined
+          ? { maxBytes: options.maxSessionEventBytes }
+          : {}),
+      },
       fileServiceUrl: options.fileServiceUrl,
       agent,
       emit: (event) => this.#emit(event),
@@ -209,10 +261,12 @@ export class Harness {
     this.#connectionHost = {
       ctx: this.#ctx,
       maxFrameBytes: this.#maxFrameBytes,
+      maxFrameDepth: options.maxFrameDepth,
       maxUnregisteredRequests: this.#maxUnregisteredRequests,
       registerTimeoutMs: this.#registerTimeoutMs,
       authenticate: this.#authenticate,
       register: (c, params) => this.#register(c, params),
+      settled: () => void this.#unregistered--,
       closed: (c) => this.#connections.delete(c),
     };
     agent?.attach({ clock, logger, onExecutor: (listener) => this.onExecutor(listener) });
@@ -325,7 +379,12 @@ export class Harness {
           transport.close(CloseCode.PROTOCOL_MISMATCH, "unsupported subprotocol");
           return;
         }
-        this.#open(transport, { protocol, principal: NO_PRINCIPAL, url: connectUrl });
+        this.#open(transport, {
+          protocol,
+          principal: NO_PRINCIPAL,
+          trusted: true,
+          url: connectUrl,
+        });
       },
     }, options);
     this.#links.add(link);
@@ -390,7 +449,7 @@ export class Harness {
         throw new ConnectRefusedError();
       }
     }
-    this.#open(transport, { protocol, principal, url });
+    this.#open(transport, { protocol, principal, trusted: !this.#authenticate, url });
   }
 
   /**
@@ -424,6 +483,9 @@ export class Harness {
     const server = await factory({
       ...where,
       ...(this.#maxFrameBytes !== undefined ? { maxFrameBytes: this.#maxFrameBytes } : {}),
+      ...(this.#handshakeTimeoutMs !== undefined
+        ? { handshakeTimeoutMs: this.#handshakeTimeoutMs }
+        : {}),
       upgrade: (request, protocols) => this.upgrade(request, protocols),
       fetch: (request) => this.fetch(request),
     });
@@ -444,8 +506,16 @@ export class Harness {
     if (!CONNECT_PATHS.includes(url.pathname)) return jsonResponse(404, { error: "not_found" });
     const protocol = PROTOCOLS.find((p) => protocols.includes(p));
     if (!protocol) return jsonResponse(400, { error: "unsupported_subprotocol" });
+    if (this.#unregistered >= this.#maxUnregisteredConnections) {
+      this.#ctx.logger.warn("upgrade refused: too many connections not registered yet", {
+        limit: this.#maxUnregisteredConnections,
+      });
+      return jsonResponse(503, { error: "unavailable" }, { "retry-after": "1" });
+    }
     let principal: Principal = NO_PRINCIPAL;
     if (this.#authenticate) {
+      // An upgrade being authenticated counts as a connection not registered yet.
+      this.#unregistered++;
       try {
         principal = await this.#authenticate({
           kind: "connect",
@@ -457,13 +527,15 @@ export class Harness {
       } catch {
         this.#ctx.logger.info("connection refused before upgrade", { path: url.pathname });
         return jsonResponse(401, { error: "unauthorized" });
+      } finally {
+        this.#unregistered--;
       }
       const expiresAt = expiryOf(principal);
       if (expiresAt !== undefined && expiresAt <= this.#ctx.clock.now()) {
         return jsonResponse(401, { error: "unauthorized" });
       }
     }
-    return { protocol, principal, url };
+    return { protocol, principal, trusted: !this.#authenticate, url };
   }
 
   async #connectViaFetch(request: Request, options: FetchOptions): Promise<Response> {
@@ -492,10 +564,13 @@ export class Harness {
       transport.close(CloseCode.GOING_AWAY, "harness shutting down");
       return;
     }
+    // Counted until it registers or closes (ExecutorConnection calls `settled` once).
+    this.#unregistered++;
     const connection = new ExecutorConnection(
       transport,
       admitted.protocol,
       admitted.principal,
+      admitted.trusted,
       admitted.url,
       this.#connectionHost,
     );
@@ -516,16 +591,8 @@ export class Harness {
     }
     const principal = connection.principal;
     const machineScoped = params.environment_id === "";
-    if (principal.scope === "environment" && params.environment_id !== principal.environmentId) {
-      throw new ForbiddenError("environment does not match the token", { reason: "forbidden" });
-    }
-    if (
-      principal.scope === "machine" &&
-      (!machineScoped ||
-        (params.machine_id !== undefined && params.machine_id !== principal.machineId))
-    ) {
-      throw new ForbiddenError("machine does not match the token", { reason: "forbidden" });
-    }
+    const claim = registrationClaim(principal, params, connection.trusted);
+    if (claim.kind === "refused") throw new ForbiddenError(claim.why, { reason: "forbidden" });
     if (
       machineScoped && !hasCapability(params.capabilities, "process") &&
       !hasCapability(params.capabilities, "agent")
@@ -536,9 +603,17 @@ export class Harness {
         capability: "process",
       });
     }
-    const id = this.#executorId(principal, params);
+    const id = claim.kind === "fixed"
+      ? claim.executorId
+      : this.#resumedId(principal, params) ?? randomId("exec_");
     let executor = this.#executors.get(id);
     const known = executor !== undefined && !executor.gone;
+    if (known && !samePrincipal(executor!.principal, principal)) {
+      // The id is another credential's while the harness holds it: its connection stays.
+      throw new ForbiddenError("the executor id belongs to another credential", {
+        reason: "forbidden",
+      });
+    }
     if (!executor || executor.gone) {
       executor = new ExecutorHandle(id, principal, this.#ctx);
       this.#executors.set(id, executor);
@@ -564,24 +639,17 @@ export class Harness {
   }
 
   /**
-   * The executor id: a machine credential's is always `exec_<machine_id>`; otherwise a resume
-   * keeps the id of a live executor of the same environment, and a new one is generated.
+   * The id a `resume` keeps: that of a live executor of the same environment registered by the
+   * same principal; anyone else's resume gets a new id (see {@linkcode registrationClaim}).
    */
-  #executorId(principal: Principal, params: ExecutorRegisterParams): string {
-    if (principal.executorId) return principal.executorId;
-    const machineId = principal.machineId ?? params.machine_id;
-    if (params.environment_id === "" && machineId) return `exec_${machineId}`;
+  #resumedId(principal: Principal, params: ExecutorRegisterParams): string | undefined {
     const resumeId = params.resume?.executor_id;
-    if (resumeId) {
-      const previous = this.#executors.get(resumeId);
-      if (
-        previous && !previous.gone && previous.environmentId === params.environment_id &&
-        previous.principal.credentialId === principal.credentialId
-      ) {
-        return resumeId;
-      }
-    }
-    return randomId("exec_");
+    if (!resumeId) return undefined;
+    const previous = this.#executors.get(resumeId);
+    return previous && !previous.gone && previous.environmentId === params.environment_id &&
+        samePrincipal(previous.principal, principal)
+      ? resumeId
+      : undefined;
   }
 
   #emit(event: ExecutorEvent): void {
@@ -607,9 +675,13 @@ function agentSink(
   };
 }
 
-function jsonResponse(status: number, body: unknown): Response {
+function jsonResponse(
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Response {
   return new Response(JSON.stringify(body), {
     status,
-    headers: { "content-type": "application/json" },
+    headers: { "content-type": "application/json", ...headers },
   });
 }

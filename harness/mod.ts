@@ -43,6 +43,7 @@ export * from "../protocol/mod.ts";
 export {
   DEFAULT_HEARTBEAT_INTERVAL_MS,
   DEFAULT_MAX_ARTIFACT_BYTES,
+  DEFAULT_MAX_UNREGISTERED_CONNECTIONS,
   Harness,
   type HarnessOptions,
   type HarnessServer,
@@ -81,6 +82,8 @@ export {
 } from "./terminal.ts";
 export type { ToolCallResult, ToolCallState } from "./tool-call-ledger.ts";
 export {
+  DEFAULT_MAX_SESSION_EVENT_BYTES,
+  DEFAULT_MAX_SESSION_EVENTS,
   EventLog,
   type EventLogOptions,
   type SessionEventRecord,
@@ -105,8 +108,11 @@ export {
 export { HmacJwt, type JwtClaims, type JwtVerifyOptions } from "./jwt.ts";
 export {
   type ArtifactStore,
+  ArtifactStoreFullError,
   type ArtifactUpload,
+  DEFAULT_MAX_STORED_ARTIFACT_BYTES,
   MemoryArtifactStore,
+  type MemoryArtifactStoreOptions,
   type StoredArtifact,
 } from "./artifacts.ts";
 export { type FetchOptions, type WebSocketUpgrader } from "./app.ts";

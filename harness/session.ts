@@ -156,7 +156,11 @@ export interface SessionControl {
   /** A `tool.progress` notification. */
   progress(params: ToolProgressParams): void;
   /** A `session.event` request. */
-  appendEvent(params: SessionEventParams, rpcId: JsonRpcId): Promise<SessionEventResult>;
+  appendEvent(
+    params: SessionEventParams,
+    rpcId: JsonRpcId,
+    frameLength: number,
+  ): Promise<SessionEventResult>;
   /** The session's open MCP channels, by channel id. */
   readonly channels: Map<string, McpChannel>;
   /** A `terminal.output` notification. */
@@ -212,7 +216,7 @@ export class Session {
     this.#ctx = ctx;
     this.ended = new Promise((resolve) => (this.#resolveEnded = resolve));
     const sink = ctx.eventSink;
-    this.#log = new EventLog(this.id, { sink, now: () => ctx.clock.now() });
+    this.#log = new EventLog(this.id, { sink, now: () => ctx.clock.now(), ...ctx.eventRetention });
     this.tools = Object.fromEntries(
       TOOL_NAMES.map((name) => [name, this.#slot(name)]),
     ) as unknown as SessionTools;
@@ -235,7 +239,7 @@ export class Session {
           }
         }
       },
-      appendEvent: (params, rpcId) => this.#log.append(params, rpcId),
+      appendEvent: (params, rpcId, frameLength) => this.#log.append(params, rpcId, frameLength),
       channels,
       terminalOutput: (params) => this.#terminals?.get(params.terminal_id)?.output.deliver(params),
       resumed: () => {
@@ -305,9 +309,17 @@ export class Session {
     return this.#log.read(options);
   }
 
-  /** The events accepted so far. */
+  /**
+   * The events kept in memory, oldest first: the most recent ones, within the harness's
+   * `maxSessionEvents` and `maxSessionEventBytes`.
+   */
   get eventRecords(): readonly SessionEventRecord[] {
     return this.#log.records;
+  }
+
+  /** How many of the session's oldest events were dropped from memory (the sink has them). */
+  get droppedEvents(): number {
+    return this.#log.dropped;
   }
 
   /**

@@ -17,6 +17,7 @@ export {
 export {
   type AdmissionGate,
   type CallOptions,
+  DEFAULT_MAX_DEPTH,
   DEFAULT_MAX_FRAME_BYTES,
   DEFAULT_REQUEST_TIMEOUT_MS,
   type Disposable,

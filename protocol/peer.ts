@@ -38,16 +38,20 @@ import {
 } from "./generated/contract.ts";
 import { ErrorCode, protocolErrorFromWire } from "./generated/errors.ts";
 import {
+  DEFAULT_MAX_DEPTH,
   exceedsBytes,
+  exceedsDepth,
   isErrorObject,
   isJsonRpcId,
   type JsonRpcFailure,
   type JsonRpcId,
   type JsonRpcResponse,
+  withoutDeepValues,
 } from "./jsonrpc.ts";
 import { type Logger, silentLogger } from "./logger.ts";
 
 export { DEFAULT_MAX_FRAME_BYTES } from "../transport/bytes.ts";
+export { DEFAULT_MAX_DEPTH } from "./jsonrpc.ts";
 /** The default time a request waits for its response: 60 s. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 /** WebSocket close code for a frame over the size limit. */
@@ -63,6 +67,13 @@ export interface PeerOptions {
   protocol?: string;
   /** Frames over this many UTF-8 bytes close the connection with 1009. Default 16 MiB. */
   maxFrameBytes?: number;
+  /**
+   * Frames that nest arrays and objects deeper than this (the frame's own object is level 1)
+   * are refused unparsed, and the connection stays: a request is answered -32600 with
+   * `data.reason` `too_deep` (and `max_depth`), a notification dropped, a response rejects its
+   * request with {@linkcode InvalidResultError}. Default 128 ({@linkcode DEFAULT_MAX_DEPTH}).
+   */
+  maxFrameDepth?: number;
   /** Default timeout of an outgoing request, in ms; `0` waits forever. Default 60 s. */
   requestTimeoutMs?: number;
   /** Time and timers. Default: the system clock. */
@@ -112,6 +123,11 @@ export interface RequestContext {
   readonly method: string;
   /** Aborted when the connection ends before the handler has answered. */
   readonly signal: AbortSignal;
+  /**
+   * The length of the text frame that carried the request, in UTF-16 code units (its bytes, for
+   * ASCII JSON); 0 for a message handed over as an object.
+   */
+  readonly frameLength: number;
 }
 
 /** Serves one request method; throw a {@linkcode ProtocolError} to answer with its code and data. */
@@ -301,6 +317,7 @@ export class Peer {
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #maxFrameBytes: number;
+  readonly #maxDepth: number;
   readonly #timeoutMs: number;
   readonly #validateOutgoing: boolean;
   // The maps and the set below start as shared empty ones, never written, and are made on the
@@ -318,6 +335,8 @@ export class Peer {
   #sweepTimer: TimerHandle | undefined;
   #nextId = 1;
   #closeInfo: CloseInfo | undefined;
+  /** The length of the text frame being dispatched (0: a message object). */
+  #frameLength = 0;
 
   /**
    * Binds the peer to `transport` and starts reading at once: frames the transport buffered
@@ -331,6 +350,7 @@ export class Peer {
     this.#clock = options.clock ?? systemClock;
     this.#logger = options.logger ?? silentLogger;
     this.#maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+    this.#maxDepth = options.maxFrameDepth ?? DEFAULT_MAX_DEPTH;
     this.#timeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.#validateOutgoing = options.validateOutgoing ?? true;
     this.capabilities = options.capabilities;
@@ -575,6 +595,10 @@ export class Peer {
         this.#transport.close(MESSAGE_TOO_BIG, "frame too large");
         return;
       }
+      if (exceedsDepth(frame, this.#maxDepth)) {
+        this.#refuseDeep(frame);
+        return;
+      }
       try {
         message = JSON.parse(frame);
       } catch {
@@ -587,9 +611,53 @@ export class Peer {
       this.#send(failure(null, ErrorCode.INVALID_REQUEST, "invalid request: batches are not used"));
       return;
     }
+    this.#frameLength = typeof frame === "string" ? frame.length : 0;
     const answer = this.#dispatch(message);
     if (answer instanceof Promise) answer.then((response) => response && this.#send(response));
     else if (answer) this.#send(answer);
+  }
+
+  /**
+   * A frame nested deeper than the limit: its envelope is read with the deep values cut out,
+   * and it is refused as a whole (see {@linkcode PeerOptions.maxFrameDepth}).
+   */
+  #refuseDeep(frame: string): void {
+    const limit = this.#maxDepth;
+    let m: Record<string, unknown> | undefined;
+    try {
+      const envelope: unknown = JSON.parse(withoutDeepValues(frame, limit));
+      if (typeof envelope === "object" && envelope !== null && !Array.isArray(envelope)) {
+        m = envelope as Record<string, unknown>;
+      }
+    } catch {
+      // Not JSON either: answered below like any frame whose id cannot be read.
+    }
+    const id = m && isJsonRpcId(m.id) ? m.id : null;
+    if (m && !("method" in m) && ("result" in m || "error" in m)) {
+      const pending = id === null ? undefined : this.#pending.get(id);
+      this.#logger.warn("response nested too deep refused", { id, limit });
+      if (pending) {
+        this.#settle(
+          id!,
+          undefined,
+          new InvalidResultError(pending.method, [
+            { path: [], message: `nested deeper than ${limit} levels`, code: "too_deep" },
+          ]),
+        );
+      }
+      return;
+    }
+    if (m && typeof m.method === "string" && !("id" in m)) {
+      this.#logger.warn("notification nested too deep dropped", { method: m.method, limit });
+      return;
+    }
+    this.#logger.warn("frame nested too deep refused", { id, limit });
+    this.#send(
+      failure(id, ErrorCode.INVALID_REQUEST, "invalid request: nested too deep", {
+        reason: "too_deep",
+        max_depth: limit,
+      }),
+    );
   }
 
   /** Handles one message; returns the response to send, if any. Never throws or rejects. */
@@ -700,7 +768,7 @@ export class Peer {
       return failure(id, ErrorCode.INVALID_PARAMS, "invalid params", { issues: data.issues });
     }
     const handler = this.#requestHandlers.get(method) ?? this.#shared!.request(method)!;
-    const context = new IncomingRequest(id, method);
+    const context = new IncomingRequest(id, method, this.#frameLength);
     let result: unknown;
     try {
       result = handler(data, context, this.#owner);
@@ -871,13 +939,15 @@ export class Peer {
 class IncomingRequest implements RequestContext {
   readonly id: JsonRpcId;
   readonly method: string;
+  readonly frameLength: number;
   #controller: AbortController | undefined;
   #aborted = false;
   #reason: unknown;
 
-  constructor(id: JsonRpcId, method: string) {
+  constructor(id: JsonRpcId, method: string, frameLength: number) {
     this.id = id;
     this.method = method;
+    this.frameLength = frameLength;
   }
 
   get signal(): AbortSignal {

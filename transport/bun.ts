@@ -131,7 +131,13 @@ export function dialWebSocket(url: string, options: DialOptions = {}): Promise<T
   return dialNativeWebSocket(target, options);
 }
 
-/** Serves WebSocket upgrades and plain HTTP with `Bun.serve`, over TCP or a Unix socket. */
+/**
+ * Serves WebSocket upgrades and plain HTTP with `Bun.serve`, over TCP or a Unix socket.
+ * `Bun.serve` closes a connection whose request is not complete after about 10 s by itself
+ * (seen at 12 s, whatever its `idleTimeout`, and bytes trickling in do not extend it) and offers
+ * no hook before a request is complete, so `handshakeTimeoutMs` is not honoured here: serve with
+ * `transport/node.ts` (on Bun too) for a shorter deadline.
+ */
 export function serveWebSocket(options: ServeWebSocketOptions): Promise<RunningServer> {
   // A Windows named pipe takes the node:net path the Unix socket tests cover.
   if (options.path && isNamedPipe(options.path)) return serveWithWs(options);

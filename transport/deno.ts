@@ -55,7 +55,14 @@ export function dialWebSocket(url: string, options: DialOptions = {}): Promise<T
   return dialWithNode(url, options);
 }
 
-/** Serves WebSocket upgrades and plain HTTP with `Deno.serve`, over TCP or a Unix socket. */
+/**
+ * Serves WebSocket upgrades and plain HTTP with `Deno.serve`, over TCP or a Unix socket.
+ * `Deno.serve` hands over a connection only once its request is complete and never closes one
+ * whose request stays incomplete, so `handshakeTimeoutMs` cannot be honoured here: a socket that
+ * sent part of a request stays open until its peer leaves. `harness/deno.ts` therefore serves
+ * TCP with `transport/node.ts` (which honours it); on a Unix socket, served here, the socket's
+ * permissions decide who may connect at all.
+ */
 export async function serveWebSocket(options: ServeWebSocketOptions): Promise<RunningServer> {
   // A Windows named pipe takes the node:net path the Unix socket tests cover (`Deno.serve`
   // listens on Unix sockets only).

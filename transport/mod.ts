@@ -21,6 +21,7 @@ export {
   type WebSocketTransportOptions,
 } from "./websocket.ts";
 export {
+  DEFAULT_HANDSHAKE_TIMEOUT_MS,
   isLocalSocketUrl,
   isUpgradeRequest,
   localSocketPath,

@@ -21,6 +21,7 @@ import {
   type TransportReceiver,
 } from "./transport.ts";
 import {
+  DEFAULT_HANDSHAKE_TIMEOUT_MS,
   isLocalSocketUrl,
   isNamedPipe,
   localSocketPath,
@@ -249,18 +250,33 @@ function redactUrl(url: string): string {
   }
 }
 
-/** Serves WebSocket upgrades and plain HTTP on Node's `http` server with `ws`. */
+/**
+ * Serves WebSocket upgrades and plain HTTP on Node's `http` server with `ws`. Every accepted
+ * connection has `handshakeTimeoutMs` to complete its request (an upgrade until its 101 is out,
+ * HTTP until its headers are in), or it is destroyed: a socket that sends part of a request and
+ * holds still costs the server nothing for long.
+ */
 export async function serveWebSocket(options: ServeWebSocketOptions): Promise<RunningServer> {
   const maxPayload = (options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES) + 1024;
+  const handshakeMs = options.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS;
   const chosen = new WeakMap<IncomingMessage, string>();
   const wss = new WebSocketServer({
     noServer: true,
     maxPayload,
     handleProtocols: (_offered, req) => chosen.get(req) ?? false,
   });
-  const server: Server = createServer((req, res) => {
+  const server: Server = createServer({
+    // Node's own check of headersTimeout (for the later requests of a kept-alive connection)
+    // runs at this interval.
+    connectionsCheckingInterval: Math.min(30_000, Math.max(250, Math.floor(handshakeMs / 2))),
+  }, (req, res) => {
+    handshakeDone(req.socket);
     void handleHttp(req, res, options.fetch);
   });
+  if (server.requestTimeout === 0 || server.requestTimeout >= handshakeMs) {
+    server.headersTimeout = handshakeMs;
+  }
+  server.on("connection", (socket: Duplex) => awaitHandshake(socket, handshakeMs));
   server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     // A listener of its own, not a closure: one here would keep this scope (the request, its
     // headers and the buffer under `head`) for as long as the socket lives.
@@ -273,8 +289,9 @@ export async function serveWebSocket(options: ServeWebSocketOptions): Promise<Ru
       }
       chosen.set(req, decision.protocol);
       wss.handleUpgrade(req, socket, head, (ws) => {
-        // `ws` handles the socket's errors from here on.
+        // `ws` handles the socket's errors from here on, and the handshake is over.
         socket.removeListener("error", destroySocket);
+        handshakeDone(socket);
         decision.onOpen(new WsTransport(ws, decision.protocol));
       });
     }, () => {
@@ -325,6 +342,31 @@ export async function serveWebSocket(options: ServeWebSocketOptions): Promise<Ru
 
 function destroySocket(this: Duplex): void {
   this.destroy();
+}
+
+/**
+ * The timers of the handshake deadlines, by socket: a map rather than a property, so the server's
+ * sockets keep the shape of every other socket (a property added after construction would give
+ * them a hidden class of their own, and the stream code every frame runs through two).
+ */
+const handshakes = new WeakMap<Duplex, ReturnType<typeof setTimeout>>();
+
+function awaitHandshake(socket: Duplex, ms: number): void {
+  const timer = setTimeout(handshakeExpired, ms, socket);
+  (timer as { unref?: () => void }).unref?.();
+  handshakes.set(socket, timer);
+}
+
+function handshakeExpired(socket: Duplex): void {
+  if (!handshakes.delete(socket)) return;
+  socket.destroy();
+}
+
+function handshakeDone(socket: Duplex): void {
+  const timer = handshakes.get(socket);
+  if (timer === undefined) return;
+  handshakes.delete(socket);
+  clearTimeout(timer);
 }
 
 function toRequest(req: IncomingMessage, base: string, body?: Uint8Array): Request {

@@ -9,6 +9,13 @@ export type UpgradeDecision =
   | { accept: true; protocol: string; onOpen: (transport: Transport) => void }
   | { accept: false; response: Response };
 
+/**
+ * The default time a connection has, from the moment it is accepted, to complete its request:
+ * the headers of an HTTP request, or an upgrade's headers and its decision (`upgrade`) until the
+ * 101 response is out. A connection that has not by then is closed: 10 s.
+ */
+export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 10_000;
+
 /** Options of a runtime's `serveWebSocket`. */
 export interface ServeWebSocketOptions {
   /** TCP host to bind. Default 127.0.0.1 (never all interfaces unless asked). */
@@ -19,6 +26,14 @@ export interface ServeWebSocketOptions {
   path?: string;
   /** Frames over this many bytes close the connection with 1009. */
   maxFrameBytes?: number;
+  /**
+   * A connection whose request is not complete this long after it was accepted is closed
+   * (see {@linkcode DEFAULT_HANDSHAKE_TIMEOUT_MS}, the default). Servers built on `node:http`
+   * (`transport/node.ts`, on Node, Deno and Bun) honour it; `Bun.serve` closes an incomplete
+   * request after about 10 s on its own, and `Deno.serve` offers no hook before a request is
+   * complete (see `transport/bun.ts`, `transport/deno.ts`).
+   */
+  handshakeTimeoutMs?: number;
   /** Decides on a WebSocket upgrade (authenticate, pick a subprotocol from `protocols`). */
   upgrade(request: Request, protocols: string[]): Promise<UpgradeDecision>;
   /** Serves plain HTTP requests (token endpoint, brain API). Default: 404. */

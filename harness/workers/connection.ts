@@ -7,7 +7,12 @@
 import { Peer } from "../../protocol/peer.ts";
 import type { Transport } from "../../transport/transport.ts";
 import type { JsonRpcId } from "../../protocol/jsonrpc.ts";
-import { exceedsBytes } from "../../protocol/jsonrpc.ts";
+import {
+  DEFAULT_MAX_DEPTH,
+  exceedsBytes,
+  exceedsDepth,
+  withoutDeepValues,
+} from "../../protocol/jsonrpc.ts";
 import {
   AgentEventSchema,
   type ExecutorRegisterParams,
@@ -20,6 +25,7 @@ import {
   CapabilityMissingError,
   CloseCode,
   ConflictError,
+  ErrorCode,
   ForbiddenError,
   InvalidParamsError,
   NotFoundError,
@@ -62,13 +68,28 @@ export async function serveFrame(
     return;
   }
   let message: unknown;
+  const tooDeep = exceedsDepth(frame, DEFAULT_MAX_DEPTH);
   try {
-    message = JSON.parse(frame);
+    // A frame nested too deep is not parsed whole: its envelope says what it is, and the peer
+    // below refuses a request with -32600 too_deep, as every peer does.
+    message = JSON.parse(tooDeep ? withoutDeepValues(frame, DEFAULT_MAX_DEPTH) : frame);
   } catch {
     message = undefined; // the peer below answers -32700
   }
   if (isResponse(message)) {
-    await core.onResponse(att, message);
+    await core.onResponse(
+      att,
+      tooDeep
+        ? {
+          id: message.id,
+          error: {
+            code: ErrorCode.INVALID_REQUEST,
+            message: "response nested too deep",
+            data: { reason: "too_deep", max_depth: DEFAULT_MAX_DEPTH },
+          },
+        }
+        : message,
+    );
     return;
   }
   const expectsAnswer = typeof message === "object" && message !== null &&

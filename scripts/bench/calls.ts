@@ -13,7 +13,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Child, type Runtime } from "./procs.ts";
+import { Child, type Runtime, type SpawnOptions } from "./procs.ts";
 
 /** One measured figure: per-second rates, one per repetition. */
 export type Rates = number[];
@@ -33,7 +33,21 @@ export interface CallSuiteOptions {
   cpu: number | undefined;
   /** Progress lines. */
   log: (line: string) => void;
+  /**
+   * Another checkout (its root directory) whose SDK cases run as twins (`<case>@base`) in the
+   * same groups, taking turns with this checkout's: before/after figures from one run.
+   */
+  compare?: string;
+  /** Only these cases (ids, e.g. `tool-ws`; their `--compare` twins follow them). */
+  cases?: readonly string[];
 }
+
+/** The cases of the SDK (not the raw baselines): twinned by `--compare`. */
+export const SDK_CASES: readonly string[] = ["tool-ws", "tool-unix", "tool-memory", "events"];
+
+/** How many durable events the heap figure fills a session with, and the longer run after. */
+export const HEAP_EVENTS = 10_000;
+export const HEAP_EVENTS_LONG = 50_000;
 
 interface Mode {
   key: string;
@@ -54,9 +68,20 @@ interface CaseSpec {
   modes: Mode[];
   /** Runs before each measurement (events: a fresh session). */
   before?: (first: Child, mode: Mode) => Promise<Record<string, unknown>>;
+  /** The checkout it runs from (a `--compare` twin); default this one. */
+  root?: string;
+  /** Runtime flags of the first process. */
+  firstFlags?: string[];
 }
 
 const PAIR: Mode[] = [{ key: "1", inflight: 1 }, { key: "64", inflight: 64 }];
+
+/** Runtime flags that let a process collect garbage on demand (Bun always can). */
+const GC_FLAGS: Record<Runtime, string[]> = {
+  node: ["--expose-gc"],
+  deno: ["--v8-flags=--expose-gc"],
+  bun: [],
+};
 
 function cases(runtime: Runtime, dir: string): CaseSpec[] {
   const sock = (name: string) => join(dir, `${runtime}-${name}.sock`);
@@ -112,6 +137,7 @@ function cases(runtime: Runtime, dir: string): CaseSpec[] {
       id: "events",
       group: "events",
       first: ["events-harness"],
+      firstFlags: GC_FLAGS[runtime],
       second: ["events-executor"],
       driver: "second",
       modes: [
@@ -156,19 +182,40 @@ export async function runCallSuite(
   const running: Running[] = [];
   const started: Child[] = [];
   const results: CallResults = {};
-  const spawnOptions = (what: string) => ({ cpu: options.cpu, label: `${runtime} ${what}` });
-  const start = async (args: string[]) => {
-    const child = await Child.start(runtime, args, spawnOptions(args[0]));
+  const start = async (args: string[], spec: CaseSpec, flags?: string[]) => {
+    const spawnOptions: SpawnOptions = {
+      cpu: options.cpu,
+      label: `${runtime} ${args[0]}${spec.root ? " (--compare)" : ""}`,
+      ...(spec.root ? { root: spec.root } : {}),
+      ...(flags?.length ? { runtimeFlags: flags } : {}),
+    };
+    const child = await Child.start(runtime, args, spawnOptions);
     started.push(child); // stopped at the end whatever happens
     return child;
   };
+  let specs = cases(runtime, dir);
+  if (options.cases) specs = specs.filter((s) => options.cases!.includes(s.id));
+  if (options.compare) {
+    // The twins share their group with the cases they are compared with, so the turns
+    // interleave them; Unix socket paths get their own names.
+    const twins = specs.filter((s) => SDK_CASES.includes(s.id)).map((s): CaseSpec => ({
+      ...s,
+      id: `${s.id}@base`,
+      root: options.compare,
+      first: s.first.map((arg) =>
+        arg.endsWith(".sock") ? arg.replace(/\.sock$/, "-base.sock") : arg
+      ),
+      firstFlags: undefined,
+    }));
+    specs = specs.flatMap((s) => [s, ...twins.filter((t) => t.id === `${s.id}@base`)]);
+  }
   try {
-    for (const spec of cases(runtime, dir)) {
-      const first = await start(spec.first);
+    for (const spec of specs) {
+      const first = await start(spec.first, spec, spec.firstFlags);
       const ready = await first.ready;
       let second: Child | undefined;
       if (spec.second) {
-        second = await start([...spec.second, String(ready.url)]);
+        second = await start([...spec.second, String(ready.url)], spec);
         await second.ready;
       }
       const driver = spec.driver === "first" ? first : second!;
@@ -207,9 +254,37 @@ export async function runCallSuite(
         }
       }
     }
+    const events = running.find((r) => r.spec.id === "events");
+    if (events) {
+      options.log(`${runtime}: harness heap per retained durable event`);
+      results["event-heap"] = await measureEventHeap(events.first, events.second!);
+    }
   } finally {
     await Promise.all(started.map((child) => child.stop()));
     rmSync(dir, { recursive: true, force: true });
   }
   return results;
+}
+
+/**
+ * The harness's heap per durable event it keeps: a fresh session, then {@linkcode HEAP_EVENTS}
+ * events (64 in flight), heap used after a full collection before and after; then
+ * {@linkcode HEAP_EVENTS_LONG} in all, where the log keeps its bound (10,000 by default).
+ */
+async function measureEventHeap(harness: Child, executor: Child): Promise<Record<string, Rates>> {
+  const { sessions } = await harness.send("fresh", { executors: 2 });
+  const session = (sessions as Record<string, string>)["events-w64"];
+  const heap = async () => Number((await harness.send("heap")).heapUsed);
+  const fill = (count: number) => executor.send("fill", { client: "events-w64", session, count });
+  const before = await heap();
+  await fill(HEAP_EVENTS);
+  const filled = await heap();
+  await fill(HEAP_EVENTS_LONG - HEAP_EVENTS);
+  const long = await heap();
+  const kept = await harness.send("kept", { session });
+  return {
+    perEvent: [(filled - before) / HEAP_EVENTS],
+    longGrowth: [long - before],
+    keptLong: [Number(kept.kept)],
+  };
 }

@@ -11,6 +11,8 @@
  * - `memory`: harness and executor in this process over the in-memory pair (and the JSON
  *   reference figure).
  * - `events-harness`, `events-executor <url>`: durable session events; the executor drives.
+ *   The harness also answers `heap` (heap used after a full collection: run it with the GC
+ *   exposed) and `kept {session}`; the executor `fill {client, session, count}`.
  * - `mcp-memory`, `mcp-ws-server`, `mcp-ws-client <url>`: the MCP SDK baseline.
  * - `scale-harness`, `scale-executors`, `idle-ws-server`, `idle-ws-clients`: see scale-roles.ts.
  */
@@ -71,6 +73,18 @@ async function idle(close: () => Promise<void> | void): Promise<void> {
   await drive(() => {
     throw new Error("this process does not drive");
   }, close);
+}
+
+/** Heap used after full collections, when the runtime lets this process collect. */
+async function settledHeap(): Promise<number> {
+  const bun = (globalThis as { Bun?: { gc(force: boolean): void } }).Bun;
+  const gc = (globalThis as { gc?: () => void }).gc ?? (bun ? () => bun.gc(true) : undefined);
+  if (!gc) throw new Error("no way to collect garbage: run with --expose-gc");
+  for (let i = 0; i < 3; i++) {
+    gc();
+    await sleep(50);
+  }
+  return process.memoryUsage().heapUsed;
 }
 
 function where(arg: string | undefined): { tcp: true } | { path: string } {
@@ -183,6 +197,15 @@ async function main(): Promise<void> {
           }
           return { sessions: out };
         },
+        heap: async () => ({ heapUsed: await settledHeap() }),
+        kept: (c) => {
+          const session = harness.sessions.get(String(c.session));
+          if (!session) throw new Error(`no session ${c.session}`);
+          return Promise.resolve({
+            kept: session.eventRecords.length,
+            dropped: session.droppedEvents,
+          });
+        },
       });
       return;
     }
@@ -202,22 +225,39 @@ async function main(): Promise<void> {
       }
       report({ ready: true, executors: clients.size });
       let n = 0;
+      const emit = (client: ExecutorClient, session_id: string) =>
+        client.call("session.event", {
+          session_id,
+          event: { type: "output", n: n++, text: "a line of tool output, about this long" },
+        });
       await drive(
         (c) => {
           const client = clients.get(String(c.client))!;
           const session_id = String(c.session);
           return measureLoop(
-            () =>
-              client.call("session.event", {
-                session_id,
-                event: { type: "output", n: n++, text: "a line of tool output, about this long" },
-              }),
+            () => emit(client, session_id),
             numberArg(c, "inflight"),
             numberArg(c, "ms"),
           );
         },
         async () => {
           for (const client of clients.values()) await client.stop();
+        },
+        {
+          // `count` events, 64 in flight, all acknowledged.
+          fill: async (c) => {
+            const client = clients.get(String(c.client))!;
+            const session_id = String(c.session);
+            let left = numberArg(c, "count");
+            const lane = async () => {
+              while (left > 0) {
+                left--;
+                await emit(client, session_id);
+              }
+            };
+            await Promise.all(Array.from({ length: 64 }, lane));
+            return {};
+          },
         },
       );
       return;

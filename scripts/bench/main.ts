@@ -5,14 +5,21 @@
  *
  *   npm run bench [-- --quick] [--only calls,scale,binary,workers,store] [--runtimes node,deno,bun]
  *                 [--duration MS] [--runs N] [--warmup MS] [--sizes 1000,5000,10000] [--window MS]
- *                 [--cpu N | --no-pin] [--json FILE]
+ *                 [--cpu N | --no-pin] [--compare DIR] [--cases ID,...] [--json FILE] [--help]
+ *
+ * `--compare DIR` runs the SDK's cases of suites 1 and 2 from another checkout too (DIR: its
+ * root, with node_modules), each taking turns with this checkout's, and prints both side by
+ * side: a before/after of a change measured in one run. `--cases` keeps only some cases of suites
+ * 1 and 2 (ids: ws-echo, tool-ws, unix-echo, tool-unix, ndjson-echo, tool-memory, events,
+ * mcp-memory, mcp-ws).
  *
  * 1. Tool-call round trips (harness `callTool` → executor handler → result at the harness), 1
  *    and 64 in flight, in memory, over WebSocket and over a Unix socket, on Node, Deno and Bun;
  *    baselines: a raw WebSocket / Unix-socket echo of a frame of the same size on the same
  *    runtime, and on Node the MCP TypeScript SDK's tools/call in memory and over WebSocket.
  * 2. Durable session events per second (executor emits, harness acknowledges), 1 in flight
- *    and windowed.
+ *    and windowed; the harness's heap per durable event its session log keeps, and its growth
+ *    over 50,000 events (the log keeps the newest 10,000 by default).
  * 3. Harness scale: N executors on one Node harness (memory against bare `ws`, heartbeat CPU,
  *    re-registration after a restart).
  * 4. The compiled executor: size, and spawn-to-registered time.
@@ -25,9 +32,17 @@
  */
 import { cpus } from "node:os";
 import { spawnSync } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { type CallResults, runCallSuite } from "./calls.ts";
+import {
+  type CallResults,
+  HEAP_EVENTS,
+  HEAP_EVENTS_LONG,
+  runCallSuite,
+  SDK_CASES,
+} from "./calls.ts";
 import { runScaleSuite, type ScaleResult } from "./scale.ts";
 import { type BinaryResult, runBinarySuite } from "./binary.ts";
 import { bin, HAS_TASKSET, type Runtime } from "./procs.ts";
@@ -46,9 +61,25 @@ const { values: flags } = parseArgs({
     window: { type: "string" },
     cpu: { type: "string" },
     "no-pin": { type: "boolean", default: false },
+    compare: { type: "string" },
+    cases: { type: "string" },
     json: { type: "string" },
+    help: { type: "boolean", default: false },
   },
 });
+
+if (flags.help) {
+  // The usage is this module's own comment.
+  const source = readFileSync(fileURLToPath(import.meta.url), "utf8");
+  const usage = source.slice(source.indexOf("/**") + 3, source.indexOf("*/"));
+  console.log(usage.split("\n").map((line) => line.replace(/^ \* ?/, "")).join("\n").trim());
+  process.exit(0);
+}
+const compare = flags.compare ? resolve(flags.compare) : undefined;
+if (compare && !existsSync(join(compare, "scripts/bench/child.ts"))) {
+  console.error(`--compare ${compare}: no scripts/bench/child.ts there`);
+  process.exit(2);
+}
 
 const quick = flags.quick!;
 const suites = new Set((flags.only ?? "calls,scale,binary,workers,store").split(","));
@@ -185,6 +216,8 @@ if (suites.has("calls")) {
       warmupMs,
       cpu,
       log,
+      ...(compare ? { compare } : {}),
+      ...(flags.cases ? { cases: flags.cases.split(",") } : {}),
     });
   }
   json.calls = all;
@@ -321,7 +354,41 @@ if (suites.has("calls")) {
     ratioRow("    / raw WebSocket echo, 1 in flight", ["events", "1"], ["ws-echo", "1"]),
     figure("  windowed (eventWindow 64, 64 emitted at a time)", "events", "64"),
     ratioRow("    / raw WebSocket echo, 64 in flight", ["events", "64"], ["ws-echo", "64"]),
+    [
+      `  harness heap per event its log keeps (${int(HEAP_EVENTS)} small events)`,
+      ...cols.map((r) => {
+        const v = med(r, "event-heap", "perEvent");
+        return v === undefined ? "–" : `${int(v)} B`;
+      }),
+    ],
+    [
+      `  harness heap growth after ${int(HEAP_EVENTS_LONG)} events (events kept)`,
+      ...cols.map((r) => {
+        const v = med(r, "event-heap", "longGrowth");
+        const kept = med(r, "event-heap", "keptLong");
+        return v === undefined ? "–" : `${(v / 1024 / 1024).toFixed(1)} MiB (${int(kept ?? 0)})`;
+      }),
+    ],
   ]));
+  if (compare) {
+    print();
+    print(`Against --compare ${compare} (its SDK cases took turns with these, same pinning)`);
+    const compareRows: Row[] = [];
+    for (const id of SDK_CASES) {
+      for (const key of ["1", "64", "json"]) {
+        if (!get(cols[0], id, key) && !cols.some((r) => get(r, id, key))) continue;
+        compareRows.push(
+          [
+            `  ${id}, ${key === "json" ? "JSON pair" : `${key} in flight`}: this`,
+            ...cols.map((r) => rate(get(r, id, key))),
+          ],
+          [`    --compare`, ...cols.map((r) => rate(get(r, `${id}@base`, key)))],
+          ratioRow("    this / --compare", [id, key], [`${id}@base`, key]),
+        );
+      }
+    }
+    print(table(["", ...cols], compareRows));
+  }
   const per = (a: [string, string], b: [string, string]) =>
     cols.map((r) => [r, ratio(r, a, b)] as [string, number | undefined]);
   check(

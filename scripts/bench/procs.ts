@@ -4,6 +4,7 @@
  * the answers.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { build } from "esbuild";
 import { createInterface } from "node:readline";
 import { join, resolve } from "node:path";
@@ -18,24 +19,33 @@ const CHILD = join(ROOT, "scripts/bench/child.ts");
  * Where Node's children run from: child.ts and the SDK sources bundled by esbuild into one ES
  * module (dependencies stay in node_modules), as a published JavaScript package would run.
  * Running them through tsx instead would add its `keepNames` helper — a defineProperty on every
- * closure created — to every frame's path, which no user's Node would run.
+ * closure created — to every frame's path, which no user's Node would run. One bundle per
+ * checkout (`--compare` runs another one's child.ts), all resolving packages from this one.
  */
-const NODE_BUNDLE = join(ROOT, "node_modules/.cache/bma-bench/child.mjs");
-let bundled: Promise<void> | undefined;
+function nodeBundle(root: string): string {
+  if (root === ROOT) return join(ROOT, "node_modules/.cache/bma-bench/child.mjs");
+  const tag = createHash("sha256").update(root).digest("hex").slice(0, 12);
+  return join(ROOT, `node_modules/.cache/bma-bench/child-${tag}.mjs`);
+}
+const bundled = new Map<string, Promise<void>>();
 
-/** Builds the Node bundle of child.ts (once per run of the benchmark). */
-export function bundleForNode(): Promise<void> {
-  bundled ??= build({
-    entryPoints: [CHILD],
-    outfile: NODE_BUNDLE,
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node20",
-    packages: "external",
-    logLevel: "error",
-  }).then(() => {});
-  return bundled;
+/** Builds the Node bundle of a checkout's child.ts (once per run of the benchmark). */
+export function bundleForNode(root: string = ROOT): Promise<void> {
+  let done = bundled.get(root);
+  if (!done) {
+    done = build({
+      entryPoints: [join(root, "scripts/bench/child.ts")],
+      outfile: nodeBundle(root),
+      bundle: true,
+      platform: "node",
+      format: "esm",
+      target: "node20",
+      packages: "external",
+      logLevel: "error",
+    }).then(() => {});
+    bundled.set(root, done);
+  }
+  return done;
 }
 
 /** The runtimes the benchmark runs on. */
@@ -59,20 +69,28 @@ export interface SpawnOptions {
   raiseFileLimit?: boolean;
   /** A label for errors. */
   label?: string;
+  /** The checkout whose scripts/bench/child.ts runs (`--compare`). Default: this one. */
+  root?: string;
 }
 
-/** The command line that runs child.ts with `args` on `runtime`. */
-function commandLine(runtime: Runtime, args: string[], flags: string[]): [string, string[]] {
-  if (runtime === "deno") return [bin("deno"), ["run", "-A", "--quiet", ...flags, CHILD, ...args]];
-  if (runtime === "bun") return [bin("bun"), [...flags, CHILD, ...args]];
-  return [process.execPath, [...flags, NODE_BUNDLE, ...args]];
+/** The command line that runs a checkout's child.ts with `args` on `runtime`. */
+function commandLine(
+  runtime: Runtime,
+  args: string[],
+  flags: string[],
+  root: string,
+): [string, string[]] {
+  const child = root === ROOT ? CHILD : join(root, "scripts/bench/child.ts");
+  if (runtime === "deno") return [bin("deno"), ["run", "-A", "--quiet", ...flags, child, ...args]];
+  if (runtime === "bun") return [bin("bun"), [...flags, child, ...args]];
+  return [process.execPath, [...flags, nodeBundle(root), ...args]];
 }
 
 /** A running child process of the benchmark. */
 export class Child {
   /** Starts a child once the Node bundle is built (see {@linkcode bundleForNode}). */
   static async start(runtime: Runtime, args: string[], options: SpawnOptions = {}): Promise<Child> {
-    if (runtime === "node") await bundleForNode();
+    if (runtime === "node") await bundleForNode(options.root);
     return new Child(runtime, args, options);
   }
 
@@ -89,7 +107,8 @@ export class Child {
 
   constructor(runtime: Runtime, args: string[], options: SpawnOptions = {}) {
     this.label = options.label ?? `${runtime} ${args[0]}`;
-    let [command, argv] = commandLine(runtime, args, options.runtimeFlags ?? []);
+    const root = options.root ?? ROOT;
+    let [command, argv] = commandLine(runtime, args, options.runtimeFlags ?? [], root);
     if (options.raiseFileLimit) {
       argv = ["-c", 'ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec "$@"', "bash", command, ...argv];
       command = "bash";
@@ -99,7 +118,7 @@ export class Child {
       command = "taskset";
     }
     this.process = spawn(command, argv, {
-      cwd: ROOT,
+      cwd: root,
       stdio: ["pipe", "pipe", "pipe"],
       env: { ...process.env, NO_COLOR: "1" },
     });

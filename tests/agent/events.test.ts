@@ -189,7 +189,8 @@ describe("agent events", { timeout: 120_000 }, () => {
     const random = prng(seed);
     const cutAt = new Set<number>();
     while (cutAt.size < CUTS) cutAt.add(1 + Math.floor(random() * (EVENTS - 1)));
-    const h = await fx.harness();
+    // The session's log keeps every event, so all can be checked in it.
+    const h = await fx.harness({ harness: { maxSessionEvents: EVENTS + 2 } });
     const proxy = await fx.proxy(h.server.url);
     const stream = collect(h.platform.stream("ses_chaos"));
     let deltasSent = 0;

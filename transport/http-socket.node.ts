@@ -1,0 +1,78 @@
+/**
+ * HTTP over a local socket (a Unix socket path, or a Windows named pipe) with `node:http`, which
+ * Node, Deno and Bun all run: how an executor that dialed a harness at `unix:///path.sock`
+ * reaches the same harness's HTTP side (artifact uploads). Web-standard `Request` in,
+ * `Response` out.
+ */
+import { request as httpRequest } from "node:http";
+
+/** The largest response body read: the artifact endpoint answers a few hundred bytes. */
+const MAX_RESPONSE_BYTES = 1024 * 1024;
+const NO_BODY = new Set([204, 205, 304]);
+
+/**
+ * Sends `request` to the HTTP server listening on `socketPath` and resolves with its response
+ * (its body read whole, at most 1 MiB). The request URL gives the path, query and host header;
+ * its origin is otherwise ignored. Rejects on a socket error or when `request.signal` aborts.
+ */
+export async function fetchOverSocket(socketPath: string, request: Request): Promise<Response> {
+  const body = request.body ? new Uint8Array(await request.arrayBuffer()) : undefined;
+  const url = new URL(request.url);
+  const headers: Record<string, string> = { host: url.host || "localhost" };
+  request.headers.forEach((value, key) => (headers[key] = value));
+  if (body) headers["content-length"] = String(body.byteLength);
+  const signal = request.signal;
+  return await new Promise<Response>((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const outgoing = httpRequest(
+      { socketPath, method: request.method, path: `${url.pathname}${url.search}`, headers },
+      (incoming) => {
+        const chunks: Uint8Array[] = [];
+        let size = 0;
+        incoming.on("data", (chunk: Uint8Array) => {
+          size += chunk.byteLength;
+          if (size > MAX_RESPONSE_BYTES) {
+            outgoing.destroy(new Error("response over 1 MiB"));
+            return;
+          }
+          chunks.push(chunk);
+        });
+        incoming.on("error", reject);
+        incoming.on("end", () => {
+          const responseHeaders = new Headers();
+          for (const [key, value] of Object.entries(incoming.headers)) {
+            if (Array.isArray(value)) { for (const v of value) responseHeaders.append(key, v); }
+            else if (value !== undefined) responseHeaders.set(key, value);
+          }
+          const status = incoming.statusCode ?? 0;
+          if (status < 200 || status > 599) {
+            reject(new Error(`unexpected HTTP status ${status}`));
+            return;
+          }
+          const bytes = new Uint8Array(size);
+          let at = 0;
+          for (const chunk of chunks) {
+            bytes.set(chunk, at);
+            at += chunk.byteLength;
+          }
+          resolve(
+            new Response(NO_BODY.has(status) ? null : bytes, {
+              status,
+              statusText: incoming.statusMessage ?? "",
+              headers: responseHeaders,
+            }),
+          );
+        });
+      },
+    );
+    const onAbort = () =>
+      outgoing.destroy(signal.reason instanceof Error ? signal.reason : undefined);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    outgoing.on("error", (error) => {
+      signal?.removeEventListener("abort", onAbort);
+      reject(signal?.aborted ? signal.reason : error);
+    });
+    outgoing.on("close", () => signal?.removeEventListener("abort", onAbort));
+    outgoing.end(body);
+  });
+}
