@@ -889,6 +889,7 @@ async function main(): Promise<number> {
   }
   for (const server of servers) writeOut(`listening ${server.url}`);
 
+  // (An inspector page, `--ui`, would be one more server here, closed with the others.)
   const input = new Input(process.stdin);
   const cli = new Cli(harness, servers, input);
   const finish = (code: number) => {
