@@ -84,9 +84,10 @@ describe("bma-harness: commands", { timeout: 180_000 }, () => {
   let letGo!: () => void;
   const lettingGo = new Promise<void>((resolve) => (letGo = resolve));
   after(async () => {
+    // The processes first: nothing below may leave one behind.
+    for (const child of children) child.kill("SIGKILL");
     letGo();
     await Promise.all(clients.map((client) => client.stop().catch(() => {})));
-    for (const child of children) child.kill("SIGKILL");
     rmSync(dir, { recursive: true, force: true });
   });
 
