@@ -5,8 +5,8 @@
  * public class) admits connections and hands them here; a runtime only moves frames.
  *
  * Start-up reads back what a previous run left in the store: executors (each with a full lease
- * from now), their live sessions, and the tool calls still pending; event logs are read back
- * per session on first use.
+ * from now, or the lease it had: `recoveredLeases`), their live sessions, and the tool calls
+ * still pending; event logs are read back per session on first use.
  */
 import { PeerHandlers, type ReplyHooks } from "../protocol/peer.ts";
 import type { Clock } from "../protocol/clock.ts";
@@ -19,7 +19,7 @@ import type { Authenticate, Principal } from "./principal.ts";
 import { type ConnectionHost, type ConnectionSnapshot, ExecutorConnection } from "./connection.ts";
 import type { SessionEventSink } from "./event-log.ts";
 import type { AgentExtension, AgentExtensionHooks, AgentExtensionHost } from "./extension.ts";
-import { Executors } from "./executors.ts";
+import { Executors, type RecoveredLeases } from "./executors.ts";
 import type {
   ExecutorEntry,
   ExecutorEvent,
@@ -55,6 +55,7 @@ export interface CoreOptions {
   readonly fileServiceUrl: string | undefined;
   readonly rememberToolCalls: number | undefined;
   readonly rememberEndedSessions: number | undefined;
+  readonly recoveredLeases: RecoveredLeases | undefined;
   readonly agent: AgentExtension | undefined;
   /** Told when a connection's snapshot changed (an edge harness keeps it with its socket). */
   readonly onConnectionChange:
@@ -158,6 +159,7 @@ export class HarnessCore {
       heartbeatIntervalMs: options.heartbeatIntervalMs,
       requestTimeoutMs: options.requestTimeoutMs,
       fileServiceUrl: options.fileServiceUrl,
+      recoveredLeases: options.recoveredLeases ?? "fresh",
       emit: (event) => this.emit(event),
     });
     services.executors = this.executors;
@@ -246,6 +248,7 @@ export class HarnessCore {
     connection.peer.capabilities = executor.capabilities;
     if (previous && previous !== connection) previous.replaced();
     if (snapshot.leaseExpiresAt !== undefined) executor.lease?.extend(snapshot.leaseExpiresAt);
+    this.executors.restored(executor);
     // Acks lost with the evicted peer: the calls go out again (the executor runs each once).
     this.calls.redispatch(executor, connection);
   }

@@ -7,7 +7,9 @@
  * connection change), so a harness started again on the store holds the same executors. A lease
  * runs on the harness's clock; across the harness's own downtime it does not: a harness that
  * recovers from its store gives every executor a full lease (two heartbeat intervals) from the
- * moment it recovers, so its downtime counts against no executor.
+ * moment it recovers, so its downtime counts against no executor — unless it recovers leases
+ * as stored ({@linkcode RecoveredLeases}), the policy of an edge harness that is made again on
+ * every wake-up.
  */
 import type { CallOptions, ReplyHooks } from "../protocol/peer.ts";
 import { hasCapability } from "../protocol/capabilities.ts";
@@ -58,6 +60,20 @@ import { type HarnessStore, isPromiseLike, type MaybePromise } from "./store/sto
 import type { ToolCalls } from "./tool-calls.ts";
 import { storeUnavailable } from "./tool-call-ledger.ts";
 
+/**
+ * How a harness started on a store sets the leases of the executors it reads back:
+ * - `fresh` (the default): a full lease from now for each, so the harness's downtime (a crash,
+ *   a deploy) counts against no executor;
+ * - `stored`: an executor that had no connection when its record was written (it disconnected)
+ *   continues the lease it had, to its stored expiry; one that was connected gets a full lease
+ *   from now, unless a connection restored from its snapshot in the same task moves it
+ *   (`Harness.restore`). Either way the expiry is then in the store as a running lease, so a
+ *   harness made again on the store before it passes (a Durable Object woken by its alarm, or
+ *   by any event, after an eviction) continues it rather than renewing it again: an executor
+ *   that never comes back expires however often the harness is made anew.
+ */
+export type RecoveredLeases = "fresh" | "stored";
+
 /** A connection on which an executor registers (internal). */
 export interface RegisteringConnection extends ExecutorLink {
   readonly protocol: ProtocolVersion;
@@ -83,6 +99,8 @@ export interface ExecutorsDeps {
   readonly heartbeatIntervalMs: number;
   readonly requestTimeoutMs: number | undefined;
   readonly fileServiceUrl: string | undefined;
+  /** How the leases of executors read back from the store are set. */
+  readonly recoveredLeases: RecoveredLeases;
   /** Reports an executor change to `onExecutor` listeners. */
   readonly emit: (event: ExecutorEvent) => void;
 }
@@ -93,6 +111,8 @@ export class Executors implements ExecutorOps {
   readonly byId = new Map<string, ExecutorEntry>();
   readonly #deps: ExecutorsDeps;
   readonly #onLeaseExpired = (executor: ExecutorEntry) => this.#expire(executor);
+  /** Executors whose stored record says they have no connection (`stored` leases only). */
+  readonly #detachedInStore = new Set<string>();
 
   constructor(deps: ExecutorsDeps) {
     this.#deps = deps;
@@ -157,7 +177,7 @@ export class Executors implements ExecutorOps {
     entry.capabilities = params.capabilities;
     if (!resumes) entry.epoch++;
     // Recorded before the answer: a harness started again on the store knows the executor.
-    const written = this.#write(entry);
+    const written = this.#write(entry, false);
     const attach = (): ExecutorRegisterResult => {
       connection.bind(entry);
       entry.connection = connection;
@@ -291,7 +311,7 @@ export class Executors implements ExecutorOps {
     }
     // The lease runs on without heartbeats: what a store-backed edge harness needs to expire
     // it after an eviction.
-    this.#safely(() => this.#write(executor));
+    this.#safely(() => this.#write(executor, true));
     const observers = this.#deps.observers;
     if (observers.active) {
       observers.emit({
@@ -379,6 +399,7 @@ export class Executors implements ExecutorOps {
     executor.channels = undefined;
     for (const channel of [...channels?.values() ?? []]) channel.end(reason);
     if (this.byId.get(executor.id) === executor) this.byId.delete(executor.id);
+    this.#detachedInStore.delete(executor.id);
     const store = this.#deps.store;
     if (store && record) {
       this.#safely(() =>
@@ -412,13 +433,16 @@ export class Executors implements ExecutorOps {
   // ---- the store ---------------------------------------------------------------------------------
 
   /**
-   * Reads back the executors a previous run of the harness left in the store, each with a full
-   * lease from now (see the module's doc): they reconnect and resume within it, or expire.
+   * Reads back the executors a previous run of the harness left in the store, each with a lease
+   * set by the harness's {@linkcode RecoveredLeases} policy: they reconnect and resume within
+   * it, or expire.
    */
   recover(): MaybePromise<void> {
     const store = this.#deps.store;
     if (!store) return;
     return then(store.list<ExecutorRecord>(keys.executors), (rows) => {
+      const stored = this.#deps.recoveredLeases === "stored";
+      const renewed: ExecutorEntry[] = [];
       for (const [, record] of rows) {
         if (this.byId.has(record.id)) continue;
         const entry = this.#entry(
@@ -430,15 +454,47 @@ export class Executors implements ExecutorOps {
           record.draining,
         );
         this.byId.set(record.id, entry);
-        entry.lease!.renew();
+        if (stored && record.detached && record.leaseExpiresAt !== undefined) {
+          entry.lease!.extend(record.leaseExpiresAt);
+          this.#detachedInStore.add(record.id);
+        } else {
+          entry.lease!.renew();
+          if (stored) renewed.push(entry);
+        }
       }
+      if (renewed.length === 0) return;
+      // Recorded as running leases once this task is over: a connection restored in it (the
+      // socket outlived the harness) keeps its executor's record as it is.
+      queueMicrotask(() => {
+        for (const entry of renewed) {
+          if (entry.gone || entry.connection) continue;
+          this.#detachedInStore.add(entry.id);
+          this.#safely(() => this.#write(entry, true));
+        }
+      });
     });
   }
 
-  /** Writes the executor's record. */
-  #write(executor: ExecutorEntry): MaybePromise<void> {
+  /**
+   * A connection of `executor` was restored from its snapshot (`Harness.restore`): a stored
+   * record that says it has none is written again.
+   */
+  restored(executor: ExecutorEntry): void {
+    if (this.#detachedInStore.has(executor.id)) this.#safely(() => this.#write(executor, false));
+  }
+
+  /**
+   * Writes the executor's record; `detached` when no connection holds it (default: whether
+   * none does now).
+   */
+  #write(
+    executor: ExecutorEntry,
+    detached: boolean = executor.connection === undefined,
+  ): MaybePromise<void> {
     const store = this.#deps.store;
     if (!store) return;
+    if (detached) this.#detachedInStore.add(executor.id);
+    else this.#detachedInStore.delete(executor.id);
     const record: ExecutorRecord = {
       id: executor.id,
       principal: storedPrincipal(executor.principal),
@@ -449,6 +505,7 @@ export class Executors implements ExecutorOps {
       ...(executor.lease?.expiresAt !== undefined
         ? { leaseExpiresAt: executor.lease.expiresAt }
         : {}),
+      ...(detached ? { detached: true } : {}),
     };
     try {
       const written = store.write([{ put: keys.executor(executor.id), value: record }]);

@@ -31,6 +31,7 @@ import {
   NoServerFactoryError,
 } from "./errors.ts";
 import type { SessionEventSink } from "./event-log.ts";
+import type { RecoveredLeases } from "./executors.ts";
 import type { AgentExtension } from "./extension.ts";
 import type { ExecutorEvent, ExecutorHandle, Session } from "./handles.ts";
 import type { HarnessObserver } from "./observe.ts";
@@ -137,6 +138,14 @@ export interface HarnessOptions {
    * would keep, without the cost of writing it out on every tool call and event.
    */
   store?: HarnessStore;
+  /**
+   * How a harness started on a store sets the leases of the executors it reads back: `fresh`
+   * (the default) gives each a full lease from now, so the harness's downtime counts against no
+   * executor; `stored` continues the lease of an executor that had disconnected (an edge harness
+   * made anew on every wake-up: an executor that never comes back still expires). See
+   * {@linkcode RecoveredLeases}.
+   */
+  recoveredLeases?: RecoveredLeases;
   /**
    * How many ended sessions the store remembers (their records, events and results, readable
    * through `harness.session(id)`); older ones are forgotten. Default 1,000.
@@ -250,6 +259,7 @@ export class Harness {
       fileServiceUrl: options.fileServiceUrl,
       rememberToolCalls: options.rememberToolCalls,
       rememberEndedSessions: options.rememberEndedSessions,
+      recoveredLeases: options.recoveredLeases,
       agent: options.agent,
       onConnectionChange: options.onConnectionChange,
     });

@@ -77,6 +77,7 @@ export type {
   AgentOps,
 } from "./extension.ts";
 export type { ConnectionSnapshot } from "./connection.ts";
+export type { RecoveredLeases } from "./executors.ts";
 export type {
   ExecutorArrivedObservation,
   ExecutorCapabilitiesObservation,

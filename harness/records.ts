@@ -97,6 +97,11 @@ export interface ExecutorRecord {
   readonly draining: boolean;
   /** Its lease's expiry when it was written (a connected executor renews it unwritten). */
   readonly leaseExpiresAt?: number;
+  /**
+   * Written while no connection held it (after a disconnect, or read back without one): its
+   * lease ran on without heartbeats from `leaseExpiresAt`.
+   */
+  readonly detached?: true;
 }
 
 /** Where a session is (the harness's view). */
