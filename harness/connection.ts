@@ -301,6 +301,7 @@ export class ExecutorConnection extends Deadline {
         this.peer.close(CloseCode.POLICY_VIOLATION, "requests before executor.register")
       );
     }
+    if (kind === "request") this.#host.changed?.(this);
     return new ForbiddenError("not registered", { reason: "not_registered" });
   }
 

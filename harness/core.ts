@@ -209,6 +209,8 @@ export class HarnessCore {
       this.#host,
     );
     this.#track(connection, transport);
+    // Its first snapshot: an edge harness evicted before the register keeps its deadlines.
+    this.#host.changed?.(connection);
   }
 
   /**

@@ -419,7 +419,7 @@ export class Executors implements ExecutorOps {
         reason,
       });
     }
-    this.#deps.emit({ type: "gone", executor: executor.handle });
+    this.#deps.emit({ type: "gone", executor: executor.handle, reason });
     executor.settleClosed(reason);
   }
 

@@ -84,6 +84,8 @@ export interface ExecutorEvent {
   readonly type: ExecutorEventType;
   /** The executor. */
   readonly executor: ExecutorHandle;
+  /** `gone`: why. */
+  readonly reason?: ExecutorGoneReason;
 }
 
 /** Options of {@linkcode ExecutorHandle.mount}. */

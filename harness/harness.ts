@@ -45,6 +45,7 @@ import {
 import type { SchedulerDriver } from "./scheduler.ts";
 import type { HarnessStore } from "./store/store.ts";
 import { type TokenEndpointOptions, TokenIssuer } from "./token-endpoint.ts";
+import type { ToolCallStatus } from "./tool-calls.ts";
 
 /** The default heartbeat interval handed to executors: 15 s (the lease is twice that). */
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 15_000;
@@ -310,6 +311,16 @@ export class Harness {
    */
   session(id: string): Session | undefined {
     return this.#core.session(id);
+  }
+
+  /**
+   * A tool call by its `tool_call_id`, whatever its session: pending, or settled and still
+   * remembered (also one settled before the harness restarted on its store). Its `outcome`
+   * settles as the `callTool` that made it does; `undefined` for an id the harness does not
+   * know.
+   */
+  toolCall(id: string): Promise<ToolCallStatus | undefined> {
+    return Promise.resolve(this.#core.calls.status(id));
   }
 
   /** Calls `listener` on every change of the executors (registered, reconnected, disconnected, gone). */

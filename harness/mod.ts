@@ -113,6 +113,7 @@ export {
   type TerminalReadOptions,
 } from "./terminal.ts";
 export type { ToolCallResult, ToolCallState } from "./tool-call-ledger.ts";
+export type { ToolCallStatus } from "./tool-calls.ts";
 export {
   DEFAULT_MAX_SESSION_EVENT_BYTES,
   DEFAULT_MAX_SESSION_EVENTS,

@@ -160,11 +160,25 @@ export class ToolCallLedger {
   find(sessionId: string, id: string): MaybePromise<ToolCallEntry | undefined> {
     const known = this.get(id);
     if (known || !this.#store) return known;
-    return then(this.#store.get<CallRecord>(keys.call(id)), (stored) => {
-      if (!stored?.settled || stored.sessionId !== sessionId) return undefined;
+    return then(
+      this.#settledInStore(id),
+      (entry) => entry?.sessionId === sessionId ? entry : undefined,
+    );
+  }
+
+  /** The entry for a call id, whatever its session: in memory, else settled in the store. */
+  lookup(id: string): MaybePromise<ToolCallEntry | undefined> {
+    const known = this.get(id);
+    if (known || !this.#store) return known;
+    return this.#settledInStore(id);
+  }
+
+  #settledInStore(id: string): MaybePromise<ToolCallEntry | undefined> {
+    return then(this.#store!.get<CallRecord>(keys.call(id)), (stored) => {
+      if (!stored?.settled) return undefined;
       const raced = this.get(id);
       if (raced) return raced;
-      const entry = ToolCallEntry.settled(id, sessionId, stored);
+      const entry = ToolCallEntry.settled(id, stored.sessionId, stored);
       this.#settled?.set(id, entry);
       return entry;
     });

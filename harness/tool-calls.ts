@@ -42,10 +42,26 @@ import type { Observers } from "./observe.ts";
 import type { ToolCallResult } from "./records.ts";
 import { request, withTimeout } from "./send.ts";
 import { isPromiseLike, type MaybePromise } from "./store/store.ts";
-import type { ToolCallEntry, ToolCallLedger } from "./tool-call-ledger.ts";
+import type { ToolCallEntry, ToolCallLedger, ToolCallState } from "./tool-call-ledger.ts";
 import { advertisedInputCheck } from "./tool-input.ts";
 
 const TOOL_CALL_PARAMS = METHOD_SPECS.get("tool.call")!.params;
+
+/** A tool call as {@linkcode Harness.toolCall} finds it (a snapshot, with its outcome). */
+export interface ToolCallStatus {
+  /** The call's id. */
+  readonly tool_call_id: string;
+  /** Its session. */
+  readonly session_id: string;
+  /** The executor it went to. */
+  readonly executor_id: string;
+  /** The tool called; `""` for a call that settled before the harness restarted. */
+  readonly tool: string;
+  /** Where the call was when it was looked up. */
+  readonly state: ToolCallState;
+  /** Resolves with its result, or rejects as `callTool` would. */
+  readonly outcome: Promise<ToolCallResult>;
+}
 
 /** What the tool calls need from the harness. */
 export interface ToolCallsDeps {
@@ -114,6 +130,19 @@ export class ToolCalls implements CallOps {
       {},
       this.#timeoutMs,
     );
+  }
+
+  /** A call by id, pending or remembered (in memory, or settled in the store). */
+  status(id: string): MaybePromise<ToolCallStatus | undefined> {
+    return then(this.#ledger.lookup(id), (entry) =>
+      entry && {
+        tool_call_id: entry.id,
+        session_id: entry.sessionId,
+        executor_id: entry.executorId,
+        tool: entry.tool,
+        state: entry.state,
+        outcome: entry.outcome,
+      });
   }
 
   /**
