@@ -30,6 +30,7 @@
  */
 export * from "./mod.ts";
 export {
+  type ChildEnvironmentOptions,
   ExecutorClient,
   type McpServerConfig,
   nodePty,

@@ -28,6 +28,7 @@
  */
 export * from "./mod.ts";
 export {
+  type ChildEnvironmentOptions,
   ExecutorClient,
   type McpServerConfig,
   nodePty,

@@ -127,13 +127,6 @@ export interface ExecutorClientOptions {
    * `environmentId` or `machineId`, a local executor registers in environment `"local"`.
    */
   harnessUrl?: string;
-  /**
-   * HTTP over a local socket, for a `harnessUrl` of `unix:///path.sock`: artifacts are uploaded
-   * to that harness through its socket. The runtime presets (`executor/node.ts`, `deno.ts`,
-   * `bun.ts`) provide it; without it such an executor uploads nothing (results keep their
-   * preview).
-   */
-  socketFetch?: SocketFetch;
   /** What the executor is. */
   executor: ExecutorInfo;
   /** Most sessions held at once; beyond it `session.assign` gets -32009. */
@@ -158,6 +151,13 @@ export interface ExecutorClientOptions {
   server?: WebSocketServe;
   /** HTTP for token exchange and artifact upload. Default: the global `fetch`. */
   fetch?: FetchFunction;
+  /**
+   * HTTP over a local socket, for a `harnessUrl` of `unix:///path.sock`: artifacts are uploaded
+   * to that harness through its socket. The runtime presets (`executor/node.ts`, `deno.ts`,
+   * `bun.ts`) provide it; without it such an executor uploads nothing (results keep their
+   * preview).
+   */
+  socketFetch?: SocketFetch;
   /** Reconnect backoff. Default 250 ms doubling to 30 s, jitter 0.5. */
   reconnect?: BackoffPolicy;
   /** Backoff of retried deliveries (`tool.result`, `session.ended`, events). Default 250 ms to 10 s. */

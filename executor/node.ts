@@ -22,7 +22,8 @@ import {
 export * from "./mod.ts";
 export type { ServeMachineOptions } from "./machine/serve.node.ts";
 export type { ChildEnvironmentOptions } from "./machine/child-env.node.ts";
-export type { McpServerConfig } from "./machine/mcp.node.ts";
+export type { McpServerConfig } from "./machine/mcp-config.ts";
+export type { MachineLimits } from "./machine/limits.ts";
 export type { Pty, PtyEvents, PtyExit, PtyHost, PtySpawnOptions } from "./machine/pty.ts";
 export { PtySpawnError } from "./machine/pty.ts";
 
@@ -46,12 +47,15 @@ export class ExecutorClient extends PortableExecutorClient {
  * with `mcpServers`, the MCP relay. Each advertises its capability. Dispose to withdraw them.
  *
  * ```ts
+ * import { ExecutorClient, serveMachine } from "bma-executor-sdk/node";
+ *
  * const client = new ExecutorClient({
  *   harnessUrl: "ws://127.0.0.1:7700",
- *   executor: { name: "my-machine", os: "linux", arch: "x64", version: "0.1.0" },
+ *   executor: { name: "my-app", os: "linux", arch: "x64", version: "1.0.0" },
  * });
- * serveMachine(client, { workdir: "./work" });
+ * const machine = serveMachine(client, { workdir: "./work" });
  * await client.start();
+ * // machine.dispose() withdraws it all and ends the terminals.
  * ```
  */
 export function serveMachine(

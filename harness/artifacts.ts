@@ -39,7 +39,7 @@ export interface ArtifactStore {
 
 /** The store has no room for an artifact: the upload is refused with HTTP 507. */
 export class ArtifactStoreFullError extends Error {
-  /** The error. */
+  /** An error with `message` (default: the store is full). */
   constructor(message = "the artifact store is full") {
     super(message);
     this.name = "ArtifactStoreFullError";
@@ -67,7 +67,7 @@ export class MemoryArtifactStore implements ArtifactStore {
   readonly #maxBytes: number;
   #bytes = 0;
 
-  /** An empty store of at most `options.maxBytes`. */
+  /** An empty store holding at most `options.maxBytes`. */
   constructor(options: MemoryArtifactStoreOptions = {}) {
     this.#maxBytes = options.maxBytes ?? DEFAULT_MAX_STORED_ARTIFACT_BYTES;
   }

@@ -51,9 +51,9 @@ export interface TerminalReadOptions {
 
 /** A second reader of a terminal's output while the first is still reading. */
 export class TerminalBusyError extends LocalError {
-  /** The terminal. */
+  /** The terminal already being read. */
   readonly terminalId: string;
-  /** The error for `terminalId`. */
+  /** Made by `Terminal.output()` and `text()`. */
   constructor(terminalId: string) {
     super(`terminal ${terminalId} already has a reader`);
     this.name = "TerminalBusyError";

@@ -344,26 +344,28 @@ function destroySocket(this: Duplex): void {
   this.destroy();
 }
 
-/** Where an accepted socket keeps the timer of its handshake deadline. */
-const HANDSHAKE: unique symbol = Symbol("bma.handshake");
-type HandshakeSocket = Duplex & { [HANDSHAKE]?: ReturnType<typeof setTimeout> };
+/**
+ * The timers of the handshake deadlines, by socket: a map rather than a property, so the server's
+ * sockets keep the shape of every other socket (a property added after construction would give
+ * them a hidden class of their own, and the stream code every frame runs through two).
+ */
+const handshakes = new WeakMap<Duplex, ReturnType<typeof setTimeout>>();
 
-function awaitHandshake(socket: HandshakeSocket, ms: number): void {
+function awaitHandshake(socket: Duplex, ms: number): void {
   const timer = setTimeout(handshakeExpired, ms, socket);
   (timer as { unref?: () => void }).unref?.();
-  socket[HANDSHAKE] = timer;
+  handshakes.set(socket, timer);
 }
 
-function handshakeExpired(socket: HandshakeSocket): void {
-  if (socket[HANDSHAKE] === undefined) return;
-  socket[HANDSHAKE] = undefined;
+function handshakeExpired(socket: Duplex): void {
+  if (!handshakes.delete(socket)) return;
   socket.destroy();
 }
 
-function handshakeDone(socket: HandshakeSocket): void {
-  const timer = socket[HANDSHAKE];
+function handshakeDone(socket: Duplex): void {
+  const timer = handshakes.get(socket);
   if (timer === undefined) return;
-  socket[HANDSHAKE] = undefined;
+  handshakes.delete(socket);
   clearTimeout(timer);
 }
 

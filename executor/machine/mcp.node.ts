@@ -22,18 +22,9 @@ import type {
 import { NotFoundError, UnavailableError } from "../../protocol/generated/errors.ts";
 import type { Logger } from "../../protocol/logger.ts";
 import { type ProcessUnit, SpawnError } from "./process-group.node.ts";
+import type { McpServerConfig } from "./mcp-config.ts";
 
-/** One server of an `mcp.json`: how to start it over stdio. */
-export interface McpServerConfig {
-  /** The program to run. */
-  command: string;
-  /** Its arguments. */
-  args?: string[];
-  /** Variables set for the server, over the executor's child environment. */
-  env?: Record<string, string>;
-  /** Working directory: relative paths resolve in the session workdir (the default). */
-  cwd?: string;
-}
+export type { McpServerConfig };
 
 /** Reads the `mcpServers` map of an `mcp.json` file. */
 export async function readMcpConfig(path: string): Promise<Record<string, McpServerConfig>> {

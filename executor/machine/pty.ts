@@ -12,9 +12,9 @@ export interface PtySpawnOptions {
   readonly cwd: string;
   /** The whole environment of the program. */
   readonly env: Readonly<Record<string, string>>;
-  /** Columns. */
+  /** Columns of the window. */
   readonly cols: number;
-  /** Rows. */
+  /** Rows of the window. */
   readonly rows: number;
 }
 
@@ -70,7 +70,7 @@ export interface PtyHost {
 
 /** The program of a terminal could not be started (not found, not executable, no PTY). */
 export class PtySpawnError extends Error {
-  /** The error, with its cause. */
+  /** `message` says what could not start; `cause` is the library's error, if any. */
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = "PtySpawnError";

@@ -4,12 +4,13 @@
  * Git credentials and the MCP channel; with a `pty`, the terminal capability (`terminal.*`,
  * `terminals.ts`) too.
  *
- * Every process the executor starts for a session (bash calls, `process.start`, MCP servers)
- * gets the child environment of {@linkcode ServeMachineOptions.environment} (never the
- * executor's credential, tokens, or Git passwords) and is tracked as a process of that session
- * (its process group, and a cgroup where the executor has one), so that when the session ends
- * all of them are ended (SIGTERM, SIGKILL after the grace period to every survivor) before
- * `session.ended` is sent.
+ * Every process the executor starts for a session (bash calls, `process.start`, MCP servers,
+ * terminals) gets the child environment of {@linkcode ServeMachineOptions.environment} (never
+ * the executor's credential, tokens, or Git passwords; a request's own `env` goes through the
+ * same policy) and is tracked as a process of that session (its process group or PTY session,
+ * and a cgroup where the executor has one), so that when the session ends all of them are
+ * ended (SIGTERM, SIGHUP for terminals, SIGKILL after the grace period to every survivor)
+ * before `session.ended` is sent.
  *
  * A capability request for a session the executor does not hold is refused with -32002
  * `unknown_session` before anything starts.
@@ -22,15 +23,18 @@ import { clientInternals } from "../extension.ts";
 import type { ExecutorSession } from "../sessions.ts";
 import { ToolError } from "../tool-results.ts";
 import { BashTimeoutError, runBash } from "./bash.node.ts";
-import { CgroupTree } from "./cgroup.node.ts";
+import { type Cgroup, CgroupTree, inCgroup } from "./cgroup.node.ts";
 import { ChildEnvironment, type ChildEnvironmentOptions } from "./child-env.node.ts";
 import { editTool, FileToolError, globTool, grepTool, readTool, writeTool } from "./files.node.ts";
 import { GitCredentialStore } from "./git-credentials.node.ts";
-import { McpRelay, type McpServerConfig } from "./mcp.node.ts";
+import type { McpServerConfig } from "./mcp-config.ts";
+import { McpRelay } from "./mcp.node.ts";
 import { ProcessTable } from "./processes.node.ts";
 import type { PtyHost } from "./pty.ts";
+import { resolveProgram } from "./pty.node.ts";
 import { cgroupSource, SessionProcesses } from "./session-processes.node.ts";
-import { serveTerminals } from "./terminals.ts";
+import { serveTerminals, type TerminalScope } from "./terminals.ts";
+import { DEFAULT_MACHINE_LIMITS, type MachineLimits } from "./limits.ts";
 import { backupWorkspace, downloadFile, installSkill, uploadFile } from "./transfer.node.ts";
 import { Workdir } from "./workdir.node.ts";
 import { join } from "node:path";
@@ -66,6 +70,8 @@ export interface ServeMachineOptions {
   skillsRoot?: string;
   /** Fetch for skill archives and backup uploads. Default: the global fetch. */
   fetch?: typeof fetch;
+  /** Bounds of the file tools, file transfer, skills and backups (defaults in the README). */
+  limits?: Partial<MachineLimits>;
   /** Where the private directory of the Git credential sockets is made. Default: the temp dir. */
   gitSocketDir?: string;
   /**
@@ -102,11 +108,25 @@ function unknownSession(): NotFoundError {
   return new NotFoundError("unknown session", { reason: "unknown_session" });
 }
 
+/** A terminal's cgroup leaf, where the terminal table looks for its processes too. */
+function cgroupScope(cgroup: Cgroup): TerminalScope {
+  return {
+    signal: (signal) => {
+      if (signal !== "SIGKILL") return cgroup.signal(signal);
+      if (cgroup.populated() !== true) return false;
+      cgroup.kill();
+      return true;
+    },
+    alive: () => cgroup.populated() === true,
+  };
+}
+
 /** Registers the machine tools and the process capability; dispose to withdraw them. */
 export function serveMachine(client: ExecutorClient, options: ServeMachineOptions): Disposable {
   const internals = clientInternals(client);
   const logger = internals.logger;
   const workdir = new Workdir(options.workdir);
+  const limits: MachineLimits = { ...DEFAULT_MACHINE_LIMITS, ...options.limits };
   const graceMs = options.graceMs ?? 2_000;
   const git = new GitCredentialStore({ parentDir: options.gitSocketDir, logger });
   const childEnv = new ChildEnvironment(
@@ -215,11 +235,15 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
         throw error;
       }
     }),
-    client.tools.read.handle((input) => asToolError(readTool(input, workdir))),
+    client.tools.read.handle((input) => asToolError(readTool(input, workdir, limits))),
     client.tools.write.handle((input) => asToolError(writeTool(input, workdir))),
-    client.tools.edit.handle((input) => asToolError(editTool(input, workdir))),
-    client.tools.glob.handle((input) => asToolError(globTool(input, workdir))),
-    client.tools.grep.handle((input) => asToolError(grepTool(input, workdir))),
+    client.tools.edit.handle((input) => asToolError(editTool(input, workdir, limits))),
+    client.tools.glob.handle((input, ctx) =>
+      asToolError(globTool(input, workdir, limits, ctx.signal))
+    ),
+    client.tools.grep.handle((input, ctx) =>
+      asToolError(grepTool(input, workdir, limits, ctx.signal))
+    ),
     serve("process.start", true, (params, { table }) => table.start(params)),
     serve("process.write", false, (params, { table }) => table.write(params)),
     serve("process.read", false, (params, { table }, ctx) => table.read(params, ctx.signal)),
@@ -227,14 +251,21 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
     serve("process.wait", false, (params, { table }, ctx) => table.wait(params, ctx.signal)),
     serve("process.list", false, (_params, { table }) => table.list()),
     serve("file.upload", true, (params) => uploadFile(params, workdir)),
-    serve("file.download", false, (params) => downloadFile(params, workdir)),
+    serve("file.download", false, (params) => downloadFile(params, workdir, limits)),
     serve(
       "skill.install",
       true,
       (params) =>
-        installSkill(params, options.skillsRoot ?? join(workdir.root, ".bma", "skills"), fetchFn),
+        installSkill(params, options.skillsRoot ?? join(workdir.root, ".bma", "skills"), fetchFn, {
+          workdir,
+          limits,
+        }),
     ),
-    serve("workspace.backup", true, (params) => backupWorkspace(params, workdir, fetchFn)),
+    serve(
+      "workspace.backup",
+      true,
+      (params) => backupWorkspace(params, workdir, fetchFn, limits),
+    ),
     serve("git.credentials", true, (params) => git.store(params)),
   ];
   if (options.pty && options.pty.available()) {
@@ -242,8 +273,18 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
       pty: options.pty,
       graceMs,
       resolveCwd: (path) => workdir.resolve(path),
-      // The child environment bash gets (never the executor's credential or secrets).
-      env: (sessionId) => envFor(sessionId),
+      // The child environment bash gets, the terminal's own variables through the same policy.
+      env: (sessionId, extra) => envFor(sessionId, extra),
+      // A process of the session like any other: in a cgroup leaf of its own where there is
+      // one (so a `setsid` descendant is still found), ended with the session.
+      place: (sessionId, argv, launch, { cwd, env }) =>
+        held(sessionId, true).processes.adopt((cgroup) => {
+          if (!cgroup) return launch(argv);
+          // The wrapper's shell would start whatever it is given: the program is looked up
+          // first, so that a missing one is still refused as spawn_failed.
+          const program = resolveProgram(argv[0], env, cwd);
+          return launch(inCgroup(cgroup, [program, ...argv.slice(1)]), cgroupScope(cgroup));
+        }),
     }));
   }
   if (options.mcpServers && Object.keys(options.mcpServers).length > 0) {

@@ -4,6 +4,10 @@
  * offset-addressed log that streams out as `terminal.output` and can be caught up with
  * `terminal.read`, input, resize, and an end for each of them (SIGHUP to the terminal's
  * processes, SIGKILL after the grace period, the PTY closed).
+ *
+ * "The terminal's processes" are those of the PTY's session ({@linkcode Pty.signal}) and, when
+ * the machine placed the program in a scope of its own ({@linkcode TerminalScope}: a cgroup of
+ * the session), every process in that scope, a `setsid` descendant included.
  */
 import type {
   TerminalCloseParams,
@@ -38,8 +42,23 @@ export interface TerminalTableOptions {
    * (-32001 `path_outside_workdir`) for a path outside it.
    */
   resolveCwd(path: string): Promise<string>;
-  /** The environment of a terminal's program, before `TERM` and `terminal.open`'s `env`. */
-  env(): Record<string, string>;
+  /**
+   * The whole environment of a terminal's program, given what the terminal adds (`TERM` and
+   * `terminal.open`'s `env`): the machine puts `extra` through the same child-environment policy
+   * as every other source (its `drop` list, no secret of the executor's).
+   */
+  env(extra: Readonly<Record<string, string>>): Record<string, string>;
+  /**
+   * Starts a terminal's program as a process of its session, to be ended with the others:
+   * calls `launch` once (with the argv to start, e.g. wrapped to enter a cgroup, and that scope)
+   * and resolves with what it returned, or throws (the contract's error, or a
+   * {@linkcode PtySpawnError}). Default: `launch(argv)`.
+   */
+  place?(
+    argv: readonly string[],
+    launch: LaunchTerminal,
+    context: { readonly cwd: string; readonly env: Readonly<Record<string, string>> },
+  ): Promise<TerminalMember>;
   /** Streams output as it arrives (the executor sends it as `terminal.output`; lossy). */
   onOutput?: (params: TerminalOutputParams) => void;
   /** Time between SIGHUP and SIGKILL. Default 2 s. */
@@ -50,11 +69,41 @@ export interface TerminalTableOptions {
   maxOpen?: number;
 }
 
+/**
+ * Where the machine keeps a terminal's processes beyond the PTY's session (a cgroup of the
+ * session): what `setsid` takes out of the session stays in it.
+ */
+export interface TerminalScope {
+  /** Sends `signal` to every process in the scope; true when any received it. */
+  signal(signal: "SIGHUP" | "SIGKILL"): boolean;
+  /** Whether any process is in the scope (zombies do not count). */
+  alive(): boolean;
+}
+
+/** A started terminal, as the session's process tracking sees it. */
+export interface TerminalMember {
+  /**
+   * Ends the terminal (SIGHUP to its processes, SIGKILL after `graceMs`, the PTY closed);
+   * resolves once none of its processes is left. Joins an end already under way.
+   */
+  terminate(graceMs: number): Promise<void>;
+  /** Resolves once the terminal has ended, by {@linkcode terminate} or by itself. */
+  readonly ended: Promise<void>;
+}
+
+/**
+ * Starts the terminal's program on its PTY: `argv` as given (the program, or a wrapper that
+ * enters `scope` and execs it), the terminal's other processes looked for in `scope` too.
+ * Throws {@linkcode PtySpawnError} (or the contract's error) when it cannot start.
+ */
+export type LaunchTerminal = (argv: readonly string[], scope?: TerminalScope) => TerminalMember;
+
 type State = "open" | "closing" | "closed";
 
 interface Entry {
   readonly id: string;
   readonly pty: Pty;
+  readonly scope: TerminalScope | undefined;
   readonly buffer: OutputBuffer;
   state: State;
   exit: PtyExit | undefined;
@@ -62,6 +111,9 @@ interface Entry {
   readonly exited: Promise<void>;
   /** Resolves when no process of the terminal is left and the PTY is closed. */
   ended: Promise<void> | undefined;
+  /** Resolves once {@linkcode Entry.ended} has (however the end came about). */
+  readonly done: Promise<void>;
+  finish(): void;
 }
 
 /** Most bytes one `terminal.read` answers with, whatever `max_bytes` asks (frames stay small). */
@@ -185,11 +237,7 @@ export class TerminalTable {
   async #start(id: string, params: TerminalOpenParams): Promise<TerminalOpenResult> {
     const options = this.#options;
     const cwd = await options.resolveCwd(params.cwd ?? ".");
-    const env: Record<string, string> = {
-      ...options.env(),
-      TERM: "xterm-256color",
-      ...params.env,
-    };
+    const env = options.env({ TERM: "xterm-256color", ...params.env });
     const buffer = new OutputBuffer(options.bufferBytes);
     let pending = new Uint8Array(0); // an incomplete UTF-8 character held for the next chunk
     // The entry exists once spawn() returned; what the PTY reports before that waits for it.
@@ -238,35 +286,49 @@ export class TerminalTable {
       // Whatever the program left running in its session ends with it.
       if (entry.state === "open") void this.#end(entry, this.#grace);
     };
-    let pty: Pty;
-    try {
-      pty = options.pty.spawn({
-        argv: params.argv ?? options.pty.defaultArgv(),
+    const launch: LaunchTerminal = (argv, scope) => {
+      if (started.entry) throw new Error("a terminal is launched once");
+      const pty = options.pty.spawn({
+        argv,
         cwd,
         env,
         cols: params.cols ?? 80,
         rows: params.rows ?? 24,
       }, { data, exit });
+      let finish!: () => void;
+      const entry: Entry = started.entry = {
+        id,
+        pty,
+        scope,
+        buffer,
+        state: "open",
+        exit: undefined,
+        exited: new Promise<void>((resolve) => (exited = resolve)),
+        ended: undefined,
+        done: new Promise<void>((resolve) => (finish = resolve)),
+        finish: () => finish(),
+      };
+      this.#entries.set(id, entry);
+      this.#forgetOldClosed();
+      for (const chunk of early.splice(0)) data(chunk);
+      if (earlyExit) exit(earlyExit);
+      return { terminate: (graceMs) => this.#end(entry, graceMs), ended: entry.done };
+    };
+    const argv = params.argv ?? options.pty.defaultArgv();
+    try {
+      if (options.place) await options.place(argv, launch, { cwd, env });
+      else launch(argv);
     } catch (error) {
+      // Started, then refused (the session began to end meanwhile): it does not outlive this.
+      if (started.entry) void this.#end(started.entry, 0);
       if (error instanceof PtySpawnError) {
         throw new NotFoundError(error.message, { reason: "spawn_failed", field: "argv" });
       }
       throw error;
     }
-    const entry: Entry = started.entry = {
-      id,
-      pty,
-      buffer,
-      state: "open",
-      exit: undefined,
-      exited: new Promise<void>((resolve) => (exited = resolve)),
-      ended: undefined,
-    };
-    this.#entries.set(id, entry);
-    this.#forgetOldClosed();
-    for (const chunk of early.splice(0)) data(chunk);
-    if (earlyExit) exit(earlyExit);
-    return { terminal_id: id, pid: pty.pid };
+    const entry = started.entry;
+    if (!entry) throw new Error("the terminal's program was not launched");
+    return { terminal_id: id, pid: entry.pty.pid };
   }
 
   /** Ends a terminal once: SIGHUP, SIGKILL after `graceMs` to whatever is left, PTY closed. */
@@ -274,17 +336,18 @@ export class TerminalTable {
     if (entry.ended) return entry.ended;
     entry.state = "closing";
     entry.ended = (async () => {
-      const pty = entry.pty;
-      if (!entry.exit || pty.alive()) pty.signal("SIGHUP");
+      if (!entry.exit || alive(entry)) signal(entry, "SIGHUP");
       const gone = await this.#whenGone(entry, graceMs);
       if (!gone) {
-        pty.signal("SIGKILL");
+        signal(entry, "SIGKILL");
         // SIGKILL cannot be ignored; the bound only keeps a wedged process from holding us.
-        if (!(await this.#whenGone(entry, Math.max(graceMs, KILL_WAIT_MS)))) pty.signal("SIGKILL");
+        if (!(await this.#whenGone(entry, Math.max(graceMs, KILL_WAIT_MS)))) {
+          signal(entry, "SIGKILL");
+        }
       }
-      pty.close();
+      entry.pty.close();
       entry.state = "closed";
-    })();
+    })().finally(() => entry.finish());
     return entry.ended;
   }
 
@@ -303,7 +366,7 @@ export class TerminalTable {
     );
     try {
       await Promise.race([entry.exited, deadline]);
-      while (!expired && entry.pty.alive()) {
+      while (!expired && alive(entry)) {
         // Jobs the hang-up did not end yet (or that ignore it): look again shortly.
         await Promise.race([new Promise((r) => setTimeout(r, SWEEP_POLL_MS)), deadline]);
       }
@@ -327,7 +390,7 @@ export class TerminalTable {
     try {
       operation();
     } catch (error) {
-      if (entry.exit || !entry.pty.alive()) {
+      if (entry.exit || !alive(entry)) {
         throw new NotFoundError("the terminal has exited", { reason: "terminal_closed" });
       }
       throw error;
@@ -349,14 +412,36 @@ export class TerminalTable {
   }
 }
 
+/** Whether any process of the terminal is alive: in the PTY's session or in its scope. */
+function alive(entry: Entry): boolean {
+  return entry.pty.alive() || (entry.scope?.alive() ?? false);
+}
+
+/** Signals every process of the terminal (both are tried); false when none received it. */
+function signal(entry: Entry, name: "SIGHUP" | "SIGKILL"): boolean {
+  const inSession = entry.pty.signal(name);
+  const inScope = entry.scope?.signal(name) ?? false;
+  return inSession || inScope;
+}
+
 /** Options of {@linkcode serveTerminals}. */
 export interface ServeTerminalsOptions {
   /** Starts the PTYs. */
   pty: PtyHost;
   /** Resolves a `cwd` inside the session workdir (a `PathOutsideWorkdirError` for one outside). */
   resolveCwd(path: string): Promise<string>;
-  /** The environment of a session's terminal programs, before `TERM` and the request's `env`. */
-  env(sessionId: string): Record<string, string>;
+  /**
+   * The whole environment of a session's terminal program, given what the terminal adds (`TERM`
+   * and the request's `env`): through the session's child-environment policy.
+   */
+  env(sessionId: string, extra: Readonly<Record<string, string>>): Record<string, string>;
+  /** Starts a terminal's program as a process of its session (see `TerminalTableOptions`). */
+  place?(
+    sessionId: string,
+    argv: readonly string[],
+    launch: LaunchTerminal,
+    context: { readonly cwd: string; readonly env: Readonly<Record<string, string>> },
+  ): Promise<TerminalMember>;
   /** Time between SIGHUP and SIGKILL for `terminal.close`. Default 2 s. */
   graceMs?: number;
   /** Bytes of output kept per terminal for `terminal.read`. Default 8 MiB. */
@@ -372,6 +457,7 @@ export interface ServeTerminalsOptions {
  */
 export function serveTerminals(client: ExecutorClient, options: ServeTerminalsOptions): Disposable {
   const tables = new Map<string, TerminalTable>();
+  const place = options.place;
   const unknownSession = () => new NotFoundError("unknown session", { reason: "unknown_session" });
   const held = (sessionId: string): TerminalTable => {
     let table = tables.get(sessionId);
@@ -396,7 +482,8 @@ export function serveTerminals(client: ExecutorClient, options: ServeTerminalsOp
           throw error;
         }
       },
-      env: () => options.env(sessionId),
+      env: (extra) => options.env(sessionId, extra),
+      place: place && ((argv, launch, context) => place(sessionId, argv, launch, context)),
       onOutput: (params) => {
         try {
           client.notify("terminal.output", params);

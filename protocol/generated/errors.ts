@@ -47,7 +47,7 @@ export class ForbiddenError extends ProtocolError {
   }
 }
 
-/** -32002 not_found: Our choice of code. The named object does not exist: unknown session (unknown_session), unknown tool call on tool.result (unknown_tool_call; a repeat of an accepted result is acked with duplicate instead), unknown process/terminal/channel (unknown_process, unknown_terminal, unknown_channel), unknown MCP server (unknown_server), missing file (file_not_found). data: ErrorData. */
+/** -32002 not_found: Our choice of code. The named object does not exist: unknown session (unknown_session: also every capability request for a session the executor does not hold, or for one that is ending when it would start or store something), unknown tool call on tool.result (unknown_tool_call; a repeat of an accepted result is acked with duplicate instead), unknown process/terminal/channel (unknown_process, unknown_terminal, unknown_channel), unknown MCP server (unknown_server), missing file or directory (file_not_found), a program that cannot start (spawn_failed: process.start, terminal.open), a terminal that has exited (terminal_closed), a process whose stdin is closed (stdin_closed). data: ErrorData. */
 export class NotFoundError extends ProtocolError {
   /** The JSON-RPC code of this error. */
   static readonly code: -32002 = -32002;
@@ -80,7 +80,7 @@ export class TurnInactiveError extends ProtocolError {
   }
 }
 
-/** -32009 resource_exhausted: Beyond capability or resource limits: session.assign beyond max_sessions, turn.start of a new session beyond agent.max_sessions, process.start beyond the executor's process limit. Retryable for tool.result (the harness is momentarily overloaded); for session.assign and turn.start it is surfaced to the caller, who may retry later. data: ErrorData (reason, e.g. max_sessions). */
+/** -32009 resource_exhausted: Beyond capability or resource limits: session.assign beyond max_sessions, turn.start of a new session beyond agent.max_sessions, process.start beyond the executor's process limit, terminal.open beyond the session's terminal limit (too_many_terminals). Retryable for tool.result (the harness is momentarily overloaded); for session.assign and turn.start it is surfaced to the caller, who may retry later. data: ErrorData (reason, e.g. max_sessions). */
 export class ResourceExhaustedError extends ProtocolError {
   /** The JSON-RPC code of this error. */
   static readonly code: -32009 = -32009;
@@ -146,7 +146,7 @@ export class MethodNotFoundError extends ProtocolError {
   }
 }
 
-/** -32602 invalid_params: params violate the method's schema (missing required member, wrong type, enum or pattern violation, by-position array), including a tool.call input that violates the tool's x-tools input schema (checked before the ack, before any handler runs). data: ErrorData with reason invalid_params and optionally field (a JSON pointer into params, e.g. /input/command). */
+/** -32602 invalid_params: params violate the method's schema (missing required member, wrong type, enum or pattern violation, by-position array), including a tool.call input that violates the tool's x-tools input schema (checked before the ack, before any handler runs), and content a method's description refuses (skill.install: no SKILL.md, a bad or oversized archive; workspace.backup: an invalid exclude glob). data: ErrorData with reason invalid_params and optionally field (a JSON pointer into params, e.g. /input/command). */
 export class InvalidParamsError extends ProtocolError {
   /** The JSON-RPC code of this error. */
   static readonly code: -32602 = -32602;

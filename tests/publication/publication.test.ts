@@ -149,6 +149,9 @@ const MACHINE_EXPECTED = {
 /** The dependencies the package needs at run time: its own, and zod, a peer dependency. */
 const RUNTIME_DEPENDENCIES: Record<string, string> = {
   hono: MANIFEST.dependencies.hono,
+  "modern-tar": MANIFEST.dependencies["modern-tar"],
+  picomatch: MANIFEST.dependencies.picomatch,
+  re2js: MANIFEST.dependencies.re2js,
   ws: MANIFEST.dependencies.ws,
   zod: MANIFEST.peerDependencies.zod,
 };
@@ -258,6 +261,9 @@ describe("publication", { timeout: 240_000, skip: !onNode && "runs from Node onl
     assert.deepEqual(installed.dependencies, {
       "@lydell/node-pty": PTY_VERSION,
       hono: RUNTIME_DEPENDENCIES.hono,
+      "modern-tar": RUNTIME_DEPENDENCIES["modern-tar"],
+      picomatch: RUNTIME_DEPENDENCIES.picomatch,
+      re2js: RUNTIME_DEPENDENCIES.re2js,
       ws: RUNTIME_DEPENDENCIES.ws,
     });
     // The PTY library is pinned: its prebuilt binaries are what was verified here.

@@ -1,0 +1,200 @@
+/**
+ * Every error the machine answers on the wire is one the contract lists: its code is in the
+ * method's `errors` list of `protocol/contract/openrpc.json`, and its reason is named in the
+ * contract, by the method's description or by the listed error's. Driven through the public
+ * API: `serveMachine` (with this runtime's PTYs) on an `ExecutorClient`, a real `Harness` over a
+ * real WebSocket on 127.0.0.1, real processes, PTYs, files and a real HTTP server.
+ */
+import { afterEach, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { createServer } from "node:http";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { readFileSync, writeFileSync } from "node:fs";
+import { ProtocolError } from "../../protocol/errors.ts";
+import type { SkillSource } from "../../protocol/generated/contract.ts";
+import type { PtyHost } from "../../executor/machine/pty.ts";
+import { Fixtures } from "../helpers/executor-fixture.ts";
+import { startMachine } from "./machine-fixture.ts";
+
+const pty: PtyHost = "Bun" in globalThis
+  ? (await import("../../executor/machine/pty.bun.ts")).bunPty
+  : (await import("../../executor/machine/pty.node.ts")).nodePty;
+
+interface ContractError {
+  code: number;
+  description: string;
+}
+const contract = JSON.parse(readFileSync(
+  fileURLToPath(new URL("../../protocol/contract/openrpc.json", import.meta.url)),
+  "utf8",
+)) as {
+  methods: { name: string; description: string; errors?: { $ref: string }[] }[];
+  components: { errors: Record<string, ContractError> };
+};
+
+/** Asserts that `error` has the code and reason expected, and that the contract lists both. */
+function assertListed(method: string, error: unknown, code: number, reason: string): void {
+  assert.ok(error instanceof ProtocolError, `${method}: a protocol error, got ${error}`);
+  const answered = (error.data as { reason?: string } | undefined)?.reason;
+  assert.equal(error.code, code, `${method}: code`);
+  assert.equal(answered, reason, `${method}: reason`);
+  const spec = contract.methods.find((m) => m.name === method);
+  assert.ok(spec, `${method} is in the contract`);
+  const listed = (spec.errors ?? []).map((ref) =>
+    contract.components.errors[ref.$ref.split("/").at(-1)!]
+  );
+  const entry = listed.find((e) => e.code === code);
+  assert.ok(entry, `${method}: ${code} is in its errors list`);
+  const named = new RegExp(`\\b${reason}\\b`);
+  assert.ok(
+    named.test(spec.description) || named.test(entry.description),
+    `${method}: reason ${reason} is named by its description or by error ${code}'s`,
+  );
+}
+
+const failure = (work: Promise<unknown>) =>
+  work.then(
+    (value) => assert.fail(`expected an error, got ${JSON.stringify(value)}`),
+    (error: unknown) => error,
+  );
+
+const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
+
+describe("the machine's errors are the contract's", { timeout: 60_000 }, () => {
+  const fx = new Fixtures();
+  afterEach(() => fx.cleanup());
+
+  it("process.start and terminal.open: a program that cannot start is -32002 spawn_failed", async () => {
+    const { executor, session } = await startMachine(fx, { machine: { pty } });
+    const sid = session.id;
+    for (const argv of [["/no/such/program"], ["no-such-program-4f2a"]]) {
+      assertListed(
+        "process.start",
+        await failure(executor.request("process.start", { session_id: sid, argv })),
+        -32002,
+        "spawn_failed",
+      );
+      assertListed(
+        "terminal.open",
+        await failure(executor.request("terminal.open", { session_id: sid, argv })),
+        -32002,
+        "spawn_failed",
+      );
+    }
+  });
+
+  it("process.write after eof is -32002 stdin_closed; terminal.input after exit is terminal_closed", async () => {
+    const { executor, session } = await startMachine(fx, { machine: { pty } });
+    const sid = session.id;
+    const { process_id } = await executor.request("process.start", {
+      session_id: sid,
+      argv: ["sleep", "1000"],
+    });
+    await executor.request("process.write", { session_id: sid, process_id, data: "", eof: true });
+    assertListed(
+      "process.write",
+      await failure(executor.request("process.write", { session_id: sid, process_id, data: "x" })),
+      -32002,
+      "stdin_closed",
+    );
+    const { terminal_id } = await executor.request("terminal.open", {
+      session_id: sid,
+      argv: ["true"],
+    });
+    await executor.request("terminal.close", { session_id: sid, terminal_id });
+    assertListed(
+      "terminal.input",
+      await failure(
+        executor.request("terminal.input", { session_id: sid, terminal_id, data: "x" }),
+      ),
+      -32002,
+      "terminal_closed",
+    );
+  });
+
+  it("workspace.backup: a path that is not a directory is -32002 file_not_found", async () => {
+    const { dir, executor, session } = await startMachine(fx);
+    writeFileSync(join(dir, "plain.txt"), "x");
+    // Refused before anything is uploaded: the URL is never reached.
+    const backup = (params: Record<string, unknown>) =>
+      failure(executor.request("workspace.backup", {
+        session_id: session.id,
+        upload_url: "http://127.0.0.1:9/never",
+        ...params,
+      }));
+    for (const path of ["missing", "plain.txt", "missing/deeper"]) {
+      assertListed("workspace.backup", await backup({ path }), -32002, "file_not_found");
+    }
+    assertListed("workspace.backup", await backup({ exclude: ["!x"] }), -32602, "invalid_params");
+  });
+
+  it("skill.install: no SKILL.md or a bad archive is -32602, a failed fetch -32004", async () => {
+    const notAnArchive = new TextEncoder().encode("this is not a tar.gz\n");
+    const server = createServer((req, res) => {
+      if (req.url === "/bad.tgz") res.end(notAnArchive);
+      else res.writeHead(404).end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    fx.defer(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const { port } = server.address() as { port: number };
+    const { executor, session } = await startMachine(fx);
+    const install = (source: SkillSource) =>
+      failure(executor.request("skill.install", { session_id: session.id, name: "demo", source }));
+    assertListed(
+      "skill.install",
+      await install({ type: "files", files: [{ path: "README.md", content: "# no manifest" }] }),
+      -32602,
+      "invalid_params",
+    );
+    const url = (path: string): SkillSource => ({
+      type: "url",
+      url: `http://127.0.0.1:${port}${path}`,
+      sha256: sha256(notAnArchive),
+    });
+    assertListed("skill.install", await install(url("/bad.tgz")), -32602, "invalid_params");
+    assertListed("skill.install", await install(url("/gone.tgz")), -32004, "backend_unavailable");
+  });
+
+  it("every capability request for a session not held is -32002 unknown_session", async () => {
+    const { executor } = await startMachine(fx, { machine: { pty } });
+    const sid = "ses_not_held";
+    const requests: [string, Promise<unknown>][] = [
+      ["process.start", executor.request("process.start", { session_id: sid, argv: ["true"] })],
+      ["process.list", executor.request("process.list", { session_id: sid })],
+      ["terminal.open", executor.request("terminal.open", { session_id: sid, argv: ["true"] })],
+      [
+        "file.upload",
+        executor.request("file.upload", { session_id: sid, path: "x.txt", content: "eA==" }),
+      ],
+      ["file.download", executor.request("file.download", { session_id: sid, path: "x.txt" })],
+      [
+        "skill.install",
+        executor.request("skill.install", {
+          session_id: sid,
+          name: "s",
+          source: { type: "files", files: [{ path: "SKILL.md", content: "# s" }] },
+        }),
+      ],
+      [
+        "git.credentials",
+        executor.request("git.credentials", {
+          session_id: sid,
+          host: "example.com",
+          password: "pw-1234",
+        }),
+      ],
+      [
+        "workspace.backup",
+        executor.request("workspace.backup", {
+          session_id: sid,
+          upload_url: "http://127.0.0.1:9/never",
+        }),
+      ],
+    ];
+    for (const [method, request] of requests) {
+      assertListed(method, await failure(request), -32002, "unknown_session");
+    }
+  });
+});

@@ -1,0 +1,234 @@
+/**
+ * File transfer on the wire (`executor.request("file.upload" | "file.download")` from a real
+ * `Harness`): chunks by offset, the whole file's SHA-256 in every answer, the contract's errors
+ * and bounds, and constant memory per chunk on a sparse multi-GiB file.
+ */
+import { afterEach, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
+import { createHash } from "node:crypto";
+import { execFileSync } from "node:child_process";
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+  writeSync,
+} from "node:fs";
+import { join } from "node:path";
+import { ConflictError, ForbiddenError, NotFoundError } from "../../harness/node.ts";
+import { Fixtures, machineSession, type MachineSessionOptions } from "./files-fixture.ts";
+
+const sha256 = (bytes: Uint8Array | string) => createHash("sha256").update(bytes).digest("hex");
+const b64 = (bytes: Uint8Array | string) => Buffer.from(bytes).toString("base64");
+
+describe("file transfer on the wire", { timeout: 120_000 }, () => {
+  const fx = new Fixtures();
+  afterEach(() => fx.cleanup());
+
+  async function transfer(options: MachineSessionOptions = {}) {
+    const machine = await machineSession(fx, options);
+    const { executor, session } = machine;
+    const upload = (path: string, content: Uint8Array | string, extra: object = {}) =>
+      executor.request("file.upload", {
+        session_id: session.id,
+        path,
+        content: b64(content),
+        ...extra,
+      });
+    const download = (path: string, extra: object = {}) =>
+      executor.request("file.download", { session_id: session.id, path, ...extra });
+    return { ...machine, upload, download };
+  }
+
+  it("uploads in chunks and downloads in chunks, with the whole file's sha256 each time", async () => {
+    const { root, upload, download } = await transfer();
+    const data = new Uint8Array(300_000).map((_, i) => (i * 7) % 251);
+    const parts = [
+      data.subarray(0, 100_000),
+      data.subarray(100_000, 250_000),
+      data.subarray(250_000),
+    ];
+    let offset = 0;
+    for (const [i, part] of parts.entries()) {
+      const last = i === parts.length - 1;
+      const result = await upload("dir/sub/data.bin", part, {
+        offset,
+        ...(last ? { sha256: sha256(data), mode: 0o640 } : {}),
+      });
+      offset += part.length;
+      assert.equal(result.size, offset);
+      assert.equal(result.sha256, sha256(data.subarray(0, offset)));
+      assert.equal(result.path, join(root, "dir/sub/data.bin"));
+    }
+    assert.deepEqual(new Uint8Array(readFileSync(join(root, "dir/sub/data.bin"))), data);
+    assert.equal(statSync(join(root, "dir/sub/data.bin")).mode & 0o777, 0o640);
+
+    const received: Uint8Array[] = [];
+    for (let at = 0;;) {
+      const chunk = await download("dir/sub/data.bin", { offset: at, max_bytes: 128 * 1024 });
+      assert.equal(chunk.offset, at);
+      assert.equal(chunk.size, data.length);
+      assert.equal(chunk.sha256, sha256(data));
+      const bytes = new Uint8Array(Buffer.from(chunk.content, "base64"));
+      received.push(bytes);
+      at += bytes.length;
+      if (chunk.eof) break;
+      assert.equal(bytes.length, 128 * 1024);
+    }
+    assert.deepEqual(new Uint8Array(Buffer.concat(received)), data);
+    assert.equal((await download("dir/sub/data.bin", { offset: 10 ** 9 })).eof, true);
+  });
+
+  it("a later chunk must start at the current size: -32013 offset_mismatch with expected_offset", async () => {
+    const { upload } = await transfer();
+    await upload("a.txt", "12345");
+    await assert.rejects(upload("a.txt", "x", { offset: 3 }), (error: unknown) => {
+      assert.ok(error instanceof ConflictError);
+      assert.deepEqual(error.data, { reason: "offset_mismatch", expected_offset: 5 });
+      return true;
+    });
+    await assert.rejects(upload("missing.txt", "x", { offset: 1 }), (error: unknown) => {
+      assert.ok(error instanceof ConflictError);
+      assert.deepEqual(error.data, { reason: "offset_mismatch", expected_offset: 0 });
+      return true;
+    });
+  });
+
+  it("a failed sha256 check is -32013 sha256_mismatch and removes the file", async () => {
+    const { root, upload } = await transfer();
+    await upload("chunks.txt", "part one,");
+    await assert.rejects(
+      upload("chunks.txt", "part two", { offset: 9, sha256: sha256("something else") }),
+      (error: unknown) =>
+        error instanceof ConflictError &&
+        (error.data as { reason: string }).reason === "sha256_mismatch",
+    );
+    assert.equal(existsSync(join(root, "chunks.txt")), false);
+    await assert.rejects(
+      upload("whole.txt", "all of it", { sha256: sha256("not it") }),
+      ConflictError,
+    );
+    assert.equal(existsSync(join(root, "whole.txt")), false);
+    assert.deepEqual(readdirSync(root), [], "no temporary file is left either");
+  });
+
+  it("the next chunk's hash follows the file, also when something else changed it between chunks", async () => {
+    const { root, upload } = await transfer();
+    await upload("f.txt", "aaaa");
+    writeFileSync(join(root, "f.txt"), "bbbb"); // same size, other bytes
+    const later = new Date(Date.now() + 5_000);
+    utimesSync(join(root, "f.txt"), later, later);
+    const result = await upload("f.txt", "cc", { offset: 4 });
+    assert.equal(result.sha256, sha256("bbbbcc"));
+  });
+
+  it("a missing file is -32002 file_not_found; a directory is not a file either", async () => {
+    const { root, download } = await transfer();
+    mkdirSync(join(root, "dir"));
+    for (const path of ["missing.txt", "dir", "missing/deeper.txt"]) {
+      await assert.rejects(download(path), (error: unknown) => {
+        assert.ok(error instanceof NotFoundError, path);
+        assert.equal((error.data as { reason: string }).reason, "file_not_found");
+        return true;
+      });
+    }
+  });
+
+  it("paths outside the workdir, directly or through symlinks, are -32001 path_outside_workdir", async () => {
+    const { top, root, upload, download } = await transfer();
+    mkdirSync(join(top, "outside"));
+    writeFileSync(join(top, "outside/secret.txt"), "secret");
+    symlinkSync(join(top, "outside/secret.txt"), join(root, "out-file"));
+    symlinkSync(join(top, "outside"), join(root, "out-dir"));
+    symlinkSync("../outside/new.txt", join(root, "dangling"));
+    for (
+      const path of [
+        "../outside/secret.txt",
+        join(top, "outside/secret.txt"),
+        "out-file",
+        "out-dir/secret.txt",
+        "dangling",
+      ]
+    ) {
+      for (const call of [() => download(path), () => upload(path, "pwned")]) {
+        await assert.rejects(call(), (error: unknown) => {
+          assert.ok(error instanceof ForbiddenError, `${path}: ${error}`);
+          assert.equal((error.data as { reason: string }).reason, "path_outside_workdir");
+          return true;
+        });
+      }
+    }
+    await assert.rejects(upload("out-dir/new.txt", "x"), ForbiddenError);
+    assert.equal(readFileSync(join(top, "outside/secret.txt"), "utf8"), "secret");
+    assert.deepEqual(readdirSync(join(top, "outside")), ["secret.txt"]);
+  });
+
+  it("max_bytes is capped at the executor's cap (default 4 MiB)", async () => {
+    const { root, download } = await transfer();
+    writeFileSync(join(root, "five.bin"), new Uint8Array(5 * 1024 * 1024).fill(7));
+    const first = await download("five.bin", { max_bytes: 64 * 1024 * 1024 });
+    assert.equal(Buffer.from(first.content, "base64").length, 4 * 1024 * 1024);
+    assert.equal(first.eof, false);
+    const rest = await download("five.bin", { offset: 4 * 1024 * 1024 });
+    assert.equal(Buffer.from(rest.content, "base64").length, 1024 * 1024);
+    assert.equal(rest.eof, true);
+  });
+
+  it("the cap is configurable, and a smaller max_bytes is honoured", async () => {
+    const { root, download } = await transfer({ serve: { limits: { downloadBytes: 1000 } } });
+    writeFileSync(join(root, "k.bin"), new Uint8Array(5000));
+    const capped = await download("k.bin", { max_bytes: 1_000_000 });
+    assert.equal(Buffer.from(capped.content, "base64").length, 1000);
+    const small = await download("k.bin", { max_bytes: 10 });
+    assert.equal(Buffer.from(small.content, "base64").length, 10);
+  });
+
+  it("a few bytes of a sparse 2.25 GiB file: right bytes and hash, memory far below the file's size", async () => {
+    const { root, download } = await transfer();
+    const path = join(root, "sparse.bin");
+    const size = 2.25 * 1024 ** 3;
+    execFileSync("truncate", ["-s", String(size), path]);
+    const marker = new TextEncoder().encode("the end marker!!");
+    const fd = openSync(path, "r+");
+    writeSync(fd, marker, 0, marker.length, size - marker.length);
+    closeSync(fd);
+
+    // The expected hash, from zeros in memory (the file is zeros and the marker).
+    const expected = createHash("sha256");
+    const zeros = new Uint8Array(1024 * 1024);
+    for (let left = size - marker.length; left > 0; left -= zeros.length) {
+      expected.update(zeros.subarray(0, Math.min(zeros.length, left)));
+    }
+    expected.update(marker);
+
+    let peak = process.memoryUsage().rss;
+    const baseline = peak;
+    const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 5);
+    let first;
+    try {
+      first = await download("sparse.bin", { offset: size - 16, max_bytes: 16 });
+    } finally {
+      clearInterval(sampler);
+    }
+    peak = Math.max(peak, process.memoryUsage().rss);
+    assert.equal(Buffer.from(first.content, "base64").toString(), "the end marker!!");
+    assert.equal(first.size, size);
+    assert.equal(first.eof, true);
+    assert.equal(first.sha256, expected.digest("hex"));
+    assert.ok(
+      peak - baseline < 256 * 1024 * 1024,
+      `rss grew by ${Math.round((peak - baseline) / 2 ** 20)} MiB for a 2304 MiB file`,
+    );
+    // Another chunk of the same file version answers the same hash.
+    const second = await download("sparse.bin", { offset: 0, max_bytes: 4 });
+    assert.equal(second.sha256, first.sha256);
+    assert.equal(second.eof, false);
+  });
+});
