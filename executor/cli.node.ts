@@ -6,8 +6,12 @@
  *   BMA_BASE_URL=… BMA_ENVIRONMENT_ID=… bma-executor --credential-file - < key
  *   BMA_BASE_URL=… BMA_ENVIRONMENT_KEY=… BMA_ENVIRONMENT_ID=… bma-executor
  *
- * Logs go to stderr; secrets are never printed. SIGTERM/SIGINT drain: no new sessions, current
- * work finishes within the grace period, `executor.close`, exit 0.
+ * Logs go to stderr (the SDK's own lines, through its injected logger; this file adds only what
+ * the SDK cannot know: signals), stdout carries two lines for scripts (`registered <id>`,
+ * `stopped, exit code <n>`); secrets are never printed. SIGTERM/SIGINT at any point exit 0: a
+ * registered executor drains (no new sessions, current work finishes within --drain-ms), a
+ * second signal stops at once (running calls canceled, their processes killed), a third exits
+ * without waiting.
  */
 import { statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
@@ -22,9 +26,8 @@ import { nodePty } from "./machine/pty.node.ts";
 import { bunPty } from "./machine/pty.bun.ts";
 import { type Logger, redact } from "../protocol/logger.ts";
 import { CONTRACT_VERSION } from "../protocol/generated/contract.ts";
-
-/** The SDK version this binary is built from. */
-export const VERSION = "0.1.0";
+import type { ExecutorClosedInfo } from "./connection-loop.ts";
+import { SDK_VERSION as VERSION } from "./version.ts";
 
 const USAGE =
   `bma-executor ${VERSION} — an executor of the BMA Executor Protocol (bma.executor.v1.1)
@@ -57,7 +60,22 @@ Options:
   --log-level <level>    debug | info | warn | error (default info)
   --log-format <format>  pretty | json (default pretty)
   --help                 this text
-  --version              the version
+  --version              the version (and the contract's)
+
+Output: logs on stderr (--log-format pretty: "<time> <LEVEL> <message> {fields}", or one JSON
+object per line), never a secret nor a tool's input: "connection attempt failed: retrying" with
+the url, the cause (ECONNREFUSED, ...) and retry_in_ms; "registered" with the executor id;
+"tool call ended" per call with its id, tool, outcome and duration_ms ("tool call started" at
+debug); "stopped" with the reason. Stdout has two lines for scripts: "registered <executor_id>"
+and, last, "stopped, exit code <n>".
+
+Signals: SIGTERM or SIGINT (Ctrl-C) stops, at any point. Registered, it drains first: no new
+sessions, current work may finish within --drain-ms. A second signal stops now (running calls
+canceled, their processes killed); a third exits without waiting.
+
+Exit codes: 0 stopped by a signal; 1 stopped for another reason (the credential or the
+registration refused, the harness ended the connection for good); 2 a bad flag or environment;
+130 a third signal.
 `;
 
 /** A usage error: printed as one line, exit code 2. */
@@ -109,6 +127,7 @@ interface Config {
 /** Reads a credential from a file ("-": standard input), without its trailing newline. */
 async function readCredential(file: string, logger: Logger): Promise<string> {
   let text: string;
+  logger.debug("reading the credential", { from: file === "-" ? "standard input" : file });
   try {
     if (file === "-") {
       const chunks: Uint8Array[] = [];
@@ -268,7 +287,18 @@ async function configure(
   };
 }
 
+/** What a signal does: the first stops (draining when registered), a second stops now, a third exits. */
+type SignalHandler = (signal: "SIGTERM" | "SIGINT") => void;
+
 async function main(): Promise<number> {
+  // From the very start: a signal while the options (or a credential on stdin) are read ends the
+  // process cleanly too.
+  let onSignal: SignalHandler = () => {
+    process.stdout.write("stopped, exit code 0\n");
+    process.exit(0);
+  };
+  process.on("SIGTERM", () => onSignal("SIGTERM"));
+  process.on("SIGINT", () => onSignal("SIGINT"));
   let config: Awaited<ReturnType<typeof configure>>;
   try {
     config = await configure(process.argv.slice(2), process.env);
@@ -287,7 +317,7 @@ async function main(): Promise<number> {
     process.stdout.write(`bma-executor ${VERSION} (contract ${CONTRACT_VERSION})\n`);
     return 0;
   }
-  const { logger } = config;
+  const { logger, drainMs } = config;
   let mcpServers;
   try {
     mcpServers = config.mcpConfig ? await readMcpConfig(config.mcpConfig) : undefined;
@@ -310,28 +340,50 @@ async function main(): Promise<number> {
     // Terminals on this runtime's PTYs (Bun's own when compiled with `bun build --compile`).
     pty: "Bun" in globalThis ? bunPty : nodePty,
   });
-  let stopping: Promise<unknown> | undefined;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    logger.info("draining", { signal });
-    stopping = client.stop({ graceMs: config.drainMs, reason: signal });
+  let registered = false;
+  let signals = 0;
+  let stopping: Promise<ExecutorClosedInfo> | undefined;
+  onSignal = (signal) => {
+    signals++;
+    if (signals === 1 && registered) {
+      const sessions = client.sessions.map((session) => session.id);
+      logger.info("draining: current work may finish, then the executor stops", {
+        signal,
+        drain_ms: drainMs,
+        sessions,
+        next: "another signal stops now",
+      });
+      stopping = client.stop({ graceMs: drainMs, reason: signal });
+    } else if (signals === 1) {
+      logger.info("stopping before registering", { signal, state: client.state });
+      stopping = client.stop({ reason: signal });
+    } else if (signals === 2) {
+      logger.info("stopping now: running tool calls are canceled", {
+        signal,
+        next: "another signal exits without waiting",
+      });
+      void client.stop();
+    } else {
+      logger.warn("exiting without waiting", { signal });
+      process.stdout.write("stopped, exit code 130\n");
+      process.exit(130);
+    }
   };
-  process.on("SIGTERM", () => stop("SIGTERM"));
-  process.on("SIGINT", () => stop("SIGINT"));
   try {
-    const registered = await client.start();
-    logger.info("registered", {
-      executor_id: registered.executor_id,
-      protocol: registered.protocol,
-    });
-    process.stdout.write(`registered ${registered.executor_id}\n`);
+    const registration = await client.start();
+    registered = true;
+    // The SDK logged "registered" with its fields; stdout has the id for scripts.
+    process.stdout.write(`registered ${registration.executor_id}\n`);
   } catch (error) {
-    logger.error("could not start", { error: (error as Error).message });
-    return 1;
+    // A refusal the connection loop ended on is logged by the SDK ("connection refused for
+    // good", then "stopped"); only a start that never began is this file's to report.
+    if (!stopping && client.state === "idle") {
+      logger.error("could not start", { error: String(error) });
+      process.stdout.write("stopped, exit code 1\n");
+      return 1;
+    }
   }
-  const closed = await client.closed;
-  if (stopping) await stopping;
-  logger.info("stopped", { reason: closed.reason, code: closed.code });
+  await client.closed;
   const code = stopping ? 0 : 1;
   process.stdout.write(`stopped, exit code ${code}\n`);
   return code;

@@ -58,6 +58,7 @@ import {
   type ClientState,
   type Connection,
   ConnectionLoop,
+  displayUrl,
   type ExecutorClosedInfo,
 } from "./connection-loop.ts";
 import {
@@ -223,7 +224,8 @@ export interface StopOptions {
   reason?: string;
   /**
    * Let running tool calls finish and pending results and events reach the harness for up to
-   * this long before stopping. Default 0: stop at once (running calls are aborted).
+   * this long before stopping. Default 0: stop at once (running calls are aborted). A later
+   * `stop()` with no grace (a second Ctrl-C) ends a grace period still running.
    */
   graceMs?: number;
 }
@@ -297,6 +299,8 @@ export class ExecutorClient {
   #connection: ClientConnection | undefined;
   #started: Promise<ExecutorRegisterResult> | undefined;
   #stopping: Promise<ExecutorClosedInfo> | undefined;
+  /** Ends the grace period of a stop still waiting for current work. */
+  #graceCut: AbortController | undefined;
   #executorId: string | undefined;
   #token: ExecutorToken | undefined;
   #draining = false;
@@ -383,6 +387,7 @@ export class ExecutorClient {
     this.#calls = new ToolCallRunner({
       clock: this.#clock,
       logger: this.#logger,
+      callLog: options.logger && options.logger !== silentLogger ? this.#logger : undefined,
       scrubber: this.#scrubber,
       sessions: this.#sessions,
       results: this.#results,
@@ -812,10 +817,12 @@ export class ExecutorClient {
   /**
    * Stops for good: refuses new work, optionally lets current work finish (`graceMs`), aborts
    * what still runs, runs the sessions' cleanup hooks, sends `executor.close` and closes with
-   * 1000. Results not delivered by then go to `onToolResultLost`.
+   * 1000. Results not delivered by then go to `onToolResultLost`. Calling it again returns the
+   * same promise, and without `graceMs` cuts a grace period still running short.
    */
   stop(options: StopOptions = {}): Promise<ExecutorClosedInfo> {
     if (!this.#stopping) this.#stopping = this.#shutdown({ reason: "stopped" }, options);
+    else if (!options.graceMs) this.#graceCut?.abort();
     return this.#stopping;
   }
 
@@ -923,6 +930,7 @@ export class ExecutorClient {
     this.#token = connection.token;
     this.#connection = connection;
     this.#logger.info(first ? "registered" : "re-registered", {
+      url: displayUrl(connection.token.url),
       executor_id: registration.executor_id,
       protocol: registration.protocol,
       heartbeat_interval_ms: registration.heartbeat_interval_ms,
@@ -965,7 +973,8 @@ export class ExecutorClient {
     connection.refresher?.stop();
     this.#events.detach(connection.peer);
     if (this.#connection === connection) this.#connection = undefined;
-    this.#logger.info("disconnected", { code: info.code });
+    // The connection loop says what follows (reconnecting, or stopping): one line, not two.
+    this.#logger.debug("disconnected", { code: info.code });
   }
 
   /** Sessions the harness did not reattach after a reconnect are gone: clean them up. */
@@ -1194,7 +1203,7 @@ export class ExecutorClient {
     this.#draining = true;
     const graceMs = options.graceMs ?? 0;
     if (graceMs > 0 && this.connected) {
-      const giveUp = new AbortController();
+      const giveUp = this.#graceCut = new AbortController();
       await Promise.race([
         (async () => {
           await this.#calls.allSettled();

@@ -24,6 +24,7 @@ import {
   ClientStoppedError,
   ConnectionRefusedError,
   CredentialRejectedError,
+  errorCause,
   ExecutorConfigError,
 } from "./errors.ts";
 import { backoffDelay, type BackoffPolicy, deferred, describeError, sleep } from "./timing.ts";
@@ -104,6 +105,9 @@ export class ConnectionLoop {
   #dropCurrent: (() => void) | undefined;
   #current: Connection | undefined;
   #halted = false;
+  /** What the current attempt is doing, and the URL it is doing it with (for its log line). */
+  #stage: "token" | "dial" | "register" = "token";
+  #target = "";
 
   constructor(options: ConnectionLoopOptions) {
     this.#options = options;
@@ -153,6 +157,7 @@ export class ConnectionLoop {
         const fatal = fatalAttemptError(error);
         if (fatal) {
           this.#options.logger.error("connection refused for good", {
+            url: displayUrl(this.#target),
             reason: fatal.reason,
             error: describeError(error),
           });
@@ -160,11 +165,18 @@ export class ConnectionLoop {
           return;
         }
         failures++;
-        this.#options.logger.warn("connection attempt failed", {
+        const delay = this.#delay(failures);
+        // Where, why (the errno behind it when there is one) and when the next attempt is: an
+        // executor whose harness is down says so, and how long until it tries again.
+        this.#options.logger.warn("connection attempt failed: retrying", {
+          url: displayUrl(this.#target),
+          stage: this.#stage,
+          cause: errorCause(error),
+          retry_in_ms: delay,
           attempt: failures,
           error: describeError(error),
         });
-        if (!(await this.#wait(failures))) break;
+        if (!(await this.#wait(delay))) break;
         continue;
       }
       failures = 0;
@@ -194,9 +206,15 @@ export class ConnectionLoop {
           this.#end(stop);
           return;
         }
-        this.#options.logger.info("connection closed: reconnecting", { code: info.code });
       }
-      if (!(await this.#wait(1))) break;
+      const delay = this.#delay(1);
+      this.#options.logger.info("connection closed: reconnecting", {
+        url: displayUrl(connection.token.url),
+        code: info.code,
+        ...(info.reason ? { reason: info.reason } : {}),
+        retry_in_ms: delay,
+      });
+      if (!(await this.#wait(delay))) break;
     }
     this.#end({ reason: "stopped" });
   }
@@ -204,9 +222,14 @@ export class ConnectionLoop {
   async #attempt(): Promise<Connection> {
     const signal = this.#controller.signal;
     const { credentials, dial, maxFrameBytes } = this.#options;
+    this.#stage = "token";
+    this.#target = credentials.baseUrl ?? "";
     const token = await credentials.fetchToken(signal);
     const headers: Record<string, string> = {};
     if (token.token) headers.authorization = `Bearer ${token.token}`;
+    this.#stage = "dial";
+    this.#target = token.url;
+    this.#options.logger.debug("connecting", { url: displayUrl(token.url) });
     const transport = await dial(token.url, {
       protocols: [...PROTOCOLS],
       headers,
@@ -217,6 +240,7 @@ export class ConnectionLoop {
       transport.close(1000, "executor stopping");
       throw signal.reason;
     }
+    this.#stage = "register";
     try {
       return await this.#options.register(transport, token, signal);
     } catch (error) {
@@ -229,11 +253,15 @@ export class ConnectionLoop {
     }
   }
 
-  /** Waits the backoff delay; false when halted meanwhile. */
-  async #wait(attempt: number): Promise<boolean> {
+  /** The backoff delay before retry number `attempt`. */
+  #delay(attempt: number): number {
+    return backoffDelay(this.#options.backoff, attempt, this.#options.random);
+  }
+
+  /** Waits `delay` ms; false when halted meanwhile. */
+  async #wait(delay: number): Promise<boolean> {
     if (this.#halted) return false;
     this.#options.onState("waiting");
-    const delay = backoffDelay(this.#options.backoff, attempt, this.#options.random);
     try {
       await sleep(this.#options.clock, delay, this.#controller.signal);
       return !this.#halted;
@@ -290,4 +318,20 @@ function fatalAttemptError(error: unknown): ExecutorClosedInfo | undefined {
     return { reason: "config", error };
   }
   return undefined;
+}
+
+/**
+ * A URL as it may be shown: without user info, query or fragment, where a token could travel
+ * (`?token=…`). Something that is not a URL (a Windows pipe name) is shown as it is.
+ */
+export function displayUrl(url: string): string {
+  if (!url) return url;
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return url;
+  }
+  if (parsed.protocol === "unix:") return `unix://${parsed.pathname}`;
+  return `${parsed.protocol}//${parsed.host}${parsed.pathname === "/" ? "" : parsed.pathname}`;
 }

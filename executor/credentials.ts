@@ -305,8 +305,16 @@ class ExchangedCredentials implements Credentials {
       });
     } catch (error) {
       if (signal.aborted) throw signal.reason;
+      // The errno (ECONNREFUSED, ...) travels on: fetch puts it on the error or its cause.
+      const code = (error as { code?: unknown })?.code ??
+        ((error as { cause?: { code?: unknown } })?.cause)?.code;
+      // Deno's fetch says what failed only in its cause's message.
+      const inner = (error as { cause?: { message?: unknown } })?.cause?.message;
+      const message = String((error as Error)?.message ?? error) +
+        (typeof inner === "string" && inner ? `: ${inner}` : "");
+      const cause = new Error(this.#scrubber.scrub(message));
       throw new TokenExchangeError("the token endpoint is unreachable", undefined, {
-        cause: new Error(this.#scrubber.scrub(String((error as Error)?.message ?? error))),
+        cause: typeof code === "string" ? Object.assign(cause, { code }) : cause,
       });
     }
     if (response.status === 401 || response.status === 403) {

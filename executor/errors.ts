@@ -5,7 +5,7 @@
  *
  * No message here ever contains a credential or a token.
  */
-import { LocalError } from "../protocol/errors.ts";
+import { ConnectionClosedError, LocalError, ProtocolError } from "../protocol/errors.ts";
 
 /** The options given to the client cannot work (a missing credential, dialer, or id). */
 export class ExecutorConfigError extends LocalError {
@@ -102,4 +102,25 @@ export class UnknownSessionError extends LocalError {
     this.name = "UnknownSessionError";
     this.sessionId = sessionId;
   }
+}
+
+/**
+ * What lies under an error, for a log line: along its `cause` chain, the first errno-style
+ * `code` (`ECONNREFUSED`, `ENOENT`, `ETIMEDOUT`, ...), JSON-RPC error code, close code or HTTP
+ * status; else the innermost cause's message.
+ */
+export function errorCause(error: unknown): string | undefined {
+  let innermost: unknown = undefined;
+  let at: unknown = error;
+  for (let depth = 0; depth < 8 && at !== undefined && at !== null; depth++) {
+    const { code, status } = at as { code?: unknown; status?: unknown };
+    if (typeof code === "string" && code) return code;
+    if (at instanceof ProtocolError) return `JSON-RPC error ${at.code}`;
+    if (at instanceof ConnectionClosedError) return `close code ${at.code}`;
+    if (typeof status === "number") return `HTTP ${status}`;
+    if (at !== error) innermost = at;
+    at = (at as { cause?: unknown }).cause;
+  }
+  if (innermost === undefined) return undefined;
+  return innermost instanceof Error ? innermost.message : String(innermost);
 }

@@ -188,7 +188,16 @@ export class SessionTable {
    */
   end(session: ExecutorSession, options: EndOptions): Promise<void> {
     const state = internals.get(session)!;
-    if (state.ending) return state.ending;
+    if (state.ending) {
+      if (options.notify) return state.ending;
+      // A client stop joins an end under way (a session.stop, say) but is not held by it past its
+      // own bound: a stop handler that never returns must not keep the client from stopping.
+      const { clock } = this.#deps;
+      const giveUp = new AbortController();
+      const bound = sleep(clock, options.graceMs + this.#deps.cleanupTimeoutMs, giveUp.signal)
+        .catch(() => {});
+      return Promise.race([state.ending, bound]).finally(() => giveUp.abort());
+    }
     state.state = "stopping";
     state.accepted.resolve();
     state.ending = this.#end(session, state, options);

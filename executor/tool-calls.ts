@@ -129,6 +129,8 @@ interface RunningCall {
   readonly input: unknown;
   readonly session: ExecutorSession;
   readonly abort: CallAbort;
+  /** When it was acknowledged (the clock's ms), for its log line; 0 when calls are not logged. */
+  readonly startedAt: number;
   /** Reporting: the handler is done; the result is on its way. */
   reporting: boolean;
   /** Finished: the result is delivered (or given up on). */
@@ -147,6 +149,11 @@ function finished(call: RunningCall): Promise<void> {
 export interface ToolCallRunnerDeps {
   clock: Clock;
   logger: Logger;
+  /**
+   * Where each call's end is logged (info: id, tool, outcome, duration; never its input), and
+   * its refusal; absent when nobody listens, so the hot path skips the clock and the record.
+   */
+  callLog: Logger | undefined;
   scrubber: SecretScrubber;
   sessions: SessionTable;
   results: ResultOutbox;
@@ -184,28 +191,54 @@ export class ToolCallRunner {
   /** Serves `tool.call`: throws the refusal, or acknowledges and starts the call. */
   call(params: ToolCallParams): Ack {
     const id = params.tool_call_id;
-    if (this.#running.has(id) || this.#finished.has(id)) return { ok: true, duplicate: true };
+    const log = this.#deps.callLog;
+    if (this.#running.has(id) || this.#finished.has(id)) {
+      log?.debug("tool call repeated: answered as a duplicate", {
+        tool_call_id: id,
+        tool: params.tool,
+      });
+      return { ok: true, duplicate: true };
+    }
     const served = this.#deps.servedTool(params.tool);
     if (!served) {
-      throw new CapabilityMissingError(`tool ${params.tool} is not served`, {
-        reason: "capability_missing",
-        capability: `tool:${params.tool}`,
-      });
+      throw this.#refused(
+        params,
+        new CapabilityMissingError(`tool ${params.tool} is not served`, {
+          reason: "capability_missing",
+          capability: `tool:${params.tool}`,
+        }),
+      );
     }
-    const input = served.input ? checkedInput(served.input, params.input) : params.input;
+    let input: unknown = params.input;
+    if (served.input) {
+      try {
+        input = checkedInput(served.input, params.input);
+      } catch (error) {
+        throw this.#refused(params, error);
+      }
+    }
     const session = this.#deps.sessions.get(params.session_id);
     if (!session || !this.#deps.sessions.isLive(session)) {
-      throw new NotFoundError("unknown session", { reason: "unknown_session" });
+      throw this.#refused(
+        params,
+        new NotFoundError("unknown session", { reason: "unknown_session" }),
+      );
     }
     const call: RunningCall = {
       params,
       input,
       session,
       abort: new CallAbort(),
+      startedAt: log ? this.#deps.clock.now() : 0,
       reporting: false,
       done: false,
       waiters: undefined,
     };
+    log?.debug("tool call started", {
+      tool_call_id: id,
+      tool: params.tool,
+      session_id: params.session_id,
+    });
     this.#running.set(id, call);
     this.#watch(session);
     let set = this.#perSession.get(session.id);
@@ -235,6 +268,42 @@ export class ToolCallRunner {
     } catch (error) {
       failed(error);
     }
+  }
+
+  /** Logs a refused call (before any ack); returns the refusal to throw. */
+  #refused(params: ToolCallParams, error: unknown): unknown {
+    const log = this.#deps.callLog;
+    if (!log) return error;
+    const refusal = error as { code?: unknown; data?: { reason?: unknown; issues?: unknown } };
+    const issues = Array.isArray(refusal.data?.issues)
+      ? (refusal.data.issues as { path?: unknown }[]).map((issue) =>
+        Array.isArray(issue.path) ? issue.path.join(".") : ""
+      )
+      : undefined;
+    // Where the input is wrong (issue paths), never what it holds.
+    log.info("tool call refused", {
+      tool_call_id: params.tool_call_id,
+      tool: params.tool,
+      session_id: params.session_id,
+      code: refusal.code,
+      reason: refusal.data?.reason,
+      ...(issues ? { issues } : {}),
+    });
+    return error;
+  }
+
+  /** Logs how a call ended (its outcome is about to be reported). */
+  #ended(call: RunningCall, result: ToolResultParams, log: Logger): void {
+    const { params } = call;
+    log.info("tool call ended", {
+      tool_call_id: params.tool_call_id,
+      tool: params.tool,
+      session_id: params.session_id,
+      outcome: result.outcome,
+      ...(result.is_error ? { is_error: true } : {}),
+      ...(result.error?.code ? { error_code: result.error.code } : {}),
+      duration_ms: this.#deps.clock.now() - call.startedAt,
+    });
   }
 
   /** Forgets a call that has finished and reported. */
@@ -316,6 +385,8 @@ export class ToolCallRunner {
     const report = (result: ToolResultParams): Promise<unknown> => {
       if (timer !== undefined) clock.clearTimeout(timer);
       call.reporting = true;
+      const log = this.#deps.callLog;
+      if (log) this.#ended(call, result, log);
       return this.#deps.results.send(result);
     };
     const context = new CallContext(call, (update) => this.#progress(call, update));

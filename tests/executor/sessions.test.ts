@@ -155,6 +155,36 @@ describe("ExecutorClient: sessions", { timeout: 30_000 }, () => {
     assert.equal(client.session("ses_1"), undefined);
   });
 
+  it("a stop handler that never returns does not keep client.stop() from resolving", async () => {
+    const clock = new ManualClock();
+    const { harness, server } = await fx.harness();
+    const { client } = fx.client(server, { clock, sessionGraceMs: 1_000, cleanupTimeoutMs: 1_000 });
+    let handlerRan!: () => void;
+    const ran = new Promise<void>((resolve) => (handlerRan = resolve));
+    client.onSessionStop(() => {
+      handlerRan();
+      return new Promise<void>(() => {}); // a user handler that hangs
+    });
+    client.tools.bash.handle(() => "ok");
+    await client.start();
+    const executor = await harness.waitExecutor();
+    const session = await executor.assignSession({ session_id: "ses_1" });
+    await session.ready();
+    void session.stop("user_stop").catch(() => {});
+    await ran;
+    let stopped = false;
+    const stopping = client.stop().then((info) => {
+      stopped = true;
+      return info;
+    });
+    // The session's own end (session.stop) is held by the handler; the client's stop is bounded
+    // by the grace period plus the cleanup timeout of the clock it was given.
+    await clock.advance(1_999);
+    assert.equal(stopped, false);
+    await clock.advance(1);
+    assert.equal((await stopping).reason, "stopped");
+  });
+
   it("retries session.ended until accepted", async () => {
     const harness = await ScriptedHarness.start();
     scripted.push(harness);
