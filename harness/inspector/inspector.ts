@@ -357,8 +357,8 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
         const send = (event: string, data: unknown) =>
           write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
         const subscription = model.subscribe((batch: InspectorBatch) => send("update", batch));
-        // A comment now and then keeps idle connections open through proxies and timers.
-        const ping = setInterval(() => write(": ping\n\n"), 15_000);
+        // A comment every 5 s keeps the stream open through idle timeouts (Bun.serve: 10 s).
+        const ping = setInterval(() => write(": ping\n\n"), 5_000);
         end = () => {
           if (ended) return;
           ended = true;

@@ -12,6 +12,7 @@
  */
 import { servesTool } from "../../protocol/capabilities.ts";
 import type { Clock } from "../../protocol/clock.ts";
+import { isSecretField, REDACTED } from "../../protocol/logger.ts";
 import type { Disposable } from "../../protocol/peer.ts";
 import type { Capabilities } from "../../protocol/generated/contract.ts";
 import { TOOL_JSON_SCHEMAS } from "../../protocol/generated/tool-schemas.ts";
@@ -220,7 +221,9 @@ export interface InspectorBatch {
 /**
  * A copy of `value` that a page can show: plain JSON, at most `maxChars` characters of strings
  * in all (the rest marked `…`), at most 12 levels deep and 200 members per object or array.
- * Objects have no prototype, so a member named `__proto__` is only a member.
+ * A member whose name names a secret (`token`, `api_key`, `GITHUB_TOKEN`, ... — the logger's
+ * rule) shows as `[redacted]` unless it is a flag or a number. Objects have no prototype, so a
+ * member named `__proto__` is only a member.
  */
 export function clip(value: unknown, maxChars: number): unknown {
   const budget = { left: maxChars };
@@ -271,7 +274,12 @@ function clipInto(value: unknown, budget: { left: number }, depth: number): unkn
     if (item === undefined || typeof item === "function") continue;
     members++;
     budget.left -= Math.min(key.length, 256);
-    out[key.length > 256 ? `${key.slice(0, 256)}…` : key] = clipInto(item, budget, depth + 1);
+    // A flag (`git_credentials: true`) says nothing secret; a string or an object may.
+    const hidden = isSecretField(key) && item !== null && typeof item !== "boolean" &&
+      typeof item !== "number";
+    out[key.length > 256 ? `${key.slice(0, 256)}…` : key] = hidden
+      ? REDACTED
+      : clipInto(item, budget, depth + 1);
   }
   return out;
 }

@@ -82,7 +82,7 @@ describe("inspector: the token", () => {
 });
 
 describe("inspector: clipping what executors send", () => {
-  it("bounds strings, members and depth, and keeps __proto__ a plain member", () => {
+  it("bounds strings, members and depth, redacts secrets, and keeps __proto__ a plain member", () => {
     assert.match(String(clip("x".repeat(100), 10)), /^x{10}… \(90 more\)$/);
     const clipped = clip({ a: "y".repeat(50), b: "z".repeat(50) }, 30) as Record<string, string>;
     assert.ok(clipped.a.length < 50, "one budget for the whole value");
@@ -95,6 +95,21 @@ describe("inspector: clipping what executors send", () => {
     let deep: unknown = "bottom";
     for (let i = 0; i < 50; i++) deep = { deep };
     assert.ok(JSON.stringify(clip(deep, 10_000)).length < 400, "depth is bounded");
+    assert.deepEqual(
+      clip({
+        command: "deploy",
+        env: { GITHUB_TOKEN: "ghp_x", HOME: "/h" },
+        api_key: "k",
+        git_credentials: true,
+      }, 1000),
+      Object.assign(Object.create(null), {
+        command: "deploy",
+        git_credentials: true,
+        env: Object.assign(Object.create(null), { GITHUB_TOKEN: "[redacted]", HOME: "/h" }),
+        api_key: "[redacted]",
+      }),
+      "secret-named members are never shown",
+    );
     const wide = clip(Array.from({ length: 1000 }, (_, i) => i), 100_000) as unknown[];
     assert.equal(wide.length, 201);
   });
