@@ -137,6 +137,13 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
       });
     }
     if (!(await auth.admits(c.req.raw.headers))) return refused();
+    if (base !== "" && c.req.path === base) {
+      // The page's links are relative to its own directory.
+      return new Response(null, {
+        status: 308,
+        headers: { location: `${base}/`, ...SECURITY_HEADERS },
+      });
+    }
     if (c.req.method !== "GET" && c.req.method !== "HEAD") {
       // Cross-site writes: a browser sends JSON to another origin only after a preflight that
       // this handler never answers, and an Origin other than ours is refused outright.
@@ -152,26 +159,27 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
     }
     await next();
   });
-  const root = base === "" ? app : app.basePath(base);
+  // Routes are registered with the base path written out: the page lives at `${base}/`.
+  const at = (path: string) => `${base}${path}`;
 
-  root.get("/", () => asset(INDEX_HTML, "text/html; charset=utf-8"));
-  root.get("/app.js", () => asset(APP_JS, "text/javascript; charset=utf-8"));
-  root.get("/app.css", () => asset(APP_CSS, "text/css; charset=utf-8"));
+  app.get(at("/"), () => asset(INDEX_HTML, "text/html; charset=utf-8"));
+  app.get(at("/app.js"), () => asset(APP_JS, "text/javascript; charset=utf-8"));
+  app.get(at("/app.css"), () => asset(APP_CSS, "text/css; charset=utf-8"));
 
-  root.get("/api/state", () => json(200, model.snapshot()));
+  app.get(at("/api/state"), () => json(200, model.snapshot()));
 
-  root.get("/api/stream", (c) => {
+  app.get(at("/api/stream"), (c) => {
     if (closed) return json(503, { error: { name: "Closed", message: "inspector closed" } });
     return eventStream(c.req.raw.signal);
   });
 
-  root.post("/api/login-links", async (c) => {
+  app.post(at("/api/login-links"), async (c) => {
     const url = await loginUrlFor(new URL(c.req.url).origin);
     return json(201, { url });
   });
 
-  root.post("/api/executors/:id/sessions", async (c) => {
-    const executor = executorOf(c.req.param("id"));
+  app.post(at("/api/executors/:id/sessions"), async (c) => {
+    const executor = executorOf(param(c, "id"));
     const body = await readBody(c);
     const requested = optionalString(body, "session_id");
     const sessionId = requested || randomId("ses_");
@@ -183,14 +191,14 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
     return json(201, { session_id: session.id });
   });
 
-  root.post("/api/executors/:id/drain", async (c) => {
-    const executor = executorOf(c.req.param("id"));
+  app.post(at("/api/executors/:id/drain"), async (c) => {
+    const executor = executorOf(param(c, "id"));
     await readBody(c);
     return json(200, await executor.drain());
   });
 
-  root.post("/api/executors/:id/turns", async (c) => {
-    const executor = executorOf(c.req.param("id"));
+  app.post(at("/api/executors/:id/turns"), async (c) => {
+    const executor = executorOf(param(c, "id"));
     const body = await readBody(c);
     const text = requiredString(body, "text");
     const sessionId = optionalString(body, "session_id") || randomId("ses_");
@@ -203,8 +211,8 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
     return json(201, { session_id: sessionId, turn_id: turnId, duplicate: result.duplicate });
   });
 
-  root.post("/api/sessions/:id/calls", async (c) => {
-    const session = sessionOf(c.req.param("id"));
+  app.post(at("/api/sessions/:id/calls"), async (c) => {
+    const session = sessionOf(param(c, "id"));
     const body = await readBody(c);
     const tool = requiredString(body, "tool");
     const input = body.input ?? {};
@@ -238,23 +246,23 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
     return json(202, { tool_call_id: id });
   });
 
-  root.post("/api/sessions/:id/calls/:call/cancel", async (c) => {
-    const session = sessionOf(c.req.param("id"));
+  app.post(at("/api/sessions/:id/calls/:call/cancel"), async (c) => {
+    const session = sessionOf(param(c, "id"));
     await readBody(c);
-    const result = await session.cancelTool(c.req.param("call"), "canceled from the inspector");
+    const result = await session.cancelTool(param(c, "call"), "canceled from the inspector");
     return json(200, result);
   });
 
-  root.post("/api/sessions/:id/stop", async (c) => {
-    const session = sessionOf(c.req.param("id"));
+  app.post(at("/api/sessions/:id/stop"), async (c) => {
+    const session = sessionOf(param(c, "id"));
     const body = await readBody(c);
     const reason = optionalString(body, "reason") || "stopped from the inspector";
     session.stop(reason).catch((error) => report(`stop of ${session.id} failed`, error));
     return json(202, { stopping: session.id });
   });
 
-  root.post("/api/interactions/:id/respond", async (c) => {
-    const view = model.interaction(c.req.param("id"));
+  app.post(at("/api/interactions/:id/respond"), async (c) => {
+    const view = model.interaction(param(c, "id"));
     if (!view) throw new ApiError(404, "NotFound", "no such interaction");
     const body = await readBody(c);
     const outcome = requiredString(body, "outcome") as InteractionOutcome;
@@ -413,6 +421,13 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
       for (const end of [...streams]) end();
     },
   };
+}
+
+/** A path parameter of the route (its paths are written out, so hono cannot type them). */
+function param(c: Context, name: string): string {
+  const value = c.req.param(name);
+  if (value === undefined) throw new ApiError(404, "NotFound", `no ${name} in the path`);
+  return value;
 }
 
 /** `/inspector` from `inspector/`, `""` for the root. */

@@ -91,6 +91,8 @@ async function answer(
     if (cookies.length) out["set-cookie"] = cookies;
     res.writeHead(response.status, out);
     if (!response.body || method === "HEAD") {
+      // A body nobody reads (a HEAD of the live stream) is canceled, so it ends at once.
+      await response.body?.cancel().catch(() => {});
       res.end();
       return;
     }
@@ -101,7 +103,12 @@ async function answer(
     for (;;) {
       const { done, value } = await reader.read();
       if (done) break;
-      if (!res.write(value)) await new Promise((resume) => res.once("drain", resume));
+      if (!res.write(value)) {
+        await new Promise((resume) => {
+          res.once("drain", resume);
+          res.once("close", resume);
+        });
+      }
     }
     res.end();
   } catch {

@@ -513,6 +513,31 @@ describe("inspector: the handler", { timeout: 60_000 }, () => {
     );
   });
 
+  it("serves under a base path: its login, page and API there, the token's cookie scoped to it", async () => {
+    const harness = new Harness({ insecureNoAuth: true });
+    closing.push(() => harness.close());
+    const token = randomInspectorToken();
+    const ui = inspector(harness, { token, basePath: "/tools/inspector/" });
+    closing.push(() => ui.close());
+    const login = await ui.loginUrl("http://127.0.0.1:9/ignored/path");
+    assert.match(login, /^http:\/\/127\.0\.0\.1:9\/tools\/inspector\/login\?code=\w+$/);
+    const entered = await ui.fetch(new Request(login));
+    assert.equal(entered.status, 303);
+    assert.equal(entered.headers.get("location"), "/tools/inspector/");
+    assert.match(entered.headers.get("set-cookie") ?? "", /; Path=\/tools\/inspector; HttpOnly/);
+    const bearer = { authorization: `Bearer ${token}` };
+    const at = (path: string) =>
+      ui.fetch(new Request(`http://127.0.0.1:9${path}`, { headers: bearer }));
+    assert.equal((await at("/tools/inspector/api/state")).status, 200);
+    assert.equal((await at("/tools/inspector/")).status, 200);
+    const bare = await at("/tools/inspector");
+    assert.equal(bare.status, 308);
+    assert.equal(bare.headers.get("location"), "/tools/inspector/");
+    assert.equal((await at("/api/state")).status, 404, "nothing outside the base path");
+    const outside = await ui.fetch(new Request("http://127.0.0.1:9/api/state"));
+    assert.equal(outside.status, 401, "and without the token, 401 there too");
+  });
+
   it("keeps what it was told to: finished calls beyond the limit are forgotten, pending ones kept", async () => {
     const platform = new AgentPlatform();
     const harness = new Harness({ insecureNoAuth: true, agent: platform });
