@@ -41,6 +41,11 @@ export {
   type ServeMachineOptions,
 } from "./executor/bun.ts";
 export { Harness } from "./harness/bun.ts";
+export {
+  type InspectorServer,
+  serveInspector,
+  type ServeInspectorOptions,
+} from "./harness/inspector/serve.node.ts";
 export { dialWebSocket, serveWebSocket } from "./transport/bun.ts";
 export {
   type BunSqliteDriver,

@@ -44,6 +44,11 @@ export {
   type ServeMachineOptions,
 } from "./executor/deno.ts";
 export { Harness } from "./harness/deno.ts";
+export {
+  type InspectorServer,
+  serveInspector,
+  type ServeInspectorOptions,
+} from "./harness/inspector/serve.node.ts";
 export { dialWebSocket, serveWebSocket } from "./transport/deno.ts";
 export {
   type DenoSqliteDriver,

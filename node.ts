@@ -42,6 +42,11 @@ export {
   type ServeMachineOptions,
 } from "./executor/node.ts";
 export { Harness } from "./harness/node.ts";
+export {
+  type InspectorServer,
+  serveInspector,
+  type ServeInspectorOptions,
+} from "./harness/inspector/serve.node.ts";
 export { dialWebSocket, serveWebSocket } from "./transport/node.ts";
 export {
   type NodeSqliteDriver,

@@ -8,6 +8,11 @@ import { dialWebSocket, serveWebSocket } from "../transport/bun.ts";
 import { Harness as CoreHarness, type HarnessOptions } from "./harness.ts";
 
 export * from "./mod.ts";
+export {
+  type InspectorServer,
+  serveInspector,
+  type ServeInspectorOptions,
+} from "./inspector/serve.node.ts";
 
 /**
  * A {@linkcode CoreHarness} whose `serve` / `serveUnix` / `dial` use Bun's server and client

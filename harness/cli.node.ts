@@ -17,10 +17,14 @@ import * as z from "zod";
 import { CONTRACT_VERSION, TOOL_SPECS } from "../protocol/generated/contract.ts";
 import { ProtocolError } from "../protocol/errors.ts";
 import { SDK_VERSION as VERSION } from "../executor/version.ts";
+import { AgentPlatform } from "../agent/platform.ts";
 import {
   type ExecutorHandle,
   Harness,
   type HarnessServer,
+  inspector,
+  randomInspectorToken,
+  serveInspector,
   type Session,
   type SessionEventRecord,
   type Terminal,
@@ -84,6 +88,10 @@ Options:
   --unix <path>          also listen on a Unix socket
   --heartbeat-ms <n>     the heartbeat interval executors are given (default 15000)
   --insecure-no-auth     allow a --host beyond loopback, still without authentication
+  --ui                   serve the inspector page on 127.0.0.1 (a port of its own) and print a
+                         one-time URL that opens it ("inspector http://127.0.0.1:<port>/login?...");
+                         agent executors' turns and approvals are served too
+  --ui-port <n>          the inspector's port (default 0: any free port; implies --ui)
   --help                 this text
   --version              the version (and the contract's)
 
@@ -840,6 +848,8 @@ async function main(): Promise<number> {
         unix: { type: "string" },
         "heartbeat-ms": { type: "string" },
         "insecure-no-auth": { type: "boolean" },
+        ui: { type: "boolean" },
+        "ui-port": { type: "string" },
         help: { type: "boolean" },
         version: { type: "boolean" },
       },
@@ -877,7 +887,20 @@ async function main(): Promise<number> {
     );
     return 2;
   }
-  const harness = new Harness({ insecureNoAuth: true, heartbeatIntervalMs: heartbeatMs });
+  const withUi = values.ui === true || values["ui-port"] !== undefined;
+  const uiPort = values["ui-port"] === undefined ? 0 : Number(values["ui-port"]);
+  if (!Number.isInteger(uiPort) || uiPort < 0 || uiPort > 65535) {
+    process.stderr.write(
+      `bma-harness: --ui-port takes 0-65535, not "${values["ui-port"]}" (see --help)\n`,
+    );
+    return 2;
+  }
+  const harness = new Harness({
+    insecureNoAuth: true,
+    heartbeatIntervalMs: heartbeatMs,
+    // The page starts agent turns and answers their approvals.
+    ...(withUi ? { agent: new AgentPlatform() } : {}),
+  });
   const servers: HarnessServer[] = [];
   try {
     servers.push(await harness.serve({ hostname: host, port }));
@@ -888,8 +911,31 @@ async function main(): Promise<number> {
     return 1;
   }
   for (const server of servers) writeOut(`listening ${server.url}`);
+  if (withUi) {
+    // The page's token stays in this process: what is printed is a URL that works once.
+    const page = inspector(harness, { token: randomInspectorToken() });
+    try {
+      const web = await serveInspector(page, { port: uiPort });
+      servers.push({
+        url: web.url,
+        httpUrl: web.url,
+        close: async () => {
+          page.close();
+          await web.close();
+        },
+      });
+      writeOut(`inspector ${await page.loginUrl(web.url)}`);
+    } catch (error) {
+      process.stderr.write(
+        `bma-harness: cannot serve the inspector: ${(error as Error).message}\n`,
+      );
+      page.close();
+      for (const server of servers) await server.close();
+      await harness.close();
+      return 1;
+    }
+  }
 
-  // (An inspector page, `--ui`, would be one more server here, closed with the others.)
   const input = new Input(process.stdin);
   const cli = new Cli(harness, servers, input);
   const finish = (code: number) => {

@@ -11,6 +11,11 @@ import type { RunningServer, ServeWebSocketOptions } from "../transport/server.t
 import { Harness as CoreHarness, type HarnessOptions } from "./harness.ts";
 
 export * from "./mod.ts";
+export {
+  type InspectorServer,
+  serveInspector,
+  type ServeInspectorOptions,
+} from "./inspector/serve.node.ts";
 
 /**
  * Serves TCP with `ws` and Unix sockets with `Deno.serve`, whichever carries a harness's frames

@@ -149,6 +149,13 @@ export {
   type StoredArtifact,
 } from "./artifacts.ts";
 export { type FetchOptions, type WebSocketUpgrader } from "./app.ts";
+export { type Inspector, inspector, type InspectorOptions } from "./inspector/inspector.ts";
+export {
+  InspectorTokenError,
+  MIN_INSPECTOR_TOKEN_LENGTH,
+  randomInspectorToken,
+} from "./inspector/auth.ts";
+export { DEFAULT_INSPECTOR_LIMITS, type InspectorLimits } from "./inspector/model.ts";
 export {
   ConnectRefusedError,
   ExecutorUnavailableError,

@@ -14,6 +14,11 @@ import { dialWebSocket, serveWebSocket } from "../transport/node.ts";
 import { Harness as CoreHarness, type HarnessOptions } from "./harness.ts";
 
 export * from "./mod.ts";
+export {
+  type InspectorServer,
+  serveInspector,
+  type ServeInspectorOptions,
+} from "./inspector/serve.node.ts";
 
 /**
  * A {@linkcode CoreHarness} whose `serve` / `serveUnix` / `dial` use `ws`

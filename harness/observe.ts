@@ -119,6 +119,10 @@ export interface ToolDispatchedObservation extends ObservationBase {
   readonly executorId: string;
   /** The tool's name. */
   readonly tool: string;
+  /** The tool's input, as sent (the harness's own object: copy what you keep). */
+  readonly input: Readonly<Record<string, unknown>>;
+  /** The call's own timeout (`timeout_ms`), when it has one. */
+  readonly timeoutMs?: number;
 }
 
 /** The executor acknowledged a tool call (it runs). */

@@ -158,6 +158,7 @@ export class ToolCalls implements CallOps {
     entry.state = "dispatching";
     entry.dispatchedOn = connection;
     if (this.#observers.active) {
+      const params = entry.params;
       this.#observers.emit({
         type: "tool.dispatched",
         at: this.#clock.now(),
@@ -165,6 +166,8 @@ export class ToolCalls implements CallOps {
         sessionId: entry.sessionId,
         executorId: entry.executorId,
         tool: entry.tool,
+        input: params.input,
+        ...(params.timeout_ms !== undefined ? { timeoutMs: params.timeout_ms } : {}),
       });
     }
     connection.peer.call("tool.call", entry.params, this.#dispatchOptions).then(

@@ -77,6 +77,12 @@ describe("Harness: observation", { timeout: 20_000 }, () => {
       { type: "tool.settled" }
     >;
     assert.deepEqual(settled.result, result);
+    const dispatched = seen.find((o) => o.type === "tool.dispatched") as Extract<
+      HarnessObservation,
+      { type: "tool.dispatched" }
+    >;
+    assert.equal(dispatched.tool, "bash");
+    assert.deepEqual(dispatched.input, { command: "x" }, "the input as sent");
     assert.ok(seen.every((o) => o.at === clock.now()), "stamped with the harness clock");
     const event = seen.find((o) => o.type === "session.event") as Extract<
       HarnessObservation,

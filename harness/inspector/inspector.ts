@@ -1,0 +1,514 @@
+/**
+ * The inspector: a web page and its API over a {@linkcode Harness}, as one web-standard handler
+ * (`(request: Request) => Promise<Response>`) that any server can mount — `serveInspector` on
+ * Node, Deno and Bun, `Deno.serve`, `Bun.serve`, a Worker.
+ *
+ * Every page and endpoint answers 401 unless the request carries the token (`Authorization:
+ * Bearer <token>`, or the cookie a one-time login URL sets). The page is a few kB of
+ * hand-written JavaScript and CSS served from here, under a content security policy that runs
+ * only them; it renders everything executors send as text (never as HTML), and it follows the
+ * harness live over server-sent events. What it shows comes from `harness.observe`; what it
+ * does goes through the harness's public API (`assignSession`, `callTool`, `cancelTool`,
+ * `session.stop`, `executor.drain`, `startTurn`, `respondInteraction`).
+ *
+ * Portable: web-standard APIs only.
+ */
+import { Hono } from "hono";
+import type { Context } from "hono";
+import { type Clock, systemClock } from "../../protocol/clock.ts";
+import { InvalidOutgoingParamsError, LocalError, ProtocolError } from "../../protocol/errors.ts";
+import { randomId } from "../../protocol/ids.ts";
+import { type Logger, silentLogger } from "../../protocol/logger.ts";
+import type { InteractionOutcome } from "../../protocol/generated/contract.ts";
+import { SessionEndedError } from "../errors.ts";
+import type { Harness } from "../harness.ts";
+import { INSPECTOR_COOKIE, InspectorAuth } from "./auth.ts";
+import {
+  DEFAULT_INSPECTOR_LIMITS,
+  errorView,
+  type InspectorBatch,
+  type InspectorLimits,
+  InspectorModel,
+} from "./model.ts";
+import { APP_CSS, APP_JS, INDEX_HTML } from "./page.ts";
+
+/** Options of {@linkcode inspector}. */
+export interface InspectorOptions {
+  /**
+   * The secret every request must present (at least 16 characters; `randomInspectorToken()`
+   * makes one). Keep it out of logs: hand browsers a {@linkcode Inspector.loginUrl} instead.
+   */
+  token: string;
+  /** The harness's clock, when it was given one (times and leases are read on it). */
+  clock?: Clock;
+  /** Where failures of the page's actions are reported. Default: nowhere. */
+  logger?: Logger;
+  /** How much is kept (finished calls, events, ...); see {@linkcode InspectorLimits}. */
+  limits?: Partial<InspectorLimits>;
+  /** Largest request body accepted from the page (a tool's input). Default 1 MiB. */
+  maxBodyBytes?: number;
+  /**
+   * The path the inspector is mounted under, when a server of yours hands it the requests of
+   * a prefix (`"/inspector"`). Default: the root.
+   */
+  basePath?: string;
+}
+
+/** An inspector of one harness. */
+export interface Inspector {
+  /** Answers a request (the page, its assets, its API). */
+  readonly fetch: (request: Request) => Promise<Response>;
+  /**
+   * A one-time URL that logs a browser in: it sets the token's cookie and redirects to the
+   * page; used once, it is refused (401). `serverUrl` is where the server that mounts the
+   * inspector listens (`http://127.0.0.1:7701`; `basePath` is added).
+   */
+  loginUrl(serverUrl: string): Promise<string>;
+  /** Stops watching the harness and ends the live streams of open pages. */
+  close(): void;
+}
+
+const SECURITY_HEADERS: Record<string, string> = {
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "x-frame-options": "DENY",
+  "cache-control": "no-store",
+  "cross-origin-opener-policy": "same-origin",
+  "cross-origin-resource-policy": "same-origin",
+};
+
+const OUTCOMES: readonly InteractionOutcome[] = ["approved", "denied", "answered"];
+
+/** A request the API refuses, with its status. */
+class ApiError extends Error {
+  readonly status: number;
+  readonly body: unknown;
+  constructor(status: number, name: string, message: string, extra: Record<string, unknown> = {}) {
+    super(message);
+    this.status = status;
+    this.body = { error: { name, message, ...extra } };
+  }
+}
+
+/**
+ * An inspector of `harness`: mount `fetch` in a server bound to 127.0.0.1, and open the page
+ * through {@linkcode Inspector.loginUrl}.
+ *
+ * ```ts
+ * import { Harness, inspector, randomInspectorToken, serveInspector } from "bma-executor-sdk/harness/node";
+ *
+ * const harness = new Harness({ insecureNoAuth: true });
+ * await harness.serve({ port: 7700 });
+ * const ui = inspector(harness, { token: randomInspectorToken() });
+ * const server = await serveInspector(ui, { port: 7701 });
+ * console.log("inspector", await ui.loginUrl(server.url));
+ * ```
+ */
+export function inspector(harness: Harness, options: InspectorOptions): Inspector {
+  const auth = new InspectorAuth(options.token);
+  const clock = options.clock ?? systemClock;
+  const logger = options.logger ?? silentLogger;
+  const limits: InspectorLimits = { ...DEFAULT_INSPECTOR_LIMITS, ...options.limits };
+  const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+  const base = normalizeBase(options.basePath);
+  const model = new InspectorModel(harness, limits, clock);
+  const streams = new Set<() => void>();
+  let closed = false;
+
+  const app = new Hono();
+  const loginPath = `${base}/login`;
+
+  app.use("*", async (c, next) => {
+    // The one-time login is the only request that answers without the token.
+    if (c.req.method === "GET" && c.req.path === loginPath) {
+      const code = c.req.query("code");
+      if (!code || !(await auth.redeem(code))) return refused();
+      return new Response(null, {
+        status: 303,
+        headers: {
+          location: `${base}/`,
+          "set-cookie": `${INSPECTOR_COOKIE}=${encodeURIComponent(auth.token)}; Path=${
+            base || "/"
+          }; HttpOnly; SameSite=Strict`,
+          ...SECURITY_HEADERS,
+        },
+      });
+    }
+    if (!(await auth.admits(c.req.raw.headers))) return refused();
+    if (base !== "" && c.req.path === base) {
+      // The page's links are relative to its own directory.
+      return new Response(null, {
+        status: 308,
+        headers: { location: `${base}/`, ...SECURITY_HEADERS },
+      });
+    }
+    if (c.req.method !== "GET" && c.req.method !== "HEAD") {
+      // Cross-site writes: a browser sends JSON to another origin only after a preflight that
+      // this handler never answers, and an Origin other than ours is refused outright.
+      const origin = c.req.header("origin");
+      if (origin !== undefined && origin !== new URL(c.req.url).origin) {
+        return json(403, { error: { name: "Forbidden", message: "cross-origin request" } });
+      }
+      if (!(c.req.header("content-type") ?? "").startsWith("application/json")) {
+        return json(415, {
+          error: { name: "UnsupportedMediaType", message: "send application/json" },
+        });
+      }
+    }
+    await next();
+  });
+  // Routes are registered with the base path written out: the page lives at `${base}/`.
+  const at = (path: string) => `${base}${path}`;
+
+  app.get(at("/"), () => asset(INDEX_HTML, "text/html; charset=utf-8"));
+  app.get(at("/app.js"), () => asset(APP_JS, "text/javascript; charset=utf-8"));
+  app.get(at("/app.css"), () => asset(APP_CSS, "text/css; charset=utf-8"));
+
+  app.get(at("/api/state"), () => json(200, model.snapshot()));
+
+  app.get(at("/api/stream"), (c) => {
+    if (closed) return json(503, { error: { name: "Closed", message: "inspector closed" } });
+    return eventStream(c.req.raw.signal);
+  });
+
+  app.post(at("/api/login-links"), async (c) => {
+    const url = await loginUrlFor(new URL(c.req.url).origin);
+    return json(201, { url });
+  });
+
+  app.post(at("/api/executors/:id/sessions"), async (c) => {
+    const executor = executorOf(param(c, "id"));
+    const body = await readBody(c);
+    const requested = optionalString(body, "session_id");
+    const sessionId = requested || randomId("ses_");
+    const session = await executor.assignSession({
+      session_id: sessionId,
+      metadata: { source: "harness" },
+    });
+    session.ready().catch((error) => report(`session ${sessionId} not ready`, error));
+    return json(201, { session_id: session.id });
+  });
+
+  app.post(at("/api/executors/:id/drain"), async (c) => {
+    const executor = executorOf(param(c, "id"));
+    await readBody(c);
+    return json(200, await executor.drain());
+  });
+
+  app.post(at("/api/executors/:id/turns"), async (c) => {
+    const executor = executorOf(param(c, "id"));
+    const body = await readBody(c);
+    const text = requiredString(body, "text");
+    const sessionId = optionalString(body, "session_id") || randomId("ses_");
+    const turnId = randomId("turn_");
+    const result = await executor.startTurn({
+      session_id: sessionId,
+      turn_id: turnId,
+      input: [{ type: "text", text }],
+    });
+    return json(201, { session_id: sessionId, turn_id: turnId, duplicate: result.duplicate });
+  });
+
+  app.post(at("/api/sessions/:id/calls"), async (c) => {
+    const session = sessionOf(param(c, "id"));
+    const body = await readBody(c);
+    const tool = requiredString(body, "tool");
+    const input = body.input ?? {};
+    if (typeof input !== "object" || input === null || Array.isArray(input)) {
+      throw new ApiError(400, "BadRequest", "input must be an object");
+    }
+    const timeout = body.timeout_ms;
+    if (timeout !== undefined && (!Number.isInteger(timeout) || (timeout as number) < 1)) {
+      throw new ApiError(400, "BadRequest", "timeout_ms must be a positive integer");
+    }
+    const id = randomId("call_");
+    model.requested(id, session.id, session.executor.id, tool, input);
+    const call = session.callTool({
+      tool,
+      input: input as Record<string, unknown>,
+      tool_call_id: id,
+      ...(timeout !== undefined ? { timeout_ms: timeout as number } : {}),
+    });
+    // A refusal before the call goes out (its input, an ended session) is the answer; a call
+    // under way answers 202 and is followed on the page.
+    const refusal = await Promise.race([
+      call.then(() => undefined, (error) => ({ error })),
+      nextTask(),
+    ]);
+    if (refusal && model.call(id)?.state === "requested") {
+      model.refused(id, refusal.error);
+      throw refusal.error;
+    }
+    // A later refusal (a store that answers asynchronously) shows in the call's row.
+    call.catch((error) => model.refused(id, error));
+    return json(202, { tool_call_id: id });
+  });
+
+  app.post(at("/api/sessions/:id/calls/:call/cancel"), async (c) => {
+    const session = sessionOf(param(c, "id"));
+    await readBody(c);
+    const result = await session.cancelTool(param(c, "call"), "canceled from the inspector");
+    return json(200, result);
+  });
+
+  app.post(at("/api/sessions/:id/stop"), async (c) => {
+    const session = sessionOf(param(c, "id"));
+    const body = await readBody(c);
+    const reason = optionalString(body, "reason") || "stopped from the inspector";
+    session.stop(reason).catch((error) => report(`stop of ${session.id} failed`, error));
+    return json(202, { stopping: session.id });
+  });
+
+  app.post(at("/api/interactions/:id/respond"), async (c) => {
+    const view = model.interaction(param(c, "id"));
+    if (!view) throw new ApiError(404, "NotFound", "no such interaction");
+    const body = await readBody(c);
+    const outcome = requiredString(body, "outcome") as InteractionOutcome;
+    if (!OUTCOMES.includes(outcome)) {
+      throw new ApiError(400, "BadRequest", `outcome must be one of ${OUTCOMES.join(", ")}`);
+    }
+    const answer = optionalString(body, "answer");
+    const message = optionalString(body, "message");
+    const executor = executorOf(view.executorId);
+    const interactionId = (view.interaction as { interaction_id?: unknown }).interaction_id;
+    if (typeof interactionId !== "string") {
+      throw new ApiError(409, "Conflict", "the interaction has no executor id");
+    }
+    // Delivered (and resent) in the background; the page sees the interaction settle.
+    executor.respondInteraction({
+      session_id: view.sessionId,
+      interaction_id: interactionId,
+      outcome,
+      ...(answer ? { answer } : {}),
+      ...(message ? { message } : {}),
+    }).then(
+      (result) => {
+        if (!result.accepted) model.notice(`answer to ${view.id} not accepted by the executor`);
+      },
+      (error) => report(`answer to ${view.id} not delivered`, error),
+    );
+    return json(202, { responding: view.id });
+  });
+
+  app.notFound(() => json(404, { error: { name: "NotFound", message: "no such page" } }));
+
+  app.onError((error) => {
+    if (error instanceof ApiError) return json(error.status, error.body);
+    const view = errorView(error);
+    const status = error instanceof InvalidOutgoingParamsError
+      ? 400
+      : error instanceof SessionEndedError
+      ? 409
+      : error instanceof ProtocolError
+      ? 502
+      : error instanceof LocalError
+      ? 409
+      : 500;
+    if (status === 500) {
+      logger.error("inspector request failed", { error: String(error) });
+      return json(500, { error: { name: "InternalError", message: "internal error" } });
+    }
+    return json(status, { error: view });
+  });
+
+  function report(what: string, error: unknown): void {
+    const view = errorView(error);
+    model.notice(`${what}: ${view.name}: ${view.message}`);
+    logger.info("inspector action failed", { action: what, error: view.message });
+  }
+
+  function executorOf(id: string) {
+    const executor = harness.executor(id);
+    if (!executor) throw new ApiError(404, "NotFound", "no such executor");
+    return executor;
+  }
+
+  function sessionOf(id: string) {
+    const session = harness.sessions.get(id) ?? harness.session(id);
+    if (session) return session;
+    const seen = model.session(id);
+    if (seen?.state === "ended") {
+      throw new SessionEndedError(id, seen.reason ?? "ended");
+    }
+    throw new ApiError(404, "NotFound", "no such session");
+  }
+
+  async function readBody(c: Context): Promise<Record<string, unknown>> {
+    const text = await boundedText(c.req.raw, maxBodyBytes);
+    if (text.trim() === "") return {};
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      throw new ApiError(400, "BadRequest", "the body is not JSON");
+    }
+    if (typeof body !== "object" || body === null || Array.isArray(body)) {
+      throw new ApiError(400, "BadRequest", "the body must be a JSON object");
+    }
+    return body as Record<string, unknown>;
+  }
+
+  function eventStream(signal: AbortSignal): Response {
+    const encoder = new TextEncoder();
+    let end: () => void = () => {};
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        let ended = false;
+        const write = (text: string) => {
+          if (ended) return;
+          // A page that stops reading is dropped (its browser reconnects and loads afresh).
+          if ((controller.desiredSize ?? 0) < -8 * 1024 * 1024) return end();
+          controller.enqueue(encoder.encode(text));
+        };
+        const send = (event: string, data: unknown) =>
+          write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+        const subscription = model.subscribe((batch: InspectorBatch) => send("update", batch));
+        // A comment every 5 s keeps the stream open through idle timeouts (Bun.serve: 10 s).
+        const ping = setInterval(() => write(": ping\n\n"), 5_000);
+        end = () => {
+          if (ended) return;
+          ended = true;
+          subscription.dispose();
+          clearInterval(ping);
+          streams.delete(end);
+          signal.removeEventListener("abort", end);
+          try {
+            controller.close();
+          } catch {
+            // Already canceled.
+          }
+        };
+        streams.add(end);
+        signal.addEventListener("abort", end, { once: true });
+        send("snapshot", model.snapshot());
+        if (signal.aborted) end();
+      },
+      cancel() {
+        end();
+      },
+    }, new ByteLengthQueuingStrategy({ highWaterMark: 64 * 1024 }));
+    return new Response(stream, {
+      status: 200,
+      headers: {
+        "content-type": "text/event-stream; charset=utf-8",
+        "cache-control": "no-store",
+        ...SECURITY_HEADERS,
+      },
+    });
+  }
+
+  async function loginUrlFor(origin: string): Promise<string> {
+    const code = await auth.issueCode();
+    return `${origin}${loginPath}?code=${code}`;
+  }
+
+  return {
+    fetch: async (request: Request) => {
+      try {
+        return await app.fetch(request);
+      } catch (error) {
+        logger.error("inspector request failed", { error: String(error) });
+        return json(500, { error: { name: "InternalError", message: "internal error" } });
+      }
+    },
+    loginUrl: (serverUrl: string) => loginUrlFor(new URL(serverUrl).origin),
+    close: () => {
+      if (closed) return;
+      closed = true;
+      model.close();
+      for (const end of [...streams]) end();
+    },
+  };
+}
+
+/** A path parameter of the route (its paths are written out, so hono cannot type them). */
+function param(c: Context, name: string): string {
+  const value = c.req.param(name);
+  if (value === undefined) throw new ApiError(404, "NotFound", `no ${name} in the path`);
+  return value;
+}
+
+/** `/inspector` from `inspector/`, `""` for the root. */
+function normalizeBase(path: string | undefined): string {
+  if (!path) return "";
+  const trimmed = path.replace(/\/+$/, "");
+  if (trimmed === "") return "";
+  return trimmed.startsWith("/") ? trimmed : `/${trimmed}`;
+}
+
+function refused(): Response {
+  return new Response(
+    JSON.stringify({ error: { name: "Unauthorized", message: "token needed" } }),
+    {
+      status: 401,
+      headers: {
+        "content-type": "application/json",
+        "www-authenticate": 'Bearer realm="bma-inspector"',
+        ...SECURITY_HEADERS,
+      },
+    },
+  );
+}
+
+function json(status: number, body: unknown): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { "content-type": "application/json; charset=utf-8", ...SECURITY_HEADERS },
+  });
+}
+
+function asset(text: string, type: string): Response {
+  return new Response(text, {
+    status: 200,
+    headers: { "content-type": type, ...SECURITY_HEADERS },
+  });
+}
+
+function requiredString(body: Record<string, unknown>, key: string): string {
+  const value = body[key];
+  if (typeof value !== "string" || value === "") {
+    throw new ApiError(400, "BadRequest", `${key} must be a non-empty string`);
+  }
+  return value;
+}
+
+function optionalString(body: Record<string, unknown>, key: string): string | undefined {
+  const value = body[key];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== "string") throw new ApiError(400, "BadRequest", `${key} must be a string`);
+  return value;
+}
+
+/** The body as text, refused (413) beyond `limit` bytes. */
+async function boundedText(request: Request, limit: number): Promise<string> {
+  const declared = Number(request.headers.get("content-length") ?? "0");
+  if (declared > limit) throw new ApiError(413, "PayloadTooLarge", `bodies take ${limit} bytes`);
+  if (!request.body) return "";
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel();
+      throw new ApiError(413, "PayloadTooLarge", `bodies take ${limit} bytes`);
+    }
+    chunks.push(value);
+  }
+  const all = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) {
+    all.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return new TextDecoder().decode(all);
+}
+
+/** Resolves after the tasks queued now (a refusal of a call is made by then). */
+function nextTask(): Promise<undefined> {
+  return new Promise((resolve) => setTimeout(() => resolve(undefined), 0));
+}
