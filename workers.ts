@@ -4,11 +4,10 @@
  *
  * - `ExecutorClient` dials with `fetch` and `Upgrade: websocket` (`transport/workers.ts`);
  *   a Worker cannot listen on a socket, so `listen()` is unavailable there.
- * - The harness on Workers is a Worker ({@linkcode createHarnessWorker}) and a Durable Object
- *   ({@linkcode HarnessObject}) that hold executors with the WebSocket hibernation API, with the
- *   self-hosted token endpoint and an authenticated HTTP API for the brain
- *   (`harness/workers/README.md`). The portable `Harness` class needs a server, which Workers
- *   do not have: use the Durable Object.
+ * - The harness on Workers is the same `Harness` hosted by a Durable Object
+ *   ({@linkcode HarnessObject}: its storage is the harness's store, its sockets hibernate, its
+ *   alarm runs the deadlines) behind a Worker ({@linkcode createHarnessWorker}) that routes
+ *   each request to its object (`harness/workers/README.md`).
  *
  * ```ts
  * // worker.ts (wrangler.toml binds BMA_HARNESS to the class HarnessObject)

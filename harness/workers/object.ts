@@ -1,24 +1,18 @@
 /**
- * {@linkcode HarnessObject}: the Durable Object that holds the executors of one environment (or
- * one machine) with the WebSocket hibernation API. The runtime may evict it between any two
- * events while its sockets stay open; the next event constructs it anew, so its state is in
- * storage and in the sockets' attachments, and every timer is a deadline on its single alarm.
+ * {@linkcode HarnessObject}: the Durable Object that hosts one {@linkcode Harness} — the same
+ * portable core as on Node, Deno and Bun — over the object's storage and the WebSocket
+ * hibernation API. The runtime may evict the object between any two events while its sockets
+ * stay open; the next event constructs it anew on the same storage, and each socket is taken
+ * back with the connection snapshot kept in its attachment.
  */
-import { PROTOCOLS, type ProtocolVersion } from "../../protocol/generated/contract.ts";
-import type { Logger } from "../../protocol/logger.ts";
-import type { Principal } from "../principal.ts";
+import type { ConnectionSnapshot } from "../connection.ts";
+import { Harness, type HarnessOptions } from "../harness.ts";
+import { openDurableObjectStore } from "../store/durable-object.workers.ts";
+import { type FedTransport, fedTransport } from "../../transport/fed.ts";
+import { isUpgradeRequest, offeredProtocols } from "../../transport/server.ts";
+import type { Transport } from "../../transport/transport.ts";
 import { randomId } from "../../protocol/ids.ts";
-import { serveBrain } from "./brain.ts";
-import {
-  type HarnessEnv,
-  readSettings,
-  resolveAuthenticate,
-  resolveLogger,
-  type WorkersHarnessOptions,
-} from "./config.ts";
-import { serveFrame } from "./connection.ts";
-import { EdgeCore } from "./core.ts";
-import { type ConnectionAttachment, storePrincipal } from "./store.ts";
+import { type HarnessEnv, harnessOptionsFromEnv } from "./config.ts";
 import {
   createWebSocketPair,
   type DurableObjectStateLike,
@@ -26,154 +20,188 @@ import {
   type WorkersWebSocket,
 } from "./types.ts";
 
-/** The header in which the Worker hands an admitted connection to the object (internal). */
-export const ADMITTED_HEADER = "x-bma-admitted";
-/** The object's internal path for an admitted WebSocket upgrade. */
-export const CONNECT_PATH = "/connect";
-/** The object's internal prefix of the brain API. */
-export const BRAIN_PREFIX = "/brain";
+/** The object's path prefix of the brain API (the Worker strips `/v1/harness/<name>`). */
+export const BRAIN_PATH = "/_brain";
 
-/** What the Worker established before handing a connection to the object (internal). */
-export interface AdmittedConnection {
-  readonly protocol: ProtocolVersion;
-  readonly principal: Principal;
+/** A web-standard request handler (a hono app's `fetch`). */
+export interface FetchHandler {
+  /** Answers one request. */
+  fetch(request: Request): Response | Promise<Response>;
+}
+
+/** Options of a {@linkcode HarnessObject}: those of its `Harness`, and the brains. */
+export interface HarnessObjectOptions extends
+  Omit<
+    HarnessOptions,
+    "store" | "deadlines" | "onConnectionChange" | "recoveredLeases" | "server" | "dial"
+  > {
+  /**
+   * A brain inside the object: called with the harness each time the object is constructed
+   * (after an eviction too — the harness then holds what the store kept: `harness.session(id)`
+   * is live, a `callTool` repeated with its `tool_call_id` resolves with the stored result).
+   */
+  brain?: (harness: Harness) => void;
+  /**
+   * The HTTP API for outside brains, served under `/v1/harness/<object name>/` (the Worker
+   * routes it here). Default: none (404).
+   */
+  brainApi?: (harness: Harness) => FetchHandler;
+}
+
+/** What a socket's attachment holds: its id, and the connection's latest snapshot. */
+interface Attachment {
+  readonly id: string;
+  readonly snapshot?: ConnectionSnapshot;
 }
 
 const decoder = new TextDecoder();
 
 /**
  * The harness Durable Object. Export it from your Worker under the class name bound in
- * `wrangler.toml` (`export { HarnessObject } from "bma-executor-sdk/workers"`); subclass it to
- * pass options:
- *
- * ```ts
- * export class MyHarness extends HarnessObject {
- *   constructor(state: DurableObjectStateLike, env: HarnessEnv) {
- *     super(state, env, { authenticate: myAuthenticate });
- *   }
- * }
- * ```
+ * `wrangler.toml`; subclass it to pass options (see `harness/workers/README.md`). Its options
+ * default to {@linkcode harnessOptionsFromEnv} of the Worker's environment.
  */
 export class HarnessObject {
-  readonly #core: EdgeCore;
-  readonly #logger: Logger;
+  /** The harness: executors, sessions, tool calls, through the same API as everywhere. */
+  readonly harness: Harness;
+  readonly #ctx: DurableObjectStateLike;
+  readonly #mayConnect: boolean;
+  readonly #brainApi: FetchHandler | undefined;
+  /** This incarnation's transport of each socket, by attachment id. */
+  readonly #transports = new Map<string, Promise<FedTransport | undefined>>();
+  readonly #sockets = new Map<Transport, WorkersWebSocket>();
 
-  /**
-   * Built by the runtime on every wake-up of the object (also after an eviction): its state lives
-   * in storage and socket attachments.
-   */
-  constructor(state: DurableObjectStateLike, env: HarnessEnv, options: WorkersHarnessOptions = {}) {
-    // Start-up stays cheap: an evicted object is rebuilt on each wake-up.
-    this.#logger = resolveLogger(options);
-    this.#core = new EdgeCore(
-      state,
-      readSettings(env),
-      this.#logger,
-      resolveAuthenticate(options, env, this.#logger),
-    );
+  /** Built by the runtime on every wake-up of the object (also after an eviction). */
+  constructor(
+    ctx: DurableObjectStateLike,
+    env: HarnessEnv,
+    options: HarnessObjectOptions = harnessOptionsFromEnv(env),
+  ) {
+    this.#ctx = ctx;
+    this.#mayConnect = options.insecureNoAuth === true ||
+      options.authenticate !== undefined || options.tokens !== undefined;
+    const { brain, brainApi, ...harnessOptions } = options;
+    this.harness = new Harness({
+      ...harnessOptions,
+      store: openDurableObjectStore(ctx.storage),
+      // Made anew on every wake-up: an executor that never comes back still expires.
+      recoveredLeases: "stored",
+      deadlines: {
+        wake: (at) => {
+          if (at !== undefined) void ctx.storage.setAlarm(at);
+        },
+      },
+      onConnectionChange: (transport, snapshot) => {
+        const ws = this.#sockets.get(transport);
+        const att = ws?.deserializeAttachment() as Attachment | null | undefined;
+        if (ws && att) ws.serializeAttachment({ id: att.id, snapshot } satisfies Attachment);
+      },
+    });
+    this.#brainApi = brainApi?.(this.harness);
+    brain?.(this.harness);
   }
 
-  /** Admitted connections (from the Worker) and brain API requests. */
+  /**
+   * Executor upgrades (decided by the harness before any socket: 400, 401, 404, 503), the
+   * brain API under {@linkcode BRAIN_PATH}, and the rest of the harness's HTTP side (token
+   * endpoint).
+   */
   async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url);
-    if (url.pathname === CONNECT_PATH) return await this.#connect(request);
-    if (url.pathname === BRAIN_PREFIX || url.pathname.startsWith(`${BRAIN_PREFIX}/`)) {
-      return await serveBrain(this.#core, request, url.pathname.slice(BRAIN_PREFIX.length));
+    if (url.pathname === BRAIN_PATH || url.pathname.startsWith(`${BRAIN_PATH}/`)) {
+      if (!this.#brainApi) return json(404, { error: "not_found" });
+      url.pathname = url.pathname.slice(BRAIN_PATH.length) || "/";
+      return await this.#brainApi.fetch(new Request(url, request));
     }
-    return new Response(JSON.stringify({ error: "not_found" }), { status: 404 });
+    if (isUpgradeRequest(request)) return await this.#connect(request);
+    return await this.harness.fetch(request);
   }
 
   /** A frame from an executor (the hibernation API's entry point). */
   async webSocketMessage(ws: WorkersWebSocket, message: string | ArrayBuffer): Promise<void> {
-    const frame = typeof message === "string" ? message : decoder.decode(message);
-    await this.#core.serial(async () => {
-      const att = this.#core.attachment(ws);
-      if (!att) return;
-      try {
-        await serveFrame(this.#core, ws, att, frame);
-      } catch (error) {
-        this.#logger.error("frame handling failed", { error: String(error) });
-        await this.#core.closeConnection(ws, att, 1011, "internal error");
-      }
-    });
+    const transport = await this.#transport(ws);
+    transport?.deliver(typeof message === "string" ? message : decoder.decode(message));
   }
 
   /** The executor closed its socket (or it broke). */
-  async webSocketClose(
-    ws: WorkersWebSocket,
-    code: number,
-    reason: string,
-    _wasClean?: boolean,
-  ): Promise<void> {
-    await this.#core.serial(async () => {
-      const att = this.#core.attachment(ws);
-      // 1005 and 1006 cannot be sent in a close frame; answer with a normal close then.
-      const answer = code === 1005 || code === 1006 || code === 1015 ? 1000 : code;
-      if (att && att.state !== "closed") {
-        att.state = "closed";
-        try {
-          ws.serializeAttachment(att);
-        } catch {
-          // A socket past its close may refuse; the state below is what counts.
-        }
-        await this.#core.detach(att);
-      }
-      // Without this answer the executor sees 1006 instead of its own code.
-      try {
-        ws.close(answer, reason);
-      } catch {
-        // Already closed.
-      }
-    });
+  async webSocketClose(ws: WorkersWebSocket, code: number, reason: string): Promise<void> {
+    (await this.#transport(ws))?.end(code, reason);
+    // Without this answer the executor sees 1006 instead of its own code; 1005 and 1006
+    // cannot be sent in a close frame.
+    try {
+      ws.close(code === 1005 || code === 1006 || code === 1015 ? 1000 : code, reason);
+    } catch {
+      // Already closed.
+    }
   }
 
   /** The socket failed. */
-  async webSocketError(ws: WorkersWebSocket, _error: unknown): Promise<void> {
-    await this.#core.serial(async () => {
-      const att = this.#core.attachment(ws);
-      if (att && att.state !== "closed") {
-        att.state = "closed";
-        await this.#core.detach(att);
-      }
-    });
+  async webSocketError(ws: WorkersWebSocket): Promise<void> {
+    (await this.#transport(ws))?.end(1006, "socket error");
   }
 
-  /** Every deadline (leases, token expiries, register and stop timeouts, purges) fires here. */
-  async alarm(): Promise<void> {
-    await this.#core.serial(() => this.#core.runDeadlines(Date.now()));
+  /** Every deadline (leases, register and token deadlines, stop waits) falls due here. */
+  alarm(): void {
+    this.harness.runDeadlines();
   }
 
   async #connect(request: Request): Promise<Response> {
-    const header = request.headers.get(ADMITTED_HEADER);
-    let admitted: AdmittedConnection;
-    try {
-      admitted = JSON.parse(header ?? "") as AdmittedConnection;
-    } catch {
-      return new Response(JSON.stringify({ error: "bad_request" }), { status: 400 });
+    if (!this.#mayConnect) {
+      // As `Harness.serve`: no authenticate, no tokens, no explicit opt-out: nobody connects.
+      return json(401, { error: "unauthorized" });
     }
-    const protocol = PROTOCOLS.find((p) => p === admitted.protocol);
-    if (!protocol) return new Response(JSON.stringify({ error: "bad_request" }), { status: 400 });
+    const decision = await this.harness.upgrade(request, offeredProtocols(request));
+    if (!decision.accept) return decision.response;
     const [client, server] = createWebSocketPair();
-    const att: ConnectionAttachment = {
-      id: randomId("conn_"),
-      protocol,
-      principal: storePrincipal(admitted.principal ?? {}),
-      state: "unregistered",
-      refused: 0,
-    };
-    // The connection id is the socket's tag: later events find the socket by it.
-    this.#core.state.acceptWebSocket(server, [att.id]);
-    server.serializeAttachment(att);
-    await this.#core.serial(async () => {
-      const now = Date.now();
-      await this.#core.deadlines.set(
-        `register:${att.id}`,
-        now + 2 * this.#core.settings.heartbeatIntervalMs,
-      );
-      if (att.principal.expiresAt !== undefined) {
-        await this.#core.deadlines.set(`token:${att.id}`, att.principal.expiresAt);
-      }
-    });
-    return upgradeResponse(client, protocol);
+    this.#ctx.acceptWebSocket(server);
+    const id = randomId("ws_");
+    server.serializeAttachment({ id } satisfies Attachment);
+    const transport = this.#fed(server, id, decision.protocol);
+    this.#transports.set(id, Promise.resolve(transport));
+    decision.onOpen(transport);
+    return upgradeResponse(client, decision.protocol);
   }
+
+  /** This incarnation's transport of `ws`: the one it made, else one restored from the attachment. */
+  #transport(ws: WorkersWebSocket): Promise<FedTransport | undefined> {
+    const att = ws.deserializeAttachment() as Attachment | null;
+    if (!att?.id) return Promise.resolve(undefined);
+    let transport = this.#transports.get(att.id);
+    if (!transport) {
+      transport = this.#restore(ws, att);
+      this.#transports.set(att.id, transport);
+    }
+    return transport;
+  }
+
+  async #restore(ws: WorkersWebSocket, att: Attachment): Promise<FedTransport | undefined> {
+    if (!att.snapshot) {
+      ws.close(1011, "connection state lost");
+      return undefined;
+    }
+    const transport = this.#fed(ws, att.id, att.snapshot.protocol);
+    await this.harness.restore(transport, att.snapshot);
+    return transport;
+  }
+
+  #fed(ws: WorkersWebSocket, id: string, protocol: string): FedTransport {
+    const transport = fedTransport({
+      protocol,
+      send: (frame) => ws.send(frame),
+      close: (code, reason) => ws.close(code, reason),
+    });
+    this.#sockets.set(transport, ws);
+    transport.closed.then(() => {
+      this.#sockets.delete(transport);
+      this.#transports.delete(id);
+    });
+    return transport;
+  }
+}
+
+function json(status: number, body: unknown): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { "content-type": "application/json" },
+  });
 }

@@ -3,11 +3,10 @@
  * `deno check` compile without `@cloudflare/workers-types`. Each interface lists only the
  * members this code calls; the real runtime objects have more.
  */
+import type { DurableObjectStoreStorage } from "../store/durable-object.workers.ts";
 
 /** A WebSocket as the Workers runtime hands it out (`WebSocketPair`, hibernation API). */
 export interface WorkersWebSocket {
-  /** 0 connecting, 1 open, 2 closing, 3 closed. */
-  readonly readyState: number;
   /** Sends a text frame. */
   send(data: string): void;
   /** Closes the socket with a code and reason. */
@@ -18,30 +17,10 @@ export interface WorkersWebSocket {
   deserializeAttachment(): unknown;
 }
 
-/** The key-value storage of a Durable Object. */
-export interface DurableObjectStorageLike {
-  /** One value. */
-  get<T = unknown>(key: string): Promise<T | undefined>;
-  /** Several values. */
-  get<T = unknown>(keys: string[]): Promise<Map<string, T>>;
-  /** Writes one value. */
-  put(key: string, value: unknown): Promise<void>;
-  /** Writes several values. */
-  put(entries: Record<string, unknown>): Promise<void>;
-  /** Deletes one key. */
-  delete(key: string): Promise<boolean>;
-  /** Deletes several keys. */
-  delete(keys: string[]): Promise<number>;
-  /** Entries in key order, within `options`. */
-  list<T = unknown>(
-    options?: { prefix?: string; start?: string; end?: string; limit?: number },
-  ): Promise<Map<string, T>>;
-  /** When the alarm is set, or `null`. */
-  getAlarm(): Promise<number | null>;
+/** A Durable Object's storage: the store's API and the object's one alarm. */
+export interface DurableObjectStorageLike extends DurableObjectStoreStorage {
   /** Sets the object's one alarm (replacing any other). */
   setAlarm(scheduledTime: number | Date): Promise<void>;
-  /** Removes the alarm. */
-  deleteAlarm(): Promise<void>;
 }
 
 /** The state object a Durable Object's constructor receives (`ctx`). */
@@ -50,8 +29,6 @@ export interface DurableObjectStateLike {
   readonly storage: DurableObjectStorageLike;
   /** Hands the socket to the runtime: the object may be evicted while the socket stays open. */
   acceptWebSocket(socket: WorkersWebSocket, tags?: string[]): void;
-  /** The accepted sockets, optionally only those with `tag`. */
-  getWebSockets(tag?: string): WorkersWebSocket[];
 }
 
 /** A Durable Object id. */
@@ -72,12 +49,6 @@ export interface DurableObjectNamespaceLike {
   idFromName(name: string): DurableObjectIdLike;
   /** The stub of the object with this id. */
   get(id: DurableObjectIdLike): DurableObjectStubLike;
-}
-
-/** The `ctx` of a Worker's fetch handler. */
-export interface ExecutionContextLike {
-  /** Keeps the Worker alive until `promise` settles. */
-  waitUntil(promise: Promise<unknown>): void;
 }
 
 interface WebSocketPairConstructor {

@@ -1,12 +1,13 @@
 /**
- * Fixtures of the edge harness tests: the esbuild bundle of examples/workers/worker.ts (the
- * same bundle scripts/bench/workers-bundle.ts measures) running in real workerd through
- * Miniflare on 127.0.0.1, the brain API over fetch, and `ExecutorClient`s dialing it with `ws`.
+ * Fixtures of the edge harness tests: the esbuild bundle of `fixture-worker.ts` (the example's
+ * Worker, and a `HarnessObject` with the conformance harness agent as its brain inside) running
+ * in real workerd through Miniflare on 127.0.0.1, that brain over fetch, and `ExecutorClient`s
+ * dialing it with `ws`.
  */
+import { build } from "esbuild";
 import { Miniflare } from "miniflare";
 import WebSocket from "ws";
 import { ExecutorClient, type ExecutorClientOptions } from "../../executor/node.ts";
-import { buildWorkersBundle } from "../../scripts/bench/workers-bundle.ts";
 import { CapturingLogger } from "../helpers/raw.ts";
 
 /** Credentials the Worker's token endpoint accepts in these tests. */
@@ -24,10 +25,33 @@ export const INFO = { name: "edge-test", os: "linux", arch: "amd64", version: "0
 
 let bundle: Promise<string> | undefined;
 
-/** The minified Workers bundle, built once per test process. */
+/** The bundle of fixture-worker.ts, built once per test process (as wrangler would). */
 export function workerBundle(): Promise<string> {
-  bundle ??= buildWorkersBundle().then((b) => b.code);
+  bundle ??= build({
+    entryPoints: [new URL("./fixture-worker.ts", import.meta.url).pathname],
+    bundle: true,
+    write: false,
+    format: "esm",
+    platform: "browser",
+    target: "es2022",
+    conditions: ["workerd", "worker", "browser"],
+    logLevel: "silent",
+  }).then((result) => result.outputFiles[0].text);
   return bundle;
+}
+
+/** An error the brain inside the object answered with (name, code, reason, data as thrown). */
+export class DriverError extends Error {
+  readonly code?: number;
+  readonly reason?: string;
+  readonly data?: unknown;
+  constructor(wire: { name: string; message: string; code?: number; reason?: string; data?: unknown }) {
+    super(wire.message);
+    this.name = wire.name;
+    this.code = wire.code;
+    this.reason = wire.reason;
+    this.data = wire.data;
+  }
 }
 
 /** Options of {@linkcode startEdge}. */
@@ -67,7 +91,7 @@ export class Edge {
       modules: true,
       script: await workerBundle(),
       compatibilityDate: "2025-09-01",
-      durableObjects: { BMA_HARNESS: "HarnessObject" },
+      durableObjects: { BMA_HARNESS: { className: "TestHarnessObject", useSQLite: true } },
       bindings: {
         BMA_BRAIN_TOKEN: EDGE.brainToken,
         ...(options.auth === false ? { BMA_INSECURE_NO_AUTH: "true" } : {
@@ -89,6 +113,30 @@ export class Edge {
   /** `ws://127.0.0.1:<port>/v1/executors/connect`. */
   get connectUrl(): string {
     return `${this.url.replace(/^http/, "ws")}/v1/executors/connect`;
+  }
+
+  /**
+   * Calls a method of the brain inside the object `object` (the conformance harness agent's
+   * methods, its harness id left out); rejects with a {@linkcode DriverError} as it threw.
+   */
+  async driver<T = any>(
+    method: string,
+    args: unknown[] = [],
+    object = `environments/${EDGE.environmentId}`,
+  ): Promise<T> {
+    const response = await fetch(`${this.url}/_driver/${encodeURIComponent(object)}/${method}`, {
+      method: "POST",
+      body: JSON.stringify(args),
+    });
+    const body = await response.json() as { result?: T; error?: ConstructorParameters<typeof DriverError>[0] };
+    if (body.error) throw new DriverError(body.error);
+    return body.result as T;
+  }
+
+  /** The in-memory incarnation of the object `object` (a new one after each eviction). */
+  async instance(object = `environments/${EDGE.environmentId}`): Promise<string> {
+    const response = await fetch(`${this.url}/_driver/${encodeURIComponent(object)}/instance`);
+    return ((await response.json()) as { instance: string }).instance;
   }
 
   /** Calls the brain API of `route` (default: the test environment's object). */
