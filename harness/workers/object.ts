@@ -52,6 +52,8 @@ export interface HarnessObjectOptions extends
 interface Attachment {
   readonly id: string;
   readonly snapshot?: ConnectionSnapshot;
+  /** The harness is done with the connection: its socket is never restored. */
+  readonly closed?: true;
 }
 
 const decoder = new TextDecoder();
@@ -165,7 +167,7 @@ export class HarnessObject {
   /** This incarnation's transport of `ws`: the one it made, else one restored from the attachment. */
   #transport(ws: WorkersWebSocket): Promise<FedTransport | undefined> {
     const att = ws.deserializeAttachment() as Attachment | null;
-    if (!att?.id) return Promise.resolve(undefined);
+    if (!att?.id || att.closed) return Promise.resolve(undefined);
     let transport = this.#transports.get(att.id);
     if (!transport) {
       transport = this.#restore(ws, att);
@@ -194,6 +196,12 @@ export class HarnessObject {
     transport.closed.then(() => {
       this.#sockets.delete(transport);
       this.#transports.delete(id);
+      // A replaced connection's socket must not come back bound to its executor.
+      try {
+        ws.serializeAttachment({ id, closed: true } satisfies Attachment);
+      } catch {
+        // A socket past its close may refuse; the object forgets it either way.
+      }
     });
     return transport;
   }

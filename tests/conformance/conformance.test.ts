@@ -29,7 +29,10 @@ const onNode = !("Deno" in globalThis) && !("Bun" in globalThis);
 function harnessRuntime(cell: Cell): Runtime {
   return cell.harness === "deno" || cell.harness === "bun" ? cell.harness : "node";
 }
-const cells: Cell[] = onNode ? [...CELLS, ...(await externalCells())] : [];
+// BMA_CONFORMANCE_CELLS=nww,nnw runs only those cells (while working on one harness).
+const only = process.env.BMA_CONFORMANCE_CELLS?.split(",");
+const cells: Cell[] = (onNode ? [...CELLS, ...(await externalCells())] : [])
+  .filter((cell) => !only || only.includes(cell.id));
 const results: CellResult[] = [];
 
 describe("conformance", { timeout: 600_000, skip: !onNode && "runs from Node only" }, () => {
@@ -96,7 +99,7 @@ describe("conformance", { timeout: 600_000, skip: !onNode && "runs from Node onl
       SCENARIOS.forEach((scenario, index) => {
         const skip = cell.skip?.[scenario.name] ??
           (cell.harnessAgent === "external" ? scenario.external : undefined);
-        it(scenario.name, { timeout: 30_000, skip }, async () => {
+        it(scenario.name, { timeout: scenario.timeoutMs ?? 30_000, skip }, async () => {
           const started = performance.now();
           // Recorded first: a scenario that never finishes (its timeout) shows as failed.
           const record: CellResult = {

@@ -69,6 +69,8 @@ export interface Scenario {
   readonly name: string;
   /** Why it does not apply to an external cell (the Workers harness), when it does not. */
   readonly external?: string;
+  /** Its timeout, when longer than the suite's default. */
+  readonly timeoutMs?: number;
   run(ctx: ScenarioContext): Promise<void>;
 }
 
@@ -450,7 +452,6 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     name: "MCP channel",
-    external: "the Workers harness serves no MCP channel yet",
     async run(ctx) {
       await ctx.connect("e1", { mcp: true });
       const h = await ctx.harness();
@@ -469,7 +470,6 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     name: "agent turn with an approval",
-    external: "the Workers harness serves no agent capability yet",
     async run(ctx) {
       const h = await ctx.harness({ agent: true });
       await ctx.connect("e1", { agent: true });
@@ -491,8 +491,12 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     name: "harness restart (kill -9, SQLite)",
-    external: "the edge harness's eviction row comes with its Durable Object",
+    timeoutMs: 90_000,
     async run(ctx) {
+      const evictable = ctx.H as unknown as Partial<Evictable>;
+      if (evictable.evict && evictable.startCall) {
+        return await restartEvicted(ctx, evictable as Evictable);
+      }
       if (ctx.direction === "listen") return await restartListening(ctx);
       const store = join(ctx.dir, `${ctx.key("store")}.db`);
       const spec = () => ({
@@ -541,6 +545,48 @@ export const SCENARIOS: readonly Scenario[] = [
     },
   },
 ];
+
+/** A harness that can be evicted (the Workers cell: a Durable Object). */
+interface Evictable {
+  /** Starts a call that only the harness's own brain awaits (no request of the suite stays open). */
+  startCall(h: string, session: string, call: unknown): Promise<void>;
+  /** Resolves once the harness was evicted and a new incarnation answers. */
+  evict(h: string): Promise<void>;
+}
+
+/**
+ * The restart row on a Durable Object harness: evicted, its in-memory state dropped, while a
+ * call runs and the executor's events wait unacknowledged; the new incarnation takes the socket
+ * back from its attachment, and the brain repeats the call with its `tool_call_id`.
+ */
+async function restartEvicted(ctx: ScenarioContext, harness: Evictable): Promise<void> {
+  // Heartbeats far apart: the object must idle long enough to be evicted.
+  const h = await ctx.harness({ heartbeatIntervalMs: 30_000 });
+  const e = await ctx.connect("e1");
+  await ctx.H.assign(h, "e1", "s1");
+  await ctx.E.sendEvents(e.client, "s1", 5, 1);
+  const key = ctx.key("restart");
+  const call = { tool: "bash", input: { command: `count ${key} 1000` }, tool_call_id: "call_r" };
+  await harness.startCall(h, "s1", call);
+  await until(async () => (await ctx.E.counter(key)) === 1);
+  // Nothing reaches the harness now: the result and 20 events wait, unacknowledged.
+  e.link.hold();
+  const acks = ctx.E.sendEvents(e.client, "s1", 20, 6);
+  await harness.evict(h);
+  e.link.release();
+  assert.equal(await ctx.H.recovered(h, "s1"), "ready");
+  assert.equal(await acks, 20, "every event accepted by the new incarnation");
+  const { result } = await ctx.H.call(h, "s1", call);
+  assert.equal(result.outcome, "completed");
+  assert.deepEqual(result.structured_content, { stdout: "1", stderr: "", exit_code: 0 });
+  assert.equal(await ctx.E.counter(key), 1, "the call ran once");
+  const events = await ctx.H.events(h, "s1", 25);
+  assert.deepEqual(
+    events.map((event) => (event as { n: number }).n),
+    Array.from({ length: 25 }, (_, i) => i + 1),
+    "every event once, in order",
+  );
+}
 
 /** The restart row in a cell where the harness dials: the restarted harness dials again. */
 async function restartListening(ctx: ScenarioContext): Promise<void> {

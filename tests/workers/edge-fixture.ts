@@ -118,13 +118,17 @@ export class Edge {
   /**
    * Calls a method of the brain inside the object `object` (the conformance harness agent's
    * methods, its harness id left out); rejects with a {@linkcode DriverError} as it threw.
+   * `detach`: answers at once, the brain awaiting the method's outcome on its own.
    */
   async driver<T = any>(
     method: string,
     args: unknown[] = [],
     object = `environments/${EDGE.environmentId}`,
+    options: { detach?: boolean } = {},
   ): Promise<T> {
-    const response = await fetch(`${this.url}/_driver/${encodeURIComponent(object)}/${method}`, {
+    const query = options.detach ? "?detach" : "";
+    const path = `/_driver/${encodeURIComponent(object)}/${method}${query}`;
+    const response = await fetch(`${this.url}${path}`, {
       method: "POST",
       body: JSON.stringify(args),
     });

@@ -5,7 +5,8 @@
  * `Harness` / `Session` API it drives on Node. Tests reach that brain at
  * `POST /_driver/<object name>/<method>` with the method's arguments as a JSON array;
  * `GET /_driver/<object name>/instance` names the object's in-memory incarnation (a new one
- * after each eviction).
+ * after each eviction). With `?detach` a method's outcome is awaited by the brain alone (no
+ * request stays open, so the object may be evicted meanwhile).
  */
 import { AgentPlatform } from "../../agent/mod.ts";
 import type { Harness } from "../../harness/mod.ts";
@@ -54,6 +55,10 @@ export class TestHarnessObject extends HarnessObject {
     const args = await request.json() as unknown[];
     const fn = (driver as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[method];
     if (typeof fn !== "function") return Response.json({ error: "no such method" }, { status: 404 });
+    if (url.searchParams.has("detach")) {
+      fn.call(driver, this.#h, ...args).catch(() => {});
+      return Response.json({ result: null });
+    }
     try {
       const result = await fn.call(driver, this.#h, ...args);
       return Response.json({ result: result ?? null });
