@@ -1,13 +1,14 @@
 /**
- * Deadlines of the edge harness on its single alarm, with a short heartbeat interval and short
- * token lifetime set through the Worker's environment: the lease (two missed heartbeats: close
- * 4005, pending calls fail), the token deadline (close 4001) and `executor.token.refresh`
- * moving it. Each test waits for the outcome; none asserts how long it took.
+ * Deadlines of the edge harness on the object's single alarm, with a short heartbeat interval
+ * and short token lifetime set through the Worker's environment: the lease (two missed
+ * heartbeats: close 4005, pending calls fail), the token deadline (close 4001) and
+ * `executor.token.refresh` moving it. Each test waits for the outcome; none asserts how long
+ * it took.
  */
 import { after, afterEach, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { ManualClock } from "../../executor/node.ts";
-import { Edge, gate, registerParams, until } from "./edge-fixture.ts";
+import { DriverError, Edge, gate, INFO, registerParams, until } from "./edge-fixture.ts";
 
 describe("edge harness on workerd: leases and token deadlines", { timeout: 90_000 }, () => {
   let edge: Edge;
@@ -21,41 +22,31 @@ describe("edge harness on workerd: leases and token deadlines", { timeout: 90_00
 
   it("expires the lease after two missed heartbeats: 4005, and the pending call fails", async () => {
     // The executor's own clock stands still: it never heartbeats (nor reconnects).
-    const client = edge.client({ clock: new ManualClock() });
+    const client = edge.client({ clock: new ManualClock(), executor: { ...INFO, name: "lease" } });
     const running = gate();
     client.tools.bash.handle(() => {
       running.open();
       return new Promise(() => {});
     });
+    client.onSessionAssign((session) => {
+      queueMicrotask(() => void client.sessionReady(session.id));
+    });
     const states: string[] = [];
     client.onStateChange((state) => void states.push(state));
-    const { executor_id } = await client.start();
-    const assigned = await edge.brain("POST", "/sessions", {
-      session_id: "ses_lease",
-      executor_id,
-    });
-    assert.equal(assigned.status, 201, JSON.stringify(assigned.body));
-    await edge.brain("POST", "/sessions/ses_lease/tool-calls", {
-      tool: "bash",
-      input: { command: "forever" },
-      tool_call_id: "call_lease",
-    });
-    await running.promise;
-    const failed = await edge.brain("GET", "/tool-calls/call_lease?wait_ms=30000");
-    assert.equal(failed.status, 200, "the call ended");
-    assert.equal(failed.body.error.code, "tool_outcome_unknown");
-    assert.equal(failed.body.error.data.reason, "lease_expired");
-    const session = await edge.brain("GET", "/sessions/ses_lease");
-    assert.equal(session.body.state, "ended");
-    assert.equal(session.body.end_reason, "lease_expired");
-    const gone = await edge.brain("GET", `/executors/${executor_id}`);
-    assert.equal(gone.status, 404, "the executor is gone");
-    const feed = await edge.brain("GET", "/executor-events");
-    assert.deepEqual(
-      feed.body.events.filter((e: any) => e.executor_id === executor_id)
-        .map((e: any) => [e.type, e.reason]),
-      [["registered", undefined], ["gone", "lease_expired"]],
+    await client.start();
+    await edge.driver("waitEvent", ["registered", "lease"]);
+    await edge.driver("assign", ["lease", "ses_lease"]);
+    const call = { tool: "bash", input: { command: "forever" }, tool_call_id: "call_lease" };
+    const failed = edge.driver("call", ["ses_lease", call]).then(
+      () => assert.fail("the call cannot complete"),
+      (error: DriverError) => error,
     );
+    await running.promise;
+    const error = await failed;
+    assert.equal(error.name, "ToolOutcomeUnknownError");
+    assert.equal(error.reason, "lease_expired");
+    assert.deepEqual(await edge.driver("ended", ["ses_lease"]), { reason: "lease_expired" });
+    assert.deepEqual(await edge.driver("gone", ["lease"]), { reason: "lease_expired" });
     await until(() => states.includes("waiting"), "the client saw its connection closed");
   });
 
@@ -96,23 +87,18 @@ describe("edge harness on workerd: leases and token deadlines", { timeout: 90_00
   });
 
   it("keeps the connection past its first token's expiry with executor.token.refresh", async () => {
-    const client = edge.client();
+    // The client's own token is issued after this one: it expires no earlier.
+    const firstExpiry = Date.parse((await edge.token()).expires_at);
+    const client = edge.client({ executor: { ...INFO, name: "refresh" } });
     client.tools.bash.handle(() => "ok");
     const states: string[] = [];
-    const { executor_id } = await client.start();
+    await client.start();
     client.onStateChange((state) => void states.push(state));
-    const first = await edge.brain("GET", `/executors/${executor_id}`);
-    const firstDeadline = Date.parse(first.body.token_expires_at);
-    const connection = first.body.connection_id;
-    await until(async () => {
-      const view = await edge.brain("GET", `/executors/${executor_id}`);
-      return Date.parse(view.body.token_expires_at) > firstDeadline;
-    }, "a refreshed token moved the deadline");
     // Past the first token's expiry the same connection still serves.
-    await until(() => Date.now() > firstDeadline + 500, "the first token's expiry has passed");
-    const later = await edge.brain("GET", `/executors/${executor_id}`);
-    assert.equal(later.body.connected, true);
-    assert.equal(later.body.connection_id, connection, "no reconnect");
+    await until(() => Date.now() > firstExpiry + 1_000, "the first token's expiry has passed");
+    const view = await edge.driver("executor", ["refresh"]);
+    assert.equal(view.connected, true);
+    assert.deepEqual(await edge.driver("eventTypes", ["refresh"]), ["registered"], "no reconnect");
     assert.deepEqual(states, [], "the client never left the connection");
   });
 });

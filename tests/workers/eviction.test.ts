@@ -1,13 +1,15 @@
 /**
  * The Durable Object is evicted between two messages of a tool call (its `tool.call` ack and
- * its `tool.result`), and the call still completes: the object keeps its state in storage and
- * socket attachments, not in fields. workerd evicts an idle object after about ten seconds
- * while its hibernated sockets stay open; the brain API's `/status` names the in-memory
- * instance, so the test sees the eviction happen instead of assuming it.
+ * its `tool.result`), with its in-memory state dropped, the call awaited only by the brain
+ * inside the object: the new incarnation takes the socket back from its attachment (no new
+ * `executor.register`), the result lands in its store, and the brain's `callTool` repeated
+ * with the `tool_call_id` resolves with it. workerd evicts an idle object after about ten
+ * seconds while its hibernated sockets stay open; the object names its incarnation, so the
+ * test sees the eviction happen instead of assuming it.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { Edge, gate, until } from "./edge-fixture.ts";
+import { Edge, gate, INFO } from "./edge-fixture.ts";
 
 /** Longer than workerd's idle time before it evicts an object. */
 const IDLE_MS = 11_000;
@@ -24,7 +26,9 @@ describe("edge harness on workerd: eviction", { timeout: 150_000 }, () => {
     const client = edge.client();
     const running = gate();
     const release = gate();
+    let runs = 0;
     client.tools.bash.handle(async (input) => {
+      runs++;
       running.open();
       await release.promise;
       return { stdout: `after eviction: ${input.command}`, stderr: "", exit_code: 0 };
@@ -32,50 +36,36 @@ describe("edge harness on workerd: eviction", { timeout: 150_000 }, () => {
     client.onSessionAssign((session) => {
       queueMicrotask(() => void client.sessionReady(session.id));
     });
+    const states: string[] = [];
     const { executor_id } = await client.start();
-    const assigned = await edge.brain("POST", "/sessions", {
-      session_id: "ses_evict",
-      executor_id,
-    });
-    assert.equal(assigned.status, 201);
-    await edge.brain("POST", "/sessions/ses_evict/tool-calls", {
-      tool: "bash",
-      input: { command: "work" },
-      tool_call_id: "call_evict",
-    });
+    client.onStateChange((state) => void states.push(state));
+    await edge.driver("waitEvent", ["registered", INFO.name]);
+    await edge.driver("assign", [INFO.name, "ses_evict"]);
+    const call = { tool: "bash", input: { command: "work" }, tool_call_id: "call_evict" };
+    await edge.driver("call", ["ses_evict", call], undefined, { detach: true });
     await running.promise;
-    // The first message of the call: the executor's ack, applied by this instance.
-    await until(
-      async () => (await edge.brain("GET", "/tool-calls/call_evict")).body.state === "dispatched",
-      "the ack of tool.call",
-    );
-    const before = (await edge.brain("GET", "/status")).body.instance;
+    const before = await edge.instance();
 
-    // Stay away until a request finds a new instance (each look wakes the object again).
+    // Stay away until a look finds a new incarnation (each look wakes the object again).
     let now = before;
     while (now === before) {
       await new Promise((resolve) => setTimeout(resolve, IDLE_MS));
-      now = (await edge.brain("GET", "/status")).body.instance;
+      now = await edge.instance();
     }
 
-    // The second message: tool.result, served by an instance that never saw the call.
+    // The second message, tool.result, reaches an incarnation that never saw the call.
     release.open();
-    const settled = await edge.brain("GET", "/tool-calls/call_evict?wait_ms=20000");
-    assert.equal(settled.status, 200, JSON.stringify(settled.body));
-    assert.equal(settled.body.result.outcome, "completed");
-    assert.equal(settled.body.result.structured_content.stdout, "after eviction: work");
-    assert.notEqual((await edge.brain("GET", "/status")).body.instance, before);
+    assert.equal(await edge.driver("recovered", ["ses_evict"]), "ready");
+    const { result } = await edge.driver("call", ["ses_evict", call]);
+    assert.equal(result.outcome, "completed");
+    assert.equal(result.structured_content.stdout, "after eviction: work");
+    assert.equal(runs, 1, "the call ran once");
+    assert.notEqual(await edge.instance(), before);
 
-    // The lease, the connection and the session survived with it.
-    const executor = await edge.brain("GET", `/executors/${executor_id}`);
-    assert.equal(executor.body.connected, true);
-    assert.ok(Date.parse(executor.body.lease_expires_at) > Date.now());
-    const session = await edge.brain("GET", "/sessions/ses_evict");
-    assert.equal(session.body.state, "ready");
-    const again = await edge.brain("POST", "/sessions/ses_evict/tool-calls?wait_ms=20000", {
-      tool: "bash",
-      input: { command: "next" },
-    });
-    assert.equal(again.body.result.structured_content.stdout, "after eviction: next");
+    // The connection, its lease and the session survived with it: no reconnect, no register.
+    assert.deepEqual(states, [], "the client never left its connection");
+    assert.equal(client.executorId, executor_id);
+    const next = await edge.driver("call", ["ses_evict", { tool: "bash", input: { command: "next" } }]);
+    assert.equal(next.result.structured_content.stdout, "after eviction: next");
   });
 });

@@ -1,12 +1,13 @@
 /**
  * The edge harness across network cuts: an `ExecutorClient` dials workerd through a TCP proxy
  * that destroys both sockets at once, reconnects with `resume`, and its sessions, pending tool
- * calls and durable events carry on.
+ * calls and durable events carry on (the brain inside the object sees it all through its
+ * `Harness`).
  */
 import { after, afterEach, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { ChaosProxy } from "../helpers/chaos-proxy.ts";
-import { Edge, gate, until } from "./edge-fixture.ts";
+import { Edge, gate, INFO, until } from "./edge-fixture.ts";
 
 describe("edge harness on workerd: reconnect with resume", { timeout: 90_000 }, () => {
   let edge: Edge;
@@ -20,12 +21,6 @@ describe("edge harness on workerd: reconnect with resume", { timeout: 90_000 }, 
   });
   after(() => edge.dispose());
 
-  /** The executor's current connection id as the brain API sees it (undefined: disconnected). */
-  async function connectionOf(executorId: string): Promise<string | undefined> {
-    const view = await edge.brain("GET", `/executors/${executorId}`);
-    return view.body.connected ? view.body.connection_id : undefined;
-  }
-
   it("resumes the session and completes a call pending across the cut", async () => {
     proxy = await ChaosProxy.start(edge.url);
     const client = edge.client({ harnessUrl: proxy.url });
@@ -38,55 +33,36 @@ describe("edge harness on workerd: reconnect with resume", { timeout: 90_000 }, 
       await release.promise;
       return { stdout: `finished ${input.command}`, stderr: "", exit_code: 0 };
     });
-    client.onSessionAssign((session) => {
-      queueMicrotask(() => void client.sessionReady(session.id));
-    });
     const { executor_id } = await client.start();
-    const assigned = await edge.brain("POST", "/sessions", {
-      session_id: "ses_resume",
-      executor_id,
-    });
-    assert.equal(assigned.status, 201);
-    await edge.brain("POST", "/sessions/ses_resume/tool-calls", {
-      tool: "bash",
-      input: { command: "long" },
-      tool_call_id: "call_across",
-    });
+    await edge.driver("waitEvent", ["registered", INFO.name]);
+    assert.equal(await edge.driver("assign", [INFO.name, "ses_resume"]), "ready");
+    const call = { tool: "bash", input: { command: "long" }, tool_call_id: "call_across" };
+    const settled = edge.driver("call", ["ses_resume", call]);
     await running.promise;
-    const before = await connectionOf(executor_id);
-    assert.ok(before);
 
-    const accepted = proxy.accepted;
     assert.equal(proxy.cut(), 1, "the cut hits the open connection");
-    await until(
-      async () =>
-        proxy.accepted > accepted && client.connected &&
-        (await connectionOf(executor_id)) !== before &&
-        (await connectionOf(executor_id)) !== undefined,
-      "the reconnect",
-    );
-    assert.equal(client.executorId, executor_id, "the same executor id after resume");
-    const session = await edge.brain("GET", "/sessions/ses_resume");
-    assert.equal(session.body.state, "ready", "the session was resumed, not lost");
+    const view = await edge.driver("waitEvent", ["reconnected", INFO.name]);
+    assert.equal(view.id, executor_id, "the same executor id after resume");
+    assert.equal(client.executorId, executor_id);
+    assert.equal(await edge.driver("sessionState", ["ses_resume"]), "ready", "resumed, not lost");
     assert.deepEqual(client.sessions.map((s) => s.id), ["ses_resume"]);
 
     release.open();
-    const settled = await edge.brain("GET", "/tool-calls/call_across?wait_ms=20000");
-    assert.equal(settled.status, 200, JSON.stringify(settled.body));
-    assert.equal(settled.body.result.structured_content.stdout, "finished long");
+    const { result } = await settled;
+    assert.equal(result.structured_content.stdout, "finished long");
     assert.equal(runs, 1, "the call ran once");
   });
 
   it("keeps durable events exactly once and in order across cuts", async () => {
     proxy = await ChaosProxy.start(edge.url);
-    const client = edge.client({ harnessUrl: proxy.url });
+    const client = edge.client({ harnessUrl: proxy.url, executor: { ...INFO, name: "cuts" } });
     client.tools.bash.handle(() => "ok");
-    const { executor_id } = await client.start();
-    const assigned = await edge.brain("POST", "/sessions", {
-      session_id: "ses_cuts",
-      executor_id,
+    await client.start();
+    await edge.driver("waitEvent", ["registered", "cuts"]);
+    client.onSessionAssign((session) => {
+      queueMicrotask(() => void client.sessionReady(session.id));
     });
-    assert.equal(assigned.status, 201);
+    await edge.driver("assign", ["cuts", "ses_cuts"]);
     const sent: Promise<unknown>[] = [];
     for (let batch = 0; batch < 3; batch++) {
       for (let i = batch * 20; i < (batch + 1) * 20; i++) {
@@ -100,15 +76,11 @@ describe("edge harness on workerd: reconnect with resume", { timeout: 90_000 }, 
       await until(() => proxy.accepted > accepted && client.connected, "the reconnect");
     }
     await Promise.all(sent);
-    const seen: number[] = [];
-    let from = 0;
-    while (seen.length < 60) {
-      const page = await edge.brain("GET", `/sessions/ses_cuts/events?from=${from}&wait_ms=20000`);
-      seen.push(...page.body.events.map((e: any) => e.event.n));
-      from = page.body.next;
-    }
-    assert.deepEqual(seen, Array.from({ length: 60 }, (_, i) => i));
-    const session = await edge.brain("GET", "/sessions/ses_cuts");
-    assert.equal(session.body.events, 60, "no event was stored twice");
+    const events = await edge.driver("events", ["ses_cuts", 60]);
+    assert.deepEqual(
+      events.map((e: { n: number }) => e.n),
+      Array.from({ length: 60 }, (_, i) => i),
+      "every event once, in order",
+    );
   });
 });
