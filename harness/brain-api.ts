@@ -255,7 +255,10 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     try {
       admitted = (await options.authorize(c.req.raw)) === true;
     } catch (error) {
-      logger.warn("brain API authorize failed", { error: String(error) });
+      // Only the error's class: its message may quote what the request presented.
+      logger.warn("brain API authorize failed", {
+        error: error instanceof Error ? error.name : typeof error,
+      });
     }
     if (!admitted) {
       return json(401, { error: { code: "unauthorized", message: "credential needed" } }, {

@@ -11,6 +11,9 @@ import {
   BrainApiTokenError,
   ExecutorClient,
   Harness,
+  type HarnessServer,
+  type HarnessStore,
+  ManualClock,
   MemoryHarnessStore,
   serveInspector,
 } from "../../node.ts";
@@ -36,10 +39,35 @@ describe("brainApi over HTTP", { timeout: 30_000 }, () => {
     for (const close of closing.splice(0).reverse()) await close().catch(() => {});
   });
 
-  async function rig(): Promise<Rig> {
+  /** The brain API of `harness` served over HTTP on 127.0.0.1. */
+  async function apiOn(harness: Harness): Promise<Pick<Rig, "base" | "call">> {
+    const api = brainApi(harness, {
+      authorize: brainApiBearer(TOKEN),
+      basePath: "/v1/harness",
+      maxBodyBytes: 64 * 1024,
+    });
+    const web = await serveInspector((request) => Promise.resolve(api.fetch(request)));
+    closing.push(() => web.close());
+    const base = `${web.url}/v1/harness`;
+    const call = (path: string, init: RequestInit & { auth?: boolean | string } = {}) => {
+      const { auth = true, ...rest } = init;
+      const headers = new Headers(rest.headers);
+      if (auth !== false) {
+        headers.set("authorization", `Bearer ${typeof auth === "string" ? auth : TOKEN}`);
+      }
+      return fetch(`${base}${path}`, { ...rest, headers });
+    };
+    return { base, call };
+  }
+
+  async function rig(
+    store: HarnessStore = new MemoryHarnessStore(),
+    port = 0,
+    clock?: ManualClock,
+  ): Promise<Rig & { server: HarnessServer; port: number }> {
     // A store, so that ended sessions stay readable (a harness without one forgets them).
-    const harness = new Harness({ insecureNoAuth: true, store: new MemoryHarnessStore() });
-    const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
+    const harness = new Harness({ insecureNoAuth: true, store, ...(clock ? { clock } : {}) });
+    const server = await harness.serve({ hostname: "127.0.0.1", port });
     closing.push(() => server.close(), () => harness.close());
     const runs = new Map<string, number>();
     let release!: () => void;
@@ -59,23 +87,17 @@ describe("brainApi over HTTP", { timeout: 30_000 }, () => {
     await client.start();
     await harness.waitExecutor();
 
-    const api = brainApi(harness, {
-      authorize: brainApiBearer(TOKEN),
-      basePath: "/v1/harness",
-      maxBodyBytes: 64 * 1024,
-    });
-    const web = await serveInspector((request) => Promise.resolve(api.fetch(request)));
-    closing.push(() => web.close());
-    const base = `${web.url}/v1/harness`;
-    const call = (path: string, init: RequestInit & { auth?: boolean | string } = {}) => {
-      const { auth = true, ...rest } = init;
-      const headers = new Headers(rest.headers);
-      if (auth !== false) {
-        headers.set("authorization", `Bearer ${typeof auth === "string" ? auth : TOKEN}`);
-      }
-      return fetch(`${base}${path}`, { ...rest, headers });
+    const { base, call } = await apiOn(harness);
+    return {
+      harness,
+      client,
+      runs,
+      release,
+      base,
+      call,
+      server,
+      port: Number(new URL(server.url).port),
     };
-    return { harness, client, runs, release, base, call };
   }
 
   const post = (body: unknown) => ({
@@ -123,7 +145,10 @@ describe("brainApi over HTTP", { timeout: 30_000 }, () => {
     assert.equal(executor.executor_id, r.client.executorId);
     assert.equal(executor.connected, true);
     assert.equal(executor.executor.name, INFO.name);
-    assert.ok(executor.capabilities.tools?.includes("bash") ?? true);
+    assert.deepEqual(
+      executor.capabilities,
+      r.harness.executor(executor.executor_id)!.capabilities,
+    );
     const one = await r.call(`/executors/${executor.executor_id}`);
     assert.deepEqual(await one.json(), executor);
 
@@ -352,6 +377,40 @@ describe("brainApi over HTTP", { timeout: 30_000 }, () => {
       post({ tool: "bash", input: { command: "ok" } }),
     );
     assert.equal(good.status, 200);
+  });
+
+  it("answers a call repeated after the harness restarted on its store with the stored result", async () => {
+    const store = new MemoryHarnessStore({ values: "json" });
+    // The first harness "crashes" and is never touched again (its clock never moves).
+    const first = await rig(store, 0, new ManualClock());
+    await ready(first, "ses_r");
+    const fastBody = post({ tool: "bash", input: { command: "fast" }, tool_call_id: "call_fast" });
+    const slowBody = post({ tool: "bash", input: { command: "slow" }, tool_call_id: "call_slow" });
+    const fast = await (await first.call("/sessions/ses_r/tool-calls?wait_ms=10000", fastBody))
+      .json();
+    assert.equal(fast.state, "settled");
+    assert.equal((await first.call("/sessions/ses_r/tool-calls", slowBody)).status, 202);
+    await until(() => first.runs.get("slow") === 1, "the slow call runs");
+    await first.server.close();
+    first.release();
+
+    const second = new Harness({ insecureNoAuth: true, store });
+    const server = await second.serve({ hostname: "127.0.0.1", port: first.port });
+    closing.push(() => server.close(), () => second.close());
+    const api = await apiOn(second);
+    const executorId = first.client.executorId!;
+    await until(() => second.executor(executorId)?.connected === true, "reconnected");
+    const slow = await api.call("/sessions/ses_r/tool-calls?wait_ms=10000", slowBody);
+    assert.equal(slow.status, 200);
+    const settled = await slow.json();
+    assert.equal(settled.state, "settled");
+    assert.equal(settled.result.structured_content.stdout, "ran slow");
+    assert.deepEqual(
+      await (await api.call("/sessions/ses_r/tool-calls?wait_ms=10000", fastBody)).json(),
+      fast,
+    );
+    assert.equal(first.runs.get("slow"), 1, "the slow call ran once");
+    assert.equal(first.runs.get("fast"), 1, "the fast call ran once");
   });
 
   it("drains and closes an executor", async () => {
