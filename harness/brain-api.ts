@@ -33,12 +33,17 @@ import {
   ExecutorCloseParamsSchema,
   ExecutorDrainParamsSchema,
   type ExecutorInfo,
+  InteractionResponseParamsSchema,
   type ProtocolVersion,
   SessionAssignParamsSchema,
+  SessionCloseParamsSchema,
   type SessionMetadata,
   SessionStopParamsSchema,
   ToolCallParamsSchema,
   ToolCancelParamsSchema,
+  TurnCancelParamsSchema,
+  TurnInputParamsSchema,
+  TurnStartParamsSchema,
 } from "../protocol/generated/contract.ts";
 import {
   ExecutorUnavailableError,
@@ -237,8 +242,11 @@ const ToolCallBody = z.looseObject({ session_id: z.never().optional() });
  * `POST /executors/{id}/drain`, `POST /executors/{id}/close`, `POST /sessions`, `GET /sessions`,
  * `GET /sessions/{id}`, `POST /sessions/{id}/tool-calls`,
  * `POST /sessions/{id}/tool-calls/{call}/cancel`, `GET /sessions/{id}/events`,
- * `POST /sessions/{id}/stop`, and with `Harness.toolCall`: `GET /tool-calls/{id}`,
- * `POST /tool-calls/{id}/cancel`. Errors answer `{"error": {code, message, data?}}`.
+ * `POST /sessions/{id}/stop`; agent turns: `POST /executors/{id}/turns`,
+ * `POST /sessions/{id}/turns/{turn}/input`, `POST /sessions/{id}/turns/cancel`,
+ * `POST /sessions/{id}/interactions/{interaction}/response`, `POST /sessions/{id}/close`; and
+ * with `Harness.toolCall`: `GET /tool-calls/{id}`, `POST /tool-calls/{id}/cancel`. Errors
+ * answer `{"error": {code, message, data?}}`.
  */
 export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
   const logger = options.logger ?? silentLogger;
@@ -391,6 +399,59 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     return json(waited.done ? 200 : 202, await sessionView(session));
   });
 
+  // ---- agent turns (a harness with the agent capability; else 501) -----------------------------
+
+  app.post(at("/executors/:id/turns"), async (c) => {
+    const executor = executorOf(c);
+    const input = await body(c);
+    const params = checked(TurnStartParamsSchema, {
+      ...input,
+      turn_id: input.turn_id ?? randomId("turn_"),
+    });
+    const result = await executor.startTurn(params, { signal: c.req.raw.signal });
+    return json(201, { session_id: params.session_id, ...result });
+  });
+
+  app.post(at("/sessions/:id/turns/:turn/input"), async (c) => {
+    const session = sessionOf(c);
+    const input = await body(c);
+    const params = checked(TurnInputParamsSchema, {
+      ...input,
+      session_id: session.id,
+      turn_id: param(c, "turn"),
+      input_id: input.input_id ?? randomId("input_"),
+    });
+    const ack = await session.executor.sendTurnInput(params, { signal: c.req.raw.signal });
+    return json(200, { input_id: params.input_id, ...ack });
+  });
+
+  app.post(at("/sessions/:id/turns/cancel"), async (c) => {
+    const session = sessionOf(c);
+    const params = checked(TurnCancelParamsSchema, { ...await body(c), session_id: session.id });
+    return json(200, await session.executor.cancelTurn(params, { signal: c.req.raw.signal }));
+  });
+
+  app.post(at("/sessions/:id/interactions/:interaction/response"), async (c) => {
+    const session = sessionOf(c);
+    const params = checked(InteractionResponseParamsSchema, {
+      ...await body(c),
+      session_id: session.id,
+      interaction_id: param(c, "interaction"),
+    });
+    return json(200, await session.executor.respondInteraction(params));
+  });
+
+  app.post(at("/sessions/:id/close"), async (c) => {
+    const session = sessionOf(c);
+    const params = checked(SessionCloseParamsSchema, { ...await body(c), session_id: session.id });
+    return json(
+      200,
+      await session.executor.closeAgentSession(session.id, {
+        ...(params.reason !== undefined ? { reason: params.reason } : {}),
+      }),
+    );
+  });
+
   // ---- tool calls by id (where the harness finds calls by id) ----------------------------------
 
   if (lookup) {
@@ -509,10 +570,11 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
         if (first.value.done) ended = true;
         else {
           events.push(first.value.value);
-          const after = first.value.value.index;
-          for (const record of session.eventRecords) {
-            if (events.length >= limit) break;
-            if (record.index > after) events.push(record);
+          // The kept records are consecutive by index: the ones after the first start here.
+          const kept = session.eventRecords;
+          const start = kept.length ? first.value.value.index - kept[0].index + 1 : 0;
+          for (let i = Math.max(start, 0); i < kept.length && events.length < limit; i++) {
+            events.push(kept[i]);
           }
         }
       }
@@ -612,7 +674,7 @@ async function within<T>(
   let timer: ReturnType<typeof setTimeout> | undefined;
   let onAbort: (() => void) | undefined;
   const gaveUp = new Promise<{ done: false }>((resolve) => {
-    timer = setTimeout(() => resolve({ done: false }), ms);
+    timer = setTimeout(() => resolve({ done: false }), signal.aborted ? 0 : ms);
     onAbort = () => resolve({ done: false });
     signal.addEventListener("abort", onAbort, { once: true });
   });

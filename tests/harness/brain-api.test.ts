@@ -17,6 +17,8 @@ import {
   MemoryHarnessStore,
   serveInspector,
 } from "../../node.ts";
+import { approvalId } from "../../mod.ts";
+import { AgentFixtures, text } from "../helpers/agent-fixture.ts";
 import { until } from "../helpers/executor-fixture.ts";
 
 const TOKEN = "brain-token-0123456789abcdef";
@@ -430,5 +432,80 @@ describe("brainApi over HTTP", { timeout: 30_000 }, () => {
     assert.deepEqual(await closed.json(), { executor_id: id, closed: true });
     const gone = await r.call(`/executors/${id}`);
     assert.ok(gone.status === 404 || (await gone.json()).gone === true);
+  });
+  it("starts an agent turn and answers its approval", async () => {
+    const fx = new AgentFixtures();
+    closing.push(() => fx.cleanup());
+    const h = await fx.harness();
+    const { executor } = await fx.executor(h, {
+      async runTurn(turn) {
+        const toolUseId = turn.eventId();
+        await turn.emit({
+          type: "agent.tool_use",
+          name: "bash",
+          input: { command: "ls" },
+          evaluated_permission: "ask",
+        }, { eventId: toolUseId });
+        const answer = await turn.requestInteraction({
+          kind: "permission",
+          interaction_id: await approvalId(turn.sessionId, "bash", "ls"),
+          tool_use_id: toolUseId,
+          title: "Run ls?",
+        });
+        await turn.emit({ type: "agent.message", content: [text(answer.outcome)] });
+      },
+    });
+    const api = await apiOn(h.harness);
+    const bad = await api.call(`/executors/${executor.id}/turns`, post({ session_id: "ses_a" }));
+    assert.equal(bad.status, 400);
+    assert.ok(
+      (await bad.json()).error.data.issues.some((i: { path: string[] }) => i.path[0] === "input"),
+    );
+    const started = await api.call(
+      `/executors/${executor.id}/turns`,
+      post({ session_id: "ses_a", input: [text("go")] }),
+    );
+    assert.equal(started.status, 201);
+    const turn = await started.json();
+    assert.equal(turn.session_id, "ses_a");
+    assert.equal(turn.accepted, true);
+    assert.match(turn.turn_id, /^turn_/);
+    const asked = await h.platform.waitInteraction();
+    const id = await approvalId("ses_a", "bash", "ls");
+    assert.equal(asked.interaction_id, id);
+    const answered = await api.call(
+      `/sessions/ses_a/interactions/${id}/response`,
+      post({ outcome: "approved" }),
+    );
+    assert.deepEqual(await answered.json(), { accepted: true });
+    const again = await api.call(
+      `/sessions/ses_a/interactions/${id}/response`,
+      post({ outcome: "denied" }),
+    );
+    assert.deepEqual(await again.json(), { accepted: false }, "the first answer wins");
+    const types: string[] = [];
+    let said: unknown;
+    let from = 0;
+    while (!types.includes("session.status_idle")) {
+      const page = await (await api.call(`/sessions/ses_a/events?from=${from}&wait_ms=10000`))
+        .json();
+      for (const record of page.events) {
+        types.push(record.event.type);
+        if (record.event.type === "agent.message") said = record.event.content[0].text;
+      }
+      from = page.next;
+    }
+    assert.ok(types.includes("agent.tool_use"), types.join());
+    assert.equal(said, "approved");
+  });
+
+  it("answers 501 for agent routes of a harness without the agent capability", async () => {
+    const r = await rig();
+    const response = await r.call(
+      `/executors/${r.client.executorId}/turns`,
+      post({ session_id: "ses_n", input: [text("go")] }),
+    );
+    assert.equal(response.status, 501);
+    assert.equal((await response.json()).error.code, "not_implemented");
   });
 });
