@@ -80,9 +80,12 @@ describe("brainApi over HTTP", { timeout: 30_000 }, () => {
       reconnect: FAST,
       retry: FAST,
     });
-    client.tools.bash.handle(async ({ command }) => {
+    client.tools.bash.handle(async ({ command }, { signal }) => {
       runs.set(command, (runs.get(command) ?? 0) + 1);
       if (command === "slow") await gate;
+      if (command === "hang") {
+        await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+      }
       return { stdout: `ran ${command}`, stderr: "", exit_code: 0 };
     });
     closing.push(() => client.stop());
@@ -300,6 +303,25 @@ describe("brainApi over HTTP", { timeout: 30_000 }, () => {
       assert.equal(byId.status, 404);
       assert.equal((await byId.json()).error.code, "not_found");
     }
+  });
+
+  it("cancels a running call; it then settles canceled", async () => {
+    const r = await rig();
+    await ready(r, "ses_c");
+    const body = post({ tool: "bash", input: { command: "hang" }, tool_call_id: "call_hang" });
+    assert.equal((await r.call("/sessions/ses_c/tool-calls", body)).status, 202);
+    await until(() => r.runs.get("hang") === 1, "the call runs");
+    const canceled = await r.call(
+      "/sessions/ses_c/tool-calls/call_hang/cancel",
+      post({ reason: "enough" }),
+    );
+    assert.equal(canceled.status, 200);
+    assert.deepEqual(await canceled.json(), { canceled: true });
+    const settled = await (await r.call("/sessions/ses_c/tool-calls?wait_ms=10000", body)).json();
+    assert.equal(settled.state, "settled");
+    assert.equal(settled.result.outcome, "canceled");
+    const bad = await r.call("/sessions/ses_c/tool-calls/call_hang/cancel", post({ reason: 1 }));
+    assert.equal(bad.status, 400);
   });
 
   it("refuses bad input with a clear JSON error and sends nothing", async () => {
