@@ -1,11 +1,30 @@
 /**
- * The edge harness's configuration from the Worker's environment (`wrangler.toml` vars and
- * secrets): what becomes the {@linkcode HarnessOptions} of each object's `Harness`, and the
- * brain API's bearer token.
+ * The edge harness's options ({@linkcode HarnessObjectOptions}), and how the Worker's
+ * environment (`wrangler.toml` vars and secrets) sets them.
  */
-import type { HarnessOptions } from "../harness.ts";
+import { type BrainApiOptions, brainApiBearer, MIN_BRAIN_API_TOKEN_LENGTH } from "../brain-api.ts";
+import type { Harness, HarnessOptions } from "../harness.ts";
 import type { ExecutorCredential } from "../token-endpoint.ts";
 import type { DurableObjectNamespaceLike } from "./types.ts";
+
+/** Options of a {@linkcode HarnessObject}: those of its `Harness`, and its brains. */
+export interface HarnessObjectOptions extends
+  Omit<
+    HarnessOptions,
+    "store" | "deadlines" | "onConnectionChange" | "recoveredLeases" | "server" | "dial"
+  > {
+  /**
+   * A brain inside the object: called with the harness each time the object is constructed
+   * (after an eviction too — the harness then holds what the store kept: `harness.session(id)`
+   * is live, a `callTool` repeated with its `tool_call_id` resolves with the stored result).
+   */
+  brain?: (harness: Harness) => void;
+  /**
+   * The HTTP API for outside brains (`brainApi` of `harness/brain-api.ts`), served under
+   * `/v1/harness/<object name>/` (the Worker routes it to the object). Default: none (404).
+   */
+  brainApi?: Omit<BrainApiOptions, "basePath">;
+}
 
 /**
  * The Worker's environment. Secrets (`BMA_JWT_SECRET`, `BMA_CREDENTIALS`, `BMA_BRAIN_TOKEN`)
@@ -45,11 +64,12 @@ export interface HarnessEnv {
 }
 
 /**
- * The {@linkcode HarnessOptions} the environment describes: the token endpoint and its JWT
- * check (`BMA_JWT_SECRET`, `BMA_CREDENTIALS`, ...), heartbeat, frame and request limits,
- * `insecureNoAuth`. Throws on malformed credentials.
+ * The options the environment describes: the token endpoint and its JWT check
+ * (`BMA_JWT_SECRET`, `BMA_CREDENTIALS`, ...), heartbeat, frame and request limits,
+ * `insecureNoAuth`, and the brain API behind `BMA_BRAIN_TOKEN`. Throws on malformed
+ * credentials.
  */
-export function harnessOptionsFromEnv(env: HarnessEnv): HarnessOptions {
+export function harnessOptionsFromEnv(env: HarnessEnv): HarnessObjectOptions {
   const secret = env.BMA_JWT_SECRET;
   const number = (value: string | undefined) => {
     const n = Number(value);
@@ -63,6 +83,7 @@ export function harnessOptionsFromEnv(env: HarnessEnv): HarnessOptions {
     ...(heartbeatIntervalMs ? { heartbeatIntervalMs } : {}),
     ...(requestTimeoutMs ? { requestTimeoutMs } : {}),
     ...(env.BMA_INSECURE_NO_AUTH === "true" ? { insecureNoAuth: true } : {}),
+    brainApi: { authorize: brainToken(env.BMA_BRAIN_TOKEN) },
     ...(typeof secret === "string" && secret !== ""
       ? {
         tokens: {
@@ -96,24 +117,8 @@ function parseCredentials(text: string | undefined): ExecutorCredential[] {
   });
 }
 
-const encoder = new TextEncoder();
-
-/**
- * An `authorize(request)` for the brain API: the request's `authorization: Bearer` equals
- * `BMA_BRAIN_TOKEN` (compared as SHA-256 digests); without the variable nobody is authorized.
- */
-export function brainTokenAuthorizer(env: HarnessEnv): (request: Request) => Promise<boolean> {
-  const expected = env.BMA_BRAIN_TOKEN;
-  return async (request) => {
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.get("authorization") ?? "");
-    if (typeof expected !== "string" || expected === "" || !match) return false;
-    const [a, b] = await Promise.all([digest(match[1]), digest(expected)]);
-    let diff = 0;
-    for (let i = 0; i < a.length; i++) diff |= a[i] ^ b[i];
-    return diff === 0;
-  };
-}
-
-async function digest(text: string): Promise<Uint8Array> {
-  return new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(text)));
+/** The brain API's `authorize`: the bearer `token`; none (or a too short one) admits nobody. */
+function brainToken(token: string | undefined): BrainApiOptions["authorize"] {
+  if (typeof token !== "string" || token.length < MIN_BRAIN_API_TOKEN_LENGTH) return () => false;
+  return brainApiBearer(token);
 }

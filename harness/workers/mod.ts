@@ -13,12 +13,7 @@
  *
  * @module
  */
-export {
-  BRAIN_PATH,
-  type FetchHandler,
-  HarnessObject,
-  type HarnessObjectOptions,
-} from "./object.ts";
+export { BRAIN_PATH, HarnessObject } from "./object.ts";
 export {
   BRAIN_API_PREFIX,
   createHarnessWorker,
@@ -26,7 +21,7 @@ export {
   type HarnessWorkerOptions,
   routeOfToken,
 } from "./worker.ts";
-export { brainTokenAuthorizer, type HarnessEnv, harnessOptionsFromEnv } from "./config.ts";
+export { type HarnessEnv, type HarnessObjectOptions, harnessOptionsFromEnv } from "./config.ts";
 export type {
   DurableObjectIdLike,
   DurableObjectNamespaceLike,

@@ -5,14 +5,15 @@
  * stay open; the next event constructs it anew on the same storage, and each socket is taken
  * back with the connection snapshot kept in its attachment.
  */
+import { brainApi } from "../brain-api.ts";
 import type { ConnectionSnapshot } from "../connection.ts";
-import { Harness, type HarnessOptions } from "../harness.ts";
+import { Harness } from "../harness.ts";
 import { openDurableObjectStore } from "../store/durable-object.workers.ts";
 import { type FedTransport, fedTransport } from "../../transport/fed.ts";
 import { isUpgradeRequest, offeredProtocols } from "../../transport/server.ts";
 import type { Transport } from "../../transport/transport.ts";
 import { randomId } from "../../protocol/ids.ts";
-import { type HarnessEnv, harnessOptionsFromEnv } from "./config.ts";
+import { type HarnessEnv, type HarnessObjectOptions, harnessOptionsFromEnv } from "./config.ts";
 import {
   createWebSocketPair,
   type DurableObjectStateLike,
@@ -22,31 +23,6 @@ import {
 
 /** The object's path prefix of the brain API (the Worker strips `/v1/harness/<name>`). */
 export const BRAIN_PATH = "/_brain";
-
-/** A web-standard request handler (a hono app's `fetch`). */
-export interface FetchHandler {
-  /** Answers one request. */
-  fetch(request: Request): Response | Promise<Response>;
-}
-
-/** Options of a {@linkcode HarnessObject}: those of its `Harness`, and the brains. */
-export interface HarnessObjectOptions extends
-  Omit<
-    HarnessOptions,
-    "store" | "deadlines" | "onConnectionChange" | "recoveredLeases" | "server" | "dial"
-  > {
-  /**
-   * A brain inside the object: called with the harness each time the object is constructed
-   * (after an eviction too — the harness then holds what the store kept: `harness.session(id)`
-   * is live, a `callTool` repeated with its `tool_call_id` resolves with the stored result).
-   */
-  brain?: (harness: Harness) => void;
-  /**
-   * The HTTP API for outside brains, served under `/v1/harness/<object name>/` (the Worker
-   * routes it here). Default: none (404).
-   */
-  brainApi?: (harness: Harness) => FetchHandler;
-}
 
 /** What a socket's attachment holds: its id, and the connection's latest snapshot. */
 interface Attachment {
@@ -68,7 +44,7 @@ export class HarnessObject {
   readonly harness: Harness;
   readonly #ctx: DurableObjectStateLike;
   readonly #mayConnect: boolean;
-  readonly #brainApi: FetchHandler | undefined;
+  readonly #brainApi: { fetch(request: Request): Response | Promise<Response> } | undefined;
   /** This incarnation's transport of each socket, by attachment id. */
   readonly #transports = new Map<string, Promise<FedTransport | undefined>>();
   readonly #sockets = new Map<Transport, WorkersWebSocket>();
@@ -82,7 +58,7 @@ export class HarnessObject {
     this.#ctx = ctx;
     this.#mayConnect = options.insecureNoAuth === true ||
       options.authenticate !== undefined || options.tokens !== undefined;
-    const { brain, brainApi, ...harnessOptions } = options;
+    const { brain, brainApi: api, ...harnessOptions } = options;
     this.harness = new Harness({
       ...harnessOptions,
       store: openDurableObjectStore(ctx.storage),
@@ -99,7 +75,7 @@ export class HarnessObject {
         if (ws && att) ws.serializeAttachment({ id: att.id, snapshot } satisfies Attachment);
       },
     });
-    this.#brainApi = brainApi?.(this.harness);
+    this.#brainApi = api && brainApi(this.harness, { ...api, basePath: BRAIN_PATH });
     brain?.(this.harness);
   }
 
@@ -112,8 +88,7 @@ export class HarnessObject {
     const url = new URL(request.url);
     if (url.pathname === BRAIN_PATH || url.pathname.startsWith(`${BRAIN_PATH}/`)) {
       if (!this.#brainApi) return json(404, { error: "not_found" });
-      url.pathname = url.pathname.slice(BRAIN_PATH.length) || "/";
-      return await this.#brainApi.fetch(new Request(url, request));
+      return await this.#brainApi.fetch(request);
     }
     if (isUpgradeRequest(request)) return await this.#connect(request);
     return await this.harness.fetch(request);
