@@ -2,7 +2,7 @@
  * The edge harness's options ({@linkcode HarnessObjectOptions}), and how the Worker's
  * environment (`wrangler.toml` vars and secrets) sets them.
  */
-import { type BrainApiOptions, brainApiBearer, MIN_BRAIN_API_TOKEN_LENGTH } from "../brain-api.ts";
+import { brainApiBearer, type BrainApiOptions, MIN_BRAIN_API_TOKEN_LENGTH } from "../brain-api.ts";
 import type { Harness, HarnessOptions } from "../harness.ts";
 import type { ExecutorCredential } from "../token-endpoint.ts";
 import type { DurableObjectNamespaceLike } from "./types.ts";

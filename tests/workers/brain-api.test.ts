@@ -28,7 +28,11 @@ describe("edge harness on workerd: the brain API", { timeout: 90_000 }, () => {
 
   it("lists the object's executors, assigns a session and calls a tool over HTTP", async () => {
     const client = edge.client();
-    client.tools.bash.handle((input) => ({ stdout: `ran ${input.command}`, stderr: "", exit_code: 0 }));
+    client.tools.bash.handle((input) => ({
+      stdout: `ran ${input.command}`,
+      stderr: "",
+      exit_code: 0,
+    }));
     client.onSessionAssign((session) => {
       queueMicrotask(() => void client.sessionReady(session.id));
     });
@@ -36,7 +40,12 @@ describe("edge harness on workerd: the brain API", { timeout: 90_000 }, () => {
     const listed = await edge.brain("GET", "/executors");
     assert.equal(listed.status, 200);
     assert.deepEqual(listed.body.executors.map((e: any) => e.executor_id), [executor_id]);
-    const elsewhere = await edge.brain("GET", "/executors", undefined, `machines/${EDGE.machineId}`);
+    const elsewhere = await edge.brain(
+      "GET",
+      "/executors",
+      undefined,
+      `machines/${EDGE.machineId}`,
+    );
     assert.deepEqual(elsewhere.body.executors, [], "another object holds nothing of it");
     const assigned = await edge.brain("POST", "/sessions", { session_id: "ses_http", executor_id });
     assert.equal(assigned.status, 201, JSON.stringify(assigned.body));

@@ -45,7 +45,9 @@ export class DriverError extends Error {
   readonly code?: number;
   readonly reason?: string;
   readonly data?: unknown;
-  constructor(wire: { name: string; message: string; code?: number; reason?: string; data?: unknown }) {
+  constructor(
+    wire: { name: string; message: string; code?: number; reason?: string; data?: unknown },
+  ) {
     super(wire.message);
     this.name = wire.name;
     this.code = wire.code;
@@ -132,7 +134,10 @@ export class Edge {
       method: "POST",
       body: JSON.stringify(args),
     });
-    const body = await response.json() as { result?: T; error?: ConstructorParameters<typeof DriverError>[0] };
+    const body = await response.json() as {
+      result?: T;
+      error?: ConstructorParameters<typeof DriverError>[0];
+    };
     if (body.error) throw new DriverError(body.error);
     return body.result as T;
   }

@@ -65,7 +65,10 @@ describe("edge harness on workerd: eviction", { timeout: 150_000 }, () => {
     // The connection, its lease and the session survived with it: no reconnect, no register.
     assert.deepEqual(states, [], "the client never left its connection");
     assert.equal(client.executorId, executor_id);
-    const next = await edge.driver("call", ["ses_evict", { tool: "bash", input: { command: "next" } }]);
+    const next = await edge.driver("call", ["ses_evict", {
+      tool: "bash",
+      input: { command: "next" },
+    }]);
     assert.equal(next.result.structured_content.stdout, "after eviction: next");
   });
 });

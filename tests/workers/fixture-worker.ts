@@ -37,8 +37,16 @@ export class TestHarnessObject extends HarnessObject {
       brain: (harness) => (held = harness),
     });
     // The agent's "SDK": its `new Harness()` and `new AgentPlatform()` give this object's own.
-    const sdk = { Harness: function () { return held; } };
-    const agent = { AgentPlatform: function () { return platform; } };
+    const sdk = {
+      Harness: function () {
+        return held;
+      },
+    };
+    const agent = {
+      AgentPlatform: function () {
+        return platform;
+      },
+    };
     const driver = new HarnessAgent(sdk as never, agent as never);
     this.#driver = driver.create({ serve: "none", agent: true }).then((created) => {
       this.#h = created.id;
@@ -54,7 +62,9 @@ export class TestHarnessObject extends HarnessObject {
     const driver = await this.#driver;
     const args = await request.json() as unknown[];
     const fn = (driver as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[method];
-    if (typeof fn !== "function") return Response.json({ error: "no such method" }, { status: 404 });
+    if (typeof fn !== "function") {
+      return Response.json({ error: "no such method" }, { status: 404 });
+    }
     if (url.searchParams.has("detach")) {
       fn.call(driver, this.#h, ...args).catch(() => {});
       return Response.json({ result: null });
