@@ -21,7 +21,7 @@ import type { ExecutorAgent } from "./executor-agent.ts";
 import { HarnessAgent } from "./harness-agent.ts";
 import { type Cell, type CellResult, CELLS, externalCells, renderTable } from "./matrix.ts";
 import { AgentProcess, local, type Remote, type Runtime } from "./rpc.ts";
-import { scenarioContext, SCENARIOS } from "./scenarios.ts";
+import { type Eviction, scenarioContext, SCENARIOS } from "./scenarios.ts";
 
 const onNode = !("Deno" in globalThis) && !("Bun" in globalThis);
 
@@ -85,12 +85,14 @@ describe("conformance", { timeout: 600_000, skip: !onNode && "runs from Node onl
     describe(title, { timeout: 300_000 }, () => {
       let H: Remote<HarnessAgent>;
       let closeExternal: (() => Promise<void>) | undefined;
+      let eviction: Eviction | undefined;
       before(async () => {
         if (cell.harnessAgent === "local") H = local(localHarness);
         else if (cell.harnessAgent === "external") {
           const opened = await cell.open!();
           H = opened.H;
           closeExternal = opened.close;
+          eviction = opened.eviction;
         } else H = harnesses.get(cell.harnessAgent)!.remote;
       });
       after(async () => {
@@ -117,6 +119,7 @@ describe("conformance", { timeout: 600_000, skip: !onNode && "runs from Node onl
             transport: cell.transport,
             dir,
             prefix: `${cell.id}${index}`,
+            eviction,
             spawnHarness: async () => {
               const agent = new AgentProcess<HarnessAgent>(
                 harnessRuntime(cell),

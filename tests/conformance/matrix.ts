@@ -25,7 +25,7 @@ import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import type { HarnessAgent } from "./harness-agent.ts";
 import type { Remote, Runtime } from "./rpc.ts";
-import type { Direction } from "./scenarios.ts";
+import type { Direction, Eviction } from "./scenarios.ts";
 
 /** One column of the matrix. */
 export interface Cell {
@@ -41,8 +41,13 @@ export interface Cell {
   readonly transport: "ws" | "unix";
   /** Scenarios that do not apply, by name, with why. */
   readonly skip?: Readonly<Record<string, string>>;
-  /** External cells: opens the harness driver (closed after the cell's scenarios). */
-  readonly open?: () => Promise<{ H: Remote<HarnessAgent>; close(): Promise<void> }>;
+  /**
+   * External cells: opens the harness driver (closed after the cell's scenarios), and the
+   * eviction of a harness that has one (the restart row's form there).
+   */
+  readonly open?: () => Promise<
+    { H: Remote<HarnessAgent>; close(): Promise<void>; eviction?: Eviction }
+  >;
 }
 
 /** A column contributed by another suite (see the module doc). */
@@ -52,7 +57,7 @@ export interface ExternalCell {
   readonly harness: string;
   readonly transport: "ws" | "unix";
   readonly skip?: Readonly<Record<string, string>>;
-  open(): Promise<{ H: Remote<HarnessAgent>; close(): Promise<void> }>;
+  open(): Promise<{ H: Remote<HarnessAgent>; close(): Promise<void>; eviction?: Eviction }>;
 }
 
 /** The built-in cells. */

@@ -52,6 +52,11 @@ export interface ScenarioContext {
   socketPath(label: string): string;
   /** A name unique to this scenario run (counters are shared by an agent's cells). */
   key(label: string): string;
+  /**
+   * How the harness is evicted, for a harness whose restart is an eviction (the Workers cell's
+   * Durable Object); the restart row then takes that form.
+   */
+  readonly eviction?: Eviction;
 }
 
 /** An executor brought up by {@linkcode ScenarioContext.connect}. */
@@ -493,10 +498,7 @@ export const SCENARIOS: readonly Scenario[] = [
     name: "harness restart (kill -9, SQLite)",
     timeoutMs: 90_000,
     async run(ctx) {
-      const evictable = ctx.H as unknown as Partial<Evictable>;
-      if (evictable.evict && evictable.startCall) {
-        return await restartEvicted(ctx, evictable as Evictable);
-      }
+      if (ctx.eviction) return await restartEvicted(ctx, ctx.eviction);
       if (ctx.direction === "listen") return await restartListening(ctx);
       const store = join(ctx.dir, `${ctx.key("store")}.db`);
       const spec = () => ({
@@ -547,7 +549,7 @@ export const SCENARIOS: readonly Scenario[] = [
 ];
 
 /** A harness that can be evicted (the Workers cell: a Durable Object). */
-interface Evictable {
+export interface Eviction {
   /** Starts a call that only the harness's own brain awaits (no request of the suite stays open). */
   startCall(h: string, session: string, call: unknown): Promise<void>;
   /** Resolves once the harness was evicted and a new incarnation answers. */
@@ -559,7 +561,7 @@ interface Evictable {
  * call runs and the executor's events wait unacknowledged; the new incarnation takes the socket
  * back from its attachment, and the brain repeats the call with its `tool_call_id`.
  */
-async function restartEvicted(ctx: ScenarioContext, harness: Evictable): Promise<void> {
+async function restartEvicted(ctx: ScenarioContext, harness: Eviction): Promise<void> {
   // Heartbeats far apart: the object must idle long enough to be evicted.
   const h = await ctx.harness({ heartbeatIntervalMs: 30_000 });
   const e = await ctx.connect("e1");
@@ -628,9 +630,10 @@ export function scenarioContext(options: {
   transport: "ws" | "unix";
   dir: string;
   prefix: string;
+  eviction?: Eviction;
   spawnHarness: () => Promise<AgentProcess<HarnessAgent>>;
 }): ScenarioContext & { dispose(): Promise<void> } {
-  const { H, E, direction, transport, dir, prefix } = options;
+  const { H, E, direction, transport, dir, prefix, eviction } = options;
   const spawned: AgentProcess<HarnessAgent>[] = [];
   let harness: Promise<{ id: string; url?: string; connect?: Partial<ClientSpec> }> | undefined;
   const links: Link[] = [];
@@ -651,6 +654,7 @@ export function scenarioContext(options: {
     direction,
     transport,
     dir,
+    ...(eviction ? { eviction } : {}),
     async spawnHarness() {
       const agent = await options.spawnHarness();
       spawned.push(agent);

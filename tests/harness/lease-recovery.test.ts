@@ -86,7 +86,11 @@ describe("leases of executors read back from the store", { timeout: 20_000 }, ()
     for (const step of [900, 500, 400]) {
       await clock.advance(step);
       const again = harness(store, clock, { recoveredLeases: "stored" });
-      assert.equal(again.executor(id)?.leaseExpiresAt, expiry, "the lease is continued, not renewed");
+      assert.equal(
+        again.executor(id)?.leaseExpiresAt,
+        expiry,
+        "the lease is continued, not renewed",
+      );
     }
     const last = harness(store, clock, { recoveredLeases: "stored" });
     last.runDeadlines(expiry);

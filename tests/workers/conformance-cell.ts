@@ -30,7 +30,7 @@ export interface ExternalCell {
   readonly harness: string;
   readonly transport: "ws" | "unix";
   readonly skip?: Readonly<Record<string, string>>;
-  open(): Promise<{ H: EdgeHarnessAgent; close(): Promise<void> }>;
+  open(): Promise<{ H: EdgeHarnessAgent; close(): Promise<void>; eviction: EdgeHarnessAgent }>;
 }
 
 const OBJECT = "default";
@@ -130,7 +130,7 @@ export function conformanceCells(): Promise<ExternalCell[]> {
     transport: "ws",
     open() {
       const agent = new EdgeHarnessAgent();
-      return Promise.resolve({ H: agent, close: () => agent.closeAll() });
+      return Promise.resolve({ H: agent, close: () => agent.closeAll(), eviction: agent });
     },
   }]);
 }

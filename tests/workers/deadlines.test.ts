@@ -8,7 +8,7 @@
 import { after, afterEach, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { ManualClock } from "../../executor/node.ts";
-import { DriverError, Edge, gate, INFO, registerParams, until } from "./edge-fixture.ts";
+import { type DriverError, Edge, gate, INFO, registerParams, until } from "./edge-fixture.ts";
 
 describe("edge harness on workerd: leases and token deadlines", { timeout: 90_000 }, () => {
   let edge: Edge;

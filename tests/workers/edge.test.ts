@@ -181,7 +181,8 @@ describe("edge harness on workerd: refusals", { timeout: 60_000 }, () => {
     const { token } = await edge.token();
     const raw = edge.raw(token);
     await raw.opened;
-    const { result } = await raw.call("executor.register", registerParams());
+    const registered = await raw.call("executor.register", registerParams());
+    assert.match(registered.result.executor_id, /^exec_/);
     const assigning = edge.driver("assign", [INFO.name, "ses_dedup"]);
     const request = await raw.next();
     assert.equal(request.method, "session.assign");
