@@ -17,7 +17,7 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { streamSSE } from "hono/streaming";
-import { z } from "zod";
+import * as z from "zod";
 import {
   CapabilityNotAdvertisedError,
   InvalidOutgoingParamsError,
