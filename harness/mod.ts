@@ -147,6 +147,17 @@ export {
   type StoredArtifact,
 } from "./artifacts.ts";
 export { type FetchOptions, type WebSocketUpgrader } from "./app.ts";
+export {
+  brainApi,
+  brainApiBearer,
+  type BrainApiOptions,
+  BrainApiTokenError,
+  type BrainError,
+  type BrainExecutorView,
+  type BrainSessionView,
+  type BrainToolCallView,
+  MIN_BRAIN_API_TOKEN_LENGTH,
+} from "./brain-api.ts";
 export { type Inspector, inspector, type InspectorOptions } from "./inspector/inspector.ts";
 export {
   InspectorTokenError,

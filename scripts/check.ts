@@ -96,9 +96,16 @@ function checkDocExamples(): number | null {
 /**
  * Types of the package's dependencies that its public types name: `deno doc --lint` calls them
  * private because the entry points do not re-export them, but users have them from the
- * dependency itself (zod, a peer dependency: its schemas are part of `/protocol`).
+ * dependency itself (zod, a peer dependency: its schemas are part of `/protocol`; hono, whose
+ * app `brainApi` returns).
  */
-const DEPENDENCY_TYPES: ReadonlySet<string> = new Set(["ZodType", "$ZodType", "input", "output"]);
+const DEPENDENCY_TYPES: ReadonlySet<string> = new Set([
+  "ZodType",
+  "$ZodType",
+  "input",
+  "output",
+  "Hono",
+]);
 
 /**
  * What `deno doc --lint` reports for the entry points of `deno.json` (the same list as npm's

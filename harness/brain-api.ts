@@ -1,0 +1,788 @@
+/**
+ * The HTTP API for brains outside the harness's process: list executors, assign sessions, call
+ * tools and wait for their results, read durable events (long poll or server-sent events),
+ * cancel, stop, drain, close — a hono app over any {@linkcode Harness}, so the same API serves
+ * a harness on Node, Deno and Bun and one inside a Durable Object.
+ *
+ * It owns no state and no rule: every route is a call of the harness's public API
+ * (`harness.executors`, `assignSession`, `harness.session(id)`, `callTool`, `events({ from })`,
+ * `stop`, ...), so what that API keeps across reconnects and restarts, the HTTP API keeps too: a
+ * tool call repeated with its `tool_call_id` answers the stored result, and events are read from
+ * an explicit position. Bodies are checked with the contract's schemas of the request they
+ * become, before anything is sent.
+ *
+ * Portable: web-standard APIs and hono only.
+ */
+import { Hono } from "hono";
+import type { Context } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { streamSSE } from "hono/streaming";
+import * as z from "zod";
+import {
+  CapabilityNotAdvertisedError,
+  InvalidOutgoingParamsError,
+  LocalError,
+  ProtocolError,
+  RequestAbortedError,
+  RequestTimeoutError,
+} from "../protocol/errors.ts";
+import { randomId } from "../protocol/ids.ts";
+import { type Logger, silentLogger } from "../protocol/logger.ts";
+import {
+  type Capabilities,
+  ExecutorCloseParamsSchema,
+  ExecutorDrainParamsSchema,
+  type ExecutorInfo,
+  InteractionResponseParamsSchema,
+  type ProtocolVersion,
+  SessionAssignParamsSchema,
+  SessionCloseParamsSchema,
+  type SessionMetadata,
+  SessionStopParamsSchema,
+  ToolCallParamsSchema,
+  ToolCancelParamsSchema,
+  TurnCancelParamsSchema,
+  TurnInputParamsSchema,
+  TurnStartParamsSchema,
+} from "../protocol/generated/contract.ts";
+import {
+  ExecutorUnavailableError,
+  HarnessClosedError,
+  NoAgentPlatformError,
+  SessionEndedError,
+  SessionRefusedError,
+  ToolOutcomeUnknownError,
+} from "./errors.ts";
+import type { ExecutorHandle, Session, SessionState } from "./handles.ts";
+import type { Harness } from "./harness.ts";
+import { tokensEqual } from "./inspector/auth.ts";
+import type { SessionEventRecord, ToolCallResult } from "./records.ts";
+
+/** Options of {@linkcode brainApi}. */
+export interface BrainApiOptions {
+  /**
+   * Decides on every request before anything else (false, or a throw: 401). The API drives
+   * real machines, so there is no default; {@linkcode brainApiBearer} checks a bearer token.
+   */
+  authorize(request: Request): boolean | Promise<boolean>;
+  /**
+   * The path the routes live under (`"/v1/harness"`; hono patterns such as
+   * `"/v1/harness/:scope/:owner"` work too). Default: the root.
+   */
+  basePath?: string;
+  /** Largest request body in bytes (beyond it: 413). Default 1 MiB. */
+  maxBodyBytes?: number;
+  /** Longest `wait_ms` of a long poll. Default 60 s. */
+  maxWaitMs?: number;
+  /** Longest life of an event stream (`text/event-stream`); the client reconnects. Default 5 min. */
+  maxStreamMs?: number;
+  /** Where failures the API could not attribute to the request go. Default: nowhere. */
+  logger?: Logger;
+}
+
+/** An executor as the brain API shows it. */
+export interface BrainExecutorView {
+  /** Its id. */
+  executor_id: string;
+  /** Whether a registered connection is open now (it may reconnect within its lease). */
+  connected: boolean;
+  /** Whether it was asked to drain (new sessions are refused). */
+  draining: boolean;
+  /** Whether it is gone for good. */
+  gone: boolean;
+  /** The negotiated subprotocol. */
+  protocol: ProtocolVersion;
+  /** `""` for a machine-scoped executor. */
+  environment_id: string;
+  /** The machine of a machine-scoped executor. */
+  machine_id?: string;
+  /** What it registered as. */
+  executor: ExecutorInfo;
+  /** What it advertises. */
+  capabilities: Capabilities;
+  /** Most sessions it holds at once, when it said. */
+  max_sessions?: number;
+  /** When its lease expires without a heartbeat (ISO 8601). */
+  lease_expires_at?: string;
+  /** Its live sessions. */
+  sessions: string[];
+}
+
+/** A session as the brain API shows it. */
+export interface BrainSessionView {
+  /** Its id. */
+  session_id: string;
+  /** The executor it runs on. */
+  executor_id: string;
+  /** Where it is. */
+  state: SessionState;
+  /** The metadata it was assigned with. */
+  metadata: SessionMetadata;
+  /** Why it ended, once it has. */
+  end_reason?: string;
+  /** The last `session.status` the executor reported. */
+  reported_status?: { status: string; detail?: string };
+}
+
+/** A tool call as the brain API shows it. */
+export interface BrainToolCallView {
+  /** Its id (generated when the request had none). */
+  tool_call_id: string;
+  /** Its session. */
+  session_id: string;
+  /** `settled` once its outcome is known; else where the harness has it, or `pending`. */
+  state: string;
+  /** The executor's `tool.result`, once it arrived. */
+  result?: ToolCallResult;
+  /** Why no result will come (`tool_outcome_unknown`, with `data.reason`). */
+  error?: BrainError;
+}
+
+/** The error member of every error answer: `{"error": BrainError}`. */
+export interface BrainError {
+  /** The protocol's JSON-RPC code when the executor refused, else a name (`invalid_params`, ...). */
+  code: number | string;
+  /** What went wrong. */
+  message: string;
+  /** Details: the schema's `issues`, a refusal's `reason`, the protocol error's `data`. */
+  data?: unknown;
+}
+
+/**
+ * A call of a tool by id, whatever its session (`Harness.toolCall` where the harness has it).
+ * Without it, `GET /tool-calls/{id}` and `POST /tool-calls/{id}/cancel` are not served; a repeat
+ * of `POST /sessions/{id}/tool-calls` with the `tool_call_id` reads a call as well.
+ */
+interface ToolCallLookup {
+  toolCall?(id: string): Promise<
+    {
+      readonly tool_call_id: string;
+      readonly session_id: string;
+      readonly state: string;
+      readonly outcome: Promise<ToolCallResult>;
+    } | undefined
+  >;
+}
+
+/** A refusal with its HTTP status. */
+class ApiError extends Error {
+  readonly status: number;
+  readonly error: BrainError;
+  constructor(status: number, code: number | string, message: string, data?: unknown) {
+    super(message);
+    this.status = status;
+    this.error = data === undefined ? { code, message } : { code, message, data };
+  }
+}
+
+/** The shortest token {@linkcode brainApiBearer} takes: 16 characters. */
+export const MIN_BRAIN_API_TOKEN_LENGTH = 16;
+
+/** The token given to {@linkcode brainApiBearer} is too short to protect the API. */
+export class BrainApiTokenError extends LocalError {
+  /** Says how long a token must be. */
+  constructor() {
+    super(`a brain API token needs at least ${MIN_BRAIN_API_TOKEN_LENGTH} characters`);
+    this.name = "BrainApiTokenError";
+  }
+}
+
+/**
+ * An `authorize` that admits requests carrying `Authorization: Bearer <token>`, compared in time
+ * that does not depend on where a presented token differs. Throws
+ * {@linkcode BrainApiTokenError} for a token shorter than 16 characters.
+ */
+export function brainApiBearer(token: string): (request: Request) => Promise<boolean> {
+  if (typeof token !== "string" || token.length < MIN_BRAIN_API_TOKEN_LENGTH) {
+    throw new BrainApiTokenError();
+  }
+  return async (request) => {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.get("authorization") ?? "");
+    return match !== null && await tokensEqual(match[1], token);
+  };
+}
+
+const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
+const DEFAULT_MAX_WAIT_MS = 60_000;
+const DEFAULT_MAX_STREAM_MS = 5 * 60_000;
+const DEFAULT_EVENT_LIMIT = 100;
+const MAX_EVENT_LIMIT = 1_000;
+/** A comment on an idle event stream this often keeps proxies and idle timeouts from closing it. */
+const STREAM_PING_MS = 5_000;
+
+const count = z.string().regex(/^\d{1,15}$/, "a non-negative integer").transform(Number);
+const WaitQuery = z.object({ wait_ms: count.optional() });
+const SessionQuery = WaitQuery.extend({ until: z.enum(["ready", "ended"]).optional() });
+const EventsQuery = WaitQuery.extend({
+  from: count.optional(),
+  limit: count.pipe(z.number().min(1).max(MAX_EVENT_LIMIT)).optional(),
+});
+/** What `POST /sessions` takes beyond `session.assign`'s params. */
+const AssignTarget = z.looseObject({ executor_id: z.string().min(1).optional() });
+/** What `POST /sessions/{id}/tool-calls` takes: `tool.call`'s params but the path's session. */
+const ToolCallBody = z.looseObject({ session_id: z.never().optional() });
+
+/**
+ * The brain API of `harness` as a hono app: hand it requests with `app.fetch` (`Deno.serve`,
+ * `Bun.serve`, a Durable Object's `fetch`, `serveInspector(app.fetch)` on Node).
+ *
+ * ```ts
+ * import { brainApi, brainApiBearer, Harness, serveInspector } from "bma-executor-sdk/harness/node";
+ *
+ * const harness = new Harness({ insecureNoAuth: true });
+ * await harness.serve({ port: 7700 });
+ * const token = crypto.randomUUID(); // the brain's secret: from your environment
+ * const api = brainApi(harness, { authorize: brainApiBearer(token), basePath: "/v1/harness" });
+ * // On 127.0.0.1; a brain calls http://127.0.0.1:7702/v1/harness/executors with the token.
+ * await serveInspector((request) => Promise.resolve(api.fetch(request)), { port: 7702 });
+ * ```
+ *
+ * Routes (under `basePath`): `GET /executors`, `GET /executors/{id}`,
+ * `POST /executors/{id}/drain`, `POST /executors/{id}/close`, `POST /sessions`, `GET /sessions`,
+ * `GET /sessions/{id}`, `POST /sessions/{id}/tool-calls`,
+ * `POST /sessions/{id}/tool-calls/{call}/cancel`, `GET /sessions/{id}/events`,
+ * `POST /sessions/{id}/stop`; agent turns: `POST /executors/{id}/turns`,
+ * `POST /sessions/{id}/turns/{turn}/input`, `POST /sessions/{id}/turns/cancel`,
+ * `POST /sessions/{id}/interactions/{interaction}/response`, `POST /sessions/{id}/close`; and
+ * with `Harness.toolCall`: `GET /tool-calls/{id}`, `POST /tool-calls/{id}/cancel`. Errors
+ * answer `{"error": {code, message, data?}}`.
+ */
+export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
+  const logger = options.logger ?? silentLogger;
+  const maxWaitMs = options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS;
+  const maxStreamMs = options.maxStreamMs ?? DEFAULT_MAX_STREAM_MS;
+  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const base = normalizeBase(options.basePath);
+  const at = (path: string) => `${base}${path}`;
+  const lookup = (harness as unknown as ToolCallLookup).toolCall?.bind(harness);
+  const app = new Hono();
+
+  app.use("*", async (c, next) => {
+    let admitted = false;
+    try {
+      admitted = (await options.authorize(c.req.raw)) === true;
+    } catch (error) {
+      // Only the error's class: its message may quote what the request presented.
+      logger.warn("brain API authorize failed", {
+        error: error instanceof Error ? error.name : typeof error,
+      });
+    }
+    if (!admitted) {
+      return json(401, { error: { code: "unauthorized", message: "credential needed" } }, {
+        "www-authenticate": 'Bearer realm="bma-brain"',
+      });
+    }
+    await next();
+  });
+  app.use(
+    "*",
+    bodyLimit({
+      maxSize: maxBodyBytes,
+      onError: () =>
+        json(413, {
+          error: {
+            code: "payload_too_large",
+            message: `bodies take at most ${maxBodyBytes} bytes`,
+          },
+        }),
+    }),
+  );
+
+  // ---- executors -------------------------------------------------------------------------------
+
+  app.get(at("/executors"), () => json(200, { executors: harness.executors.map(executorView) }));
+
+  app.get(at("/executors/:id"), (c) => json(200, executorView(executorOf(c))));
+
+  app.post(at("/executors/:id/drain"), async (c) => {
+    const executor = executorOf(c);
+    const params = checked(ExecutorDrainParamsSchema, await body(c));
+    return json(200, await executor.drain(params, { signal: c.req.raw.signal }));
+  });
+
+  app.post(at("/executors/:id/close"), async (c) => {
+    const executor = executorOf(c);
+    const params = checked(ExecutorCloseParamsSchema, await body(c));
+    await executor.close(params.reason);
+    return json(200, { executor_id: executor.id, closed: true });
+  });
+
+  // ---- sessions --------------------------------------------------------------------------------
+
+  app.post(at("/sessions"), async (c) => {
+    const input = await body(c);
+    const { executor_id: executorId, ...rest } = checked(AssignTarget, input);
+    const params = checked(SessionAssignParamsSchema, rest);
+    const executor = executorId !== undefined ? executorById(executorId) : available();
+    const session = await executor.assignSession(params, { signal: c.req.raw.signal });
+    return json(201, await sessionView(session));
+  });
+
+  app.get(at("/sessions"), async () => {
+    const sessions = await Promise.all([...harness.sessions.values()].map(sessionView));
+    return json(200, { sessions });
+  });
+
+  app.get(at("/sessions/:id"), async (c) => {
+    const session = sessionOf(c);
+    const query = checked(SessionQuery, c.req.query());
+    const target = query.until === "ready"
+      ? session.ready()
+      : query.until === "ended"
+      ? session.ended
+      : undefined;
+    // A session that ends before it is ready has reached what `until=ready` waits for.
+    const done = target === undefined ||
+      (await within(target.catch(() => {}), waitOf(query), c.req.raw.signal)).done;
+    return json(done ? 200 : 202, await sessionView(session));
+  });
+
+  app.post(at("/sessions/:id/tool-calls"), async (c) => {
+    const session = sessionOf(c);
+    const query = checked(WaitQuery, c.req.query());
+    const input = checked(ToolCallBody, await body(c));
+    const params = checked(ToolCallParamsSchema, {
+      ...input,
+      session_id: session.id,
+      tool_call_id: input.tool_call_id ?? randomId("call_"),
+    });
+    // The call is the harness's, not this request's: a brain that stops waiting (or goes
+    // away) leaves it running, and reads it again by repeating the request with its id.
+    const call = session.callTool({
+      tool: params.tool,
+      input: params.input,
+      tool_call_id: params.tool_call_id,
+      ...(params.timeout_ms !== undefined ? { timeout_ms: params.timeout_ms } : {}),
+    });
+    return await callAnswer(params.tool_call_id, session.id, call, query, c.req.raw.signal);
+  });
+
+  app.post(at("/sessions/:id/tool-calls/:call/cancel"), async (c) => {
+    const session = sessionOf(c);
+    const params = checked(ToolCancelParamsSchema, {
+      ...await body(c),
+      session_id: session.id,
+      tool_call_id: param(c, "call"),
+    });
+    return json(200, await session.cancelTool(params.tool_call_id, params.reason));
+  });
+
+  app.get(at("/sessions/:id/events"), (c) => {
+    const session = sessionOf(c);
+    const query = checked(EventsQuery, c.req.query());
+    if ((c.req.header("accept") ?? "").includes("text/event-stream")) {
+      const lastId = c.req.header("last-event-id");
+      const from = lastId !== undefined && /^\d{1,15}$/.test(lastId)
+        ? Number(lastId)
+        : query.from ?? 0;
+      return eventStream(c, session, from);
+    }
+    return eventPage(session, query, c.req.raw.signal);
+  });
+
+  app.post(at("/sessions/:id/stop"), async (c) => {
+    const session = sessionOf(c);
+    const query = checked(WaitQuery, c.req.query());
+    const params = checked(SessionStopParamsSchema, { ...await body(c), session_id: session.id });
+    const stopping = session.stop(
+      params.reason,
+      params.grace_ms !== undefined ? { grace_ms: params.grace_ms } : {},
+    );
+    // A stop the executor refuses within the wait is the answer; a later failure is logged
+    // (the session then ends on the harness's own deadline).
+    stopping.catch((error) =>
+      logger.info("brain API stop failed", { session_id: session.id, error: String(error) })
+    );
+    const waited = await within(stopping, waitOf(query), c.req.raw.signal, true);
+    if (waited.error !== undefined) throw waited.error;
+    return json(waited.done ? 200 : 202, await sessionView(session));
+  });
+
+  // ---- agent turns (a harness with the agent capability; else 501) -----------------------------
+
+  app.post(at("/executors/:id/turns"), async (c) => {
+    const executor = executorOf(c);
+    const input = await body(c);
+    const params = checked(TurnStartParamsSchema, {
+      ...input,
+      turn_id: input.turn_id ?? randomId("turn_"),
+    });
+    const result = await executor.startTurn(params, { signal: c.req.raw.signal });
+    return json(201, { session_id: params.session_id, ...result });
+  });
+
+  app.post(at("/sessions/:id/turns/:turn/input"), async (c) => {
+    const session = sessionOf(c);
+    const input = await body(c);
+    const params = checked(TurnInputParamsSchema, {
+      ...input,
+      session_id: session.id,
+      turn_id: param(c, "turn"),
+      input_id: input.input_id ?? randomId("input_"),
+    });
+    const ack = await session.executor.sendTurnInput(params, { signal: c.req.raw.signal });
+    return json(200, { input_id: params.input_id, ...ack });
+  });
+
+  app.post(at("/sessions/:id/turns/cancel"), async (c) => {
+    const session = sessionOf(c);
+    const params = checked(TurnCancelParamsSchema, { ...await body(c), session_id: session.id });
+    return json(200, await session.executor.cancelTurn(params, { signal: c.req.raw.signal }));
+  });
+
+  app.post(at("/sessions/:id/interactions/:interaction/response"), async (c) => {
+    const session = sessionOf(c);
+    const params = checked(InteractionResponseParamsSchema, {
+      ...await body(c),
+      session_id: session.id,
+      interaction_id: param(c, "interaction"),
+    });
+    return json(200, await session.executor.respondInteraction(params));
+  });
+
+  app.post(at("/sessions/:id/close"), async (c) => {
+    const session = sessionOf(c);
+    const params = checked(SessionCloseParamsSchema, { ...await body(c), session_id: session.id });
+    return json(
+      200,
+      await session.executor.closeAgentSession(session.id, {
+        ...(params.reason !== undefined ? { reason: params.reason } : {}),
+      }),
+    );
+  });
+
+  // ---- tool calls by id (where the harness finds calls by id) ----------------------------------
+
+  if (lookup) {
+    const find = async (c: Context) => {
+      const status = await lookup(param(c, "id"));
+      if (!status) throw new ApiError(404, "not_found", "no such tool call");
+      return status;
+    };
+    app.get(at("/tool-calls/:id"), async (c) => {
+      const status = await find(c);
+      const query = checked(WaitQuery, c.req.query());
+      return await callAnswer(
+        status.tool_call_id,
+        status.session_id,
+        status.outcome,
+        query,
+        c.req.raw.signal,
+        status.state,
+      );
+    });
+    app.post(at("/tool-calls/:id/cancel"), async (c) => {
+      const status = await find(c);
+      const session = harness.session(status.session_id);
+      if (!session) throw new ApiError(404, "not_found", "the call's session is not known");
+      const params = checked(ToolCancelParamsSchema, {
+        ...await body(c),
+        session_id: status.session_id,
+        tool_call_id: status.tool_call_id,
+      });
+      return json(200, await session.cancelTool(params.tool_call_id, params.reason));
+    });
+  }
+
+  app.notFound(() => json(404, { error: { code: "not_found", message: "no such endpoint" } }));
+
+  app.onError((error) => {
+    const answer = errorAnswer(error);
+    if (answer.status === 500) {
+      logger.error("brain API request failed", { error: String(error) });
+    }
+    return json(answer.status, { error: answer.error });
+  });
+
+  // ---- helpers (closures over the harness) -----------------------------------------------------
+
+  function waitOf(query: { wait_ms?: number }): number {
+    return Math.min(query.wait_ms ?? 0, maxWaitMs);
+  }
+
+  function executorById(id: string): ExecutorHandle {
+    const executor = harness.executor(id);
+    if (!executor) throw new ApiError(404, "not_found", "no such executor");
+    return executor;
+  }
+
+  function executorOf(c: Context): ExecutorHandle {
+    return executorById(param(c, "id"));
+  }
+
+  /** The first connected executor that is not draining. */
+  function available(): ExecutorHandle {
+    const executor = harness.executors.find((e) => e.connected && !e.draining && !e.gone);
+    if (!executor) {
+      throw new ApiError(503, "executor_unavailable", "no connected executor takes sessions");
+    }
+    return executor;
+  }
+
+  function sessionOf(c: Context): Session {
+    const session = harness.session(param(c, "id"));
+    if (!session) throw new ApiError(404, "not_found", "no such session");
+    return session;
+  }
+
+  async function callAnswer(
+    toolCallId: string,
+    sessionId: string,
+    call: Promise<ToolCallResult>,
+    query: { wait_ms?: number },
+    signal: AbortSignal,
+    state = "pending",
+  ): Promise<Response> {
+    call.catch(() => {});
+    // Waits at least one task, so a call refused before it is sent (its input, an ended
+    // session, a capability the executor lacks) answers with the refusal.
+    const waited = await within(call, waitOf(query), signal, true);
+    const view: BrainToolCallView = { tool_call_id: toolCallId, session_id: sessionId, state };
+    if (waited.done) {
+      return json(200, { ...view, state: "settled", result: waited.value });
+    }
+    if (waited.error instanceof ToolOutcomeUnknownError) {
+      return json(200, { ...view, state: "settled", error: errorAnswer(waited.error).error });
+    }
+    if (waited.error !== undefined) throw waited.error;
+    return json(202, view);
+  }
+
+  async function eventPage(
+    session: Session,
+    query: z.infer<typeof EventsQuery>,
+    requestSignal: AbortSignal,
+  ): Promise<Response> {
+    const from = query.from ?? 0;
+    const limit = query.limit ?? DEFAULT_EVENT_LIMIT;
+    const reading = new AbortController();
+    const stop = () => reading.abort();
+    requestSignal.addEventListener("abort", stop, { once: true });
+    const iterator = session.events({ from, signal: reading.signal });
+    const events: SessionEventRecord[] = [];
+    let ended = false;
+    try {
+      // The first record may have to be waited for (or read back from the store); the ones
+      // behind it are in the session's log already.
+      const first = await within(iterator.next(), waitOf(query), requestSignal);
+      if (first.done) {
+        if (first.value.done) ended = true;
+        else {
+          events.push(first.value.value);
+          // The kept records are consecutive by index: the ones after the first start here.
+          const kept = session.eventRecords;
+          const start = kept.length ? first.value.value.index - kept[0].index + 1 : 0;
+          for (let i = Math.max(start, 0); i < kept.length && events.length < limit; i++) {
+            events.push(kept[i]);
+          }
+        }
+      }
+    } finally {
+      requestSignal.removeEventListener("abort", stop);
+      reading.abort();
+      void iterator.return(undefined);
+    }
+    const next = events.length ? events[events.length - 1].index : from;
+    if (!ended && session.state === "ended") {
+      ended = next >= session.droppedEvents + session.eventRecords.length;
+    }
+    return json(200, { events, next, ended });
+  }
+
+  function eventStream(c: Context, session: Session, from: number): Response {
+    return streamSSE(c, async (stream) => {
+      const reading = new AbortController();
+      const stop = () => reading.abort();
+      const requestSignal = c.req.raw.signal;
+      requestSignal.addEventListener("abort", stop, { once: true });
+      stream.onAbort(stop);
+      const lifetime = setTimeout(stop, maxStreamMs);
+      const ping = setInterval(() => void stream.write(": ping\n\n"), STREAM_PING_MS);
+      let next = from;
+      try {
+        for await (const record of session.events({ from, signal: reading.signal })) {
+          next = record.index;
+          await stream.writeSSE({ id: String(record.index), data: JSON.stringify(record) });
+          if (stream.aborted) break;
+        }
+        if (!stream.aborted) {
+          const ended = session.state === "ended" && !reading.signal.aborted;
+          await stream.writeSSE({ event: "end", data: JSON.stringify({ next, ended }) });
+        }
+      } finally {
+        clearTimeout(lifetime);
+        clearInterval(ping);
+        requestSignal.removeEventListener("abort", stop);
+        reading.abort();
+      }
+    }, async (error, stream) => {
+      logger.error("brain API event stream failed", { error: String(error) });
+      await stream.writeSSE({ event: "error", data: JSON.stringify({ code: "internal_error" }) });
+    });
+  }
+
+  return app;
+}
+
+// ---- module helpers ------------------------------------------------------------------------------
+
+function executorView(executor: ExecutorHandle): BrainExecutorView {
+  const lease = executor.leaseExpiresAt;
+  return {
+    executor_id: executor.id,
+    connected: executor.connected,
+    draining: executor.draining,
+    gone: executor.gone,
+    protocol: executor.protocol,
+    environment_id: executor.environmentId,
+    ...(executor.machineId !== undefined ? { machine_id: executor.machineId } : {}),
+    executor: executor.info,
+    capabilities: executor.capabilities,
+    ...(executor.maxSessions !== undefined ? { max_sessions: executor.maxSessions } : {}),
+    ...(lease !== undefined ? { lease_expires_at: new Date(lease).toISOString() } : {}),
+    sessions: [...executor.sessions.keys()],
+  };
+}
+
+async function sessionView(session: Session): Promise<BrainSessionView> {
+  const state = session.state;
+  // An ended session's `ended` has settled: the race reads its reason without waiting.
+  const end = state === "ended" ? await Promise.race([session.ended, undefined]) : undefined;
+  const reported = session.reportedStatus;
+  return {
+    session_id: session.id,
+    executor_id: session.executor.id,
+    state,
+    metadata: session.metadata,
+    ...(end ? { end_reason: end.reason } : {}),
+    ...(reported ? { reported_status: reported } : {}),
+  };
+}
+
+/**
+ * Waits for `promise` at most `ms` (and at least one task), or until `signal` aborts.
+ * `done: true` with the value once it resolved; with `settleErrors` a rejection is returned as
+ * `error`, else it is thrown.
+ */
+async function within<T>(
+  promise: Promise<T>,
+  ms: number,
+  signal: AbortSignal,
+  settleErrors = false,
+): Promise<{ done: true; value: T; error?: undefined } | { done: false; error?: unknown }> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let onAbort: (() => void) | undefined;
+  const gaveUp = new Promise<{ done: false }>((resolve) => {
+    timer = setTimeout(() => resolve({ done: false }), signal.aborted ? 0 : ms);
+    onAbort = () => resolve({ done: false });
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([
+      promise.then(
+        (value) => ({ done: true as const, value }),
+        (error) => {
+          if (!settleErrors) throw error;
+          return { done: false as const, error };
+        },
+      ),
+      gaveUp,
+    ]);
+  } finally {
+    clearTimeout(timer);
+    signal.removeEventListener("abort", onAbort!);
+  }
+}
+
+/** Parses `value` with a contract schema; a refusal is a 400 with the schema's issues. */
+function checked<T>(schema: z.ZodType<T>, value: unknown): T {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  throw new ApiError(400, "invalid_params", "the request does not match its schema", {
+    issues: result.error.issues.map((issue) => ({
+      path: issue.path.map((p) => typeof p === "number" ? p : String(p)),
+      message: issue.message,
+    })),
+  });
+}
+
+/** The JSON object of a request's body (`{}` for an empty one). */
+async function body(c: Context): Promise<Record<string, unknown>> {
+  const text = await c.req.text();
+  if (text.trim() === "") return {};
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new ApiError(400, "bad_request", "the body is not JSON");
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new ApiError(400, "bad_request", "the body must be a JSON object");
+  }
+  return value as Record<string, unknown>;
+}
+
+/** What an error answers: its status and body. Messages are the SDK's own, never a secret. */
+function errorAnswer(error: unknown): { status: number; error: BrainError } {
+  const answer = (status: number, code: number | string, message: string, data?: unknown) => ({
+    status,
+    error: data === undefined ? { code, message } : { code, message, data },
+  });
+  if (error instanceof ApiError) return { status: error.status, error: error.error };
+  // The executor refused: its JSON-RPC error, unchanged.
+  if (error instanceof ProtocolError) return answer(409, error.code, error.message, error.data);
+  if (error instanceof InvalidOutgoingParamsError) {
+    return answer(400, "invalid_params", error.message, { issues: error.issues });
+  }
+  if (error instanceof SessionRefusedError) {
+    return answer(409, "session_refused", error.message, { reason: error.reason });
+  }
+  if (error instanceof SessionEndedError) {
+    return answer(409, "session_ended", error.message, { reason: error.reason });
+  }
+  if (error instanceof CapabilityNotAdvertisedError) {
+    return answer(409, "capability_not_advertised", error.message, {
+      capability: error.capability,
+    });
+  }
+  if (error instanceof ToolOutcomeUnknownError) {
+    return answer(502, "tool_outcome_unknown", error.message, { reason: error.reason });
+  }
+  if (error instanceof ExecutorUnavailableError) {
+    return answer(503, "executor_unavailable", error.message, { reason: error.reason });
+  }
+  if (error instanceof HarnessClosedError) return answer(503, "harness_closed", error.message);
+  if (error instanceof RequestTimeoutError) return answer(504, "timeout", error.message);
+  if (error instanceof RequestAbortedError) return answer(499, "aborted", error.message);
+  if (error instanceof NoAgentPlatformError) return answer(501, "not_implemented", error.message);
+  if (error instanceof LocalError) return answer(409, "refused", error.message);
+  return answer(500, "internal_error", "internal error");
+}
+
+/** A path parameter (paths are written out under the base path, so hono cannot type them). */
+function param(c: Context, name: string): string {
+  const value = c.req.param(name);
+  if (value === undefined || value === "") {
+    throw new ApiError(404, "not_found", `no ${name} in the path`);
+  }
+  return value;
+}
+
+/** `/v1/harness` from `v1/harness/`, `""` for the root. */
+function normalizeBase(path: string | undefined): string {
+  if (!path) return "";
+  const trimmed = path.replace(/\/+$/, "");
+  if (trimmed === "") return "";
+  return trimmed.startsWith("/") ? trimmed : `/${trimmed}`;
+}
+
+function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: {
+      "content-type": "application/json; charset=utf-8",
+      "cache-control": "no-store",
+      ...headers,
+    },
+  });
+}
