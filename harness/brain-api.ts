@@ -231,11 +231,10 @@ const ToolCallBody = z.looseObject({ session_id: z.never().optional() });
  *
  * const harness = new Harness({ insecureNoAuth: true });
  * await harness.serve({ port: 7700 });
- * const api = brainApi(harness, {
- *   authorize: brainApiBearer(process.env.BRAIN_TOKEN!),
- *   basePath: "/v1/harness",
- * });
- * await serveInspector((request) => api.fetch(request), { port: 7702 });
+ * const token = crypto.randomUUID(); // the brain's secret: from your environment
+ * const api = brainApi(harness, { authorize: brainApiBearer(token), basePath: "/v1/harness" });
+ * // On 127.0.0.1; a brain calls http://127.0.0.1:7702/v1/harness/executors with the token.
+ * await serveInspector((request) => Promise.resolve(api.fetch(request)), { port: 7702 });
  * ```
  *
  * Routes (under `basePath`): `GET /executors`, `GET /executors/{id}`,

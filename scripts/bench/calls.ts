@@ -6,9 +6,8 @@
  * warm-up, then `runs` measurements each, so a candidate and its baseline share the same minutes
  * of the machine's noise (its speed drifts by a third over minutes) while no process idles
  * longer than the others' turns. Turns across all cases, as before, left each process idle for
- * the ~40 s the other cases took, and the run after such a gap was slower by an amount that
- * varied from run to run (after 6 s of warm-up, 3 s runs: Node's echo −16%, tool call −18%;
- * Deno's −13 to −40% and −20 to −30%); after a 6 s gap neither was.
+ * the others' turns took, and the run after such a gap was slower by an amount that varied from
+ * run to run (docs/benchmarks.md has the figures); after a gap as long as one warm-up it was not.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
