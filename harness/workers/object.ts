@@ -88,10 +88,10 @@ export class HarnessObject {
     const url = new URL(request.url);
     if (url.pathname === BRAIN_PATH || url.pathname.startsWith(`${BRAIN_PATH}/`)) {
       if (!this.#brainApi) return json(404, { error: "not_found" });
-      return await this.#brainApi.fetch(request);
+      return settled(request, await this.#brainApi.fetch(request));
     }
     if (isUpgradeRequest(request)) return await this.#connect(request);
-    return await this.harness.fetch(request);
+    return settled(request, await this.harness.fetch(request));
   }
 
   /** A frame from an executor (the hibernation API's entry point). */
@@ -180,6 +180,17 @@ export class HarnessObject {
     });
     return transport;
   }
+}
+
+/**
+ * `response`, once the request's body has been read to its end: a body left unread (a refusal
+ * answered before reading it) makes workerd reset the client's kept-alive connection under its
+ * next request (seen from Bun's fetch); cancelling the body does not help. The Workers runtime
+ * bounds how large a request body may be.
+ */
+async function settled(request: Request, response: Response): Promise<Response> {
+  if (request.body && !request.bodyUsed) await request.arrayBuffer().catch(() => {});
+  return response;
 }
 
 function json(status: number, body: unknown): Response {
