@@ -76,6 +76,10 @@ export class HarnessObject {
       },
     });
     this.#brainApi = api && brainApi(this.harness, { ...api, basePath: BRAIN_PATH });
+    // Every socket the runtime kept is taken back now, not when it next speaks: a connection
+    // the harness does not know could not be replaced by its executor's new registration (4004),
+    // and would take the executor back from it when it spoke again.
+    for (const ws of ctx.getWebSockets()) void this.#transport(ws);
     brain?.(this.harness);
   }
 
@@ -100,9 +104,13 @@ export class HarnessObject {
     transport?.deliver(typeof message === "string" ? message : decoder.decode(message));
   }
 
-  /** The executor closed its socket (or it broke). */
+  /**
+   * The executor closed its socket (or it broke). A socket this incarnation never took back is
+   * not restored just to end: its executor may have registered again on another socket since,
+   * and a restore would replace that one; its lease runs out instead (or it resumes).
+   */
   async webSocketClose(ws: WorkersWebSocket, code: number, reason: string): Promise<void> {
-    (await this.#transport(ws))?.end(code, reason);
+    (await this.#transport(ws, false))?.end(code, reason);
     // Without this answer the executor sees 1006 instead of its own code; 1005 and 1006
     // cannot be sent in a close frame.
     try {
@@ -114,7 +122,7 @@ export class HarnessObject {
 
   /** The socket failed. */
   async webSocketError(ws: WorkersWebSocket): Promise<void> {
-    (await this.#transport(ws))?.end(1006, "socket error");
+    (await this.#transport(ws, false))?.end(1006, "socket error");
   }
 
   /** Every deadline (leases, register and token deadlines, stop waits) falls due here. */
@@ -139,16 +147,19 @@ export class HarnessObject {
     return upgradeResponse(client, decision.protocol);
   }
 
-  /** This incarnation's transport of `ws`: the one it made, else one restored from the attachment. */
-  #transport(ws: WorkersWebSocket): Promise<FedTransport | undefined> {
+  /**
+   * This incarnation's transport of `ws`: the one it made or took back, else (with `restore`)
+   * one restored from the attachment.
+   */
+  #transport(ws: WorkersWebSocket, restore = true): Promise<FedTransport | undefined> {
     const att = ws.deserializeAttachment() as Attachment | null;
     if (!att?.id || att.closed) return Promise.resolve(undefined);
     let transport = this.#transports.get(att.id);
-    if (!transport) {
+    if (!transport && restore) {
       transport = this.#restore(ws, att);
       this.#transports.set(att.id, transport);
     }
-    return transport;
+    return transport ?? Promise.resolve(undefined);
   }
 
   async #restore(ws: WorkersWebSocket, att: Attachment): Promise<FedTransport | undefined> {
@@ -157,7 +168,12 @@ export class HarnessObject {
       return undefined;
     }
     const transport = this.#fed(ws, att.id, att.snapshot.protocol);
-    await this.harness.restore(transport, att.snapshot);
+    try {
+      await this.harness.restore(transport, att.snapshot);
+    } catch {
+      // The harness closed the transport (it is shutting down): the executor reconnects.
+      return undefined;
+    }
     return transport;
   }
 

@@ -29,6 +29,8 @@ export interface DurableObjectStateLike {
   readonly storage: DurableObjectStorageLike;
   /** Hands the socket to the runtime: the object may be evicted while the socket stays open. */
   acceptWebSocket(socket: WorkersWebSocket, tags?: string[]): void;
+  /** The sockets accepted so far and still open (also those of earlier incarnations). */
+  getWebSockets(): WorkersWebSocket[];
 }
 
 /** A Durable Object id. */

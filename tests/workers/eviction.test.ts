@@ -9,7 +9,7 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { Edge, gate, INFO } from "./edge-fixture.ts";
+import { Edge, gate, INFO, registerParams } from "./edge-fixture.ts";
 
 /** Longer than workerd's idle time before it evicts an object. */
 const IDLE_MS = 11_000;
@@ -21,6 +21,15 @@ describe("edge harness on workerd: eviction", { timeout: 150_000 }, () => {
     edge = await Edge.start({ vars: { BMA_HEARTBEAT_INTERVAL_MS: "30000" } });
   });
   after(() => edge.dispose());
+
+  /** Resolves once a look at the object finds a new incarnation. */
+  async function evicted(): Promise<void> {
+    const before = await edge.instance();
+    // Each look wakes the object again: stay away longer than its idle time between looks.
+    for (let now = before; now === before; now = await edge.instance()) {
+      await new Promise((resolve) => setTimeout(resolve, IDLE_MS));
+    }
+  }
 
   it("completes a tool call whose result arrives after the object was evicted", async () => {
     const client = edge.client();
@@ -45,13 +54,7 @@ describe("edge harness on workerd: eviction", { timeout: 150_000 }, () => {
     await edge.driver("call", ["ses_evict", call], undefined, { detach: true });
     await running.promise;
     const before = await edge.instance();
-
-    // Stay away until a look finds a new incarnation (each look wakes the object again).
-    let now = before;
-    while (now === before) {
-      await new Promise((resolve) => setTimeout(resolve, IDLE_MS));
-      now = await edge.instance();
-    }
+    await evicted();
 
     // The second message, tool.result, reaches an incarnation that never saw the call.
     release.open();
@@ -70,5 +73,27 @@ describe("edge harness on workerd: eviction", { timeout: 150_000 }, () => {
       input: { command: "next" },
     }]);
     assert.equal(next.result.structured_content.stdout, "after eviction: next");
+  });
+
+  it("takes every kept socket back on wake-up: a newer registration replaces it with 4004", async () => {
+    // On its own: the first test's client is gone.
+    await edge.stopClients();
+    const { token } = await edge.token();
+    const older = edge.raw(token);
+    await older.opened;
+    const registered = await older.call("executor.register", registerParams());
+    const id = registered.result.executor_id;
+    await evicted();
+    // The same executor again on a new socket, in an incarnation the older one never spoke to.
+    const newer = edge.raw(token);
+    await newer.opened;
+    const resumed = await newer.call("executor.register", {
+      ...registerParams(),
+      resume: { executor_id: id, active_sessions: [] },
+    });
+    assert.equal(resumed.result.executor_id, id);
+    assert.equal((await older.closed).code, 4004, "the older connection is replaced");
+    const beat = await newer.call("executor.heartbeat", {});
+    assert.equal(beat.result.drain, false, "the newer one serves");
   });
 });
