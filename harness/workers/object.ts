@@ -13,6 +13,7 @@ import { type FedTransport, fedTransport } from "../../transport/fed.ts";
 import { isUpgradeRequest, offeredProtocols } from "../../transport/server.ts";
 import type { Transport } from "../../transport/transport.ts";
 import { randomId } from "../../protocol/ids.ts";
+import { AlarmClock } from "./alarm-clock.ts";
 import { type HarnessEnv, type HarnessObjectOptions, harnessOptionsFromEnv } from "./config.ts";
 import {
   createWebSocketPair,
@@ -43,6 +44,7 @@ export class HarnessObject {
   /** The harness: executors, sessions, tool calls, through the same API as everywhere. */
   readonly harness: Harness;
   readonly #ctx: DurableObjectStateLike;
+  readonly #clock: AlarmClock;
   readonly #mayConnect: boolean;
   readonly #brainApi: { fetch(request: Request): Response | Promise<Response> } | undefined;
   /** This incarnation's transport of each socket, by attachment id. */
@@ -59,22 +61,27 @@ export class HarnessObject {
     this.#mayConnect = options.insecureNoAuth === true ||
       options.authenticate !== undefined || options.tokens !== undefined;
     const { brain, brainApi: api, ...harnessOptions } = options;
+    // Deadlines and timers share the object's one alarm.
+    const clock = new AlarmClock(
+      (at) => void ctx.storage.setAlarm(at),
+      () => this.harness?.nextDeadline,
+    );
+    this.#clock = clock;
     this.harness = new Harness({
+      clock,
       ...harnessOptions,
       store: openDurableObjectStore(ctx.storage),
       // Made anew on every wake-up: an executor that never comes back still expires.
       recoveredLeases: "stored",
-      deadlines: {
-        wake: (at) => {
-          if (at !== undefined) void ctx.storage.setAlarm(at);
-        },
-      },
+      deadlines: { wake: () => clock.wake() },
       onConnectionChange: (transport, snapshot) => {
         const ws = this.#sockets.get(transport);
         const att = ws?.deserializeAttachment() as Attachment | null | undefined;
         if (ws && att) ws.serializeAttachment({ id: att.id, snapshot } satisfies Attachment);
       },
     });
+    // The deadlines read back from the store, told before `harness` was there.
+    clock.wake();
     this.#brainApi = api && brainApi(this.harness, { ...api, basePath: BRAIN_PATH });
     // Every socket the runtime kept is taken back now, not when it next speaks: a connection
     // the harness does not know could not be replaced by its executor's new registration (4004),
@@ -125,9 +132,12 @@ export class HarnessObject {
     (await this.#transport(ws, false))?.end(1006, "socket error");
   }
 
-  /** Every deadline (leases, register and token deadlines, stop waits) falls due here. */
+  /**
+   * Every deadline (leases, register and token deadlines, stop waits) and timer (request
+   * timeouts) falls due here.
+   */
   alarm(): void {
-    this.harness.runDeadlines();
+    this.#clock.alarm(() => this.harness.runDeadlines());
   }
 
   async #connect(request: Request): Promise<Response> {
