@@ -11,12 +11,19 @@
  * ```ts
  * import { ExecutorClient, Harness } from "bma-executor-sdk/deno";
  *
- * // `authenticate` decides on each connection: here every executor is accepted, without a token.
- * const harness = new Harness({ authenticate: () => ({}) });
+ * // `authenticate` decides on each connection and says who connects: one token, one machine.
+ * const harness = new Harness({
+ *   authenticate: ({ token }) => {
+ *     if (token !== "mt_demo") throw new Error("unknown credential"); // HTTP 401
+ *     return { scope: "machine", machineId: "m_1", credentialId: "cred_m_1" };
+ *   },
+ * });
  * const server = await harness.serve({ hostname: "127.0.0.1", port: 0 }); // or serveUnix(path)
  *
  * const client = new ExecutorClient({
- *   harnessUrl: server.url,
+ *   machineId: "m_1", // registers as exec_m_1, the one id this credential may take
+ *   tokenSource: () =>
+ *     Promise.resolve({ token: "mt_demo", expiresAt: Date.now() + 3_600_000, url: server.url }),
  *   executor: { name: "my-executor", os: "linux", arch: "x64", version: "0.1.0" },
  * });
  * client.tools.bash.handle(async (input) => ({ stdout: "", stderr: "", exit_code: 0 }));
@@ -32,6 +39,7 @@ export * from "./mod.ts";
 export {
   type ChildEnvironmentOptions,
   ExecutorClient,
+  type MachineLimits,
   type McpServerConfig,
   nodePty,
   type Pty,

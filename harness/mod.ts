@@ -6,8 +6,14 @@
  * ```ts
  * import { Harness } from "bma-executor-sdk/harness/node"; // the ws server: Node, Deno, Bun
  *
- * // Every executor accepted, without a token; or { tokens: { secret, credentials } }.
- * const harness = new Harness({ authenticate: () => ({}) });
+ * // Who may connect, and as whom: here one token bound to one machine (the executor registers
+ * // as exec_m_1); or { tokens: { secret, credentials } } for the self-hosted token endpoint.
+ * const harness = new Harness({
+ *   authenticate: ({ token }) => {
+ *     if (token !== "mt_demo") throw new Error("unknown credential"); // HTTP 401
+ *     return { scope: "machine", machineId: "m_1", credentialId: "cred_m_1" };
+ *   },
+ * });
  * const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
  * const executor = await harness.waitExecutor();
  * const session = await executor.assignSession({ session_id: "ses_1" });

@@ -4,8 +4,13 @@
  *
  * ```ts
  * import { Harness } from "bma-executor-sdk/harness/node";
- * const harness = new Harness({ authenticate: () => ({}) }); // accepts every executor
- * const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
+ * const harness = new Harness({
+ *   authenticate: ({ token }) => {
+ *     if (token !== "mt_demo") throw new Error("unknown credential"); // HTTP 401
+ *     return { scope: "machine", machineId: "m_1", credentialId: "cred_m_1" }; // its identity
+ *   },
+ * });
+ * const server = await harness.serve({ hostname: "127.0.0.1", port: 0 }); // or serveUnix(path)
  * ```
  *
  * @module

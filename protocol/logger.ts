@@ -51,12 +51,18 @@ export function redact<T>(value: T, depth = 0): T {
   return out as T;
 }
 
-/** Wraps a sink so that every record's fields are redacted before they reach it. */
+/**
+ * Wraps a sink so that every record's fields are redacted before they reach it. A record
+ * without fields reaches the sink with the message alone (`logger: console` prints no
+ * trailing `undefined`).
+ */
 export function redactingLogger(sink: Logger): Logger {
+  const level = (write: Logger["info"]): Logger["info"] => (message, fields) =>
+    fields === undefined ? write.call(sink, message) : write.call(sink, message, redact(fields));
   return {
-    debug: (message, fields) => sink.debug(message, fields && redact(fields)),
-    info: (message, fields) => sink.info(message, fields && redact(fields)),
-    warn: (message, fields) => sink.warn(message, fields && redact(fields)),
-    error: (message, fields) => sink.error(message, fields && redact(fields)),
+    debug: level(sink.debug),
+    info: level(sink.info),
+    warn: level(sink.warn),
+    error: level(sink.error),
   };
 }
