@@ -11,8 +11,8 @@ import { AlarmClock } from "../../harness/workers/alarm-clock.ts";
 describe("AlarmClock", () => {
   it("sets the alarm for the earliest of its timers and the deadline, and runs what is due", () => {
     const alarms: number[] = [];
-    let deadline: number | undefined;
-    const clock = new AlarmClock((at) => void alarms.push(at), () => deadline);
+    const harness: { deadline?: number } = {};
+    const clock = new AlarmClock((at) => void alarms.push(at), () => harness.deadline);
     const now = clock.now();
     const fired: string[] = [];
     clock.setTimeout(() => fired.push("late"), 60_000);
@@ -22,7 +22,7 @@ describe("AlarmClock", () => {
     assert.equal(alarms.length, 2, "an earlier timer moves the alarm");
     clock.setTimeout(() => fired.push("later"), 120_000);
     assert.equal(alarms.length, 2, "a later one leaves it");
-    deadline = now + 30_000;
+    harness.deadline = now + 30_000;
     clock.wake();
     assert.equal(alarms.length, 2, "a deadline after the alarm leaves it");
 
@@ -30,7 +30,7 @@ describe("AlarmClock", () => {
     clock.alarm(() => void ran++);
     assert.deepEqual(fired, ["early"], "only what is due ran");
     assert.equal(ran, 1, "then the deadlines");
-    assert.equal(alarms.at(-1), deadline, "the alarm is set for what is left first");
+    assert.equal(alarms.at(-1), harness.deadline, "the alarm is set for what is left first");
     clock.clearTimeout(early);
 
     const cleared = clock.setTimeout(() => fired.push("cleared"), 0);
