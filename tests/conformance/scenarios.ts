@@ -495,7 +495,7 @@ export const SCENARIOS: readonly Scenario[] = [
     },
   },
   {
-    name: "harness restart (kill -9, SQLite)",
+    name: "harness restart (kill -9 on SQLite; eviction on Workers)",
     timeoutMs: 90_000,
     async run(ctx) {
       if (ctx.eviction) return await restartEvicted(ctx, ctx.eviction);
