@@ -28,6 +28,7 @@ import { type Logger, redact } from "../protocol/logger.ts";
 import { CONTRACT_VERSION } from "../protocol/generated/contract.ts";
 import type { ExecutorClosedInfo } from "./connection-loop.ts";
 import { SDK_VERSION as VERSION } from "./version.ts";
+import { concatBytes } from "../transport/bytes.ts";
 
 const USAGE =
   `bma-executor ${VERSION} — an executor of the BMA Executor Protocol (bma.executor.v1.1)
@@ -145,16 +146,6 @@ async function readCredential(file: string, logger: Logger): Promise<string> {
   const credential = text.trim();
   if (!credential) throw new UsageError(`${file === "-" ? "standard input" : file} is empty`);
   return credential;
-}
-
-function concatBytes(chunks: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(chunks.reduce((n, c) => n + c.byteLength, 0));
-  let at = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, at);
-    at += chunk.byteLength;
-  }
-  return out;
 }
 
 function nameValue(flag: string, pairs: string[] | undefined): Record<string, string> {

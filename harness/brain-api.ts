@@ -57,6 +57,7 @@ import type { ExecutorHandle, Session, SessionState } from "./handles.ts";
 import type { Harness } from "./harness.ts";
 import { tokensEqual } from "./inspector/auth.ts";
 import type { SessionEventRecord, ToolCallResult } from "./records.ts";
+import { parseJsonObject } from "./json-body.ts";
 
 /** Options of {@linkcode brainApi}. */
 export interface BrainApiOptions {
@@ -708,18 +709,9 @@ function checked<T>(schema: z.ZodType<T>, value: unknown): T {
 
 /** The JSON object of a request's body (`{}` for an empty one). */
 async function body(c: Context): Promise<Record<string, unknown>> {
-  const text = await c.req.text();
-  if (text.trim() === "") return {};
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    throw new ApiError(400, "bad_request", "the body is not JSON");
-  }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new ApiError(400, "bad_request", "the body must be a JSON object");
-  }
-  return value as Record<string, unknown>;
+  const value = parseJsonObject(await c.req.text());
+  if (typeof value === "string") throw new ApiError(400, "bad_request", value);
+  return value;
 }
 
 /** What an error answers: its status and body. Messages are the SDK's own, never a secret. */

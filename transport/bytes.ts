@@ -1,4 +1,4 @@
-/** Frame sizes in UTF-8 bytes, measured without encoding the frame. */
+/** Bytes: frame sizes in UTF-8 measured without encoding the frame, and chunks joined. */
 
 /** The default limit on a frame's size: 16 MiB. */
 export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
@@ -26,4 +26,18 @@ export function exceedsBytes(text: string, limit: number): boolean {
   if (text.length * 3 <= limit) return false;
   if (text.length > limit) return true;
   return utf8Length(text) > limit;
+}
+
+/** `chunks` joined into one array (`length`: their total, when the caller counted it already). */
+export function concatBytes(
+  chunks: readonly Uint8Array[],
+  length = chunks.reduce((total, chunk) => total + chunk.byteLength, 0),
+): Uint8Array {
+  const out = new Uint8Array(length);
+  let at = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return out;
 }

@@ -23,6 +23,7 @@ import type {
 } from "../../protocol/generated/contract.ts";
 import { InvalidParamsError } from "../../protocol/generated/errors.ts";
 import type { Logger } from "../../protocol/logger.ts";
+import { concatBytes } from "../../transport/bytes.ts";
 
 /** Options of a {@linkcode GitCredentialStore}. */
 export interface GitCredentialStoreOptions {
@@ -220,7 +221,7 @@ export class GitCredentialStore {
       else chunks.push(chunk);
     });
     socket.on("end", () => {
-      const request = parseRequest(new TextDecoder().decode(concat(chunks, size)));
+      const request = parseRequest(new TextDecoder().decode(concatBytes(chunks, size)));
       let answer = "";
       if (request.get("action") === "get") {
         const found = match(credentials, request);
@@ -269,14 +270,4 @@ function normalizePath(path: string | undefined): string | undefined {
 
 function shellQuote(text: string): string {
   return `'${text.replaceAll("'", `'\\''`)}'`;
-}
-
-function concat(parts: Uint8Array[], length: number): Uint8Array {
-  const out = new Uint8Array(length);
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.byteLength;
-  }
-  return out;
 }

@@ -23,6 +23,7 @@ import { NotFoundError, UnavailableError } from "../../protocol/generated/errors
 import type { Logger } from "../../protocol/logger.ts";
 import { type ProcessUnit, SpawnError } from "./process-group.node.ts";
 import type { McpServerConfig } from "./mcp-config.ts";
+import { concatBytes } from "../../transport/bytes.ts";
 
 export type { McpServerConfig };
 
@@ -107,7 +108,7 @@ export class LineFramer {
         line(piece);
       } else {
         this.#parts.push(piece);
-        line(concat(this.#parts, this.#length + piece.byteLength));
+        line(concatBytes(this.#parts, this.#length + piece.byteLength));
         this.#parts = [];
         this.#length = 0;
       }
@@ -128,16 +129,6 @@ export class LineFramer {
     this.#length = 0;
     return false;
   }
-}
-
-function concat(parts: Uint8Array[], length: number): Uint8Array {
-  const out = new Uint8Array(length);
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.byteLength;
-  }
-  return out;
 }
 
 const utf8 = new TextDecoder();

@@ -31,6 +31,7 @@ import {
   InspectorModel,
 } from "./model.ts";
 import { APP_CSS, APP_JS, INDEX_HTML } from "./page.ts";
+import { parseJsonObject } from "../json-body.ts";
 
 /** Options of {@linkcode inspector}. */
 export interface InspectorOptions {
@@ -336,18 +337,9 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
   }
 
   async function readBody(c: Context): Promise<Record<string, unknown>> {
-    const text = await boundedText(c.req.raw, maxBodyBytes);
-    if (text.trim() === "") return {};
-    let body: unknown;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      throw new ApiError(400, "BadRequest", "the body is not JSON");
-    }
-    if (typeof body !== "object" || body === null || Array.isArray(body)) {
-      throw new ApiError(400, "BadRequest", "the body must be a JSON object");
-    }
-    return body as Record<string, unknown>;
+    const body = parseJsonObject(await boundedText(c.req.raw, maxBodyBytes));
+    if (typeof body === "string") throw new ApiError(400, "BadRequest", body);
+    return body;
   }
 
   function eventStream(signal: AbortSignal): Response {

@@ -8,6 +8,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Inspector } from "./inspector.ts";
+import { concatBytes } from "../../transport/bytes.ts";
 
 /** Options of {@linkcode serveInspector}. */
 export interface ServeInspectorOptions {
@@ -74,7 +75,7 @@ async function answer(
       for (const item of Array.isArray(value) ? value : [value]) headers.append(key, item);
     }
     const method = req.method ?? "GET";
-    const body = method === "GET" || method === "HEAD" ? undefined : concat(chunks, size);
+    const body = method === "GET" || method === "HEAD" ? undefined : concatBytes(chunks, size);
     const request = new Request(`http://${req.headers.host ?? "127.0.0.1"}${req.url ?? "/"}`, {
       method,
       headers,
@@ -115,14 +116,4 @@ async function answer(
     if (!res.headersSent) res.writeHead(500);
     res.end();
   }
-}
-
-function concat(chunks: Uint8Array[], size: number): Uint8Array {
-  const out = new Uint8Array(size);
-  let at = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, at);
-    at += chunk.byteLength;
-  }
-  return out;
 }
