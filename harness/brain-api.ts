@@ -149,22 +149,6 @@ export interface BrainError {
   data?: unknown;
 }
 
-/**
- * A call of a tool by id, whatever its session (`Harness.toolCall` where the harness has it).
- * Without it, `GET /tool-calls/{id}` and `POST /tool-calls/{id}/cancel` are not served; a repeat
- * of `POST /sessions/{id}/tool-calls` with the `tool_call_id` reads a call as well.
- */
-interface ToolCallLookup {
-  toolCall?(id: string): Promise<
-    {
-      readonly tool_call_id: string;
-      readonly session_id: string;
-      readonly state: string;
-      readonly outcome: Promise<ToolCallResult>;
-    } | undefined
-  >;
-}
-
 /** A refusal with its HTTP status. */
 class ApiError extends Error {
   readonly status: number;
@@ -245,7 +229,7 @@ const ToolCallBody = z.looseObject({ session_id: z.never().optional() });
  * `POST /sessions/{id}/stop`; agent turns: `POST /executors/{id}/turns`,
  * `POST /sessions/{id}/turns/{turn}/input`, `POST /sessions/{id}/turns/cancel`,
  * `POST /sessions/{id}/interactions/{interaction}/response`, `POST /sessions/{id}/close`; and
- * with `Harness.toolCall`: `GET /tool-calls/{id}`, `POST /tool-calls/{id}/cancel`. Errors
+ * by id (`Harness.toolCall`): `GET /tool-calls/{id}`, `POST /tool-calls/{id}/cancel`. Errors
  * answer `{"error": {code, message, data?}}`.
  */
 export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
@@ -255,7 +239,6 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const base = normalizeBase(options.basePath);
   const at = (path: string) => `${base}${path}`;
-  const lookup = (harness as unknown as ToolCallLookup).toolCall?.bind(harness);
   const app = new Hono();
 
   app.use("*", async (c, next) => {
@@ -452,38 +435,36 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     );
   });
 
-  // ---- tool calls by id (where the harness finds calls by id) ----------------------------------
+  // ---- tool calls by id, whatever their session -------------------------------------------------
 
-  if (lookup) {
-    const find = async (c: Context) => {
-      const status = await lookup(param(c, "id"));
-      if (!status) throw new ApiError(404, "not_found", "no such tool call");
-      return status;
-    };
-    app.get(at("/tool-calls/:id"), async (c) => {
-      const status = await find(c);
-      const query = checked(WaitQuery, c.req.query());
-      return await callAnswer(
-        status.tool_call_id,
-        status.session_id,
-        status.outcome,
-        query,
-        c.req.raw.signal,
-        status.state,
-      );
+  const find = async (c: Context) => {
+    const status = await harness.toolCall(param(c, "id"));
+    if (!status) throw new ApiError(404, "not_found", "no such tool call");
+    return status;
+  };
+  app.get(at("/tool-calls/:id"), async (c) => {
+    const status = await find(c);
+    const query = checked(WaitQuery, c.req.query());
+    return await callAnswer(
+      status.tool_call_id,
+      status.session_id,
+      status.outcome,
+      query,
+      c.req.raw.signal,
+      status.state,
+    );
+  });
+  app.post(at("/tool-calls/:id/cancel"), async (c) => {
+    const status = await find(c);
+    const session = harness.session(status.session_id);
+    if (!session) throw new ApiError(404, "not_found", "the call's session is not known");
+    const params = checked(ToolCancelParamsSchema, {
+      ...await body(c),
+      session_id: status.session_id,
+      tool_call_id: status.tool_call_id,
     });
-    app.post(at("/tool-calls/:id/cancel"), async (c) => {
-      const status = await find(c);
-      const session = harness.session(status.session_id);
-      if (!session) throw new ApiError(404, "not_found", "the call's session is not known");
-      const params = checked(ToolCancelParamsSchema, {
-        ...await body(c),
-        session_id: status.session_id,
-        tool_call_id: status.tool_call_id,
-      });
-      return json(200, await session.cancelTool(params.tool_call_id, params.reason));
-    });
-  }
+    return json(200, await session.cancelTool(params.tool_call_id, params.reason));
+  });
 
   app.notFound(() => json(404, { error: { code: "not_found", message: "no such endpoint" } }));
 
