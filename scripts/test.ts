@@ -12,6 +12,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:f
 import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { failedTests, type Runner } from "./test-failures.ts";
 
 const root = resolve(fileURLToPath(new URL("..", import.meta.url)));
 const bin = (name: string) => join(root, "node_modules/.bin", name);
@@ -38,6 +39,34 @@ interface Outcome {
   failed: number;
   exitCode: number;
   seconds: number;
+  /** Everything it printed, colour removed: read again for the failed tests' names. */
+  output: string;
+}
+
+/** How many failed tests of one stage the summary shows, each with the first lines of its error. */
+const MAX_FAILURES_SHOWN = 12;
+
+/**
+ * The failed tests of a stage that failed, or the end of its output when no test is named (a
+ * crash, or a run killed at the limit): printed beside the summary so a log's tail says why.
+ */
+function failureReport(o: Outcome, runner: Runner): string[] {
+  const failures = failedTests(runner, o.output);
+  if (failures.length === 0) {
+    return [
+      `${o.runtime}: no failed test named; the end of its output:`,
+      ...o.output
+        .trimEnd().split("\n").slice(-20).map((line) => `  ${line}`),
+    ];
+  }
+  const lines = failures.slice(0, MAX_FAILURES_SHOWN).flatMap((f) => [
+    `${o.runtime}: ✖ ${f.name}`,
+    ...f.error.map((line) => `    ${line.trim()}`),
+  ]);
+  if (failures.length > MAX_FAILURES_SHOWN) {
+    lines.push(`${o.runtime}: … and ${failures.length - MAX_FAILURES_SHOWN} more failed tests`);
+  }
+  return lines;
 }
 
 function run(
@@ -71,13 +100,15 @@ function run(
     child.on("close", (code) => {
       clearTimeout(limit);
       // deno-lint-ignore no-control-regex
-      const [passed, failed] = parse(out.replace(/\x1b\[[0-9;]*m/g, ""));
+      const output = out.replace(/\x1b\[[0-9;]*m/g, "");
+      const [passed, failed] = parse(output);
       done({
         runtime,
         passed,
         failed,
         exitCode: code ?? 1,
         seconds: (performance.now() - started) / 1000,
+        output,
       });
     });
   });
@@ -170,10 +201,15 @@ async function main(): Promise<void> {
     rmSync(dir, { recursive: true, force: true });
   }
   if (table) console.log(`\n${table}`);
+  const isGood = (o: Outcome) => o.exitCode === 0 && o.failed === 0 && o.passed > 0;
+  const report = outcomes.filter((o) => !isGood(o)).flatMap((o) =>
+    failureReport(o, o.runtime === "conformance" ? "node" : o.runtime as Runner)
+  );
+  if (report.length) console.log(`\n== failed tests ==\n${report.join("\n")}`);
   console.log("\n== test summary ==");
   let ok = true;
   for (const o of outcomes) {
-    const good = o.exitCode === 0 && o.failed === 0 && o.passed > 0;
+    const good = isGood(o);
     ok &&= good;
     console.log(
       `${o.runtime}: ${o.passed} passed, ${o.failed} failed (exit ${o.exitCode}, ${

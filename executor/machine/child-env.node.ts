@@ -15,7 +15,7 @@
  * {@linkcode ALWAYS_WITHHELD} (the executor's own credential variables), or when its value
  * contains a secret the executor holds (its credential, its tokens, Git passwords).
  */
-import { userInfo } from "node:os";
+import { loginUser } from "./login-user.node.ts";
 
 /** Options of a {@linkcode ChildEnvironment}. */
 export interface ChildEnvironmentOptions {
@@ -147,7 +147,7 @@ export class ChildEnvironment {
     }
     if (options.defaults !== false && process.platform !== "win32") {
       inherited.PATH ??= STANDARD_PATH;
-      const user = currentUser();
+      const user = loginUser();
       if (user) {
         inherited.HOME ??= user.homedir;
         inherited.USER ??= user.username;
@@ -174,14 +174,5 @@ export class ChildEnvironment {
       }
     }
     return env;
-  }
-}
-
-function currentUser(): { username: string; homedir: string } | undefined {
-  try {
-    const info = userInfo();
-    return info.username && info.homedir ? info : undefined;
-  } catch {
-    return undefined;
   }
 }

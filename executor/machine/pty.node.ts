@@ -6,7 +6,6 @@
  */
 import { accessSync, constants as fs, readSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
-import { userInfo } from "node:os";
 import { delimiter, isAbsolute, join, resolve } from "node:path";
 import {
   type Pty,
@@ -15,6 +14,7 @@ import {
   PtySpawnError,
   type PtySpawnOptions,
 } from "./pty.ts";
+import { loginUser } from "./login-user.node.ts";
 import { sessionAlive, signalName, signalSession } from "./pty-session.node.ts";
 
 /** The part of `@lydell/node-pty` used here, typed locally. */
@@ -63,11 +63,7 @@ function load(): NodePtyModule {
 
 /** The user's login shell, run as a login shell. */
 export function loginShell(): string[] {
-  let shell: string | null | undefined;
-  try {
-    shell = userInfo().shell;
-  } catch { /* no passwd entry (a container's arbitrary uid) */ }
-  return [shell || process.env.SHELL || "/bin/sh", "-l"];
+  return [loginUser()?.shell || process.env.SHELL || "/bin/sh", "-l"];
 }
 
 /**

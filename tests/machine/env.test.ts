@@ -18,7 +18,7 @@ import type { ChildEnvironmentOptions } from "../../executor/machine/child-env.n
 import { Fixtures } from "../helpers/executor-fixture.ts";
 import { runScript } from "../helpers/mcp-stdio-servers.ts";
 import { finished, printed, ROOT, spawnTs } from "../helpers/runtime-command.ts";
-import { environOf, parseEnviron, SECRETS, startMachine } from "./machine-fixture.ts";
+import { environOf, parseEnviron, SECRETS, startMachine, until } from "./machine-fixture.ts";
 
 const MCP_SERVER = new URL("./mcp-test-server.mjs", import.meta.url).pathname;
 const GIT_PASSWORD = "ghp_SECRET_git_password_5e9d";
@@ -234,12 +234,13 @@ describe("bma-executor: the credential from a file or stdin, and the --env-* fla
     args: string[],
     env: Record<string, string>,
     stdin?: string,
+    inherit = ["PATH", "HOME", "USER", "LANG", "TMPDIR"],
   ) {
     const dir = realpathSync(mkdtempSync(join(tmpdir(), "bma-cli-env-")));
     fx.defer(() => rmSync(dir, { recursive: true, force: true }));
     const { harness, server } = await fx.harness();
     const base: Record<string, string> = {};
-    for (const name of ["PATH", "HOME", "USER", "LANG", "TMPDIR"]) {
+    for (const name of inherit) {
       if (process.env[name]) base[name] = process.env[name]!;
     }
     const child = spawnTs(CLI, ["--workdir", dir, "--log-level", "error", ...args], {
@@ -263,10 +264,46 @@ describe("bma-executor: the credential from a file or stdin, and the --env-* fla
     });
     assert.equal(result.structured_content?.exit_code, 0);
     return {
+      session,
       childEnv: readFileSync(join(dir, "child.environ"), "latin1"),
       ownEnv: readFileSync(`/proc/${child.pid}/environ`, "latin1"),
     };
   }
+
+  // A service manager or CI runner may start the executor with no USER, LOGNAME, HOME or SHELL
+  // (Bun's os.userInfo() then answers "unknown"): the account database says who it runs as.
+  it("started with PATH alone: children get the account's USER, LOGNAME and HOME, terminals its shell", async () => {
+    const account = readFileSync("/etc/passwd", "utf8").split("\n")
+      .map((line) => line.split(":"))
+      .find((fields) => fields.length >= 7 && Number(fields[2]) === process.getuid!());
+    assert.ok(account, "this machine's /etc/passwd has an entry for the test's uid");
+    const [username, , , , , homedir, shell] = account;
+    const { session, childEnv } = await launch(
+      [],
+      {
+        BMA_ENVIRONMENT_KEY: SECRETS.environmentKey,
+      },
+      undefined,
+      ["PATH"],
+    );
+    const env = parseEnviron(childEnv);
+    assert.equal(env.get("USER"), username);
+    assert.equal(env.get("LOGNAME"), username);
+    assert.equal(env.get("HOME"), homedir);
+    const terminal = await session.terminal();
+    try {
+      const cmdlineOf = () => readFileSync(`/proc/${terminal.pid}/cmdline`, "latin1");
+      // Past fork and exec, and past the wrapper that enters the session's cgroup, if any.
+      let cmdline = "";
+      await until(() => {
+        cmdline = cmdlineOf(); // empty while an exec replaces the program
+        return cmdline.endsWith("-l\0") && !cmdline.includes("cgroup.procs");
+      });
+      assert.equal(cmdline, `${shell}\0-l\0`, "the default terminal runs the login shell");
+    } finally {
+      await terminal.close();
+    }
+  });
 
   it("--credential-file: the key is in no child and not in the executor's own environment", async () => {
     const dir = realpathSync(mkdtempSync(join(tmpdir(), "bma-key-")));
