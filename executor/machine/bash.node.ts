@@ -6,6 +6,7 @@
  * arrives.
  */
 import { existsSync } from "node:fs";
+import { type Clock, systemClock } from "../../protocol/clock.ts";
 import type { BashInput, BashResult } from "../../protocol/generated/contract.ts";
 import { ChildEnvironment } from "./child-env.node.ts";
 import { exitCodeOf, ProcessUnit, type SpawnUnitOptions } from "./process-group.node.ts";
@@ -36,6 +37,8 @@ export interface RunBashOptions {
    * `child-env.node.ts`) with the input's `env` on top.
    */
   env?: Record<string, string>;
+  /** Measures the input's `timeout_ms`. Default: the system clock. */
+  clock?: Clock;
 }
 
 /** The command ran past its `timeout_ms` and its process group was ended. */
@@ -88,7 +91,10 @@ export async function runBash(input: BashInput, options: RunBashOptions): Promis
   const onAbort = () => end("aborted");
   options.signal?.addEventListener("abort", onAbort, { once: true });
   if (options.signal?.aborted) onAbort();
-  const timer = input.timeout_ms ? setTimeout(() => end("timed_out"), input.timeout_ms) : undefined;
+  const clock = options.clock ?? systemClock;
+  const timer = input.timeout_ms
+    ? clock.setTimeout(() => end("timed_out"), input.timeout_ms)
+    : undefined;
   try {
     const [code, signal] = await closed;
     const result: BashResult = {
@@ -101,7 +107,7 @@ export async function runBash(input: BashInput, options: RunBashOptions): Promis
     if (ending === "timed_out") throw new BashTimeoutError(input.timeout_ms!, result);
     return result;
   } finally {
-    clearTimeout(timer);
+    if (timer !== undefined) clock.clearTimeout(timer);
     options.signal?.removeEventListener("abort", onAbort);
   }
 }

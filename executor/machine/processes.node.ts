@@ -24,6 +24,7 @@ import type {
   ProcessWriteParams,
   ProcessWriteResult,
 } from "../../protocol/generated/contract.ts";
+import { type Clock, systemClock, type TimerHandle } from "../../protocol/clock.ts";
 import { ForbiddenError, NotFoundError } from "../../protocol/generated/errors.ts";
 import { encodeChunk, OutputBuffer, utf8Boundary } from "./output-buffer.ts";
 import { type ProcessUnit, SpawnError, type SpawnUnitOptions } from "./process-group.node.ts";
@@ -46,6 +47,8 @@ export interface ProcessTableOptions {
   graceMs?: number;
   /** Bytes kept per stream for `process.read`. Default 8 MiB. */
   bufferBytes?: number;
+  /** Measures `process.start`'s and `process.wait`'s `timeout_ms`. Default: the system clock. */
+  clock?: Clock;
 }
 
 interface Entry {
@@ -54,7 +57,7 @@ interface Entry {
   stdout: OutputBuffer;
   stderr: OutputBuffer;
   exited: Promise<void>;
-  timer?: ReturnType<typeof setTimeout>;
+  timer?: TimerHandle;
 }
 
 const DEFAULT_READ_BYTES = 64 * 1024;
@@ -134,7 +137,7 @@ export class ProcessTable {
         entry.info.exit_code = child.exitCode;
         entry.info.signal = child.signalCode;
         entry.info.exited_at = new Date().toISOString();
-        clearTimeout(entry.timer);
+        if (entry.timer !== undefined) this.#clock.clearTimeout(entry.timer);
         // The last output normally follows at once; a descendant holding a pipe does not delay
         // the answer for long.
         const drained = setTimeout(resolve, DRAIN_AFTER_EXIT_MS);
@@ -145,7 +148,10 @@ export class ProcessTable {
       });
     });
     if (params.timeout_ms) {
-      entry.timer = setTimeout(() => void unit.terminate(this.#grace), params.timeout_ms);
+      entry.timer = this.#clock.setTimeout(
+        () => void unit.terminate(this.#grace),
+        params.timeout_ms,
+      );
     }
     this.#entries.set(id, entry);
     return { process_id: id, pid: child.pid };
@@ -213,11 +219,12 @@ export class ProcessTable {
   async wait(params: ProcessWaitParams, signal?: AbortSignal): Promise<ProcessWaitResult> {
     const entry = this.#get(params.process_id);
     if (entry.info.running || params.timeout_ms !== 0) {
-      let timer: ReturnType<typeof setTimeout> | undefined;
+      let timer: TimerHandle | undefined;
       let onAbort: (() => void) | undefined;
       const stops: Promise<unknown>[] = [entry.exited];
       if (params.timeout_ms !== undefined) {
-        stops.push(new Promise((resolve) => (timer = setTimeout(resolve, params.timeout_ms))));
+        const ms = params.timeout_ms;
+        stops.push(new Promise<void>((resolve) => (timer = this.#clock.setTimeout(resolve, ms))));
       }
       if (signal) {
         stops.push(
@@ -230,7 +237,7 @@ export class ProcessTable {
       try {
         await Promise.race(stops);
       } finally {
-        clearTimeout(timer);
+        if (timer !== undefined) this.#clock.clearTimeout(timer);
         if (onAbort) signal?.removeEventListener("abort", onAbort);
       }
     }
@@ -252,6 +259,10 @@ export class ProcessTable {
    */
   async closeAll(graceMs = this.#grace): Promise<void> {
     await Promise.all([...this.#entries.values()].map((e) => e.unit.terminate(graceMs)));
+  }
+
+  get #clock(): Clock {
+    return this.#options.clock ?? systemClock;
   }
 
   get #grace(): number {

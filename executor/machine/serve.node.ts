@@ -15,6 +15,7 @@
  * A capability request for a session the executor does not hold is refused with -32002
  * `unknown_session` before anything starts.
  */
+import type { Clock } from "../../protocol/clock.ts";
 import type { HarnessRequestMethod, RequestMap } from "../../protocol/generated/contract.ts";
 import { NotFoundError } from "../../protocol/generated/errors.ts";
 import type { Disposable, RequestContext } from "../../protocol/peer.ts";
@@ -45,6 +46,11 @@ export interface ServeMachineOptions {
   workdir: string;
   /** Time between SIGTERM and SIGKILL for bash calls and processes. Default 2 s. */
   graceMs?: number;
+  /**
+   * Measures the `timeout_ms` of bash calls, `process.start` and `process.wait`. Default: the
+   * system clock.
+   */
+  clock?: Clock;
   /** Variables set in every child (the same as `environment.set`, which wins). */
   env?: Record<string, string>;
   /**
@@ -152,6 +158,7 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
       sessionId,
       workdir,
       graceMs,
+      clock: options.clock,
       spawn: (argv, spawnOptions) => processes.spawn(argv, spawnOptions),
       env: (extra) => envFor(sessionId, extra),
       onOutput: (params) => {
@@ -217,6 +224,7 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
           spawn: (argv, spawnOptions) => processes.spawn(argv, spawnOptions),
           signal: ctx.signal,
           graceMs,
+          clock: options.clock,
           env: envFor(ctx.sessionId, input.env),
           onOutput: (stream, text) => ctx.progress({ output: { stream, text } }),
         });

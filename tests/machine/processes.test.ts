@@ -8,6 +8,7 @@ import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { NotFoundError, ProtocolError, type ToolProgressParams } from "../../harness/node.ts";
+import { ManualClock } from "../../executor/node.ts";
 import { Fixtures } from "../helpers/executor-fixture.ts";
 import { ECHO_SERVER, runScript } from "../helpers/mcp-stdio-servers.ts";
 import { alive, startMachine, until } from "./machine-fixture.ts";
@@ -60,11 +61,16 @@ describe("bash tool", { timeout: 60_000 }, () => {
   });
 
   it("timeout_ms ends the group and reports what was printed, exit code 124", async () => {
-    const { session } = await startMachine(fx);
-    const result = await session.tools.bash.call({
-      command: "echo started; sleep 30",
-      timeout_ms: 500,
+    // The timeout runs on an injected clock, struck once the command has printed.
+    const clock = new ManualClock();
+    const { session } = await startMachine(fx, { machine: { clock } });
+    let printed = "";
+    const call = session.tools.bash.call({ command: "echo started; sleep 30", timeout_ms: 500 }, {
+      onProgress: (p) => void (printed += p.output?.text ?? ""),
     });
+    await until(() => printed === "started\n");
+    await clock.advance(500);
+    const result = await call;
     assert.equal(result.structured_content?.stdout, "started\n");
     assert.equal(result.structured_content?.exit_code, 124);
     assert.match(result.structured_content?.stderr ?? "", /timed out after 500 ms/);

@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { readdirSync } from "node:fs";
 import { CgroupTree, ownCgroupDirectory } from "../../executor/machine/cgroup.node.ts";
+import { ManualClock } from "../../executor/node.ts";
 import { Fixtures } from "../helpers/executor-fixture.ts";
 import { alive, pidFrom, startMachine, until } from "./machine-fixture.ts";
 
@@ -85,18 +86,19 @@ for (const cgroups of [true, false]) {
     });
 
     it("process.start timeout_ms ends the whole group, the TERM-ignoring grandchild included", async () => {
-      const { dir, executor, session } = await start();
+      // The timeout runs on an injected clock, struck once the grandchild is known to exist.
+      const clock = new ManualClock();
+      const { dir, executor, session } = await start({ machine: { clock } });
       const pidFile = join(dir, "grandchild.pid");
-      // The leader ignores SIGTERM too until the grandchild's pid is written: however early the
-      // timeout strikes, there is a grandchild to look for (and SIGKILL to end it all).
-      const command = `trap '' TERM; (exec sleep 1000) & echo $! > ${pidFile}; trap - TERM; wait`;
       await executor.request("process.start", {
         session_id: session.id,
         process_id: "p_timeout",
-        argv: ["bash", "-c", command],
+        argv: ["bash", "-c", stubborn(pidFile)],
         timeout_ms: 1_000,
       });
       const pid = await pidFrom(pidFile);
+      assert.equal(alive(pid), true);
+      await clock.advance(1_000);
       const waited = await executor.request("process.wait", {
         session_id: session.id,
         process_id: "p_timeout",
