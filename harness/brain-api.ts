@@ -57,6 +57,7 @@ import type { ExecutorHandle, Session, SessionState } from "./handles.ts";
 import type { Harness } from "./harness.ts";
 import { tokensEqual } from "./inspector/auth.ts";
 import type { SessionEventRecord, ToolCallResult } from "./records.ts";
+import { normalizeBasePath } from "./base-path.ts";
 import { parseJsonObject } from "./json-body.ts";
 
 /** Options of {@linkcode brainApi}. */
@@ -237,7 +238,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
   const maxWaitMs = options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS;
   const maxStreamMs = options.maxStreamMs ?? DEFAULT_MAX_STREAM_MS;
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
-  const base = normalizeBase(options.basePath);
+  const base = normalizeBasePath(options.basePath);
   const at = (path: string) => `${base}${path}`;
   const app = new Hono();
 
@@ -739,14 +740,6 @@ function param(c: Context, name: string): string {
     throw new ApiError(404, "not_found", `no ${name} in the path`);
   }
   return value;
-}
-
-/** `/v1/harness` from `v1/harness/`, `""` for the root. */
-function normalizeBase(path: string | undefined): string {
-  if (!path) return "";
-  const trimmed = path.replace(/\/+$/, "");
-  if (trimmed === "") return "";
-  return trimmed.startsWith("/") ? trimmed : `/${trimmed}`;
 }
 
 function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {

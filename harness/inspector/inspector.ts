@@ -31,6 +31,7 @@ import {
   InspectorModel,
 } from "./model.ts";
 import { APP_CSS, APP_JS, INDEX_HTML } from "./page.ts";
+import { normalizeBasePath } from "../base-path.ts";
 import { parseJsonObject } from "../json-body.ts";
 
 /** Options of {@linkcode inspector}. */
@@ -113,7 +114,7 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
   const logger = options.logger ?? silentLogger;
   const limits: InspectorLimits = { ...DEFAULT_INSPECTOR_LIMITS, ...options.limits };
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
-  const base = normalizeBase(options.basePath);
+  const base = normalizeBasePath(options.basePath);
   const model = new InspectorModel(harness, limits, clock);
   const streams = new Set<() => void>();
   let closed = false;
@@ -420,14 +421,6 @@ function param(c: Context, name: string): string {
   const value = c.req.param(name);
   if (value === undefined) throw new ApiError(404, "NotFound", `no ${name} in the path`);
   return value;
-}
-
-/** `/inspector` from `inspector/`, `""` for the root. */
-function normalizeBase(path: string | undefined): string {
-  if (!path) return "";
-  const trimmed = path.replace(/\/+$/, "");
-  if (trimmed === "") return "";
-  return trimmed.startsWith("/") ? trimmed : `/${trimmed}`;
 }
 
 function refused(): Response {
