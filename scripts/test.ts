@@ -1,18 +1,41 @@
 /**
- * Runs the whole suite on Node, Deno and Bun, one runtime after the other, then the
- * conformance matrix (tests/conformance/, which starts its own processes on every runtime, so
- * it runs once, from Node) and prints its table, and one summary line per stage. Fails when any
- * stage fails or runs zero tests (Node 20 does not discover .ts files and would otherwise pass
- * silently).
+ * Runs the whole suite on Node, Deno and Bun, then reads the conformance matrix
+ * (tests/conformance/, which starts its own processes on every runtime, so it runs once, from
+ * Node) and prints its table, and one summary line per runtime.
  *
- *   tsx scripts/test.ts [--only node,deno,bun,conformance] [file-filter...]
+ * Each test file runs on each runtime as a stage of its own (`test-stage.ts`: its own `HOME` and
+ * `TMPDIR`, every process it starts ended with it, a process it leaves behind a failure), several
+ * stages side by side: files that wait (for a workerd eviction, a lease) overlap with files that
+ * compute. Fails when any stage fails, or a runtime runs zero tests (Node 20 does not discover .ts
+ * files and would otherwise pass silently).
+ *
+ *   tsx scripts/test.ts [--only node,deno,bun,conformance] [--jobs N] [--verbose] [filter...]
+ *
+ * A filter keeps the test files whose path contains it; a filter that is a file's path runs that
+ * file whatever its name. `BMA_TEST_JOBS` sets the default of `--jobs`.
  */
-import { spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { availableParallelism, homedir, tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { failedTests, type Runner } from "./test-failures.ts";
+import { ensurePrerequisites } from "./test-prerequisites.ts";
+import {
+  killAllStages,
+  runStage,
+  type StageOutcome,
+  stagePassed,
+  type StageSpec,
+} from "./test-stage.ts";
 
 const root = resolve(fileURLToPath(new URL("..", import.meta.url)));
 const bin = (name: string) => join(root, "node_modules/.bin", name);
@@ -30,198 +53,254 @@ function findTests(dir: string): string[] {
 /** The conformance suite: run once, as its own stage (it spawns every runtime itself). */
 const CONFORMANCE_DIR = "tests/conformance/";
 
-/** How long one runtime's whole suite may take before it is killed and counted as failed. */
-const RUNTIME_LIMIT_S = Number(process.env.BMA_TEST_RUNTIME_LIMIT_S ?? 420);
-
-interface Outcome {
-  runtime: string;
-  passed: number;
-  failed: number;
-  exitCode: number;
-  seconds: number;
-  /** Everything it printed, colour removed: read again for the failed tests' names. */
-  output: string;
-}
+/** How long one test file may take on one runtime before it is killed and counted as failed. */
+const FILE_LIMIT_S = Number(process.env.BMA_TEST_FILE_LIMIT_S ?? 300);
+/** The conformance matrix's limit. */
+const CONFORMANCE_LIMIT_S = Number(process.env.BMA_TEST_CONFORMANCE_LIMIT_S ?? 420);
 
 /** How many failed tests of one stage the summary shows, each with the first lines of its error. */
 const MAX_FAILURES_SHOWN = 12;
-
-/**
- * The failed tests of a stage that failed, or the end of its output when no test is named (a
- * crash, or a run killed at the limit): printed beside the summary so a log's tail says why.
- */
-function failureReport(o: Outcome, runner: Runner): string[] {
-  const failures = failedTests(runner, o.output);
-  if (failures.length === 0) {
-    return [
-      `${o.runtime}: no failed test named; the end of its output:`,
-      ...o.output
-        .trimEnd().split("\n").slice(-20).map((line) => `  ${line}`),
-    ];
-  }
-  const lines = failures.slice(0, MAX_FAILURES_SHOWN).flatMap((f) => [
-    `${o.runtime}: ✖ ${f.name}`,
-    ...f.error.map((line) => `    ${line.trim()}`),
-  ]);
-  if (failures.length > MAX_FAILURES_SHOWN) {
-    lines.push(`${o.runtime}: … and ${failures.length - MAX_FAILURES_SHOWN} more failed tests`);
-  }
-  return lines;
-}
-
-function run(
-  runtime: string,
-  command: string,
-  args: string[],
-  parse: (out: string) => [number, number],
-  env: Record<string, string> = {},
-): Promise<Outcome> {
-  const started = performance.now();
-  return new Promise((done) => {
-    const child = spawn(command, args, {
-      cwd: root,
-      stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, NO_COLOR: "1", FORCE_COLOR: "0", ...env },
-    });
-    let out = "";
-    const collect = (chunk: Buffer) => {
-      const text = chunk.toString();
-      out += text;
-      process.stdout.write(text);
-    };
-    child.stdout.on("data", collect);
-    child.stderr.on("data", collect);
-    // A hung runtime must not hang CI: node:test timeouts are not enforced alike everywhere.
-    const limit = setTimeout(() => {
-      out += `\n${runtime}: killed after ${RUNTIME_LIMIT_S} s\n`;
-      console.error(`${runtime}: killed after ${RUNTIME_LIMIT_S} s`);
-      child.kill("SIGKILL");
-    }, RUNTIME_LIMIT_S * 1000);
-    child.on("close", (code) => {
-      clearTimeout(limit);
-      // deno-lint-ignore no-control-regex
-      const output = out.replace(/\x1b\[[0-9;]*m/g, "");
-      const [passed, failed] = parse(output);
-      done({
-        runtime,
-        passed,
-        failed,
-        exitCode: code ?? 1,
-        seconds: (performance.now() - started) / 1000,
-        output,
-      });
-    });
-  });
-}
 
 const last = (text: string, pattern: RegExp): number => {
   const all = [...text.matchAll(pattern)];
   return all.length ? Number(all[all.length - 1][1]) : 0;
 };
 
+const nodeCounts = (out: string): [number, number] => [
+  last(out, /^ℹ pass (\d+)/gm),
+  // A test cancelled by its parent's timeout failed too.
+  last(out, /^ℹ fail (\d+)/gm) + last(out, /^ℹ cancelled (\d+)/gm),
+];
+
+const denoCounts = (out: string): [number, number] => {
+  const m = [
+    ...out.matchAll(
+      /^(?:ok|FAILED) \| (\d+) passed(?: \((\d+) steps?\))? \| (\d+) failed(?: \((\d+) steps?\))?/gm,
+    ),
+  ].pop();
+  return m ? [Number(m[2] ?? m[1]), Number(m[4] ?? m[3])] : [0, 0];
+};
+
+const bunCounts = (out: string): [number, number] => [
+  last(out, /^\s*(\d+) pass$/gm),
+  last(out, /^\s*(\d+) fail$/gm),
+];
+
+/** The stage of one test file on one runtime. */
+function fileStage(runtime: Runner, file: string): Omit<StageSpec, "env"> {
+  const base = { name: `${runtime} ${file}`, runtime, cwd: root, limitMs: FILE_LIMIT_S * 1000 };
+  switch (runtime) {
+    case "node":
+      return {
+        ...base,
+        command: process.execPath,
+        args: ["--import", "tsx", "--test", "--test-reporter=spec", file],
+        parse: nodeCounts,
+      };
+    case "deno":
+      // Type-checked already, with every other file, by `npm run check` (`deno check .`).
+      return {
+        ...base,
+        command: bin("deno"),
+        args: ["test", "-A", "--no-prompt", "--no-check", file],
+        parse: denoCounts,
+      };
+    case "bun":
+      return {
+        ...base,
+        command: bin("bun"),
+        args: ["test", "--timeout", "120000", file],
+        parse: bunCounts,
+      };
+  }
+}
+
+/**
+ * The failed tests of a stage that failed, or the end of its output when no test is named (a
+ * crash, or a run killed at the limit), and what it left running: printed beside the summary so
+ * a log's tail says why.
+ */
+function failureReport(o: StageOutcome): string[] {
+  const lines: string[] = [];
+  const runner = (o.spec.runtime === "conformance" ? "node" : o.spec.runtime) as Runner;
+  const failures = failedTests(runner, o.output);
+  if (failures.length === 0 && o.leftovers.length === 0) {
+    lines.push(
+      `${o.spec.name}: no failed test named; the end of its output:`,
+      ...o.output.trimEnd().split("\n").slice(-20).map((line) => `  ${line}`),
+    );
+  }
+  for (const f of failures.slice(0, MAX_FAILURES_SHOWN)) {
+    lines.push(`${o.spec.name}: ✖ ${f.name}`, ...f.error.map((line) => `    ${line.trim()}`));
+  }
+  if (failures.length > MAX_FAILURES_SHOWN) {
+    lines.push(`${o.spec.name}: … and ${failures.length - MAX_FAILURES_SHOWN} more failed tests`);
+  }
+  for (const p of o.leftovers) {
+    lines.push(`${o.spec.name}: left a process running: pid ${p.pid}: ${p.command}`);
+  }
+  return lines;
+}
+
+/** Seconds each stage took in the last run (a cache in node_modules): the longest start first. */
+const TIMINGS = join(root, "node_modules/.cache/bma-test-timings.json");
+
+function readTimings(): Record<string, number> {
+  try {
+    return JSON.parse(readFileSync(TIMINGS, "utf8"));
+  } catch {
+    return {};
+  }
+}
+
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
-  let only = ["node", "deno", "bun", "conformance"];
-  const onlyAt = argv.indexOf("--only");
-  if (onlyAt >= 0) {
-    only = argv[onlyAt + 1].split(",");
-    argv.splice(onlyAt, 2);
-  }
+  const take = (flag: string): string | undefined => {
+    const at = argv.indexOf(flag);
+    if (at < 0) return undefined;
+    const [, value] = argv.splice(at, 2);
+    return value;
+  };
+  const only = (take("--only") ?? "node,deno,bun,conformance").split(",");
+  const jobs = Math.max(
+    1,
+    Number(take("--jobs") ?? process.env.BMA_TEST_JOBS ?? availableParallelism() + 1),
+  );
+  const verboseAt = argv.indexOf("--verbose");
+  const verbose = verboseAt >= 0;
+  if (verbose) argv.splice(verboseAt, 1);
+
+  const explicit = argv.filter((a) => existsSync(resolve(a)) && statSync(resolve(a)).isFile());
   let files = findTests(join(root, "tests"));
-  if (argv.length) files = files.filter((f) => argv.some((a) => f.includes(a)));
+  const filters = argv.filter((a) => !explicit.includes(a));
+  if (argv.length) files = files.filter((f) => filters.some((a) => f.includes(a)));
+  files = [...new Set([...files, ...explicit.map((a) => resolve(a))])];
   const isConformance = (f: string) => relative(root, f).startsWith(CONFORMANCE_DIR);
   const conformance = only.includes("conformance") && files.some(isConformance);
   const rel = files.filter((f) => !isConformance(f)).map((f) => "./" + relative(root, f));
-  const runtimes = rel.length > 0 ? only : [];
-  if (rel.length === 0 && !conformance) {
+  const runtimes = (["node", "deno", "bun"] as const).filter((r) => only.includes(r));
+  if ((rel.length === 0 || runtimes.length === 0) && !conformance) {
     console.error("no test files found");
     process.exit(1);
   }
-  const outcomes: Outcome[] = [];
-  if (runtimes.includes("node")) {
-    outcomes.push(
-      await run("node", process.execPath, [
+
+  const missing = ensurePrerequisites((line) => console.log(line));
+  if (missing) {
+    console.error(missing);
+    process.exit(1);
+  }
+
+  const run = mkdtempSync(join(tmpdir(), "bmat-"));
+  // Caches the stages share: the npm cache the machine already has (the publication test
+  // installs from it), Deno's module cache (made for this run).
+  const shared = {
+    npm_config_cache: process.env.npm_config_cache ?? join(homedir(), ".npm"),
+    npm_config_update_notifier: "false",
+    DENO_DIR: join(run, "deno"),
+  };
+  const resultsFile = join(run, "conformance.json");
+  const specs: StageSpec[] = [];
+  for (const file of rel) {
+    for (const runtime of runtimes) specs.push({ ...fileStage(runtime, file), env: shared });
+  }
+  if (conformance) {
+    specs.push({
+      name: "conformance",
+      runtime: "conformance",
+      command: process.execPath,
+      args: [
         "--import",
         "tsx",
         "--test",
         "--test-reporter=spec",
-        "--test-concurrency=1",
-        ...rel,
-      ], (out) => [
-        last(out, /^ℹ pass (\d+)/gm),
-        // A test cancelled by its parent's timeout failed too.
-        last(out, /^ℹ fail (\d+)/gm) + last(out, /^ℹ cancelled (\d+)/gm),
-      ]),
-    );
+        `./${CONFORMANCE_DIR}conformance.test.ts`,
+      ],
+      cwd: root,
+      env: { ...shared, BMA_CONFORMANCE_RESULTS: resultsFile },
+      limitMs: CONFORMANCE_LIMIT_S * 1000,
+      parse: nodeCounts,
+    });
   }
-  if (runtimes.includes("deno")) {
-    outcomes.push(
-      await run("deno", bin("deno"), ["test", "-A", "--no-prompt", ...rel], (out) => {
-        const m = [
-          ...out.matchAll(
-            /^(?:ok|FAILED) \| (\d+) passed(?: \((\d+) steps?\))? \| (\d+) failed(?: \((\d+) steps?\))?/gm,
-          ),
-        ].pop();
-        return m ? [Number(m[2] ?? m[1]), Number(m[4] ?? m[3])] : [0, 0];
-      }),
-    );
-  }
-  if (runtimes.includes("bun")) {
-    outcomes.push(
-      await run("bun", bin("bun"), ["test", "--timeout", "120000", ...rel], (out) => [
-        last(out, /^\s*(\d+) pass$/gm),
-        last(out, /^\s*(\d+) fail$/gm),
-      ]),
-    );
-  }
+  const timings = readTimings();
+  const expected = (s: StageSpec) => timings[s.name] ?? (s.runtime === "conformance" ? 1e6 : 0);
+  const queue = [...specs].sort((a, b) => expected(b) - expected(a));
+
+  const interrupted = () => {
+    killAllStages();
+    rmSync(run, { recursive: true, force: true });
+    process.exit(130);
+  };
+  process.once("SIGINT", interrupted);
+  process.once("SIGTERM", interrupted);
+
+  const started = performance.now();
+  const outcomes: StageOutcome[] = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < queue.length) {
+      const spec = queue[next];
+      const dir = join(run, String(next++));
+      mkdirSync(dir);
+      const o = await runStage(spec, dir);
+      outcomes.push(o);
+      rmSync(dir, { recursive: true, force: true });
+      const good = stagePassed(o);
+      const left = o.leftovers.length ? `, left ${o.leftovers.length} running` : "";
+      console.log(
+        `${good ? "ok  " : "FAIL"} ${o.spec.name}: ${o.passed} passed, ${o.failed} failed` +
+          ` (exit ${o.exitCode}${o.killed ? ", killed" : ""}${left}, ${o.seconds.toFixed(1)} s)`,
+      );
+      if (verbose || !good) console.log(o.output.trimEnd().replace(/^/gm, "  | "));
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(jobs, queue.length) }, worker));
+  const wall = (performance.now() - started) / 1000;
+
+  try {
+    mkdirSync(join(root, "node_modules/.cache"), { recursive: true });
+    const record = { ...timings };
+    for (const o of outcomes) record[o.spec.name] = Math.round(o.seconds * 10) / 10;
+    writeFileSync(TIMINGS, JSON.stringify(record));
+  } catch { /* no cache: the next run starts in file order */ }
+
   let table = "";
   if (conformance) {
-    const dir = mkdtempSync(join(tmpdir(), "bma-conformance-"));
-    const results = join(dir, "results.json");
-    const files = [`./${CONFORMANCE_DIR}conformance.test.ts`];
-    outcomes.push(
-      await run("conformance", process.execPath, [
-        "--import",
-        "tsx",
-        "--test",
-        "--test-reporter=spec",
-        ...files,
-      ], (out) => [
-        last(out, /^ℹ pass (\d+)/gm),
-        last(out, /^ℹ fail (\d+)/gm) + last(out, /^ℹ cancelled (\d+)/gm),
-      ], { BMA_CONFORMANCE_RESULTS: results }),
-    );
     try {
       const { renderTable } = await import("../tests/conformance/matrix.ts");
-      const data = JSON.parse(readFileSync(results, "utf8"));
+      const data = JSON.parse(readFileSync(resultsFile, "utf8"));
       table = renderTable(data.cells, data.scenarios, data.results);
     } catch (error) {
       table = `conformance: no results (${(error as Error).message.split("\n")[0]})`;
     }
-    rmSync(dir, { recursive: true, force: true });
   }
+  rmSync(run, { recursive: true, force: true });
   if (table) console.log(`\n${table}`);
-  const isGood = (o: Outcome) => o.exitCode === 0 && o.failed === 0 && o.passed > 0;
-  const report = outcomes.filter((o) => !isGood(o)).flatMap((o) =>
-    failureReport(o, o.runtime === "conformance" ? "node" : o.runtime as Runner)
-  );
+
+  const report = outcomes.filter((o) => !stagePassed(o)).flatMap(failureReport);
   if (report.length) console.log(`\n== failed tests ==\n${report.join("\n")}`);
-  console.log("\n== test summary ==");
+  console.log(`\n== test summary (${jobs} side by side) ==`);
   let ok = true;
-  for (const o of outcomes) {
-    const good = isGood(o);
+  const groups = [...runtimes, ...(conformance ? ["conformance"] : [])];
+  for (const runtime of groups) {
+    const of = outcomes.filter((o) => o.spec.runtime === runtime);
+    const passed = of.reduce((n, o) => n + o.passed, 0);
+    const failed = of.reduce((n, o) => n + o.failed, 0);
+    const bad = of.filter((o) => !stagePassed(o)).length;
+    const good = bad === 0 && passed > 0;
     ok &&= good;
+    const seconds = of.reduce((n, o) => n + o.seconds, 0);
     console.log(
-      `${o.runtime}: ${o.passed} passed, ${o.failed} failed (exit ${o.exitCode}, ${
-        o.seconds.toFixed(1)
-      } s)${good ? "" : "  <-- FAILED"}`,
+      `${runtime}: ${passed} passed, ${failed} failed (${of.length} files, ${bad} failed;` +
+        ` ${seconds.toFixed(1)} s of stages)${good ? "" : "  <-- FAILED"}`,
     );
   }
   const passed = outcomes.reduce((n, o) => n + o.passed, 0);
+  // A stage that failed without a failed test (a crash, a leftover, the limit) counts as one.
   const failed = outcomes.reduce(
-    (n, o) => n + o.failed + (o.exitCode !== 0 && o.failed === 0 ? 1 : 0),
+    (n, o) => n + o.failed + (!stagePassed(o) && o.failed === 0 ? 1 : 0),
     0,
   );
+  console.log(`wall time: ${wall.toFixed(1)} s`);
   console.log(`total: ${passed} passed, ${failed} failed`);
   process.exit(ok ? 0 : 1);
 }

@@ -8,7 +8,7 @@
 import { existsSync } from "node:fs";
 import { type Clock, systemClock } from "../../protocol/clock.ts";
 import type { BashInput, BashResult } from "../../protocol/generated/contract.ts";
-import { ChildEnvironment } from "./child-env.node.ts";
+import { ChildEnvironment, NON_INTERACTIVE_LAYER } from "./child-env.node.ts";
 import { exitCodeOf, ProcessUnit, type SpawnUnitOptions } from "./process-group.node.ts";
 import type { Workdir } from "./workdir.node.ts";
 
@@ -52,7 +52,13 @@ export class BashTimeoutError extends Error {
   }
 }
 
-const SHELL = existsSync("/bin/bash") ? "/bin/bash" : "/bin/sh";
+/**
+ * The shell of a command, before the command line: bash reads no start-up file (neither the
+ * user's nor the system's, whatever its stdin is); `sh` reads none when not interactive.
+ */
+const SHELL_ARGV = existsSync("/bin/bash")
+  ? ["/bin/bash", "--noprofile", "--norc", "-c"]
+  : ["/bin/sh", "-c"];
 
 let defaultEnvironment: ChildEnvironment | undefined;
 /** The default child environment (for `runBash` without an `env`), made on first use. */
@@ -65,8 +71,8 @@ export async function runBash(input: BashInput, options: RunBashOptions): Promis
   const cwd = await options.workdir.resolve(input.cwd ?? ".");
   options.signal?.throwIfAborted();
   const spawn = options.spawn ?? ((argv, spawnOptions) => ProcessUnit.spawn(argv, spawnOptions));
-  const env = options.env ?? defaultPolicy().build(input.env);
-  const unit = await spawn([SHELL, "-c", input.command], { cwd, env });
+  const env = options.env ?? defaultPolicy().build(NON_INTERACTIVE_LAYER, input.env);
+  const unit = await spawn([...SHELL_ARGV, input.command], { cwd, env });
   const child = unit.child;
   const out = new StreamText("stdout", options.onOutput);
   const err = new StreamText("stderr", options.onOutput);

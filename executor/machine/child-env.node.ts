@@ -97,6 +97,15 @@ export const ALWAYS_WITHHELD: readonly string[] = [
   "BMA_MACHINE_TOKEN_FILE",
 ];
 
+/**
+ * The first layer of every child that is not a terminal's shell. bash started with `SHLVL` unset
+ * or 0 and a socket on stdin takes itself for a remote shell daemon's child and runs
+ * `~/.bashrc`, even for `bash -c` (Node's, Deno's and Bun's stdin pipes are socket pairs); a
+ * shell level of 1, as a command started from a shell has, turns that guess off. A call's own
+ * `SHLVL` still wins. See docs/machine.md, "Shell start-up files".
+ */
+export const NON_INTERACTIVE_LAYER: Readonly<Record<string, string>> = { SHLVL: "1" };
+
 /** `PATH` for a child when the executor has none (as `sshd` does). */
 const STANDARD_PATH = "/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin";
 

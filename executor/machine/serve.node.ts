@@ -25,7 +25,11 @@ import type { ExecutorSession } from "../sessions.ts";
 import { ToolError } from "../tool-results.ts";
 import { BashTimeoutError, runBash } from "./bash.node.ts";
 import { type Cgroup, CgroupTree, inCgroup } from "./cgroup.node.ts";
-import { ChildEnvironment, type ChildEnvironmentOptions } from "./child-env.node.ts";
+import {
+  ChildEnvironment,
+  type ChildEnvironmentOptions,
+  NON_INTERACTIVE_LAYER,
+} from "./child-env.node.ts";
 import { editTool, FileToolError, globTool, grepTool, readTool, writeTool } from "./files.node.ts";
 import { GitCredentialStore } from "./git-credentials.node.ts";
 import type { McpServerConfig } from "./mcp-config.ts";
@@ -142,8 +146,12 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
       onWithheld: (name, why) => logger.debug("variable withheld from a child", { name, why }),
     },
   );
-  const envFor = (sessionId: string, extra?: Record<string, string>) =>
-    git.configure(sessionId, childEnv.build(extra));
+  /** A child's environment; a terminal's shell is interactive and gets no shell level. */
+  const envFor = (sessionId: string, extra?: Record<string, string>, interactive = false) =>
+    git.configure(
+      sessionId,
+      childEnv.build(interactive ? undefined : NON_INTERACTIVE_LAYER, extra),
+    );
   const cgroups = cgroupSource(options.cgroups, (parent) => CgroupTree.open(parent), logger);
   const machines = new Map<string, MachineSession>();
   let mcp: McpRelay | undefined;
@@ -282,7 +290,7 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
       graceMs,
       resolveCwd: (path) => workdir.resolve(path),
       // The child environment bash gets, the terminal's own variables through the same policy.
-      env: (sessionId, extra) => envFor(sessionId, extra),
+      env: (sessionId, extra) => envFor(sessionId, extra, true),
       // A process of the session like any other: in a cgroup leaf of its own where there is
       // one (so a `setsid` descendant is still found), ended with the session.
       place: (sessionId, argv, launch, { cwd, env }) =>

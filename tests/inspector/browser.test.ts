@@ -1,6 +1,6 @@
 /**
- * The inspector in a real browser: headless Chromium (Debian's `chromium`, driven by
- * `playwright-core` with `executablePath`) against an inspector served on 127.0.0.1, over a
+ * The inspector in a real browser: headless Chromium (the npm-shipped build of
+ * `tests/helpers/chromium.ts`, driven by `playwright-core` with `executablePath`) against an inspector served on 127.0.0.1, over a
  * real harness whose executors are real `ExecutorClient`s — one serving the machine's tools
  * (`serveMachine`: real bash in a temp workdir), one the example bash agent that asks for an
  * approval before it runs a command. The page watches the executor register, calls `bash` from
@@ -13,7 +13,7 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -31,19 +31,9 @@ import {
 } from "../../node.ts";
 import { createBashAgent } from "../../agent/examples/bash-agent.node.ts";
 import * as z from "zod";
+import { CHROMIUM_ARGS, chromiumPath } from "../helpers/chromium.ts";
 
 const RUNTIME = "Deno" in globalThis ? "deno" : "Bun" in globalThis ? "bun" : "node";
-const CHROMIUM = process.env.BMA_CHROMIUM ?? "/usr/bin/chromium";
-/** What this machine's Chromium needs (no sandbox as root, no calls to Google's hosts). */
-const CHROMIUM_ARGS = [
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
 const SCREENSHOT = fileURLToPath(new URL("../../docs/inspector.png", import.meta.url));
 
 type Playwright = typeof import("playwright-core");
@@ -69,16 +59,15 @@ describe("inspector in Chromium", {
   const pageErrors: string[] = [];
 
   before(async () => {
-    assert.ok(
-      existsSync(CHROMIUM),
-      `no Chromium at ${CHROMIUM}: apt-get install -y chromium (or set BMA_CHROMIUM)`,
-    );
     const { chromium } = await import("playwright-core");
     harness = new Harness({ insecureNoAuth: true, agent: new AgentPlatform() });
     server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
     ui = inspector(harness, { token: randomInspectorToken() });
     web = await serveInspector(ui);
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    browser = await chromium.launch({
+      executablePath: await chromiumPath(),
+      args: [...CHROMIUM_ARGS],
+    });
     page = await browser.newPage({ viewport: { width: 1360, height: 900 } });
     page.setDefaultTimeout(20_000);
     page.on("pageerror", (error) => pageErrors.push(error.message));

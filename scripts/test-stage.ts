@@ -1,0 +1,204 @@
+/**
+ * One stage of the suite (one test file on one runtime, or the conformance matrix) in a world of
+ * its own: an empty `HOME` and `TMPDIR` made for it (so no user's dotfiles, no other stage's
+ * files), the machine's environment less what configures shells and runtimes, and every process
+ * it starts found and ended (`process-tree.ts`). A stage that leaves a process running after it
+ * exits has failed, and the process is named.
+ */
+import { spawn } from "node:child_process";
+import { mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import {
+  allProcesses,
+  commandLine,
+  limitMark,
+  type ProcessInfo,
+  ProcessTree,
+} from "./process-tree.ts";
+
+/** What a stage runs. */
+export interface StageSpec {
+  /** Shown in reports: `node tests/x.test.ts`. */
+  name: string;
+  runtime: string;
+  command: string;
+  args: string[];
+  cwd: string;
+  /** Set on top of the stage's environment. */
+  env?: Record<string, string>;
+  /** Killed, and failed, after this long. */
+  limitMs: number;
+  /** Reads `[passed, failed]` from the output. */
+  parse: (output: string) => [number, number];
+}
+
+/** A process a stage left behind. */
+export interface Leftover {
+  pid: number;
+  command: string;
+}
+
+/** How a stage ended. */
+export interface StageOutcome {
+  spec: StageSpec;
+  passed: number;
+  failed: number;
+  exitCode: number;
+  seconds: number;
+  killed: boolean;
+  leftovers: Leftover[];
+  /** Everything it printed, colour removed. */
+  output: string;
+}
+
+/** Variables of the machine a stage never sees: each makes a shell or a runtime read the host. */
+const WITHHELD = [
+  "BASH_ENV",
+  "ENV",
+  "CDPATH",
+  "PROMPT_COMMAND",
+  "XDG_CONFIG_HOME",
+  "XDG_DATA_HOME",
+  "XDG_CACHE_HOME",
+  "XDG_STATE_HOME",
+  "XDG_RUNTIME_DIR",
+  "NODE_OPTIONS",
+  "NODE_TEST_CONTEXT",
+  "DENO_DIR",
+  "BUN_INSTALL",
+  "PYENV_ROOT",
+];
+
+/** How long a stage's processes may take to end after it exits before they count as left. */
+const SETTLE_MS = 3_000;
+const SCAN_MS = 100;
+
+/** Every live stage's process tree, scanned together: one look at `/proc` per tick. */
+const trees = new Set<ProcessTree>();
+let scanner: ReturnType<typeof setInterval> | undefined;
+
+function watch(tree: ProcessTree): void {
+  trees.add(tree);
+  scanner ??= setInterval(scanAll, SCAN_MS);
+}
+
+function unwatch(tree: ProcessTree): void {
+  trees.delete(tree);
+  if (trees.size === 0 && scanner) {
+    clearInterval(scanner);
+    scanner = undefined;
+  }
+}
+
+function scanAll(): void {
+  const all = allProcesses();
+  for (const tree of trees) tree.scan(all);
+}
+
+/** Ends every stage still running (the runner was interrupted). */
+export function killAllStages(): void {
+  scanAll();
+  for (const tree of trees) tree.killAll();
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+let stageCount = 0;
+/**
+ * The first limit mark of this run; stage `i` gets `markBase + i % 1000`. Below the limit this
+ * process has, a thousand apart from it: a runner run inside a stage (the runner's own test)
+ * never takes its parent's marks. Random, so that two runs side by side hardly ever meet.
+ */
+const markBase = (() => {
+  let own = 819_200;
+  try {
+    const line = /^Max msgqueue size\s+(\d+)/m.exec(readFileSync("/proc/self/limits", "latin1"));
+    if (line) own = Number(line[1]);
+  } catch { /* not Linux */ }
+  const top = Math.floor(own / 1_000) * 1_000 - 1_000;
+  return top - 1_000 * Math.floor(Math.random() * Math.min(400, top / 1_000 - 10));
+})();
+
+/**
+ * Runs one stage. `home` is its directory (made here): `home/home` becomes `HOME`, `home/tmp`
+ * `TMPDIR`. Shared caches are passed in `spec.env` (the npm cache, Deno's).
+ */
+export async function runStage(spec: StageSpec, dir: string): Promise<StageOutcome> {
+  const index = stageCount++;
+  const home = join(dir, "home");
+  const tmp = join(dir, "tmp");
+  mkdirSync(home, { recursive: true });
+  mkdirSync(tmp, { recursive: true });
+  const envMark = `BMA_TEST_STAGE=${process.pid}.${index}`;
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(process.env)) {
+    if (value !== undefined && !WITHHELD.includes(name)) env[name] = value;
+  }
+  Object.assign(env, {
+    HOME: home,
+    TMPDIR: tmp,
+    NO_COLOR: "1",
+    FORCE_COLOR: "0",
+    BMA_TEST_STAGE: envMark.slice(envMark.indexOf("=") + 1),
+    ...spec.env,
+  });
+  const limit = limitMark(markBase + (index % 1_000));
+  const argv = [...(limit?.prefix ?? []), spec.command, ...spec.args];
+  const started = performance.now();
+  const child = spawn(argv[0], argv.slice(1), {
+    cwd: spec.cwd,
+    env,
+    // Its own session and process group: nothing of the runner's terminal, one group to end.
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout.on("data", (chunk: Buffer) => out += chunk.toString());
+  child.stderr.on("data", (chunk: Buffer) => out += chunk.toString());
+  const tree = child.pid === undefined ? undefined : new ProcessTree(child.pid, envMark, limit);
+  if (tree) watch(tree);
+  let killed = false;
+  const timer = setTimeout(() => {
+    killed = true;
+    out += `\n${spec.name}: killed after ${spec.limitMs / 1000} s\n`;
+    if (tree) {
+      tree.scan();
+      tree.killAll();
+    }
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
+    } catch { /* gone */ }
+  }, spec.limitMs);
+  const exitCode = await new Promise<number>((resolve) => {
+    child.on("error", (error) => {
+      out += `\n${spec.name}: cannot start: ${error.message}\n`;
+      resolve(127);
+    });
+    child.on("close", (code, signal) => resolve(code ?? (signal ? 128 : 1)));
+  });
+  clearTimeout(timer);
+  const seconds = (performance.now() - started) / 1000;
+  let leftovers: Leftover[] = [];
+  if (tree) {
+    let alive: ProcessInfo[] = [];
+    // What a test ended as it finished may still be on its way out: wait for it, a while.
+    for (const until = performance.now() + SETTLE_MS; performance.now() < until;) {
+      tree.scan();
+      alive = tree.alive();
+      if (alive.length === 0 || killed) break;
+      await sleep(SCAN_MS);
+    }
+    if (!killed) leftovers = alive.map((p) => ({ pid: p.pid, command: commandLine(p.pid) }));
+    tree.killAll();
+    unwatch(tree);
+  }
+  // deno-lint-ignore no-control-regex
+  const output = out.replace(/\x1b\[[0-9;]*m/g, "");
+  const [passed, failed] = spec.parse(output);
+  return { spec, passed, failed, exitCode, seconds, killed, leftovers, output };
+}
+
+/** Whether a stage passed: exit 0, no failed test, nothing killed or left behind. */
+export function stagePassed(o: StageOutcome): boolean {
+  return o.exitCode === 0 && o.failed === 0 && !o.killed && o.leftovers.length === 0;
+}
