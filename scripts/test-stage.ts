@@ -49,6 +49,8 @@ export interface StageOutcome {
   leftovers: Leftover[];
   /** Everything it printed, colour removed. */
   output: string;
+  /** Its processes still running now (after it was ended, there should be none). */
+  stillRunning(): Leftover[];
 }
 
 /** Variables of the machine a stage never sees: each makes a shell or a runtime read the host. */
@@ -195,7 +197,9 @@ export async function runStage(spec: StageSpec, dir: string): Promise<StageOutco
   // deno-lint-ignore no-control-regex
   const output = out.replace(/\x1b\[[0-9;]*m/g, "");
   const [passed, failed] = spec.parse(output);
-  return { spec, passed, failed, exitCode, seconds, killed, leftovers, output };
+  const stillRunning = () =>
+    tree?.alive().map((p) => ({ pid: p.pid, command: commandLine(p.pid) })) ?? [];
+  return { spec, passed, failed, exitCode, seconds, killed, leftovers, output, stillRunning };
 }
 
 /** Whether a stage passed: exit 0, no failed test, nothing killed or left behind. */

@@ -277,9 +277,16 @@ async function main(): Promise<void> {
   if (table) console.log(`\n${table}`);
 
   const report = outcomes.filter((o) => !stagePassed(o)).flatMap(failureReport);
+  // The last look: every process any stage started has ended (a SIGKILL that did not take).
+  const survivors = outcomes.flatMap((o) =>
+    o.stillRunning().map((p) =>
+      `${o.spec.name}: still running at the end: pid ${p.pid}: ${p.command}`
+    )
+  );
+  report.push(...survivors);
   if (report.length) console.log(`\n== failed tests ==\n${report.join("\n")}`);
   console.log(`\n== test summary (${jobs} side by side) ==`);
-  let ok = true;
+  let ok = survivors.length === 0;
   const groups = [...runtimes, ...(conformance ? ["conformance"] : [])];
   for (const runtime of groups) {
     const of = outcomes.filter((o) => o.spec.runtime === runtime);
@@ -298,7 +305,7 @@ async function main(): Promise<void> {
   // A stage that failed without a failed test (a crash, a leftover, the limit) counts as one.
   const failed = outcomes.reduce(
     (n, o) => n + o.failed + (!stagePassed(o) && o.failed === 0 ? 1 : 0),
-    0,
+    survivors.length,
   );
   console.log(`wall time: ${wall.toFixed(1)} s`);
   console.log(`total: ${passed} passed, ${failed} failed`);
