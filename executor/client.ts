@@ -663,15 +663,19 @@ export class ExecutorClient {
     );
   }
 
-  /** Sends a notification; throws {@linkcode NotConnectedError} while disconnected (they are lossy). */
-  notify<M extends ExecutorNotificationMethod>(method: M, params: NotificationMap[M]): void {
+  /**
+   * Sends a notification; throws {@linkcode NotConnectedError} while disconnected. Returns false
+   * when a lossy one (`terminal.output`, `process.output`, `tool.progress`,
+   * `session.event_delta`) was dropped because the harness reads slower than it is sent to.
+   */
+  notify<M extends ExecutorNotificationMethod>(method: M, params: NotificationMap[M]): boolean {
     if (method === "executor.close" || method === "executor.capabilities.update") {
       throw new LocalError(`${method} is sent by the client itself`);
     }
     const connection = this.#connection;
     if (!connection || connection.peer.isClosed) throw new NotConnectedError(method);
     try {
-      connection.peer.notify(method, params);
+      return connection.peer.notify(method, params);
     } catch (error) {
       if ((error as Error)?.name === "ConnectionClosedError") throw new NotConnectedError(method);
       throw error;

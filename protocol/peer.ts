@@ -54,6 +54,9 @@ export { DEFAULT_MAX_FRAME_BYTES } from "../transport/bytes.ts";
 export { DEFAULT_MAX_DEPTH } from "./jsonrpc.ts";
 /** The default time a request waits for its response: 60 s. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+
+/** Unsent bytes past which a link counts as congested: 1 MiB ({@linkcode PeerOptions.maxBufferedBytes}). */
+export const DEFAULT_MAX_BUFFERED_BYTES = 1024 * 1024;
 /** WebSocket close code for a frame over the size limit. */
 const MESSAGE_TOO_BIG = 1009;
 const V1 = "bma.executor.v1";
@@ -76,6 +79,13 @@ export interface PeerOptions {
   maxFrameDepth?: number;
   /** Default timeout of an outgoing request, in ms; `0` waits forever. Default 60 s. */
   requestTimeoutMs?: number;
+  /**
+   * The link counts as congested while the transport holds more than this many bytes not yet
+   * sent ({@linkcode Transport.bufferedAmount}): then the contract's lossy notifications
+   * (`x-lossy`) are dropped, not queued, except a chunk that ends its stream (`eof: true`).
+   * Default 1 MiB ({@linkcode DEFAULT_MAX_BUFFERED_BYTES}).
+   */
+  maxBufferedBytes?: number;
   /** Time and timers. Default: the system clock. */
   clock?: Clock;
   /** Where diagnostics go. Default: nowhere. */
@@ -339,6 +349,8 @@ export class Peer {
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #maxFrameBytes: number;
+  readonly #maxBufferedBytes: number;
+  #dropped = 0;
   readonly #maxDepth: number;
   readonly #timeoutMs: number;
   readonly #validateOutgoing: boolean;
@@ -372,6 +384,7 @@ export class Peer {
     this.#clock = options.clock ?? systemClock;
     this.#logger = options.logger ?? silentLogger;
     this.#maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+    this.#maxBufferedBytes = options.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES;
     this.#maxDepth = options.maxFrameDepth ?? DEFAULT_MAX_DEPTH;
     this.#timeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.#validateOutgoing = options.validateOutgoing ?? true;
@@ -496,9 +509,18 @@ export class Peer {
     });
   }
 
-  /** Sends a notification. Throws the same local errors as {@linkcode Peer.call} would. */
-  notify<M extends NotificationMethod>(method: M, params: NotificationMap[M]): void {
-    this.#outgoingSpec(method, "notification", params, true);
+  /**
+   * Sends a notification. Throws the same local errors as {@linkcode Peer.call} would. A lossy
+   * one (`x-lossy` in the contract) is dropped while the link is congested (see
+   * {@linkcode PeerOptions.maxBufferedBytes}): then this returns false, and
+   * {@linkcode Peer.droppedNotifications} counts it.
+   */
+  notify<M extends NotificationMethod>(method: M, params: NotificationMap[M]): boolean {
+    const spec = this.#outgoingSpec(method, "notification", params, true);
+    if (spec.lossy && this.congested && (params as { eof?: unknown })?.eof !== true) {
+      this.#dropped++;
+      return false;
+    }
     const message = { jsonrpc: "2.0", method, params };
     const frame = this.#direct ? undefined : JSON.stringify(message);
     if (frame !== undefined && exceedsBytes(frame, this.#maxFrameBytes)) {
@@ -510,6 +532,20 @@ export class Peer {
     } catch {
       throw this.#closedError();
     }
+    return true;
+  }
+
+  /**
+   * Whether the transport holds more unsent bytes than {@linkcode PeerOptions.maxBufferedBytes}
+   * (false where the transport cannot tell).
+   */
+  get congested(): boolean {
+    return (this.#transport.bufferedAmount ?? 0) > this.#maxBufferedBytes;
+  }
+
+  /** Lossy notifications dropped so far because the link was congested. */
+  get droppedNotifications(): number {
+    return this.#dropped;
   }
 
   /** Closes the connection (default 1000). Pending requests reject with {@linkcode ConnectionClosedError}. */

@@ -66,6 +66,8 @@ interface Method {
   "x-kind": "request" | "notification";
   "x-since": string;
   "x-capability"?: string;
+  /** A notification the receiver can do without (it catches up another way): sent as the link allows. */
+  "x-lossy"?: boolean;
   "x-idempotency-key"?: string;
   /** Params members naming a built-in tool and its input: the input is checked against x-tools. */
   "x-tool-input"?: { tool: string; input: string };
@@ -988,6 +990,8 @@ function isPlainArray_(v: any): boolean {
     out +=
       `  /** What makes a repeat of it harmless (a params member, or "jsonrpc_id"). */\n  readonly idempotencyKey?: string;\n`;
     out +=
+      `  /** A lossy notification: the receiver catches up without it, so a congested link drops it. */\n  readonly lossy?: true;\n`;
+    out +=
       `  /** Validates its params. */\n  readonly params: z.ZodType<unknown>;\n  /** Validates its result. Absent for notifications. */\n  readonly result?: z.ZodType<unknown>;\n`;
     out += `  /**
    * Fast check of params, generated from the contract with \`params\`: true only when \`params\`
@@ -1014,6 +1018,7 @@ function isPlainArray_(v: any): boolean {
         ...(m["x-idempotency-key"]
           ? [`idempotencyKey: ${JSON.stringify(m["x-idempotency-key"])}`]
           : []),
+        ...(m["x-lossy"] ? [`lossy: true`] : []),
         `params: ${pascal(m.name)}Params_`,
         ...(m.result ? [`result: ${refName(m.result.schema.$ref!)}_`] : []),
         `acceptsParams: is${pascal(m.name)}Params_`,

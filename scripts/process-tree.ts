@@ -103,7 +103,6 @@ export function limitMark(value: number): LimitMark | undefined {
 /** The processes of one stage: see the module comment. */
 export class ProcessTree {
   readonly #kept = new Map<number, ProcessInfo>();
-  readonly #leaders = new Set<number>();
   /** Processes looked at and found not to be the stage's (pid → start), not read again. */
   readonly #foreign = new Map<number, number>();
   readonly #envMark: string;
@@ -125,7 +124,6 @@ export class ProcessTree {
 
   #keep(info: ProcessInfo): void {
     this.#kept.set(info.pid, info);
-    if (info.sid === info.pid || info.pgid === info.pid) this.#leaders.add(info.pid);
     this.#foreign.delete(info.pid);
   }
 
@@ -145,6 +143,23 @@ export class ProcessTree {
 
   /** Keeps the stage's new processes among `all` (one look at `/proc`, shared by every tree). */
   scan(all: readonly ProcessInfo[] = allProcesses()): void {
+    /** Start of each process now there: a kept pid counts only if it is still the same one. */
+    const now = new Map<number, number>();
+    for (const info of all) now.set(info.pid, info.start);
+    // The sessions and groups a kept process is in now. A pid cannot be reused while a
+    // session or group of that id has a member, so a process in one of these is the stage's;
+    // once every member has gone, the same id may name someone else's new session.
+    const groups = new Set<number>();
+    const join = (info: ProcessInfo) => {
+      groups.add(info.sid);
+      groups.add(info.pgid);
+    };
+    for (const kept of this.#kept.values()) if (now.get(kept.pid) === kept.start) join(kept);
+    const related = (info: ProcessInfo) => {
+      const parent = this.#kept.get(info.ppid);
+      return (parent !== undefined && now.get(parent.pid) === parent.start) ||
+        groups.has(info.sid) || groups.has(info.pgid);
+    };
     // Parents first is not guaranteed by pid order (pids wrap): repeat until nothing is added.
     for (let added = true; added;) {
       added = false;
@@ -152,21 +167,16 @@ export class ProcessTree {
         const known = this.#kept.get(info.pid);
         if (known && known.start === info.start) continue;
         if (info.start < this.#since) continue; // older than the stage
-        if (this.#foreign.get(info.pid) === info.start && !this.#related(info)) continue;
-        if (this.#related(info) || this.#marked(info.pid)) {
+        if (this.#foreign.get(info.pid) === info.start && !related(info)) continue;
+        if (related(info) || this.#marked(info.pid)) {
           this.#keep(info);
+          join(info);
           added = true;
         } else {
           this.#foreign.set(info.pid, info.start);
         }
       }
     }
-  }
-
-  #related(info: ProcessInfo): boolean {
-    const parent = this.#kept.get(info.ppid);
-    return (parent !== undefined && parent.start <= info.start) ||
-      this.#leaders.has(info.sid) || this.#leaders.has(info.pgid);
   }
 
   /** The kept processes that are still running (not zombies), pid reuse excluded. */

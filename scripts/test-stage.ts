@@ -6,7 +6,8 @@
  * exits has failed, and the process is named.
  */
 import { spawn } from "node:child_process";
-import { mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   allProcesses,
@@ -106,10 +107,22 @@ export function killAllStages(): void {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 let stageCount = 0;
+
+/** Whether process `pid` exists. */
+function exists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as { code?: string }).code === "EPERM";
+  }
+}
+
 /**
  * The first limit mark of this run; stage `i` gets `markBase + i % 1000`. Below the limit this
  * process has, a thousand apart from it: a runner run inside a stage (the runner's own test)
- * never takes its parent's marks. Random, so that two runs side by side hardly ever meet.
+ * never takes its parent's marks. Claimed with a file in the temp directory, so that two runs
+ * side by side never take the same (a claim whose runner has gone is taken over).
  */
 const markBase = (() => {
   let own = 819_200;
@@ -118,7 +131,22 @@ const markBase = (() => {
     if (line) own = Number(line[1]);
   } catch { /* not Linux */ }
   const top = Math.floor(own / 1_000) * 1_000 - 1_000;
-  return top - 1_000 * Math.floor(Math.random() * Math.min(400, top / 1_000 - 10));
+  const choices = Math.max(1, Math.min(400, top / 1_000 - 10));
+  const first = Math.floor(Math.random() * choices);
+  for (let i = 0; i < choices; i++) {
+    const base = top - 1_000 * ((first + i) % choices);
+    const claim = join(tmpdir(), `bma-test-mark-${base}`);
+    try {
+      writeFileSync(claim, String(process.pid), { flag: "wx" });
+    } catch {
+      const holder = Number(readFileSync(claim, "utf8").trim());
+      if (holder && holder !== process.pid && exists(holder)) continue;
+      writeFileSync(claim, String(process.pid));
+    }
+    process.once("exit", () => rmSync(claim, { force: true }));
+    return base;
+  }
+  return top - 1_000 * first;
 })();
 
 /**

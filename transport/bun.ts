@@ -32,6 +32,7 @@ export type { RunningServer, ServeWebSocketOptions, UpgradeDecision } from "./se
 interface BunServerSocket {
   readonly data: BunSocketData;
   send(data: string): number;
+  getBufferedAmount?(): number;
   close(code?: number, reason?: string): void;
 }
 interface BunSocketData {
@@ -89,6 +90,10 @@ class BunServerTransport implements Transport {
     this.protocol = protocol;
     this.closed = new Promise((resolve) => (this.#resolve = resolve));
   }
+  get bufferedAmount(): number | undefined {
+    return this.#socket.getBufferedAmount?.();
+  }
+
   send(frame: string): void {
     if (this.#closeInfo) {
       throw new TransportClosedError(this.#closeInfo.code, this.#closeInfo.reason);

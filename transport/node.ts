@@ -155,6 +155,10 @@ class WsTransport implements Transport {
     return this.#protocol ?? this.#ws.protocol;
   }
 
+  get bufferedAmount(): number {
+    return this.#ws.bufferedAmount;
+  }
+
   send(frame: string): void {
     const ws = this.#ws;
     if (this.#closeInfo || ws.readyState !== OPEN) {

@@ -38,6 +38,12 @@ export interface Transport {
   close(code?: number, reason?: string): void;
   /** Settles when the connection has ended, with the code and reason this side observed. */
   readonly closed: Promise<CloseInfo>;
+  /**
+   * Bytes queued by `send` and not yet handed to the network (a WebSocket's `bufferedAmount`):
+   * it grows while the other end reads slower than this end sends. Absent where the runtime
+   * cannot tell; a {@linkcode Peer} then never counts the link as congested.
+   */
+  readonly bufferedAmount?: number;
 }
 
 /** Receives what arrives on a {@linkcode MessageTransport}: a message object, or a text frame. */

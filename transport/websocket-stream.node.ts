@@ -32,6 +32,9 @@ class NetByteSocket implements ByteSocket {
     );
     return length;
   }
+  get bufferedAmount(): number {
+    return this.#socket.writableLength;
+  }
   end(): void {
     // Ends once written, without waiting for the other side's end.
     this.#socket.destroySoon();

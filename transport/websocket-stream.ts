@@ -34,6 +34,8 @@ export interface ByteSocket {
    * the same buffer again must not keep `data` past the call.
    */
   write(data: Uint8Array, offset: number, length: number): number;
+  /** Bytes the socket took and keeps, not yet written (an adapter that keeps none omits it). */
+  readonly bufferedAmount?: number;
   /** Ends the stream. */
   end(): void;
   /** A buffer of `size` bytes or more to gather a turn's frames in (default: a Uint8Array). */
@@ -287,6 +289,11 @@ class ByteStreamTransport implements Transport {
     this.protocol = protocol;
     this.#maxFrameBytes = maxFrameBytes;
     this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
+  }
+
+  /** Frames of this turn not yet written, and what the socket has not taken. */
+  get bufferedAmount(): number {
+    return this.#outLength + (this.#backlog?.byteLength ?? 0) + (this.#socket.bufferedAmount ?? 0);
   }
 
   send(frame: string): void {

@@ -27,6 +27,8 @@ export interface WebSocketLike {
   binaryType?: string;
   /** Sends a text frame. */
   send(data: string): void;
+  /** Bytes sent and not yet on the network, where the runtime tracks them. */
+  readonly bufferedAmount?: number;
   /** Closes with a code and reason. */
   close(code?: number, reason?: string): void;
   /** Text frames. */
@@ -98,6 +100,10 @@ class WebSocketTransport implements Transport {
   /** Read from the socket unless given: a client socket knows it only once open. */
   get protocol(): string {
     return this.#protocol ?? this.#socket.protocol;
+  }
+
+  get bufferedAmount(): number | undefined {
+    return this.#socket.bufferedAmount;
   }
 
   send(frame: string): void {

@@ -5288,6 +5288,8 @@ export interface MethodSpec {
   readonly capability?: string;
   /** What makes a repeat of it harmless (a params member, or "jsonrpc_id"). */
   readonly idempotencyKey?: string;
+  /** A lossy notification: the receiver catches up without it, so a congested link drops it. */
+  readonly lossy?: true;
   /** Validates its params. */
   readonly params: z.ZodType<unknown>;
   /** Validates its result. Absent for notifications. */
@@ -5475,6 +5477,7 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     kind: "notification",
     direction: "executor_to_harness",
     since: "bma.executor.v1",
+    lossy: true,
     params: ToolProgressParams_,
     acceptsParams: isToolProgressParams_,
     summary: "Report tool progress.",
@@ -5561,6 +5564,7 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     direction: "executor_to_harness",
     since: "bma.executor.v1.1",
     capability: "agent",
+    lossy: true,
     params: SessionEventDeltaParams_,
     acceptsParams: isSessionEventDeltaParams_,
     summary: "Stream a preview of a durable agent event.",
@@ -5719,6 +5723,7 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     direction: "executor_to_harness",
     since: "bma.executor.v1",
     capability: "process",
+    lossy: true,
     params: ProcessOutputParams_,
     acceptsParams: isProcessOutputParams_,
     summary: "Stream process output.",
@@ -5789,6 +5794,7 @@ export const METHOD_SPECS: ReadonlyMap<string, MethodSpec> = new Map<string, Met
     direction: "executor_to_harness",
     since: "bma.executor.v1",
     capability: "terminal",
+    lossy: true,
     params: TerminalOutputParams_,
     acceptsParams: isTerminalOutputParams_,
     summary: "Stream PTY output.",

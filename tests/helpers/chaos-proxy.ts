@@ -1,6 +1,8 @@
 /**
  * A TCP proxy on 127.0.0.1 that can cut every connection through it at once, destroying both
- * sockets without a close handshake: what a network failure looks like to both ends (1006).
+ * sockets without a close handshake: what a network failure looks like to both ends (1006); or
+ * stop reading what the connecting side sends (`stall`), as a peer that reads nothing does, so
+ * the sender's socket buffers fill and its writes back up.
  * Built on node:net, which Node, Deno and Bun all run.
  */
 import { createConnection, createServer, type Server, type Socket } from "node:net";
@@ -11,6 +13,7 @@ export class ChaosProxy {
   readonly #pairs = new Set<[Socket, Socket]>();
   #cuts = 0;
   #connections = 0;
+  #stalled = false;
 
   private constructor(server: Server) {
     this.#server = server;
@@ -40,7 +43,8 @@ export class ChaosProxy {
       upstream.on("error", drop);
       client.on("close", drop);
       upstream.on("close", drop);
-      client.pipe(upstream);
+      if (!proxy.#stalled) client.pipe(upstream);
+      else client.pause();
       upstream.pipe(client);
     });
     await new Promise<void>((resolve, reject) => {
@@ -85,6 +89,21 @@ export class ChaosProxy {
     }
     if (pairs.length) this.#cuts++;
     return pairs.length;
+  }
+
+  /** Stops reading from the connecting side of every connection (and of those to come). */
+  stall(): void {
+    this.#stalled = true;
+    for (const [client, upstream] of this.#pairs) {
+      client.unpipe(upstream);
+      client.pause();
+    }
+  }
+
+  /** Reads from the connecting side again. */
+  resume(): void {
+    this.#stalled = false;
+    for (const [client, upstream] of this.#pairs) client.pipe(upstream);
   }
 
   /** Cuts everything and stops listening. */
