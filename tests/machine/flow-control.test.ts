@@ -1,63 +1,111 @@
 /**
  * A harness that stops reading does not grow the executor: its lossy notifications
  * (`terminal.output`, `process.output`) are dropped while the link is congested, not queued, and
- * the terminal's byte offsets account for every byte the harness never saw. An executor of this
- * runtime (`serveMachine`) reaches a real harness through a proxy on 127.0.0.1 that stops
- * reading what the executor sends (its socket buffers fill, as behind a slow link). How long the
- * flood runs is measured in what the program wrote (`/proc/<pid>/io`), not in time.
+ * the terminal's byte offsets account for every byte the harness never saw. The executor is a
+ * process of this runtime (`flow-executor.ts`, whose memory is measured); it reaches a real
+ * harness through a proxy on 127.0.0.1 that stops reading what the executor sends (its socket
+ * buffers fill, as behind a slow link). How long a flood runs is measured in what the program
+ * wrote (`/proc/<pid>/io`), not in time. The executor's growth is measured between an early and a
+ * late part of the flood, each as the lowest RSS seen: any runtime's heap grows its young
+ * generation by tens of MiB as soon as it allocates fast, and swings by as much between
+ * collections, whether the harness reads or not; queueing grows it by at least a byte for each
+ * byte written, on and on.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { ChildProcess } from "node:child_process";
 import type * as Entry from "../../node.ts";
 import { ChaosProxy } from "../helpers/chaos-proxy.ts";
+import { RUNTIME, spawnTs } from "../helpers/runtime-command.ts";
 
-const RUNTIME = "Deno" in globalThis ? "deno" : "Bun" in globalThis ? "bun" : "node";
 const sdk: typeof Entry = await import(`../../${RUNTIME}.ts`);
-const INFO = { name: "flow-control", os: "linux", arch: "amd64", version: "1.0.0" };
 const MiB = 1024 * 1024;
-/** Output written while the harness reads nothing: several times what the executor may grow. */
-const FLOOD_BYTES = 256 * MiB;
+/**
+ * What the executor may grow by while the harness reads nothing, once the flood is under way.
+ * Queueing the output would grow it by more than the bytes written (a notification's JSON holds
+ * each byte once or more); a garbage-collected heap's own swing is well under this.
+ */
 const MAX_GROWTH_BYTES = 64 * MiB;
 
-/** Bytes `pid` has written so far (`wchar` of `/proc/<pid>/io`). */
-function written(pid: number): number {
-  const match = /^wchar:\s+(\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, "latin1"));
-  return match ? Number(match[1]) : 0;
+/** A field of `/proc/<pid>/<file>` (`wchar` of `io`, `VmRSS` of `status`, in bytes). */
+function procField(pid: number, file: "io" | "status", name: string): number {
+  const match = new RegExp(`^${name}:\\s+(\\d+)( kB)?$`, "m").exec(
+    readFileSync(`/proc/${pid}/${file}`, "latin1"),
+  );
+  if (!match) throw new Error(`no ${name} in /proc/${pid}/${file}`);
+  return Number(match[1]) * (match[2] ? 1024 : 1);
 }
+
+const written = (pid: number) => procField(pid, "io", "wchar");
+const rss = (pid: number) => procField(pid, "status", "VmRSS");
 
 async function untilWritten(pid: number, bytes: number): Promise<void> {
   while (written(pid) < bytes) await new Promise((r) => setTimeout(r, 20));
 }
 
+/**
+ * The executor's memory while `writer` writes its bytes from `from` to `to`: the lowest RSS seen
+ * (what the heap keeps after its collections; between them a heap swings by tens of MiB).
+ */
+async function keptWhile(executor: number, writer: number, from: number, to: number) {
+  await untilWritten(writer, from);
+  let lowest = Infinity;
+  do {
+    lowest = Math.min(lowest, rss(executor));
+    await new Promise((r) => setTimeout(r, 10));
+  } while (written(writer) < to);
+  return lowest;
+}
+
+/** The pid of the child of `parent` running exactly `argv`, once there is one. */
+async function childRunning(parent: number, argv: string[]): Promise<number> {
+  const wanted = `${argv.join("\0")}\0`;
+  for (;;) {
+    for (const entry of readdirSync("/proc")) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        if (readFileSync(`/proc/${entry}/cmdline`, "utf8") !== wanted) continue;
+        if (procField(Number(entry), "status", "PPid") === parent) return Number(entry);
+      } catch { /* gone */ }
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 describe(`flow control on ${RUNTIME}`, {
-  timeout: 120_000,
+  timeout: 180_000,
   skip: process.platform !== "linux" && "reads /proc",
 }, () => {
   let dir: string;
   let harness: Entry.Harness;
   let server: Entry.HarnessServer;
   let proxy: ChaosProxy;
-  let client: Entry.ExecutorClient;
+  let child: ChildProcess;
   let executor: Entry.ExecutorHandle;
   let sessions = 0;
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "bma-flow-"));
-    harness = new sdk.Harness({ insecureNoAuth: true });
+    // Heartbeats wait behind the stall too: a lease long enough for the flood.
+    harness = new sdk.Harness({ insecureNoAuth: true, heartbeatIntervalMs: 120_000 });
     server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
     proxy = await ChaosProxy.start(server.url);
-    client = new sdk.ExecutorClient({ harnessUrl: proxy.url, executor: INFO });
-    sdk.serveMachine(client, { workdir: dir, graceMs: 300 });
-    await client.start();
+    child = spawnTs("tests/machine/flow-executor.ts", [proxy.url, dir], {
+      stdio: ["ignore", "ignore", "inherit"],
+    });
     executor = await harness.waitExecutor();
   });
 
   after(async () => {
     proxy?.resume();
-    await client?.stop();
+    if (child && child.exitCode === null) {
+      const exited = new Promise((resolve) => child.once("exit", resolve));
+      child.kill("SIGTERM");
+      await exited;
+    }
     await harness?.close();
     await server?.close();
     await proxy?.close();
@@ -71,9 +119,9 @@ describe(`flow control on ${RUNTIME}`, {
   }
 
   it(
-    "a terminal running yes: the executor stays small, and its offsets account for every dropped byte",
+    "a terminal running yes: the executor stays small, its offsets account for every dropped byte",
     {
-      timeout: 120_000,
+      timeout: 180_000,
     },
     async () => {
       const session = await newSession();
@@ -83,50 +131,38 @@ describe(`flow control on ${RUNTIME}`, {
       const reading = (async () => {
         for await (const chunk of terminal.output()) received += chunk.byteLength;
       })();
-      const rssBefore = process.memoryUsage().rss;
       proxy.stall();
       // Its answer waits behind the stall: awaited once the proxy reads again.
       const typed = terminal.write("go\r");
-      await untilWritten(pid, FLOOD_BYTES);
-      const grown = process.memoryUsage().rss - rssBefore;
+      // Twice, then eight times what the executor keeps of a terminal's output (8 MiB).
+      const early = await keptWhile(child.pid!, pid, 16 * MiB, 24 * MiB);
+      const late = await keptWhile(child.pid!, pid, 56 * MiB, 64 * MiB);
+      const grown = late - early;
       assert.ok(grown < MAX_GROWTH_BYTES, `grew ${(grown / MiB).toFixed(1)} MiB`);
       proxy.resume();
       await typed;
       await terminal.close();
       await reading;
-      assert.ok(terminal.lostBytes > 0, "the harness cannot have seen all of the flood");
+      assert.ok(terminal.lostBytes > 0, "the harness cannot have received the whole flood");
       assert.equal(received + terminal.lostBytes, terminal.offset);
     },
   );
 
-  it("process.start of yes: the executor stays small, and process.read still serves its output", {
-    timeout: 120_000,
+  it("process.start of yes: the executor stays small, and process.read serves its output", {
+    timeout: 180_000,
   }, async () => {
     const session = await newSession();
-    const rssBefore = process.memoryUsage().rss;
     proxy.stall();
+    // The answer waits behind the stall; the program is found by its command line meanwhile.
     const starting = executor.request("process.start", {
       session_id: session.id,
       process_id: "p_yes",
       argv: ["yes"],
     });
-    // The answer waits behind the stall; the program is found by its command line meanwhile.
-    const pid = await (async () => {
-      for (;;) {
-        for (const entry of (await import("node:fs")).readdirSync("/proc")) {
-          if (!/^\d+$/.test(entry)) continue;
-          try {
-            if (readFileSync(`/proc/${entry}/cmdline`, "utf8") === "yes\0") {
-              const ppid = /^PPid:\s+(\d+)$/m.exec(readFileSync(`/proc/${entry}/status`, "utf8"));
-              if (ppid && Number(ppid[1]) === process.pid) return Number(entry);
-            }
-          } catch { /* gone */ }
-        }
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    })();
-    await untilWritten(pid, FLOOD_BYTES);
-    const grown = process.memoryUsage().rss - rssBefore;
+    const pid = await childRunning(child.pid!, ["yes"]);
+    const early = await keptWhile(child.pid!, pid, 256 * MiB, 512 * MiB);
+    const late = await keptWhile(child.pid!, pid, 1792 * MiB, 2048 * MiB);
+    const grown = late - early;
     assert.ok(grown < MAX_GROWTH_BYTES, `grew ${(grown / MiB).toFixed(1)} MiB`);
     proxy.resume();
     await starting;
@@ -137,10 +173,6 @@ describe(`flow control on ${RUNTIME}`, {
       max_bytes: 16,
     });
     assert.match(read.data, /^(y\n)+/);
-    await executor.request("process.signal", {
-      session_id: session.id,
-      process_id: "p_yes",
-      signal: "SIGKILL",
-    });
+    await session.stop();
   });
 });
