@@ -15,7 +15,6 @@
  */
 import { Hono } from "hono";
 import type { Context } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import { streamSSE } from "hono/streaming";
 import * as z from "zod";
 import {
@@ -58,7 +57,7 @@ import type { Harness } from "./harness.ts";
 import { tokensEqual } from "./inspector/auth.ts";
 import type { SessionEventRecord, ToolCallResult } from "./records.ts";
 import { normalizeBasePath } from "./base-path.ts";
-import { parseJsonObject } from "./json-body.ts";
+import { JsonBodyError, readJsonObject } from "./json-body.ts";
 
 /** Options of {@linkcode brainApi}. */
 export interface BrainApiOptions {
@@ -259,19 +258,6 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     }
     await next();
   });
-  app.use(
-    "*",
-    bodyLimit({
-      maxSize: maxBodyBytes,
-      onError: () =>
-        json(413, {
-          error: {
-            code: "payload_too_large",
-            message: `bodies take at most ${maxBodyBytes} bytes`,
-          },
-        }),
-    }),
-  );
 
   // ---- executors -------------------------------------------------------------------------------
 
@@ -281,13 +267,13 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
 
   app.post(at("/executors/:id/drain"), async (c) => {
     const executor = executorOf(c);
-    const params = checked(ExecutorDrainParamsSchema, await body(c));
+    const params = checked(ExecutorDrainParamsSchema, await body(c, maxBodyBytes));
     return json(200, await executor.drain(params, { signal: c.req.raw.signal }));
   });
 
   app.post(at("/executors/:id/close"), async (c) => {
     const executor = executorOf(c);
-    const params = checked(ExecutorCloseParamsSchema, await body(c));
+    const params = checked(ExecutorCloseParamsSchema, await body(c, maxBodyBytes));
     await executor.close(params.reason);
     return json(200, { executor_id: executor.id, closed: true });
   });
@@ -295,7 +281,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
   // ---- sessions --------------------------------------------------------------------------------
 
   app.post(at("/sessions"), async (c) => {
-    const input = await body(c);
+    const input = await body(c, maxBodyBytes);
     const { executor_id: executorId, ...rest } = checked(AssignTarget, input);
     const params = checked(SessionAssignParamsSchema, rest);
     const executor = executorId !== undefined ? executorById(executorId) : available();
@@ -325,7 +311,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
   app.post(at("/sessions/:id/tool-calls"), async (c) => {
     const session = sessionOf(c);
     const query = checked(WaitQuery, c.req.query());
-    const input = checked(ToolCallBody, await body(c));
+    const input = checked(ToolCallBody, await body(c, maxBodyBytes));
     const params = checked(ToolCallParamsSchema, {
       ...input,
       session_id: session.id,
@@ -345,7 +331,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
   app.post(at("/sessions/:id/tool-calls/:call/cancel"), async (c) => {
     const session = sessionOf(c);
     const params = checked(ToolCancelParamsSchema, {
-      ...await body(c),
+      ...await body(c, maxBodyBytes),
       session_id: session.id,
       tool_call_id: param(c, "call"),
     });
@@ -368,7 +354,10 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
   app.post(at("/sessions/:id/stop"), async (c) => {
     const session = sessionOf(c);
     const query = checked(WaitQuery, c.req.query());
-    const params = checked(SessionStopParamsSchema, { ...await body(c), session_id: session.id });
+    const params = checked(SessionStopParamsSchema, {
+      ...await body(c, maxBodyBytes),
+      session_id: session.id,
+    });
     const stopping = session.stop(
       params.reason,
       params.grace_ms !== undefined ? { grace_ms: params.grace_ms } : {},
@@ -387,7 +376,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
 
   app.post(at("/executors/:id/turns"), async (c) => {
     const executor = executorOf(c);
-    const input = await body(c);
+    const input = await body(c, maxBodyBytes);
     const params = checked(TurnStartParamsSchema, {
       ...input,
       turn_id: input.turn_id ?? randomId("turn_"),
@@ -398,7 +387,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
 
   app.post(at("/sessions/:id/turns/:turn/input"), async (c) => {
     const session = sessionOf(c);
-    const input = await body(c);
+    const input = await body(c, maxBodyBytes);
     const params = checked(TurnInputParamsSchema, {
       ...input,
       session_id: session.id,
@@ -411,14 +400,17 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
 
   app.post(at("/sessions/:id/turns/cancel"), async (c) => {
     const session = sessionOf(c);
-    const params = checked(TurnCancelParamsSchema, { ...await body(c), session_id: session.id });
+    const params = checked(TurnCancelParamsSchema, {
+      ...await body(c, maxBodyBytes),
+      session_id: session.id,
+    });
     return json(200, await session.executor.cancelTurn(params, { signal: c.req.raw.signal }));
   });
 
   app.post(at("/sessions/:id/interactions/:interaction/response"), async (c) => {
     const session = sessionOf(c);
     const params = checked(InteractionResponseParamsSchema, {
-      ...await body(c),
+      ...await body(c, maxBodyBytes),
       session_id: session.id,
       interaction_id: param(c, "interaction"),
     });
@@ -427,7 +419,10 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
 
   app.post(at("/sessions/:id/close"), async (c) => {
     const session = sessionOf(c);
-    const params = checked(SessionCloseParamsSchema, { ...await body(c), session_id: session.id });
+    const params = checked(SessionCloseParamsSchema, {
+      ...await body(c, maxBodyBytes),
+      session_id: session.id,
+    });
     return json(
       200,
       await session.executor.closeAgentSession(session.id, {
@@ -460,7 +455,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     const session = harness.session(status.session_id);
     if (!session) throw new ApiError(404, "not_found", "the call's session is not known");
     const params = checked(ToolCancelParamsSchema, {
-      ...await body(c),
+      ...await body(c, maxBodyBytes),
       session_id: status.session_id,
       tool_call_id: status.tool_call_id,
     });
@@ -689,11 +684,18 @@ function checked<T>(schema: z.ZodType<T>, value: unknown): T {
   });
 }
 
-/** The JSON object of a request's body (`{}` for an empty one). */
-async function body(c: Context): Promise<Record<string, unknown>> {
-  const value = parseJsonObject(await c.req.text());
-  if (typeof value === "string") throw new ApiError(400, "bad_request", value);
-  return value;
+/** The JSON object of a request's body (`{}` for an empty one; at most `maxBytes`, 128 deep). */
+async function body(c: Context, maxBytes: number): Promise<Record<string, unknown>> {
+  try {
+    return await readJsonObject(c.req.raw, maxBytes);
+  } catch (error) {
+    if (!(error instanceof JsonBodyError)) throw error;
+    throw new ApiError(
+      error.status,
+      error.status === 413 ? "payload_too_large" : "bad_request",
+      error.message,
+    );
+  }
 }
 
 /** What an error answers: its status and body. Messages are the SDK's own, never a secret. */

@@ -1,10 +1,16 @@
-/** The JSON object of an HTTP request's body, as the brain API and the inspector accept it. */
+/**
+ * The JSON object of an HTTP request's body, as the brain API and the inspector accept it: at
+ * most `maxBytes` (refused by its `Content-Length` before a byte is read, or as soon as more
+ * arrives than it said), no deeper than the frame limit (checked on the text before it is
+ * parsed, so a hostile nesting never reaches `JSON.parse` or a schema), and an object.
+ */
+import { DEFAULT_MAX_DEPTH, exceedsDepth } from "../protocol/jsonrpc.ts";
 
 /** Why a body is not a JSON object. */
 export type JsonBodyProblem = "the body is not JSON" | "the body must be a JSON object";
 
 /** The object `text` holds (`{}` for an empty body), or why it holds none. */
-export function parseJsonObject(text: string): Record<string, unknown> | JsonBodyProblem {
+function parseJsonObject(text: string): Record<string, unknown> | JsonBodyProblem {
   if (text.trim() === "") return {};
   let value: unknown;
   try {
@@ -16,4 +22,61 @@ export function parseJsonObject(text: string): Record<string, unknown> | JsonBod
     return "the body must be a JSON object";
   }
   return value as Record<string, unknown>;
+}
+
+/** A request body refused: 413 (too large) or 400 (not a JSON object, or nested too deep). */
+export class JsonBodyError extends Error {
+  /** The HTTP status that answers it. */
+  readonly status: 400 | 413;
+  constructor(status: 400 | 413, message: string) {
+    super(message);
+    this.name = "JsonBodyError";
+    this.status = status;
+  }
+}
+
+/** The text of a body of at most `maxBytes`; {@linkcode JsonBodyError} 413 past it. */
+export async function readBoundedText(request: Request, maxBytes: number): Promise<string> {
+  const tooLarge = () => new JsonBodyError(413, `bodies take at most ${maxBytes} bytes`);
+  const declared = request.headers.get("content-length");
+  if (declared !== null && Number(declared) > maxBytes) throw tooLarge();
+  if (!request.body) return "";
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  const all = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) {
+    all.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return new TextDecoder().decode(all);
+}
+
+/**
+ * The JSON object of a request's body (`{}` for an empty one), or {@linkcode JsonBodyError}:
+ * see the module comment. `maxDepth` defaults to the protocol's frame limit (128).
+ */
+export async function readJsonObject(
+  request: Request,
+  maxBytes: number,
+  maxDepth: number = DEFAULT_MAX_DEPTH,
+): Promise<Record<string, unknown>> {
+  const text = await readBoundedText(request, maxBytes);
+  if (exceedsDepth(text, maxDepth)) {
+    throw new JsonBodyError(400, `the body nests deeper than ${maxDepth} levels`);
+  }
+  const value = parseJsonObject(text);
+  if (typeof value === "string") throw new JsonBodyError(400, value);
+  return value;
 }

@@ -32,7 +32,7 @@ import {
 } from "./model.ts";
 import { APP_CSS, APP_JS, INDEX_HTML } from "./page.ts";
 import { normalizeBasePath } from "../base-path.ts";
-import { parseJsonObject } from "../json-body.ts";
+import { JsonBodyError, readJsonObject } from "../json-body.ts";
 
 /** Options of {@linkcode inspector}. */
 export interface InspectorOptions {
@@ -338,9 +338,13 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
   }
 
   async function readBody(c: Context): Promise<Record<string, unknown>> {
-    const body = parseJsonObject(await boundedText(c.req.raw, maxBodyBytes));
-    if (typeof body === "string") throw new ApiError(400, "BadRequest", body);
-    return body;
+    try {
+      return await readJsonObject(c.req.raw, maxBodyBytes);
+    } catch (error) {
+      if (!(error instanceof JsonBodyError)) throw error;
+      const name = error.status === 413 ? "PayloadTooLarge" : "BadRequest";
+      throw new ApiError(error.status, name, error.message);
+    }
   }
 
   function eventStream(signal: AbortSignal): Response {
@@ -464,33 +468,6 @@ function optionalString(body: Record<string, unknown>, key: string): string | un
   if (value === undefined || value === null) return undefined;
   if (typeof value !== "string") throw new ApiError(400, "BadRequest", `${key} must be a string`);
   return value;
-}
-
-/** The body as text, refused (413) beyond `limit` bytes. */
-async function boundedText(request: Request, limit: number): Promise<string> {
-  const declared = Number(request.headers.get("content-length") ?? "0");
-  if (declared > limit) throw new ApiError(413, "PayloadTooLarge", `bodies take ${limit} bytes`);
-  if (!request.body) return "";
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel();
-      throw new ApiError(413, "PayloadTooLarge", `bodies take ${limit} bytes`);
-    }
-    chunks.push(value);
-  }
-  const all = new Uint8Array(size);
-  let at = 0;
-  for (const chunk of chunks) {
-    all.set(chunk, at);
-    at += chunk.byteLength;
-  }
-  return new TextDecoder().decode(all);
 }
 
 /** Resolves after the tasks queued now (a refusal of a call is made by then). */

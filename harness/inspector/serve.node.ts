@@ -8,12 +8,18 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Inspector } from "./inspector.ts";
-import { concatBytes } from "../../transport/bytes.ts";
 
 /** Options of {@linkcode serveInspector}. */
 export interface ServeInspectorOptions {
   /** The port on 127.0.0.1. Default 0 (a free one). */
   port?: number;
+  /**
+   * Host names (without the port) requests may name besides the loopback ones (`127.0.0.1`,
+   * `localhost`, `[::1]`): a name a proxy in front of it serves. A request naming any other host
+   * is refused with 421, so that a page of another site whose name resolves to 127.0.0.1 (DNS
+   * rebinding) reaches nothing.
+   */
+  allowedHosts?: readonly string[];
 }
 
 /** A listening inspector server. */
@@ -24,8 +30,10 @@ export interface InspectorServer {
   close(): Promise<void>;
 }
 
-/** Largest request body read (the handler has its own, smaller limit): 8 MiB. */
+/** Largest request body a handler may read (it has its own, smaller limit): 8 MiB. */
 const MAX_REQUEST_BYTES = 8 * 1024 * 1024;
+
+const LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]"];
 
 /** Serves `handler` (an {@linkcode Inspector} or a fetch function) on 127.0.0.1 only. */
 export function serveInspector(
@@ -33,7 +41,8 @@ export function serveInspector(
   options: ServeInspectorOptions = {},
 ): Promise<InspectorServer> {
   const fetch = typeof handler === "function" ? handler : handler.fetch;
-  const server = createServer((req, res) => void answer(req, res, fetch));
+  const hosts = new Set([...LOOPBACK_HOSTS, ...(options.allowedHosts ?? [])].map(lower));
+  const server = createServer((req, res) => void answer(req, res, fetch, hosts));
   return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(options.port ?? 0, "127.0.0.1", () => {
@@ -51,37 +60,61 @@ export function serveInspector(
   });
 }
 
+const lower = (name: string) => name.toLowerCase();
+
+/** A plain answer: malformed requests and refusals, before any handler runs. */
+function refuse(res: ServerResponse, status: number, message: string): void {
+  res.writeHead(status, { "content-type": "text/plain; charset=utf-8", connection: "close" });
+  res.end(`${message}\n`);
+}
+
+/**
+ * The URL a request names (RFC 9112 3.2: an absolute-form target wins over `Host`), or a
+ * reason to refuse it: a missing or malformed `Host`, a host this server does not serve.
+ */
+function requestUrl(req: IncomingMessage, hosts: ReadonlySet<string>): URL | [number, string] {
+  const target = req.url ?? "/";
+  let url: URL;
+  try {
+    if (/^https?:\/\//i.test(target)) url = new URL(target);
+    else if (target.startsWith("/")) {
+      const host = req.headers.host;
+      if (!host) return [400, "a Host header is needed"];
+      url = new URL(`http://${host}${target}`);
+      // A Host the URL parser repaired (spaces, stray characters) is not the one sent.
+      if (url.host !== lower(host)) return [400, "malformed Host header"];
+    } else return [400, "malformed request target"];
+  } catch {
+    return [400, "malformed Host header or request target"];
+  }
+  if (!hosts.has(url.hostname)) return [421, `this server does not serve ${url.hostname}`];
+  return url;
+}
+
 async function answer(
   req: IncomingMessage,
   res: ServerResponse,
   fetch: (request: Request) => Promise<Response>,
+  hosts: ReadonlySet<string>,
 ): Promise<void> {
+  const url = requestUrl(req, hosts);
+  if (!(url instanceof URL)) return refuse(res, url[0], url[1]);
+  const declared = Number(req.headers["content-length"] ?? 0);
+  if (declared > MAX_REQUEST_BYTES) return refuse(res, 413, "request body too large");
   const aborting = new AbortController();
   res.on("close", () => aborting.abort());
   try {
-    const chunks: Uint8Array[] = [];
-    let size = 0;
-    for await (const chunk of req) {
-      size += (chunk as Uint8Array).byteLength;
-      if (size > MAX_REQUEST_BYTES) {
-        res.writeHead(413).end();
-        return;
-      }
-      chunks.push(chunk as Uint8Array);
-    }
     const headers = new Headers();
     for (const [key, value] of Object.entries(req.headers)) {
       if (value === undefined) continue;
       for (const item of Array.isArray(value) ? value : [value]) headers.append(key, item);
     }
     const method = req.method ?? "GET";
-    const body = method === "GET" || method === "HEAD" ? undefined : concatBytes(chunks, size);
-    const request = new Request(`http://${req.headers.host ?? "127.0.0.1"}${req.url ?? "/"}`, {
-      method,
-      headers,
-      body: body as BodyInit | undefined,
-      signal: aborting.signal,
-    });
+    // The body is read only if the handler reads it: after it has authenticated the request.
+    const body = method === "GET" || method === "HEAD" ? undefined : bodyStream(req);
+    // A stream body needs `duplex: "half"` (Node, Deno), which the DOM's RequestInit lacks.
+    const init = { method, headers, body, signal: aborting.signal, duplex: "half" };
+    const request = new Request(url, init as RequestInit);
     const response = await fetch(request);
     const out: Record<string, string | string[]> = {};
     response.headers.forEach((value, key) => {
@@ -90,6 +123,8 @@ async function answer(
     });
     const cookies = response.headers.getSetCookie();
     if (cookies.length) out["set-cookie"] = cookies;
+    // A body the handler left unread is not read either: the connection closes instead.
+    if (body && !req.readableEnded) out.connection = "close";
     res.writeHead(response.status, out);
     if (!response.body || method === "HEAD") {
       // A body nobody reads (a HEAD of the live stream) is canceled, so it ends at once.
@@ -104,16 +139,53 @@ async function answer(
     for (;;) {
       const { done, value } = await reader.read();
       if (done) break;
-      if (!res.write(value)) {
-        await new Promise((resume) => {
-          res.once("drain", resume);
-          res.once("close", resume);
-        });
-      }
+      if (!res.write(value)) await drained(res);
     }
     res.end();
   } catch {
     if (!res.headersSent) res.writeHead(500);
     res.end();
   }
+}
+
+/** The request's body as a web stream, at most {@linkcode MAX_REQUEST_BYTES}. */
+function bodyStream(req: IncomingMessage): ReadableStream<Uint8Array> {
+  let size = 0;
+  return new ReadableStream<Uint8Array>({
+    start(controller) {
+      req.on("data", (chunk: Uint8Array) => {
+        size += chunk.byteLength;
+        if (size > MAX_REQUEST_BYTES) {
+          controller.error(new Error("request body too large"));
+          req.destroy();
+          return;
+        }
+        controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+        // One chunk at a time: the socket is read as fast as the handler reads.
+        if ((controller.desiredSize ?? 0) <= 0) req.pause();
+      });
+      req.once("end", () => controller.close());
+      req.once("error", (error) => controller.error(error));
+      req.pause();
+    },
+    pull() {
+      req.resume();
+    },
+    cancel() {
+      req.destroy();
+    },
+  }, { highWaterMark: 1 });
+}
+
+/** Resolves once `res` can take more, or has closed: one listener each, removed after. */
+function drained(res: ServerResponse): Promise<void> {
+  return new Promise((resume) => {
+    const done = () => {
+      res.off("drain", done);
+      res.off("close", done);
+      resume();
+    };
+    res.on("drain", done);
+    res.on("close", done);
+  });
 }
