@@ -17,12 +17,40 @@ export interface Clock {
   clearTimeout(handle: TimerHandle): void;
 }
 
+/**
+ * The longest delay the runtimes' timers take (2^31 - 1 ms, about 24.8 days): a longer one fires
+ * at once on Node, Deno and Bun, so longer timers are chained (a timeout the peer chose, such as
+ * a `timeout_ms` of 5e9, then waits as long as it said).
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** A timer longer than {@linkcode MAX_TIMER_MS}: global timers, one after the other. */
+class LongTimer {
+  #native: ReturnType<typeof globalThis.setTimeout> | undefined;
+  constructor(fn: () => void, ms: number) {
+    const at = Date.now() + ms;
+    const arm = () => {
+      const left = at - Date.now();
+      this.#native = left > MAX_TIMER_MS
+        ? globalThis.setTimeout(arm, MAX_TIMER_MS)
+        : globalThis.setTimeout(fn, Math.max(0, left));
+    };
+    arm();
+  }
+  clear(): void {
+    if (this.#native !== undefined) globalThis.clearTimeout(this.#native);
+  }
+}
+
 /** The real clock: `Date.now` and the global timers. */
 export const systemClock: Clock = {
   now: (): number => Date.now(),
-  setTimeout: (fn: () => void, ms: number): TimerHandle => globalThis.setTimeout(fn, ms),
-  clearTimeout: (handle: TimerHandle): void =>
-    globalThis.clearTimeout(handle as ReturnType<typeof globalThis.setTimeout>),
+  setTimeout: (fn: () => void, ms: number): TimerHandle =>
+    ms > MAX_TIMER_MS ? new LongTimer(fn, ms) : globalThis.setTimeout(fn, ms),
+  clearTimeout: (handle: TimerHandle): void => {
+    if (handle instanceof LongTimer) handle.clear();
+    else globalThis.clearTimeout(handle as ReturnType<typeof globalThis.setTimeout>);
+  },
 };
 
 interface ManualTimer {

@@ -17,7 +17,12 @@ import type {
   FileUploadParams,
   FileUploadResult,
 } from "../../protocol/generated/contract.ts";
-import { ConflictError, ForbiddenError, NotFoundError } from "../../protocol/generated/errors.ts";
+import {
+  ConflictError,
+  ForbiddenError,
+  InvalidParamsError,
+  NotFoundError,
+} from "../../protocol/generated/errors.ts";
 import { WRITE_FLAGS } from "./confined-dir.node.ts";
 import { DEFAULT_MACHINE_LIMITS, type FileTransferLimits } from "./limits.ts";
 import { errorCode, PathOutsideWorkdirError, type Workdir, writeIn } from "./workdir.node.ts";
@@ -41,6 +46,8 @@ export function transferError(error: unknown): never {
     case "EISDIR":
     case "EINVAL":
       throw new NotFoundError("not a regular file", { reason: "file_not_found" });
+    case "ENAMETOOLONG":
+      throw new InvalidParamsError("path too long", { reason: "invalid_params", field: "/path" });
   }
   throw error;
 }

@@ -2,6 +2,7 @@
  * One output stream of a process as a byte log addressed by offset: readers catch up from any
  * offset still held, older bytes are evicted past a cap, and waiters wake on new bytes.
  */
+import { InvalidParamsError } from "../../protocol/generated/errors.ts";
 
 /** Bytes of one stream from `offset`, and where to read next. */
 export interface OutputSlice {
@@ -99,6 +100,26 @@ export function encodeChunk(bytes: Uint8Array): { data: string; encoding: "utf8"
     }
     return { data: btoa(binary), encoding: "base64" };
   }
+}
+
+const BASE64 =
+  /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{2,3})?$/;
+const encoder = new TextEncoder();
+
+/**
+ * The bytes of a chunk from the wire (`process.write`, `terminal.input`): UTF-8 text as it is,
+ * base64 checked first (padding optional), so that data that is not base64 is the caller's
+ * error, -32602 naming `/data`, never a failure of the receiver.
+ */
+export function decodeChunk(data: string, encoding: "utf8" | "base64" | undefined): Uint8Array {
+  if (encoding !== "base64") return encoder.encode(data);
+  if (!BASE64.test(data)) {
+    throw new InvalidParamsError("data is not base64", {
+      reason: "invalid_params",
+      field: "/data",
+    });
+  }
+  return Uint8Array.from(atob(data), (c) => c.charCodeAt(0));
 }
 
 /** How many leading bytes of `bytes` end on a UTF-8 character boundary. */

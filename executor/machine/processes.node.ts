@@ -26,7 +26,8 @@ import type {
 } from "../../protocol/generated/contract.ts";
 import { type Clock, systemClock, type TimerHandle } from "../../protocol/clock.ts";
 import { ForbiddenError, NotFoundError } from "../../protocol/generated/errors.ts";
-import { encodeChunk, OutputBuffer, utf8Boundary } from "./output-buffer.ts";
+import { decodeChunk, encodeChunk, OutputBuffer, utf8Boundary } from "./output-buffer.ts";
+import { MAX_TIMER_MS } from "../../protocol/clock.ts";
 import { type ProcessUnit, SpawnError, type SpawnUnitOptions } from "./process-group.node.ts";
 import { PathOutsideWorkdirError, type Workdir } from "./workdir.node.ts";
 
@@ -161,9 +162,7 @@ export class ProcessTable {
   async write(params: ProcessWriteParams): Promise<ProcessWriteResult> {
     const entry = this.#get(params.process_id);
     const stdin = entry.unit.child.stdin;
-    const bytes = params.encoding === "base64"
-      ? Uint8Array.from(atob(params.data), (c) => c.charCodeAt(0))
-      : new TextEncoder().encode(params.data);
+    const bytes = decodeChunk(params.data, params.encoding);
     if (!stdin || stdin.destroyed || stdin.writableEnded) {
       if (bytes.byteLength === 0 && params.eof) return { written: 0 };
       throw new NotFoundError("stdin is closed", { reason: "stdin_closed" });
@@ -183,7 +182,7 @@ export class ProcessTable {
     const buffer = entry[params.stream];
     const offset = params.offset ?? 0;
     if (params.wait_ms) {
-      const timeout = AbortSignal.timeout(params.wait_ms);
+      const timeout = AbortSignal.timeout(Math.min(params.wait_ms, MAX_TIMER_MS));
       await buffer.waitBeyond(offset, signal ? AbortSignal.any([signal, timeout]) : timeout);
     }
     const slice = buffer.read(offset, params.max_bytes ?? DEFAULT_READ_BYTES);

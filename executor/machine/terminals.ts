@@ -29,7 +29,8 @@ import {
 } from "../../protocol/generated/errors.ts";
 import type { Disposable } from "../../protocol/peer.ts";
 import type { ExecutorClient } from "../client.ts";
-import { encodeChunk, OutputBuffer, utf8Boundary } from "./output-buffer.ts";
+import { decodeChunk, encodeChunk, OutputBuffer, utf8Boundary } from "./output-buffer.ts";
+import { MAX_TIMER_MS } from "../../protocol/clock.ts";
 import { type Pty, type PtyExit, type PtyHost, PtySpawnError } from "./pty.ts";
 
 /** Options of a {@linkcode TerminalTable}. */
@@ -126,8 +127,6 @@ const SWEEP_POLL_MS = 25;
 /** How long to wait for the processes to vanish after SIGKILL, at least. */
 const KILL_WAIT_MS = 5_000;
 
-const encoder = new TextEncoder();
-
 /** The terminals of one session. */
 export class TerminalTable {
   readonly #options: TerminalTableOptions;
@@ -166,9 +165,7 @@ export class TerminalTable {
   /** `terminal.input`: bytes to the PTY, as typed. */
   input(params: TerminalInputParams): TerminalInputResult {
     const entry = this.#live(params.terminal_id);
-    const bytes = params.encoding === "base64"
-      ? Uint8Array.from(atob(params.data), (c) => c.charCodeAt(0))
-      : encoder.encode(params.data);
+    const bytes = decodeChunk(params.data, params.encoding);
     if (bytes.byteLength > 0) this.#onPty(entry, () => entry.pty.write(bytes));
     return { written: bytes.byteLength };
   }
@@ -186,7 +183,7 @@ export class TerminalTable {
     const buffer = entry.buffer;
     const offset = params.offset ?? 0;
     if (params.wait_ms) {
-      const timeout = AbortSignal.timeout(params.wait_ms);
+      const timeout = AbortSignal.timeout(Math.min(params.wait_ms, MAX_TIMER_MS));
       await buffer.waitBeyond(offset, signal ? AbortSignal.any([signal, timeout]) : timeout);
     }
     const most = Math.min(params.max_bytes ?? DEFAULT_READ_BYTES, MAX_READ_BYTES);
