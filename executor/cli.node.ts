@@ -24,7 +24,7 @@ import { readMcpConfig } from "./machine/mcp.node.ts";
 import { ALWAYS_WITHHELD, type ChildEnvironmentOptions } from "./machine/child-env.node.ts";
 import { nodePty } from "./machine/pty.node.ts";
 import { bunPty } from "./machine/pty.bun.ts";
-import { type Logger, redact } from "../protocol/logger.ts";
+import { type Logger, redact, redactUrls } from "../protocol/logger.ts";
 import { CONTRACT_VERSION } from "../protocol/generated/contract.ts";
 import type { ExecutorClosedInfo } from "./connection-loop.ts";
 import { SDK_VERSION as VERSION } from "./version.ts";
@@ -90,6 +90,7 @@ function stderrLogger(level: Level, format: "pretty" | "json"): Logger {
   const write = (at: Level, message: string, fields?: Record<string, unknown>) => {
     if (LEVELS.indexOf(at) < threshold) return;
     const safe = fields ? redact(fields) : undefined;
+    message = redactUrls(message);
     const time = new Date().toISOString();
     if (format === "json") {
       process.stderr.write(`${JSON.stringify({ time, level: at, message, ...safe })}\n`);
@@ -211,7 +212,7 @@ async function configure(
   if (harnessUrl) {
     if (!/^(wss?:\/\/|unix:\/\/)/.test(harnessUrl)) {
       throw new UsageError(
-        `--harness takes ws://, wss:// or unix:///path.sock, not "${harnessUrl}"`,
+        `--harness takes ws://, wss:// or unix:///path.sock, not "${redactUrls(harnessUrl)}"`,
       );
     }
     credential.harnessUrl = harnessUrl;
@@ -295,7 +296,7 @@ async function main(): Promise<number> {
     config = await configure(process.argv.slice(2), process.env);
   } catch (error) {
     if (error instanceof UsageError) {
-      process.stderr.write(`bma-executor: ${error.message} (see --help)\n`);
+      process.stderr.write(`bma-executor: ${redactUrls(error.message)} (see --help)\n`);
       return 2;
     }
     throw error;
@@ -381,6 +382,6 @@ async function main(): Promise<number> {
 }
 
 main().then((code) => process.exit(code), (error) => {
-  process.stderr.write(`bma-executor: ${(error as Error).message}\n`);
+  process.stderr.write(`bma-executor: ${redactUrls((error as Error).message)}\n`);
   process.exit(1);
 });

@@ -38,10 +38,37 @@ export function isSecretField(name: string): boolean {
 }
 
 /**
+ * `text` with the secrets a URL can carry replaced by {@linkcode REDACTED}: the user name and
+ * password, every query parameter's value and the fragment of each URL in it (`wss://h/?token=x`
+ * becomes `wss://h/?token=[redacted]`). A URL is what starts with a scheme and `://`.
+ */
+export function redactUrls(text: string): string {
+  if (!text.includes("://")) return text;
+  return text.replace(/\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>,]+/gi, (found) => {
+    let url: URL;
+    try {
+      url = new URL(found);
+    } catch {
+      // Not parseable: keep the scheme, hide the rest (it may be all secret).
+      return `${found.slice(0, found.indexOf("://") + 3)}${REDACTED}`;
+    }
+    if (!url.username && !url.password && !url.search && !url.hash) return found;
+    if (url.username) url.username = REDACTED;
+    if (url.password) url.password = REDACTED;
+    for (const key of [...new Set(url.searchParams.keys())]) url.searchParams.set(key, REDACTED);
+    if (url.hash) url.hash = REDACTED;
+    // URL encodes the placeholder's brackets: show it as written.
+    return url.href.replaceAll(encodeURIComponent(REDACTED), REDACTED);
+  });
+}
+
+/**
  * Returns a copy of `value` with every secret-named field replaced by {@linkcode REDACTED},
- * recursively (arrays and plain objects, up to a depth of 8).
+ * recursively (arrays and plain objects, up to a depth of 8), and the secrets of every URL in a
+ * string ({@linkcode redactUrls}).
  */
 export function redact<T>(value: T, depth = 0): T {
+  if (typeof value === "string") return redactUrls(value) as T;
   if (depth > 8 || value === null || typeof value !== "object") return value;
   if (Array.isArray(value)) return value.map((item) => redact(item, depth + 1)) as T;
   const out: Record<string, unknown> = {};
@@ -58,7 +85,9 @@ export function redact<T>(value: T, depth = 0): T {
  */
 export function redactingLogger(sink: Logger): Logger {
   const level = (write: Logger["info"]): Logger["info"] => (message, fields) =>
-    fields === undefined ? write.call(sink, message) : write.call(sink, message, redact(fields));
+    fields === undefined
+      ? write.call(sink, redactUrls(message))
+      : write.call(sink, redactUrls(message), redact(fields));
   return {
     debug: level(sink.debug),
     info: level(sink.info),

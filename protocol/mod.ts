@@ -70,5 +70,6 @@ export {
   redact,
   REDACTED,
   redactingLogger,
+  redactUrls,
   silentLogger,
 } from "./logger.ts";

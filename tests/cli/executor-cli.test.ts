@@ -56,6 +56,21 @@ describe("bma-executor: flags and environment", { timeout: 60_000 }, () => {
     assert.equal(noKey.code, 2);
     assert.match(noKey.stderr, /missing credential/);
   });
+
+  it("a usage error never echoes a secret a URL carries", async () => {
+    const env = { ...process.env, BMA_HARNESS_URL: "", BMA_BASE_URL: "" };
+    for (
+      const url of [
+        "http://user:hunter2-pass@h:1/?token=hunter2-token#hunter2-frag",
+        "ftp://hunter2-user@h/",
+      ]
+    ) {
+      const run = await finished(spawnTs(CLI, ["--harness", url], { env }));
+      assert.equal(run.code, 2, run.stderr);
+      assert.match(run.stderr, /--harness takes ws:\/\//);
+      assert.doesNotMatch(run.stderr, /hunter2/, run.stderr);
+    }
+  });
 });
 
 describe("bma-executor: against a harness", { timeout: 120_000 }, () => {
