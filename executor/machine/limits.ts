@@ -43,6 +43,14 @@ export interface MachineLimits {
   backupUploadMs: number;
   /** Where a backup's archive is spooled before its upload. Default the system's temp dir. */
   backupSpoolDir?: string;
+  /** Terminals open at once in one session (then -32005 `too_many_terminals`). Default 64. */
+  terminalsPerSession: number;
+  /**
+   * Terminals open at once on the whole executor, over all its sessions (then -32005
+   * `too_many_terminals`): each holds a PTY and a process, and the machine has a few thousand
+   * PTYs for everyone. Default 128.
+   */
+  terminals: number;
 }
 
 /** The default {@linkcode MachineLimits}. */
@@ -64,6 +72,8 @@ export const DEFAULT_MACHINE_LIMITS: Readonly<MachineLimits> = Object.freeze({
   skillFetchMs: 60_000,
   skillRetainMs: 60_000,
   backupUploadMs: 30 * 60_000,
+  terminalsPerSession: 64,
+  terminals: 128,
 });
 
 /** The bounds of the file tools. */
@@ -89,6 +99,9 @@ export type SkillLimits = Pick<
   MachineLimits,
   "skillArchiveBytes" | "skillBytes" | "skillEntries" | "skillFetchMs" | "skillRetainMs"
 >;
+
+/** The bounds of terminals. */
+export type TerminalLimits = Pick<MachineLimits, "terminalsPerSession" | "terminals">;
 
 /** The bounds of `workspace.backup`. */
 export type BackupLimits = Pick<MachineLimits, "backupUploadMs" | "backupSpoolDir">;

@@ -288,6 +288,8 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
     registrations.push(serveTerminals(client, {
       pty: options.pty,
       graceMs,
+      maxOpen: limits.terminalsPerSession,
+      maxOpenPerExecutor: limits.terminals,
       resolveCwd: (path) => workdir.resolve(path),
       // The child environment bash gets, the terminal's own variables through the same policy.
       env: (sessionId, extra) => envFor(sessionId, extra, true),

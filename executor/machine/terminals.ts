@@ -68,6 +68,11 @@ export interface TerminalTableOptions {
   bufferBytes?: number;
   /** Terminals open at once in the session. Default 64. */
   maxOpen?: number;
+  /**
+   * Terminals open (or opening) on the whole executor now, and how many it takes: past it a
+   * `terminal.open` is refused as past `maxOpen`. Default: no executor-wide bound.
+   */
+  executor?: { open(): number; readonly max: number };
 }
 
 /**
@@ -150,16 +155,30 @@ export class TerminalTable {
       const opening = this.#opening.get(requested);
       if (opening) return opening.then((opened) => ({ ...opened, duplicate: true }));
     }
-    const open = [...this.#entries.values()].filter((e) => e.state !== "closed").length;
-    if (open + this.#opening.size >= (this.#options.maxOpen ?? 64)) {
+    const executor = this.#options.executor;
+    if (this.openCount >= (this.#options.maxOpen ?? 64)) {
       return Promise.reject(
         new ResourceExhaustedError("too many terminals open", { reason: "too_many_terminals" }),
+      );
+    }
+    if (executor && executor.open() >= executor.max) {
+      return Promise.reject(
+        new ResourceExhaustedError("too many terminals open on this executor", {
+          reason: "too_many_terminals",
+        }),
       );
     }
     const id = requested ?? `t_${++this.#counter}_${crypto.randomUUID().slice(0, 8)}`;
     const opening = this.#start(id, params).finally(() => this.#opening.delete(id));
     this.#opening.set(id, opening);
     return opening;
+  }
+
+  /** Terminals open or opening in the session. */
+  get openCount(): number {
+    let open = this.#opening.size;
+    for (const entry of this.#entries.values()) if (entry.state !== "closed") open++;
+    return open;
   }
 
   /** `terminal.input`: bytes to the PTY, as typed. */
@@ -445,6 +464,8 @@ export interface ServeTerminalsOptions {
   bufferBytes?: number;
   /** Terminals open at once per session. Default 64. */
   maxOpen?: number;
+  /** Terminals open at once over all sessions. Default 128. */
+  maxOpenPerExecutor?: number;
 }
 
 /**
@@ -455,6 +476,14 @@ export interface ServeTerminalsOptions {
 export function serveTerminals(client: ExecutorClient, options: ServeTerminalsOptions): Disposable {
   const tables = new Map<string, TerminalTable>();
   const place = options.place;
+  const executor = {
+    max: options.maxOpenPerExecutor ?? 128,
+    open: () => {
+      let open = 0;
+      for (const table of tables.values()) open += table.openCount;
+      return open;
+    },
+  };
   const unknownSession = () => new NotFoundError("unknown session", { reason: "unknown_session" });
   const held = (sessionId: string): TerminalTable => {
     let table = tables.get(sessionId);
@@ -489,6 +518,7 @@ export function serveTerminals(client: ExecutorClient, options: ServeTerminalsOp
       graceMs: options.graceMs,
       bufferBytes: options.bufferBytes,
       maxOpen: options.maxOpen,
+      executor,
     });
     tables.set(sessionId, created);
     session.onCleanup(async (cleanup) => {
