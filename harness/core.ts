@@ -11,6 +11,7 @@
 import { PeerHandlers, type ReplyHooks } from "../protocol/peer.ts";
 import type { Clock } from "../protocol/clock.ts";
 import type { Logger } from "../protocol/logger.ts";
+import { reportingStore } from "./store/reporting.ts";
 import type { Disposable } from "../protocol/peer.ts";
 import type { Transport } from "../transport/transport.ts";
 import type { ProtocolVersion } from "../protocol/generated/contract.ts";
@@ -99,7 +100,8 @@ export class HarnessCore {
 
   constructor(options: CoreOptions) {
     this.#options = options;
-    const { clock, logger, store } = options;
+    const { clock, logger } = options;
+    const store = options.store && reportingStore(options.store, logger, clock);
     this.clock = clock;
     this.logger = logger;
     this.store = store;

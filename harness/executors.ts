@@ -166,18 +166,29 @@ export class Executors implements ExecutorOps {
         reason: "forbidden",
       });
     }
-    if (!executor || executor.gone) {
+    const created = !executor || executor.gone;
+    if (created) {
       executor = this.#entry(id, principal, registration(params), params.capabilities, 0, false);
       this.byId.set(id, executor);
     }
-    const entry = executor;
+    const entry = executor!;
     const previous = entry.connection;
     const resumes = params.resume?.executor_id === id;
     entry.register = registration(params);
     entry.capabilities = params.capabilities;
     if (!resumes) entry.epoch++;
+    // A register the store could not record is refused: an executor it made is not kept.
+    const forget = (error: unknown): never => {
+      if (created && this.byId.get(id) === entry) this.byId.delete(id);
+      throw error;
+    };
     // Recorded before the answer: a harness started again on the store knows the executor.
-    const written = this.#write(entry, false);
+    let written: MaybePromise<void>;
+    try {
+      written = this.#write(entry, false);
+    } catch (error) {
+      return forget(error);
+    }
     const attach = (): ExecutorRegisterResult => {
       connection.bind(entry);
       entry.connection = connection;
@@ -218,7 +229,7 @@ export class Executors implements ExecutorOps {
         ...(params.resume ? { resumed_sessions: resumed } : {}),
       };
     };
-    return isPromiseLike(written) ? Promise.resolve(written).then(attach) : attach();
+    return isPromiseLike(written) ? Promise.resolve(written).then(attach, forget) : attach();
   }
 
   /**
