@@ -1,23 +1,37 @@
 /**
  * Who may use an inspector: a request carries its token in `Authorization: Bearer <token>`, or
- * in the cookie a browser received from a one-time login URL (`/login?code=…`, which then
- * redirects to the page, so neither the token nor a usable code stays in the address bar, the
- * history or a log). Tokens and codes are compared through their SHA-256 digests, in time that
- * does not depend on where they differ (nor on their lengths).
+ * the session cookie a browser received from a one-time login URL (`/login?code=…`, which then
+ * redirects to the page, so neither a usable code nor the token stays in the address bar, the
+ * history, a log or the browser's cookie jar). A code works once and only for
+ * {@linkcode DEFAULT_LOGIN_CODE_TTL_MS}; a session lasts {@linkcode DEFAULT_SESSION_TTL_MS}
+ * (its cookie too, so it survives a browser restart) and exists in this inspector's memory only.
+ * Each inspector names its cookie apart (`bma_inspector_<id>`): two on one host do not log each
+ * other out. Tokens, codes and session ids are compared through their SHA-256 digests, in time
+ * that does not depend on where they differ (nor on their lengths).
  *
  * Portable: web-standard APIs only (`crypto.subtle`, `crypto.getRandomValues`).
  */
+import { type Clock, systemClock } from "../../protocol/clock.ts";
 import { LocalError } from "../../protocol/errors.ts";
 import { randomHex } from "../../protocol/ids.ts";
 
-/** The cookie a login URL sets. */
+/** The start of every inspector's cookie name; each adds an id of its own. */
 export const INSPECTOR_COOKIE = "bma_inspector";
+
+/** How long a login code waits for its use: 10 minutes. */
+export const DEFAULT_LOGIN_CODE_TTL_MS = 10 * 60_000;
+
+/** How long a browser stays logged in: 12 hours. */
+export const DEFAULT_SESSION_TTL_MS = 12 * 60 * 60_000;
+
+/** How many browser sessions an inspector keeps; a newer one ends the oldest. */
+const MAX_SESSIONS = 64;
+
+/** How many login codes wait for their use at once; a newer one makes the oldest unusable. */
+const MAX_CODES = 16;
 
 /** The shortest token an inspector takes: 16 characters. */
 export const MIN_INSPECTOR_TOKEN_LENGTH = 16;
-
-/** How many login codes wait for their use at once; a newer one makes the oldest unusable. */
-const MAX_PENDING_CODES = 16;
 
 /** The token given to an inspector is too short to protect it. */
 export class InspectorTokenError extends LocalError {
@@ -66,71 +80,109 @@ export function cookieValue(header: string | null, name: string): string | undef
   return undefined;
 }
 
-/** The token a request presents: its bearer token, else its inspector cookie. */
-export function presentedToken(headers: Headers): string | undefined {
+/** The bearer token of an `Authorization` header; null when there is none, "" when malformed. */
+function bearer(headers: Headers): string | null {
   const authorization = headers.get("authorization");
-  if (authorization) {
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
-    return match ? match[1] : undefined;
-  }
-  const cookie = cookieValue(headers.get("cookie"), INSPECTOR_COOKIE);
-  if (cookie === undefined) return undefined;
-  try {
-    return decodeURIComponent(cookie);
-  } catch {
-    return undefined;
-  }
+  if (!authorization) return null;
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+  return match ? match[1] : "";
 }
 
-/** The inspector's token and its one-time login codes. */
+/** Options of an {@linkcode InspectorAuth}. */
+export interface InspectorAuthOptions {
+  /** Measures the codes' and sessions' lifetimes. Default: the system clock. */
+  clock?: Clock;
+  /** How long a login code waits for its use. Default {@linkcode DEFAULT_LOGIN_CODE_TTL_MS}. */
+  loginCodeTtlMs?: number;
+  /** How long a browser session lasts. Default {@linkcode DEFAULT_SESSION_TTL_MS}. */
+  sessionTtlMs?: number;
+}
+
+/** The inspector's token, its one-time login codes and its browser sessions. */
 export class InspectorAuth {
-  readonly #token: string;
   readonly #tokenDigest: Promise<Uint8Array>;
-  /** Digests (hex) of the codes not used yet, oldest first. */
-  readonly #codes = new Set<string>();
+  /** Digests (hex) of the codes not used yet, oldest first, with when each expires. */
+  readonly #codes = new Map<string, number>();
+  /** Digests (hex) of the sessions' ids, oldest first, with when each expires. */
+  readonly #sessions = new Map<string, number>();
+  readonly #clock: Clock;
+  readonly #codeTtlMs: number;
+  /** How long a session lasts, in ms. */
+  readonly sessionTtlMs: number;
+  /** This inspector's cookie name. */
+  readonly cookieName: string = `${INSPECTOR_COOKIE}_${randomHex(4)}`;
 
   /** Guards `token` (at least {@linkcode MIN_INSPECTOR_TOKEN_LENGTH} characters). */
-  constructor(token: string) {
+  constructor(token: string, options: InspectorAuthOptions = {}) {
     if (typeof token !== "string" || token.length < MIN_INSPECTOR_TOKEN_LENGTH) {
       throw new InspectorTokenError();
     }
-    this.#token = token;
     this.#tokenDigest = digest(token);
+    this.#clock = options.clock ?? systemClock;
+    this.#codeTtlMs = options.loginCodeTtlMs ?? DEFAULT_LOGIN_CODE_TTL_MS;
+    this.sessionTtlMs = options.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS;
   }
 
-  /** The token, for the cookie a login sets (URI-encoded there; never logged). */
-  get token(): string {
-    return this.#token;
-  }
-
-  /** Whether the request presents the token (bearer header or cookie). */
+  /**
+   * Whether the request presents the token (a bearer header) or a live session (this
+   * inspector's cookie). A bearer header decides alone: a bad one is not rescued by a cookie.
+   */
   async admits(headers: Headers): Promise<boolean> {
-    const presented = presentedToken(headers);
-    if (presented === undefined) return false;
-    const [a, b] = await Promise.all([digest(presented), this.#tokenDigest]);
-    return sameBytes(a, b);
+    const presented = bearer(headers);
+    if (presented !== null) {
+      const [a, b] = await Promise.all([digest(presented), this.#tokenDigest]);
+      return sameBytes(a, b);
+    }
+    const session = cookieValue(headers.get("cookie"), this.cookieName);
+    if (!session) return false;
+    return live(this.#sessions, hexOf(await digest(session)), this.#clock.now());
   }
 
-  /** A new one-time login code (valid until used; at most 16 wait at once). */
+  /** A new one-time login code (valid once, for the code lifetime; at most 16 wait at once). */
   async issueCode(): Promise<string> {
     const code = randomHex(24);
-    const key = hexOf(await digest(code));
-    this.#codes.add(key);
-    if (this.#codes.size > MAX_PENDING_CODES) {
-      this.#codes.delete(this.#codes.values().next().value!);
-    }
+    const now = this.#clock.now();
+    remember(this.#codes, hexOf(await digest(code)), now, now + this.#codeTtlMs, MAX_CODES);
     return code;
   }
 
   /**
-   * Uses a login code: true once for a code {@linkcode issueCode} made, false afterwards and for
-   * any other string. Codes are looked up by their digest, so the lookup's timing says nothing
-   * about the codes themselves.
+   * Uses a login code: a new session's id once for a live code {@linkcode issueCode} made,
+   * undefined afterwards, after its lifetime, and for any other string. Codes are looked up by
+   * their digest, so the lookup's timing says nothing about the codes themselves.
    */
-  async redeem(code: string): Promise<boolean> {
+  async redeem(code: string): Promise<string | undefined> {
     const key = hexOf(await digest(code));
-    return this.#codes.delete(key);
+    const now = this.#clock.now();
+    if (!live(this.#codes, key, now)) return undefined;
+    this.#codes.delete(key);
+    const session = randomHex(32);
+    const sessionKey = hexOf(await digest(session));
+    remember(this.#sessions, sessionKey, now, now + this.sessionTtlMs, MAX_SESSIONS);
+    return session;
   }
+}
+
+/** Whether `key` is in `entries` and not expired (an expired one is dropped). */
+function live(entries: Map<string, number>, key: string, now: number): boolean {
+  const expires = entries.get(key);
+  if (expires === undefined) return false;
+  if (expires > now) return true;
+  entries.delete(key);
+  return false;
+}
+
+/** Adds `key` until `expires`, dropping the entries expired by `now` and the oldest past `max`. */
+function remember(
+  entries: Map<string, number>,
+  key: string,
+  now: number,
+  expires: number,
+  max: number,
+): void {
+  for (const [k, at] of entries) if (at <= now) entries.delete(k);
+  entries.set(key, expires);
+  while (entries.size > max) entries.delete(entries.keys().next().value!);
 }
 
 function hexOf(bytes: Uint8Array): string {

@@ -4,7 +4,7 @@
  * Node, Deno and Bun, `Deno.serve`, `Bun.serve`, a Worker.
  *
  * Every page and endpoint answers 401 unless the request carries the token (`Authorization:
- * Bearer <token>`, or the cookie a one-time login URL sets). The page is a few kB of
+ * Bearer <token>`, or the session cookie a one-time login URL sets). The page is a few kB of
  * hand-written JavaScript and CSS served from here, under a content security policy that runs
  * only them; it renders everything executors send as text (never as HTML), and it follows the
  * harness live over server-sent events. What it shows comes from `harness.observe`; what it
@@ -22,7 +22,7 @@ import { type Logger, silentLogger } from "../../protocol/logger.ts";
 import type { InteractionOutcome } from "../../protocol/generated/contract.ts";
 import { SessionEndedError } from "../errors.ts";
 import type { Harness } from "../harness.ts";
-import { INSPECTOR_COOKIE, InspectorAuth } from "./auth.ts";
+import { InspectorAuth } from "./auth.ts";
 import {
   DEFAULT_INSPECTOR_LIMITS,
   errorView,
@@ -49,6 +49,10 @@ export interface InspectorOptions {
   limits?: Partial<InspectorLimits>;
   /** Largest request body accepted from the page (a tool's input). Default 1 MiB. */
   maxBodyBytes?: number;
+  /** How long a browser stays logged in after a login URL. Default 12 hours. */
+  sessionTtlMs?: number;
+  /** How long a login URL waits for its use. Default 10 minutes. */
+  loginCodeTtlMs?: number;
   /**
    * The path the inspector is mounted under, when a server of yours hands it the requests of
    * a prefix (`"/inspector"`). Default: the root.
@@ -61,8 +65,8 @@ export interface Inspector {
   /** Answers a request (the page, its assets, its API). */
   readonly fetch: (request: Request) => Promise<Response>;
   /**
-   * A one-time URL that logs a browser in: it sets the token's cookie and redirects to the
-   * page; used once, it is refused (401). `serverUrl` is where the server that mounts the
+   * A one-time URL that logs a browser in: it sets a session cookie (never the token) and
+   * redirects to the page; used once, or after its lifetime, it is refused (401). `serverUrl` is where the server that mounts the
    * inspector listens (`http://127.0.0.1:7701`; `basePath` is added).
    */
   loginUrl(serverUrl: string): Promise<string>;
@@ -109,8 +113,12 @@ class ApiError extends Error {
  * ```
  */
 export function inspector(harness: Harness, options: InspectorOptions): Inspector {
-  const auth = new InspectorAuth(options.token);
   const clock = options.clock ?? systemClock;
+  const auth = new InspectorAuth(options.token, {
+    clock,
+    ...(options.sessionTtlMs !== undefined ? { sessionTtlMs: options.sessionTtlMs } : {}),
+    ...(options.loginCodeTtlMs !== undefined ? { loginCodeTtlMs: options.loginCodeTtlMs } : {}),
+  });
   const logger = options.logger ?? silentLogger;
   const limits: InspectorLimits = { ...DEFAULT_INSPECTOR_LIMITS, ...options.limits };
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
@@ -126,13 +134,14 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
     // The one-time login is the only request that answers without the token.
     if (c.req.method === "GET" && c.req.path === loginPath) {
       const code = c.req.query("code");
-      if (!code || !(await auth.redeem(code))) return refused();
+      const session = code ? await auth.redeem(code) : undefined;
+      if (!session) return refused();
       return new Response(null, {
         status: 303,
         headers: {
           location: `${base}/`,
-          "set-cookie": `${INSPECTOR_COOKIE}=${encodeURIComponent(auth.token)}; Path=${
-            base || "/"
+          "set-cookie": `${auth.cookieName}=${session}; Path=${base || "/"}; Max-Age=${
+            Math.floor(auth.sessionTtlMs / 1000)
           }; HttpOnly; SameSite=Strict`,
           ...SECURITY_HEADERS,
         },

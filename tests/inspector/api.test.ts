@@ -16,6 +16,7 @@ import {
   inspector,
   type InspectorServer,
   InspectorTokenError,
+  ManualClock,
   randomInspectorToken,
   serveAgent,
   serveInspector,
@@ -53,31 +54,41 @@ describe("inspector: the token", () => {
     assert.notEqual(a, randomInspectorToken());
   });
 
-  it("admits the bearer token or the cookie, nothing else; a login code works once", async () => {
+  it("admits the bearer token or a live session's cookie, nothing else; a code works once", async () => {
     const token = randomInspectorToken();
-    const auth = new InspectorAuth(token);
+    const clock = new ManualClock();
+    const auth = new InspectorAuth(token, { clock, loginCodeTtlMs: 1_000, sessionTtlMs: 5_000 });
     const headers = (init: Record<string, string>) => new Headers(init);
+    const name = auth.cookieName;
+    assert.match(name, /^bma_inspector_[0-9a-f]{8}$/);
+    assert.notEqual(name, new InspectorAuth(token).cookieName, "each inspector its own cookie");
     assert.equal(await auth.admits(headers({ authorization: `Bearer ${token}` })), true);
-    assert.equal(await auth.admits(headers({ cookie: `x=1; bma_inspector=${token}` })), true);
+    assert.equal(await auth.admits(headers({ cookie: `${name}=${token}` })), false, "no token");
     assert.equal(await auth.admits(headers({})), false);
     assert.equal(await auth.admits(headers({ authorization: `Basic ${token}` })), false);
     assert.equal(await auth.admits(headers({ authorization: `Bearer ${token}x` })), false);
-    assert.equal(await auth.admits(headers({ cookie: `bma_inspector=${token.slice(1)}` })), false);
+    const code = await auth.issueCode();
+    assert.equal(await auth.redeem(token), undefined, "the token is no login code");
+    const session = await auth.redeem(code);
+    assert.match(session ?? "", /^[0-9a-f]{64}$/);
+    assert.notEqual(session, token);
+    assert.equal(await auth.redeem(code), undefined, "used once");
+    assert.equal(await auth.admits(headers({ cookie: `x=1; ${name}=${session}` })), true);
+    assert.equal(await auth.admits(headers({ cookie: `${name}=${session!.slice(1)}` })), false);
     // A bad bearer header is not rescued by a good cookie.
     assert.equal(
-      await auth.admits(
-        headers({ authorization: "Bearer nope", cookie: `bma_inspector=${token}` }),
-      ),
+      await auth.admits(headers({ authorization: "Bearer nope", cookie: `${name}=${session}` })),
       false,
     );
-    const code = await auth.issueCode();
-    assert.equal(await auth.redeem(token), false, "the token is no login code");
-    assert.equal(await auth.redeem(code), true);
-    assert.equal(await auth.redeem(code), false, "used once");
+    await clock.advance(5_000);
+    assert.equal(await auth.admits(headers({ cookie: `${name}=${session}` })), false, "expired");
+    const late = await auth.issueCode();
+    await clock.advance(1_000);
+    assert.equal(await auth.redeem(late), undefined, "a code expires unused");
     const codes = [];
     for (let i = 0; i < 17; i++) codes.push(await auth.issueCode());
-    assert.equal(await auth.redeem(codes[0]), false, "the oldest of 17 waiting codes is dropped");
-    assert.equal(await auth.redeem(codes[16]), true);
+    assert.equal(await auth.redeem(codes[0]), undefined, "the oldest of 17 waiting is dropped");
+    assert.ok(await auth.redeem(codes[16]));
   });
 });
 
@@ -203,6 +214,7 @@ describe("inspector: the handler", { timeout: 60_000 }, () => {
       { authorization: `Bearer ${r.token.slice(0, -1)}` },
       { authorization: r.token },
       { cookie: `bma_inspector=${"0".repeat(64)}` },
+      { cookie: `bma_inspector_00000000=${r.token}` },
     ];
     for (const [method, path] of paths) {
       for (const headers of presented) {
@@ -228,7 +240,11 @@ describe("inspector: the handler", { timeout: 60_000 }, () => {
     assert.equal(first.status, 303);
     assert.equal(first.headers.get("location"), "/");
     const cookie = first.headers.get("set-cookie") ?? "";
-    assert.match(cookie, /^bma_inspector=[0-9a-f]{64}; Path=\/; HttpOnly; SameSite=Strict$/);
+    assert.match(
+      cookie,
+      /^bma_inspector_[0-9a-f]{8}=[0-9a-f]{64}; Path=\/; Max-Age=43200; HttpOnly; SameSite=Strict$/,
+    );
+    assert.ok(!cookie.includes(r.token), "the cookie holds a session, not the token");
     const page = await fetch(`${r.web.url}/`, { headers: { cookie: cookie.split(";")[0] } });
     assert.equal(page.status, 200);
     assert.match(page.headers.get("content-security-policy") ?? "", /script-src 'self'/);
@@ -524,7 +540,7 @@ describe("inspector: the handler", { timeout: 60_000 }, () => {
     const entered = await ui.fetch(new Request(login));
     assert.equal(entered.status, 303);
     assert.equal(entered.headers.get("location"), "/tools/inspector/");
-    assert.match(entered.headers.get("set-cookie") ?? "", /; Path=\/tools\/inspector; HttpOnly/);
+    assert.match(entered.headers.get("set-cookie") ?? "", /; Path=\/tools\/inspector; Max-Age=/);
     const bearer = { authorization: `Bearer ${token}` };
     const at = (path: string) =>
       ui.fetch(new Request(`http://127.0.0.1:9${path}`, { headers: bearer }));

@@ -40,7 +40,7 @@ describe("bma-harness --ui", { timeout: 60_000 }, () => {
     const entered = await fetch(login, { redirect: "manual" });
     assert.equal(entered.status, 303);
     const cookie = (entered.headers.get("set-cookie") ?? "").split(";")[0];
-    assert.match(cookie, /^bma_inspector=[0-9a-f]{64}$/);
+    assert.match(cookie, /^bma_inspector_[0-9a-f]{8}=[0-9a-f]{64}$/);
     assert.ok(!out.lines.join("\n").includes(cookie.split("=")[1]), "the token is never printed");
     const reused = await fetch(login, { redirect: "manual" });
     assert.equal(reused.status, 401, "the printed URL works once");
