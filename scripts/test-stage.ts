@@ -219,7 +219,13 @@ export async function runStage(spec: StageSpec, dir: string): Promise<StageOutco
       await sleep(SCAN_MS);
     }
     if (!killed) leftovers = alive.map((p) => ({ pid: p.pid, command: commandLine(p.pid) }));
-    tree.killAll();
+    // A SIGKILLed process is still listed as running until the kernel has torn it down, which on
+    // a loaded machine takes a while: wait for that, so the runner's last look sees the truth.
+    for (const until = performance.now() + SETTLE_MS; performance.now() < until;) {
+      tree.killAll();
+      if (tree.alive().length === 0) break;
+      await sleep(SCAN_MS);
+    }
     unwatch(tree);
   }
   // deno-lint-ignore no-control-regex
