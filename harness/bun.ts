@@ -6,6 +6,7 @@
  */
 import { dialWebSocket, serveWebSocket } from "../transport/bun.ts";
 import { Harness as CoreHarness, type HarnessOptions } from "./harness.ts";
+import { processHolderIdentity } from "./store/holder.node.ts";
 
 export * from "./mod.ts";
 export {
@@ -21,6 +22,11 @@ export {
 export class Harness extends CoreHarness {
   /** A harness with Bun's server and dialer unless `server` / `dial` are given. */
   constructor(options: HarnessOptions = {}) {
-    super({ server: serveWebSocket, dial: dialWebSocket, ...options });
+    super({
+      server: serveWebSocket,
+      dial: dialWebSocket,
+      holderIdentity: processHolderIdentity(),
+      ...options,
+    });
   }
 }

@@ -32,9 +32,16 @@ import { Leases } from "./lease.ts";
 import { then } from "./maybe.ts";
 import { type HarnessObserver, Observers } from "./observe.ts";
 import type { SessionEventRecord } from "./records.ts";
-import { Scheduler } from "./scheduler.ts";
+import { CallbackDeadline, Scheduler } from "./scheduler.ts";
 import { DEFAULT_REMEMBER_ENDED_SESSIONS, Sessions } from "./sessions.ts";
 import { type HarnessStore, isPromiseLike, type MaybePromise } from "./store/store.ts";
+import {
+  describeHolder,
+  type HolderIdentity,
+  StoreClaim,
+  StoreFencedError,
+  StoreHeldError,
+} from "./store/claim.ts";
 import { ToolCallLedger } from "./tool-call-ledger.ts";
 import { ToolCalls } from "./tool-calls.ts";
 
@@ -57,6 +64,12 @@ export interface CoreOptions {
   readonly rememberToolCalls: number | undefined;
   readonly rememberEndedSessions: number | undefined;
   readonly recoveredLeases: RecoveredLeases | undefined;
+  /** Who this harness is in its store's holder record. */
+  readonly holderIdentity: HolderIdentity;
+  /** Claim the store even while a live harness holds it. */
+  readonly takeover: boolean;
+  /** How often the claim on the store is renewed, ms. */
+  readonly storeRenewMs: number;
   readonly agent: AgentExtension | undefined;
   /** Told when a connection's snapshot changed (an edge harness keeps it with its socket). */
   readonly onConnectionChange:
@@ -96,12 +109,35 @@ export class HarnessCore {
   #agent: AgentExtensionHooks | undefined;
   /** Start-up's read of the store: a promise while an asynchronous store answers. */
   #recovering: Promise<void> | undefined;
+  /** Why start-up failed (the store is held by another harness). */
+  #failure: Error | undefined;
+  /** This harness's claim on its store (none without a store, or on a single-writer one). */
+  readonly #claim: StoreClaim | undefined;
   #closed = false;
 
   constructor(options: CoreOptions) {
     this.#options = options;
     const { clock, logger } = options;
-    const store = options.store && reportingStore(options.store, logger, clock);
+    const claim = options.store && !options.store.singleWriter
+      ? new StoreClaim(options.store, {
+        identity: options.holderIdentity,
+        clock,
+        takeover: options.takeover,
+        renewMs: options.storeRenewMs,
+        onFenced: (error) => this.#fenced(error),
+        onTaken: (previous, live) =>
+          logger.warn(
+            live
+              ? "took the harness store over from a live harness; it is fenced"
+              : "took the harness store from a harness that is gone",
+            { holder: describeHolder(previous, clock.now()) },
+          ),
+      })
+      : undefined;
+    this.#claim = claim;
+    // Claimed before anything is read back: a store held by a live harness throws here.
+    const claimed = claim?.claim();
+    const store = options.store && reportingStore(claim?.store ?? options.store, logger, clock);
     this.clock = clock;
     this.logger = logger;
     this.store = store;
@@ -173,21 +209,63 @@ export class HarnessCore {
       this.#agent = hooks;
       services.agent = hooks;
     }
-    const recovered = this.#recover(ledger);
+    const recovered = isPromiseLike(claimed)
+      ? claimed.then(() => this.#recover(ledger))
+      : this.#recover(ledger);
+    if (claim) {
+      if (isPromiseLike(claimed)) claimed.then(() => this.#renewLater(), () => {});
+      else this.#renewLater();
+    }
     if (isPromiseLike(recovered)) {
       this.#recovering = Promise.resolve(recovered).then(
         () => void (this.#recovering = undefined),
         (error) => {
           this.#recovering = undefined;
+          if (error instanceof StoreHeldError) {
+            logger.error(error.message);
+            this.#failure = error;
+            void this.close();
+            return;
+          }
           logger.error("reading the harness store back failed", { error: String(error) });
         },
       );
     }
   }
 
-  /** Settles once start-up has read the store back (at once with a synchronous store). */
+  /**
+   * Settles once start-up has read the store back (at once with a synchronous store); rejects
+   * with `StoreHeldError` when another live harness holds the store.
+   */
   get ready(): Promise<void> {
-    return this.#recovering ?? Promise.resolve();
+    if (this.#failure) return Promise.reject(this.#failure);
+    return this.#recovering?.then(() => this.ready) ?? Promise.resolve();
+  }
+
+  /** Renews the claim on the store every `storeRenewMs`, until the harness closes. */
+  #renewLater(): void {
+    const claim = this.#claim!;
+    const renew = new CallbackDeadline(() => {
+      if (this.#closed || claim.fenced) return;
+      try {
+        const renewed = claim.renew();
+        if (isPromiseLike(renewed)) renewed.catch(() => {});
+      } catch { /* a fenced claim closes the harness; a failing store is logged where it fails */ }
+      this.scheduler.set(renew, this.clock.now() + this.#options.storeRenewMs);
+    });
+    this.scheduler.set(renew, this.clock.now() + this.#options.storeRenewMs);
+  }
+
+  /** Another harness took the store over: this one stops, and its executors go to that one. */
+  #fenced(error: StoreFencedError): void {
+    this.logger.error(error.message);
+    this.#failure = error;
+    void this.close();
+  }
+
+  /** Why this harness stopped serving: another harness holds, or took over, its store. */
+  get failure(): Error | undefined {
+    return this.#failure;
   }
 
   /** Serves an executor on an admitted transport. */
@@ -198,7 +276,7 @@ export class HarnessCore {
       return;
     }
     if (this.#closed) {
-      transport.close(CloseCode.GOING_AWAY, "harness shutting down");
+      transport.close(CloseCode.GOING_AWAY, this.#closeReason());
       return;
     }
     this.unregistered++;
@@ -223,7 +301,7 @@ export class HarnessCore {
   restore(transport: Transport, snapshot: ConnectionSnapshot): MaybePromise<void> {
     if (this.#recovering) return this.#recovering.then(() => this.restore(transport, snapshot));
     if (this.#closed) {
-      transport.close(CloseCode.GOING_AWAY, "harness shutting down");
+      transport.close(CloseCode.GOING_AWAY, this.#closeReason());
       return;
     }
     const executor = snapshot.executorId !== undefined
@@ -301,12 +379,24 @@ export class HarnessCore {
     for (const executor of [...this.executors.byId.values()]) {
       this.executors.release(executor, "harness_closed");
     }
-    const closing = [...this.connections].map((c) =>
-      c.close(CloseCode.GOING_AWAY, "harness shutting down")
-    );
+    const reason = this.#closeReason();
+    const closing = [...this.connections].map((c) => c.close(CloseCode.GOING_AWAY, reason));
     this.scheduler.stop();
     this.#agent?.close?.();
     await Promise.all(closing);
+    // Let go of the store last: the next harness may claim it at once.
+    if (this.#claim && !this.#failure) {
+      try {
+        await this.#claim.release();
+      } catch { /* a store that cannot be written is logged where it fails */ }
+    }
+  }
+
+  /** The reason a closed harness gives its connections (1001: they reconnect, maybe elsewhere). */
+  #closeReason(): string {
+    if (this.#failure instanceof StoreFencedError) return "another harness took the store over";
+    if (this.#failure instanceof StoreHeldError) return "another harness holds the store";
+    return "harness shutting down";
   }
 
   /** Whether the core was closed. */

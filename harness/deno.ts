@@ -9,6 +9,7 @@ import { dialWebSocket, serveWebSocket as serveWithDeno } from "../transport/den
 import { serveWebSocket as serveWithWs } from "../transport/node.ts";
 import type { RunningServer, ServeWebSocketOptions } from "../transport/server.ts";
 import { Harness as CoreHarness, type HarnessOptions } from "./harness.ts";
+import { processHolderIdentity } from "./store/holder.node.ts";
 
 export * from "./mod.ts";
 export {
@@ -37,6 +38,11 @@ function serveHarness(options: ServeWebSocketOptions): Promise<RunningServer> {
 export class Harness extends CoreHarness {
   /** A harness with Deno's servers and dialer unless `server` / `dial` are given. */
   constructor(options: HarnessOptions = {}) {
-    super({ server: serveHarness, dial: dialWebSocket, ...options });
+    super({
+      server: serveHarness,
+      dial: dialWebSocket,
+      holderIdentity: processHolderIdentity(),
+      ...options,
+    });
   }
 }

@@ -44,6 +44,12 @@ import {
 } from "./principal.ts";
 import type { SchedulerDriver } from "./scheduler.ts";
 import type { HarnessStore } from "./store/store.ts";
+import {
+  DEFAULT_STORE_RENEW_MS,
+  type HolderIdentity,
+  StoreFencedError,
+  UNKNOWN_HOLDER,
+} from "./store/claim.ts";
 import { type TokenEndpointOptions, TokenIssuer } from "./token-endpoint.ts";
 import type { ToolCallStatus } from "./tool-calls.ts";
 
@@ -147,6 +153,26 @@ export interface HarnessOptions {
    * {@linkcode RecoveredLeases}.
    */
   recoveredLeases?: RecoveredLeases;
+  /**
+   * Claim `store` even while another live harness holds it. That harness is fenced: none of its
+   * writes is accepted from then on, and it closes its executors' connections (1001) so that
+   * they reconnect, to this one when they can reach it. Default false: `new Harness` throws (or
+   * `ready` rejects, on a store that answers with promises) `StoreHeldError`, naming the holder.
+   * See `docs/store.md`, "One writer".
+   */
+  takeover?: boolean;
+  /**
+   * Who this harness is in its store's holder record: host, pid, when its process started, and
+   * how to tell whether a process of this machine runs. Default: this process, from the Node,
+   * Deno and Bun entry points; elsewhere nothing is known, and a holder counts as gone only
+   * once it stopped renewing its claim.
+   */
+  holderIdentity?: HolderIdentity;
+  /**
+   * How often the harness renews its claim on `store`, ms. A claim not renewed for three times
+   * this counts as gone (a harness on another machine that died). Default 5000.
+   */
+  storeRenewMs?: number;
   /**
    * How many ended sessions the store remembers (their records, events and results, readable
    * through `harness.session(id)`); older ones are forgotten. Default 1,000.
@@ -261,6 +287,9 @@ export class Harness {
       rememberToolCalls: options.rememberToolCalls,
       rememberEndedSessions: options.rememberEndedSessions,
       recoveredLeases: options.recoveredLeases,
+      holderIdentity: options.holderIdentity ?? UNKNOWN_HOLDER,
+      takeover: options.takeover ?? false,
+      storeRenewMs: options.storeRenewMs ?? DEFAULT_STORE_RENEW_MS,
       agent: options.agent,
       onConnectionChange: options.onConnectionChange,
     });
@@ -282,6 +311,15 @@ export class Harness {
    */
   get ready(): Promise<void> {
     return this.#core.ready;
+  }
+
+  /**
+   * Set once another harness took the store over (`takeover`): this one has closed its
+   * executors' connections and writes nothing more to the store; close it.
+   */
+  get fenced(): StoreFencedError | undefined {
+    const failure = this.#core.failure;
+    return failure instanceof StoreFencedError ? failure : undefined;
   }
 
   /**

@@ -166,7 +166,12 @@ export {
   type BrainToolCallView,
   MIN_BRAIN_API_TOKEN_LENGTH,
 } from "./brain-api.ts";
-export { type Inspector, inspector, type InspectorOptions } from "./inspector/inspector.ts";
+export {
+  DEFAULT_MAX_STREAM_QUEUE_BYTES,
+  type Inspector,
+  inspector,
+  type InspectorOptions,
+} from "./inspector/inspector.ts";
 export {
   InspectorTokenError,
   MIN_INSPECTOR_TOKEN_LENGTH,
@@ -186,6 +191,7 @@ export {
   SessionEndedError,
   SessionRefusedError,
   type SessionRefusedReason,
+  StreamBacklogError,
   TokenRejectedError,
   type TokenRejectedReason,
   ToolOutcomeUnknownError,
@@ -194,10 +200,12 @@ export {
 export {
   checkKey,
   checkList,
+  type CheckOp,
   compareKeys,
   type DeleteOp,
   type DeletePrefixOp,
   encodeValue,
+  expectedText,
   type HarnessStore,
   InvalidStoreRequestError,
   type InvalidStoreRequestReason,
@@ -207,8 +215,17 @@ export {
   prefixEnd,
   type PutOp,
   StoreClosedError,
+  StoreConditionError,
   type StoreOp,
 } from "./store/store.ts";
+export {
+  DEFAULT_STORE_RENEW_MS,
+  type HolderIdentity,
+  holderIsLive,
+  StoreFencedError,
+  StoreHeldError,
+  type StoreHolderRecord,
+} from "./store/claim.ts";
 export { MemoryHarnessStore, type MemoryHarnessStoreOptions } from "./store/memory.ts";
 export {
   DEFAULT_STORE_TABLE,

@@ -184,4 +184,8 @@ export const keys = {
   events: (sessionId: string): string => `ev/${sessionId}/`,
   call: (id: string): string => `c/${id}`,
   calls: "c/",
+  /** The store's holder record (`harness/store/claim.ts`). */
+  holder: "w/holder",
+  /** The fencing epoch every batch of the holder checks. */
+  epoch: "w/epoch",
 } as const;

@@ -18,13 +18,16 @@ import {
   checkBatch,
   checkKey,
   checkList,
+  type CheckOp,
   compareKeys,
   encodeValue,
+  expectedText,
   type HarnessStore,
   InvalidStoreRequestError,
   type ListOptions,
   opKind,
   StoreClosedError,
+  StoreConditionError,
   type StoreOp,
 } from "./store.ts";
 import { type SqlDriver, SqlHarnessStore, type SqlRow, type SqlValue } from "./sql.ts";
@@ -103,7 +106,10 @@ export function openDurableObjectStore(
 ): HarnessStore {
   const api = options.api ?? (hasSql(storage) ? "sql" : "kv");
   if (api === "sql") {
-    return new SqlHarnessStore(durableObjectSqlDriver(storage), { table: options.table });
+    return new SqlHarnessStore(durableObjectSqlDriver(storage), {
+      table: options.table,
+      singleWriter: true,
+    });
   }
   if (api === "kv") return new DurableObjectKvStore(storage, options.prefix);
   throw new InvalidStoreRequestError("option", `api must be "sql" or "kv"`);
@@ -153,6 +159,8 @@ const KV_BATCH = 128;
 export class DurableObjectKvStore implements HarnessStore {
   readonly #storage: DurableObjectStoreStorage;
   readonly #prefix: string;
+  /** A Durable Object runs as one instance at a time: no second harness reaches its storage. */
+  readonly singleWriter = true;
   #tail: Promise<void> = Promise.resolve();
   #closed = false;
 
@@ -196,9 +204,12 @@ export class DurableObjectKvStore implements HarnessStore {
     const texts: (string | undefined)[] = new Array(batch.length);
     for (let i = 0; i < batch.length; i++) {
       const op = batch[i];
-      if (opKind(op) === "put") {
+      const kind = opKind(op);
+      if (kind === "put") {
         const { put, value } = op as { put: string; value: unknown };
         texts[i] = encodeValue(put, value);
+      } else if (kind === "check") {
+        texts[i] = expectedText(op as CheckOp);
       }
     }
     const base = this.#prefix;
@@ -220,9 +231,18 @@ export class DurableObjectKvStore implements HarnessStore {
     base: string,
   ): Promise<void> {
     await this.#storage.transaction(async (txn) => {
+      // The conditions first: a failed one throws before anything is written.
+      for (let i = 0; i < batch.length; i++) {
+        const op = batch[i];
+        if (!("check" in op)) continue;
+        if (await txn.get<string>(base + op.check) !== texts[i]) {
+          throw new StoreConditionError(op.check);
+        }
+      }
       for (let i = 0; i < batch.length; i++) {
         const op = batch[i];
         const text = texts[i];
+        if ("check" in op) continue;
         if (text !== undefined) {
           await txn.put(base + (op as { put: string }).put, text);
         } else if ("delete" in op) {

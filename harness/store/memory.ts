@@ -7,14 +7,17 @@ import {
   checkBatch,
   checkKey,
   checkList,
+  type CheckOp,
   checkValue,
   codeUnitRank,
   encodeValue,
+  expectedText,
   type HarnessStore,
   isPlainText,
   type ListOptions,
   opKind,
   StoreClosedError,
+  StoreConditionError,
   type StoreOp,
 } from "./store.ts";
 
@@ -106,9 +109,16 @@ export class MemoryHarnessStore implements HarnessStore {
     checkBatch(batch);
     // Everything is checked before anything is applied: a refused batch changes nothing.
     let texts: string[] | undefined;
+    let checked = false;
     for (let i = 0; i < batch.length; i++) {
       const op = batch[i];
-      if (opKind(op) !== "put") continue;
+      const kind = opKind(op);
+      if (kind === "check") {
+        this.#check(op as CheckOp);
+        checked = true;
+        continue;
+      }
+      if (kind !== "put") continue;
       const { put, value } = op as { put: string; value: unknown };
       if (this.#json) (texts ??= [])[i] = encodeValue(put, value);
       else checkValue(put, value);
@@ -120,6 +130,7 @@ export class MemoryHarnessStore implements HarnessStore {
         delete?: string;
         deletePrefix?: string;
       };
+      if (checked && "check" in op) continue;
       if (op.put !== undefined) {
         if (!this.#values.has(op.put)) this.#fresh.add(op.put);
         this.#values.set(op.put, texts ? texts[i] : op.value);
@@ -139,6 +150,16 @@ export class MemoryHarnessStore implements HarnessStore {
     this.#values.clear();
     this.#unusual.clear();
     this.#fresh.clear();
+  }
+
+  /** Throws {@linkcode StoreConditionError} unless the key holds the value `op` expects. */
+  #check(op: CheckOp): void {
+    const expected = expectedText(op);
+    const held = this.#values.get(op.check);
+    const text = held === undefined || this.#json
+      ? held as string | undefined
+      : JSON.stringify(held);
+    if (text !== expected) throw new StoreConditionError(op.check);
   }
 
   /** Puts the keys written since the last ordered read in order. */

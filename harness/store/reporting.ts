@@ -8,6 +8,7 @@
 import type { Clock } from "../../protocol/clock.ts";
 import type { Logger } from "../../protocol/logger.ts";
 import { type HarnessStore, isPromiseLike, type MaybePromise, type StoreOp } from "./store.ts";
+import { StoreFencedError } from "./claim.ts";
 
 /** Failures after the first are summed up at most this often. */
 const SUMMARY_MS = 60_000;
@@ -20,6 +21,8 @@ export function reportingStore(store: HarnessStore, logger: Logger, clock: Clock
   let unsaid = 0;
   let saidAt = 0;
   const fail = (error: unknown) => {
+    // A fenced harness says so itself, once, and stops.
+    if (error instanceof StoreFencedError) return;
     total++;
     const now = clock.now();
     if (!failing) {
@@ -65,6 +68,7 @@ export function reportingStore(store: HarnessStore, logger: Logger, clock: Clock
     list: (prefix, options) => store.list(prefix, options),
     write,
     ...(store.close ? { close: () => store.close!() } : {}),
+    ...(store.singleWriter ? { singleWriter: true } : {}),
   };
 }
 

@@ -17,14 +17,17 @@ import {
   checkBatch,
   checkKey,
   checkList,
+  type CheckOp,
   compareKeys,
   encodeValue,
+  expectedText,
   type HarnessStore,
   InvalidStoreRequestError,
   type ListOptions,
   opKind,
   prefixEnd,
   StoreClosedError,
+  StoreConditionError,
   type StoreOp,
 } from "./store.ts";
 
@@ -55,6 +58,8 @@ export interface SqlDriver {
 export interface SqlHarnessStoreOptions {
   /** The table (created when missing). Default `bma_harness_store`. */
   readonly table?: string;
+  /** Sets {@linkcode HarnessStore.singleWriter}: only one harness can reach this database. */
+  readonly singleWriter?: boolean;
 }
 
 /** The table a {@linkcode SqlHarnessStore} uses unless told otherwise. */
@@ -86,6 +91,7 @@ export class SqlHarnessStore implements HarnessStore {
   readonly #deleteRange: string;
   readonly #deleteFrom: string;
   readonly #lists: string[] = [];
+  readonly singleWriter: boolean;
   #closed = false;
 
   /** Uses `driver`, creating the table when it is missing. */
@@ -98,6 +104,7 @@ export class SqlHarnessStore implements HarnessStore {
       );
     }
     this.#driver = driver;
+    this.singleWriter = options.singleWriter === true;
     driver.exec(
       `CREATE TABLE IF NOT EXISTS ${table} (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID`,
     );
@@ -161,20 +168,30 @@ export class SqlHarnessStore implements HarnessStore {
     if (batch.length === 0) return;
     // Every key and value is checked (and serialized) before the transaction starts.
     const texts: (string | undefined)[] = new Array(batch.length);
+    let checks: number[] | undefined;
     for (let i = 0; i < batch.length; i++) {
       const op = batch[i];
-      if (opKind(op) === "put") {
+      const kind = opKind(op);
+      if (kind === "put") {
         const { put, value } = op as { put: string; value: unknown };
         texts[i] = encodeValue(put, value);
+      } else if (kind === "check") {
+        texts[i] = expectedText(op as CheckOp);
+        (checks ??= []).push(i);
       }
     }
-    if (batch.length === 1) {
+    if (batch.length === 1 && checks === undefined) {
       // One statement is atomic on its own.
       this.#apply(batch[0], texts[0]);
       return;
     }
     this.#driver.transaction(() => {
-      for (let i = 0; i < batch.length; i++) this.#apply(batch[i], texts[i]);
+      // The conditions first, inside the transaction that holds the write lock: no other
+      // connection can change a checked key between the comparison and the writes.
+      if (checks) { for (const i of checks) this.#check(batch[i] as CheckOp, texts[i]); }
+      for (let i = 0; i < batch.length; i++) {
+        if (checks === undefined || !("check" in batch[i])) this.#apply(batch[i], texts[i]);
+      }
     });
   }
 
@@ -196,6 +213,12 @@ export class SqlHarnessStore implements HarnessStore {
       if (end === undefined) driver.run(this.#deleteFrom, [deletePrefix]);
       else driver.run(this.#deleteRange, [deletePrefix, end]);
     }
+  }
+
+  #check(op: CheckOp, expected: string | undefined): void {
+    const rows = this.#driver.all(this.#get, [op.check]);
+    const held = rows.length === 0 ? undefined : rows[0].value as string;
+    if (held !== expected) throw new StoreConditionError(op.check);
   }
 
   #open(): void {

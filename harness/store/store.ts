@@ -63,8 +63,23 @@ export interface DeletePrefixOp {
   readonly deletePrefix: string;
 }
 
+/**
+ * A condition of its batch: the batch applies only while `check` holds `value` (its JSON text
+ * equal to `JSON.stringify(value)`; `value` absent: `check` has none). Otherwise nothing of the
+ * batch is written and `write` throws {@linkcode StoreConditionError}. This compare-and-set is
+ * the store's fencing primitive: a harness puts one before each of its batches, so that a
+ * harness that lost the store to another writes nothing more (see `docs/store.md`, "One
+ * writer").
+ */
+export interface CheckOp {
+  /** The key whose value is compared. */
+  readonly check: string;
+  /** The value it must hold (JSON); absent: the key must have none. */
+  readonly value?: unknown;
+}
+
 /** One operation of an atomic batch. */
-export type StoreOp = PutOp | DeleteOp | DeletePrefixOp;
+export type StoreOp = PutOp | DeleteOp | DeletePrefixOp | CheckOp;
 
 /**
  * Where a harness keeps what must survive a restart. Implementations: `MemoryHarnessStore`
@@ -85,6 +100,12 @@ export interface HarnessStore {
   write(batch: readonly StoreOp[]): MaybePromise<void>;
   /** Releases the store (closes the database file). Later calls throw `StoreClosedError`. */
   close?(): MaybePromise<void>;
+  /**
+   * True when no second harness can ever reach this store while one runs: a Durable Object's
+   * storage (the platform runs at most one instance of an object). A harness then does not
+   * claim it (see `docs/store.md`, "One writer"). Default false: a harness claims the store.
+   */
+  readonly singleWriter?: boolean;
 }
 
 /** What was wrong with a store call's arguments. */
@@ -103,6 +124,18 @@ export class InvalidStoreRequestError extends LocalError {
     super(message, options);
     this.name = "InvalidStoreRequestError";
     this.reason = reason;
+  }
+}
+
+/** A batch's {@linkcode CheckOp} did not hold: nothing of the batch was written. */
+export class StoreConditionError extends LocalError {
+  /** The key whose value differed. */
+  readonly key: string;
+  /** The key that did not hold the value its batch expected. */
+  constructor(key: string) {
+    super(`the harness store's ${JSON.stringify(key)} does not hold the expected value`);
+    this.name = "StoreConditionError";
+    this.key = key;
   }
 }
 
@@ -247,7 +280,7 @@ export function checkValue(key: string, value: unknown): void {
 }
 
 /** The kind of an operation, checking its shape and key. */
-export function opKind(op: StoreOp): "put" | "delete" | "deletePrefix" {
+export function opKind(op: StoreOp): "put" | "delete" | "deletePrefix" | "check" {
   if (op === null || typeof op !== "object") {
     throw new InvalidStoreRequestError("op", "a batch holds operation objects");
   }
@@ -263,10 +296,22 @@ export function opKind(op: StoreOp): "put" | "delete" | "deletePrefix" {
     checkKeyText(op.deletePrefix, "deletePrefix");
     return "deletePrefix";
   }
+  if ("check" in op) {
+    checkKey(op.check);
+    return "check";
+  }
   throw new InvalidStoreRequestError(
     "op",
-    "an operation is { put, value }, { delete } or { deletePrefix }",
+    "an operation is { put, value }, { delete }, { deletePrefix } or { check, value }",
   );
+}
+
+/**
+ * The JSON text a {@linkcode CheckOp} expects (`undefined`: the key must be absent), for a store
+ * that compares it with the text it keeps.
+ */
+export function expectedText(op: CheckOp): string | undefined {
+  return op.value === undefined ? undefined : encodeValue(op.check, op.value);
 }
 
 /** Checks that `batch` is an array. */

@@ -418,7 +418,7 @@ describe("brainApi over HTTP", { timeout: 30_000 }, () => {
     await first.server.close();
     first.release();
 
-    const second = new Harness({ insecureNoAuth: true, store });
+    const second = new Harness({ insecureNoAuth: true, store, takeover: true });
     const server = await second.serve({ hostname: "127.0.0.1", port: first.port });
     closing.push(() => server.close(), () => second.close());
     const api = await apiOn(second);

@@ -113,7 +113,13 @@ describe("Harness seams for an evicted edge harness", { timeout: 20_000 }, () =>
     const wakes: (number | undefined)[] = [];
     const driver: SchedulerDriver = { wake: (at) => void wakes.push(at) };
     const observed: HarnessObservation[] = [];
-    const second = new Harness({ store, heartbeatIntervalMs: 1_000, deadlines: driver });
+    // The evicted object lives on in this process: its successor takes the store over.
+    const second = new Harness({
+      store,
+      takeover: true,
+      heartbeatIntervalMs: 1_000,
+      deadlines: driver,
+    });
     closing.push(() => second.close());
     second.observe((observation) => observed.push(observation));
     assert.equal(second.session("ses_edge")?.state, "ready", "read back from the store");

@@ -44,6 +44,8 @@ describe("leases of executors read back from the store", { timeout: 20_000 }, ()
   ): Harness {
     const made = new Harness({
       store,
+      // The harness made before lives on in this process: each one takes the store over.
+      takeover: true,
       clock,
       heartbeatIntervalMs: INTERVAL,
       deadlines: { wake() {} },

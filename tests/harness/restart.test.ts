@@ -41,6 +41,8 @@ describe("Harness restart on the same store", { timeout: 30_000 }, () => {
   async function serve(store: HarnessStore, port = 0, clock?: ManualClock) {
     const harness = new Harness({
       store,
+      // A "crashed" harness lives on in this process: the next one takes its store over.
+      takeover: true,
       insecureNoAuth: true,
       heartbeatIntervalMs: 5_000,
       ...(clock ? { clock } : {}),

@@ -1,5 +1,6 @@
 /**
- * A store that cannot write is said in the log, not only refused: a harness on a store whose
+ * A store that cannot write is said in the log, not only refused: a harness refuses to start on
+ * a store it cannot write (its claim is the first write), and a harness on a store whose
  * writes fail (a user's own `HarnessStore`, as a read-only file or a full disk makes SQLite
  * fail) refuses the executor's register with -32004 as before, the logger gets the cause once as
  * an error, and a warning when writes succeed again, after which the executor's retried register
@@ -48,10 +49,25 @@ describe("Harness: a store that cannot write", { timeout: 30_000 }, () => {
     await server?.close();
   });
 
+  it("refuses to start on a store that cannot be written from the start", () => {
+    const store = new FailingStore();
+    // The claim on the store is its first write: the harness fails there, with the cause.
+    assert.throws(
+      () => new Harness({ insecureNoAuth: true, store }),
+      (error: Error & { code?: string }) =>
+        /readonly database/.test(error.message) && error.code === "SQLITE_READONLY",
+    );
+    store.failing = false;
+    const started = new Harness({ insecureNoAuth: true, store });
+    return started.close();
+  });
+
   it("logs the cause once, refuses with -32004, and says when writes succeed again", async () => {
     const store = new FailingStore();
+    store.failing = false;
     const logger = new CapturingLogger();
     harness = new Harness({ insecureNoAuth: true, store, logger });
+    store.failing = true;
     server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
     client = new ExecutorClient({
       harnessUrl: server.url,

@@ -14,21 +14,28 @@ export class ChaosProxy {
   #cuts = 0;
   #connections = 0;
   #stalled = false;
+  #host = "";
+  #port = 0;
 
   private constructor(server: Server) {
     this.#server = server;
   }
 
+  /** Sends the connections made from now on to `target` (a harness that took over). */
+  retarget(target: string): void {
+    const url = new URL(target);
+    this.#host = url.hostname;
+    this.#port = Number(url.port);
+  }
+
   /** Proxies 127.0.0.1:<random port> to `target` (`ws://host:port` or `http://host:port`). */
   static async start(target: string): Promise<ChaosProxy> {
-    const url = new URL(target);
-    const port = Number(url.port);
-    const host = url.hostname;
     const server = createServer();
     const proxy = new ChaosProxy(server);
+    proxy.retarget(target);
     server.on("connection", (client) => {
       proxy.#connections++;
-      const upstream = createConnection({ host, port });
+      const upstream = createConnection({ host: proxy.#host, port: proxy.#port });
       // Without this, Nagle's algorithm and delayed ACKs add ~40 ms to each small frame.
       client.setNoDelay(true);
       upstream.setNoDelay(true);

@@ -12,6 +12,7 @@ import {
   isPromiseLike,
   type SqlDriver,
   StoreClosedError,
+  StoreConditionError,
   type StoreOp,
 } from "../../mod.ts";
 
@@ -477,6 +478,56 @@ export const storeCases: readonly StoreCase[] = [
     },
   },
   {
+    name: "a check holds its batch to a key's value: compare-and-set",
+    async run(subject) {
+      const store = await subject.open();
+      // Absent: a check without a value holds; one with a value fails.
+      await store.write([{ check: "w:epoch" }, { put: "w:epoch", value: 1 }, {
+        put: "a",
+        value: 1,
+      }]);
+      assert.equal(await store.get("w:epoch"), 1);
+      const refused = async (batch: StoreOp[]) => {
+        await assert.rejects(
+          async () => await store.write(batch),
+          (error: unknown) =>
+            error instanceof StoreConditionError && error.key === "w:epoch" &&
+            error.name === "StoreConditionError",
+        );
+      };
+      await refused([{ put: "a", value: 2 }, { check: "w:epoch" }]);
+      await refused([{ check: "w:epoch", value: 2 }, { put: "a", value: 3 }, {
+        delete: "w:epoch",
+      }]);
+      await refused([{ check: "w:epoch", value: "1" }, { deletePrefix: "a" }]);
+      // Nothing of a refused batch was written, wherever the check stood in it.
+      assert.equal(await store.get("a"), 1);
+      assert.equal(await store.get("w:epoch"), 1);
+      // A check that holds lets the batch apply, and is not itself written.
+      await store.write([{ put: "a", value: 4 }, { check: "w:epoch", value: 1 }]);
+      await store.write([{ check: "w:epoch", value: 1 }]);
+      assert.deepEqual(await store.list(""), [["a", 4], ["w:epoch", 1]]);
+      // Values compare as JSON: objects too, and several checks in one batch.
+      await store.write([{ put: "w:holder", value: { pid: 7, host: "h" } }]);
+      await store.write([
+        { check: "w:holder", value: { pid: 7, host: "h" } },
+        { check: "w:epoch", value: 1 },
+        { put: "w:epoch", value: 2 },
+      ]);
+      assert.equal(await store.get("w:epoch"), 2);
+      await refused([{ check: "w:holder", value: { pid: 7, host: "h" } }, {
+        check: "w:epoch",
+        value: 1,
+      }]);
+      // A bad check key is refused like any bad key.
+      await assert.rejects(
+        async () => await store.write([{ check: "" }]),
+        InvalidStoreRequestError,
+      );
+      await closeStore(store);
+    },
+  },
+  {
     name: "takes large values",
     async run(subject) {
       const store = await subject.open();
@@ -512,9 +563,11 @@ export const storeCases: readonly StoreCase[] = [
         for (const op of batch) {
           if ("put" in op) model.set(op.put, op.value as number);
           else if ("delete" in op) model.delete(op.delete);
-          else {for (const key of [...model.keys()]) {
+          else if ("deletePrefix" in op) {
+            for (const key of [...model.keys()]) {
               if (key.startsWith(op.deletePrefix)) model.delete(key);
-            }}
+            }
+          }
         }
         const expected = [...model].sort(([a], [b]) => byCodePoint(a, b));
         if (round % 8 === 7) assert.deepEqual(await store.list(""), expected, `round ${round}`);

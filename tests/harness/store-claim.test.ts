@@ -1,0 +1,139 @@
+/**
+ * The claim on a store, on injected clocks and identities (the process-level story is
+ * tests/store/one-writer.test.ts): the rule of a live holder, a fenced harness finding out by
+ * its renewal and closing its connections (1001), a holder that stopped renewing counting as
+ * gone, a released store claimed at once, and a store that answers with promises rejecting
+ * `ready` when held.
+ */
+import { afterEach, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import {
+  createLinkedTransportPair,
+  Harness,
+  type HarnessStore,
+  type HolderIdentity,
+  holderIsLive,
+  ManualClock,
+  MemoryHarnessStore,
+  StoreFencedError,
+  StoreHeldError,
+  type StoreHolderRecord,
+  type StoreOp,
+} from "../../node.ts";
+import { ExecutorPeer, registerParams } from "../helpers/executor-peer.ts";
+
+const RENEW = 1_000;
+const PROTOCOL = "bma.executor.v1.1";
+
+function identity(host: string, pid: number, processStarted = 1, alive = true): HolderIdentity {
+  return { host, pid, processStarted, alive: () => alive };
+}
+
+function record(overrides: Partial<StoreHolderRecord> = {}): StoreHolderRecord {
+  return { epoch: 1, host: "a", pid: 10, processStarted: 1, since: 0, renewedAt: 0, ...overrides };
+}
+
+describe("a harness's claim on its store", { timeout: 20_000 }, () => {
+  const harnesses: Harness[] = [];
+  afterEach(async () => {
+    for (const harness of harnesses.splice(0)) await harness.close();
+  });
+  function harness(
+    store: HarnessStore,
+    clock: ManualClock,
+    who: HolderIdentity,
+    takeover = false,
+  ): Harness {
+    const made = new Harness({
+      store,
+      clock,
+      holderIdentity: who,
+      takeover,
+      storeRenewMs: RENEW,
+      heartbeatIntervalMs: 60_000,
+    });
+    harnesses.push(made);
+    return made;
+  }
+
+  it("judges a holder live by one rule", () => {
+    const stale = 3 * RENEW;
+    // Another machine: live while it renews.
+    assert.equal(holderIsLive(record(), identity("b", 10), stale, stale), true);
+    assert.equal(holderIsLive(record(), identity("b", 10), stale + 1, stale), false);
+    // Let go of: free.
+    assert.equal(holderIsLive(record({ releasedAt: 0 }), identity("b", 10), 0, stale), false);
+    // This machine: live while its process runs.
+    assert.equal(holderIsLive(record(), identity("a", 11, 1, true), 0, stale), true);
+    assert.equal(holderIsLive(record(), identity("a", 11, 1, false), 0, stale), false);
+    // The same pid: this very process (another harness here) or an earlier one that had it.
+    assert.equal(holderIsLive(record(), identity("a", 10, 1), 0, stale), true);
+    assert.equal(holderIsLive(record(), identity("a", 10, 2), 0, stale), false);
+    // Nothing known of this process (the portable core): its renewals decide.
+    assert.equal(holderIsLive(record(), identity("", 0), 0, stale), true);
+  });
+
+  it("a fenced harness finds out when it renews, and closes its connections", async () => {
+    const store = new MemoryHarnessStore({ values: "json" });
+    const clock = new ManualClock();
+    const first = harness(store, clock, identity("a", 10));
+    const [executorEnd, harnessEnd] = createLinkedTransportPair({ protocol: PROTOCOL });
+    await first.accept(harnessEnd);
+    const peer = new ExecutorPeer(executorEnd);
+    await peer.start(registerParams());
+    assert.throws(() => harness(store, new ManualClock(), identity("b", 20)), StoreHeldError);
+    const second = harness(store, new ManualClock(), identity("b", 20), true);
+    assert.equal(second.fenced, undefined);
+    assert.equal(first.fenced, undefined, "not yet: it has written nothing since");
+    await clock.advance(RENEW);
+    const fenced = first.fenced as StoreFencedError | undefined;
+    assert.ok(fenced instanceof StoreFencedError);
+    assert.equal(fenced.holder?.host, "b");
+    assert.equal(fenced.holder?.epoch, 2);
+    const closed = await executorEnd.closed;
+    assert.equal(closed.code, 1001);
+    assert.match(closed.reason ?? "", /another harness took the store over/);
+    // Its timers stopped with it: nothing more is written in its name.
+    const holder = store.get<StoreHolderRecord>("w/holder")!;
+    await clock.advance(10 * RENEW);
+    assert.deepEqual(store.get("w/holder"), holder);
+  });
+
+  it("counts a holder that stopped renewing as gone, and a released store as free", async () => {
+    const store = new MemoryHarnessStore({ values: "json" });
+    const start = Date.UTC(2026, 0, 1);
+    const first = harness(store, new ManualClock(start), identity("a", 10));
+    // Another machine, within three renewals of the holder's last: held.
+    assert.throws(
+      () => harness(store, new ManualClock(start + 3 * RENEW), identity("b", 20)),
+      (error: unknown) =>
+        error instanceof StoreHeldError && error.holder.host === "a" &&
+        /host a, pid 10, since 2026-01-01T00:00:00.000Z, renewed 3 s ago/.test(error.message),
+    );
+    // Past them: the holder is gone (its machine died), and the store is taken.
+    const second = harness(store, new ManualClock(start + 3 * RENEW + 1), identity("b", 20));
+    assert.equal(store.get<StoreHolderRecord>("w/holder")!.host, "b");
+    await second.close();
+    // Let go of: the next claims it at once, whoever held it.
+    harness(store, new ManualClock(start), identity("c", 30));
+    assert.equal(store.get<StoreHolderRecord>("w/holder")!.host, "c");
+    await first.close();
+  });
+
+  it("rejects ready on a store that answers with promises while another holds it", async () => {
+    const inner = new MemoryHarnessStore({ values: "json" });
+    const remote: HarnessStore = {
+      get: (key) => Promise.resolve().then(() => inner.get(key)),
+      list: (prefix, options) => Promise.resolve().then(() => inner.list(prefix, options)),
+      write: (batch: readonly StoreOp[]) => Promise.resolve().then(() => inner.write(batch)),
+    };
+    const first = harness(remote, new ManualClock(), identity("a", 10));
+    await first.ready;
+    const second = harness(remote, new ManualClock(), identity("b", 20));
+    await assert.rejects(second.ready, StoreHeldError);
+    // It serves nobody: a connection is closed at once.
+    const [executorEnd, harnessEnd] = createLinkedTransportPair({ protocol: PROTOCOL });
+    await second.accept(harnessEnd);
+    assert.equal((await executorEnd.closed).code, 1001);
+  });
+});
