@@ -15,8 +15,8 @@
  */
 import { Hono } from "hono";
 import type { Context } from "hono";
-import { streamSSE } from "hono/streaming";
 import * as z from "zod";
+import { type Clock, systemClock, type TimerHandle } from "../protocol/clock.ts";
 import {
   CapabilityNotAdvertisedError,
   InvalidOutgoingParamsError,
@@ -75,8 +75,13 @@ export interface BrainApiOptions {
   maxBodyBytes?: number;
   /** Longest `wait_ms` of a long poll. Default 60 s. */
   maxWaitMs?: number;
-  /** Longest life of an event stream (`text/event-stream`); the client reconnects. Default 5 min. */
+  /**
+   * Longest life of an event stream (`text/event-stream`): it then ends with `event: end` (also
+   * for a client that is behind) and its connection closes; the client reconnects. Default 5 min.
+   */
   maxStreamMs?: number;
+  /** The harness's clock, when it was given one (event streams' lifetimes and pings). */
+  clock?: Clock;
   /** Where failures the API could not attribute to the request go. Default: nowhere. */
   logger?: Logger;
 }
@@ -194,6 +199,11 @@ const DEFAULT_EVENT_LIMIT = 100;
 const MAX_EVENT_LIMIT = 1_000;
 /** A comment on an idle event stream this often keeps proxies and idle timeouts from closing it. */
 const STREAM_PING_MS = 5_000;
+/**
+ * What an event stream holds for its client before it stops reading the log: a client that stops
+ * reading is owed at most this and one record (and the `end` event), whatever the session sends.
+ */
+const STREAM_HIGH_WATER_BYTES = 64 * 1024;
 
 const count = z.string().regex(/^\d{1,15}$/, "a non-negative integer").transform(Number);
 const WaitQuery = z.object({ wait_ms: count.optional() });
@@ -236,6 +246,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
   const logger = options.logger ?? silentLogger;
   const maxWaitMs = options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS;
   const maxStreamMs = options.maxStreamMs ?? DEFAULT_MAX_STREAM_MS;
+  const clock = options.clock ?? systemClock;
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const base = normalizeBasePath(options.basePath);
   const at = (path: string) => `${base}${path}`;
@@ -567,35 +578,89 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     return json(200, { events, next, ended });
   }
 
+  /**
+   * The events of `session` from `from` as server-sent events, read from the log only as fast as
+   * the client takes them: the next record is read while the stream holds less than
+   * {@linkcode STREAM_HIGH_WATER_BYTES}, so a client that stops reading holds the session's
+   * events where they are kept anyway (its log), not in a queue of its own.
+   */
   function eventStream(c: Context, session: Session, from: number): Response {
-    return streamSSE(c, async (stream) => {
-      const reading = new AbortController();
-      const stop = () => reading.abort();
-      const requestSignal = c.req.raw.signal;
-      requestSignal.addEventListener("abort", stop, { once: true });
-      stream.onAbort(stop);
-      const lifetime = setTimeout(stop, maxStreamMs);
-      const ping = setInterval(() => void stream.write(": ping\n\n"), STREAM_PING_MS);
-      let next = from;
-      try {
-        for await (const record of session.events({ from, signal: reading.signal })) {
-          next = record.index;
-          await stream.writeSSE({ id: String(record.index), data: JSON.stringify(record) });
-          if (stream.aborted) break;
+    const encoder = new TextEncoder();
+    const requestSignal = c.req.raw.signal;
+    const reading = new AbortController();
+    const records = session.events({ from, signal: reading.signal });
+    let controller!: ReadableStreamDefaultController<Uint8Array>;
+    let lifetime: TimerHandle | undefined;
+    let ping: TimerHandle | undefined;
+    let stopped = false;
+    let next = from;
+    const send = (text: string) => controller.enqueue(encoder.encode(text));
+
+    /** Stops reading the log and the timers; false when it already had. */
+    const stop = (): boolean => {
+      if (stopped) return false;
+      stopped = true;
+      if (lifetime !== undefined) clock.clearTimeout(lifetime);
+      if (ping !== undefined) clock.clearTimeout(ping);
+      requestSignal.removeEventListener("abort", cancel);
+      reading.abort();
+      void records.return(undefined).catch(() => {});
+      return true;
+    };
+    /** The client went away: nothing more is sent. */
+    const cancel = () => void stop();
+    /** Ends the stream with `event: end`, which tells the client where to go on from. */
+    const finish = (ended: boolean) => {
+      if (!stop()) return;
+      send(sse({ event: "end", data: { next, ended } }));
+      controller.close();
+    };
+    const keepAlive = () => {
+      // Only for a client that keeps up: one that is behind has no idle timeout to beat, and a
+      // ping must not add to what is queued for it.
+      if ((controller.desiredSize ?? 0) > 0) send(": ping\n\n");
+      ping = clock.setTimeout(keepAlive, STREAM_PING_MS);
+    };
+
+    const stream = new ReadableStream<Uint8Array>({
+      start(c) {
+        controller = c;
+        requestSignal.addEventListener("abort", cancel, { once: true });
+        // The lifetime ends the stream even while a record waits for the client: what it holds
+        // stays as it is, and a server drops a client that takes nothing (`serveInspector`'s
+        // `slowClientTimeoutMs`).
+        lifetime = clock.setTimeout(() => finish(false), maxStreamMs);
+        ping = clock.setTimeout(keepAlive, STREAM_PING_MS);
+        if (requestSignal.aborted) cancel();
+      },
+      async pull() {
+        let record: IteratorResult<SessionEventRecord, void>;
+        try {
+          record = await records.next();
+        } catch (error) {
+          if (!stop()) return;
+          logger.error("brain API event stream failed", { error: String(error) });
+          send(sse({ event: "error", data: { code: "internal_error" } }));
+          controller.close();
+          return;
         }
-        if (!stream.aborted) {
-          const ended = session.state === "ended" && !reading.signal.aborted;
-          await stream.writeSSE({ event: "end", data: JSON.stringify({ next, ended }) });
-        }
-      } finally {
-        clearTimeout(lifetime);
-        clearInterval(ping);
-        requestSignal.removeEventListener("abort", stop);
-        reading.abort();
-      }
-    }, async (error, stream) => {
-      logger.error("brain API event stream failed", { error: String(error) });
-      await stream.writeSSE({ event: "error", data: JSON.stringify({ code: "internal_error" }) });
+        if (stopped) return;
+        // The log ends with the session (a read stopped by the lifetime has finished already).
+        if (record.done) return finish(session.state === "ended");
+        next = record.value.index;
+        send(sse({ id: String(next), data: record.value }));
+      },
+      cancel,
+    }, new ByteLengthQueuingStrategy({ highWaterMark: STREAM_HIGH_WATER_BYTES }));
+    return new Response(stream, {
+      status: 200,
+      headers: {
+        "content-type": "text/event-stream",
+        "cache-control": "no-store",
+        // The stream's end is its connection's: the client reconnects for the next one, and a
+        // connection kept open after it would only hold what a client that is behind left unread.
+        connection: "close",
+      },
     });
   }
 
@@ -670,6 +735,13 @@ async function within<T>(
     clearTimeout(timer);
     signal.removeEventListener("abort", onAbort!);
   }
+}
+
+/** One server-sent event; its data is JSON, which is one line. */
+function sse(message: { event?: string; id?: string; data: unknown }): string {
+  const event = message.event !== undefined ? `event: ${message.event}\n` : "";
+  const id = message.id !== undefined ? `id: ${message.id}\n` : "";
+  return `${event}data: ${JSON.stringify(message.data)}\n${id}\n`;
 }
 
 /** Parses `value` with a contract schema; a refusal is a 400 with the schema's issues. */

@@ -188,3 +188,19 @@ export class NoAgentPlatformError extends LocalError {
     this.name = "NoAgentPlatformError";
   }
 }
+
+/**
+ * The reader of an event stream (the inspector's live updates) fell more than `limitBytes` behind:
+ * the stream errors with this, which discards what it held for that reader, and the server drops
+ * the connection. A page reconnects and loads afresh.
+ */
+export class StreamBacklogError extends LocalError {
+  /** The most a stream holds for a reader that is behind. */
+  readonly limitBytes: number;
+  /** The bound the reader went past. */
+  constructor(limitBytes: number) {
+    super(`the stream's reader fell more than ${limitBytes} bytes behind`);
+    this.name = "StreamBacklogError";
+    this.limitBytes = limitBytes;
+  }
+}

@@ -20,7 +20,7 @@ import { InvalidOutgoingParamsError, LocalError, ProtocolError } from "../../pro
 import { randomId } from "../../protocol/ids.ts";
 import { type Logger, silentLogger } from "../../protocol/logger.ts";
 import type { InteractionOutcome } from "../../protocol/generated/contract.ts";
-import { SessionEndedError } from "../errors.ts";
+import { SessionEndedError, StreamBacklogError } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import { InspectorAuth } from "./auth.ts";
 import {
@@ -54,6 +54,13 @@ export interface InspectorOptions {
   /** How long a login URL waits for its use. Default 10 minutes. */
   loginCodeTtlMs?: number;
   /**
+   * Most bytes the live stream of a page holds that the page has not read (beyond one message):
+   * past it the stream errors with {@linkcode StreamBacklogError}, what it held is discarded, and
+   * the server drops the connection; the page reconnects and loads afresh. Default 1 MiB
+   * ({@linkcode DEFAULT_MAX_STREAM_QUEUE_BYTES}).
+   */
+  maxStreamQueueBytes?: number;
+  /**
    * The path the inspector is mounted under, when a server of yours hands it the requests of
    * a prefix (`"/inspector"`). Default: the root.
    */
@@ -84,6 +91,12 @@ const SECURITY_HEADERS: Record<string, string> = {
   "cross-origin-opener-policy": "same-origin",
   "cross-origin-resource-policy": "same-origin",
 };
+
+/** The default of {@linkcode InspectorOptions.maxStreamQueueBytes}: 1 MiB. */
+export const DEFAULT_MAX_STREAM_QUEUE_BYTES = 1024 * 1024;
+
+/** What a live stream holds before it counts as behind (the server reads it into its own buffer). */
+const STREAM_HIGH_WATER_BYTES = 64 * 1024;
 
 const OUTCOMES: readonly InteractionOutcome[] = ["approved", "denied", "answered"];
 
@@ -122,6 +135,7 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
   const logger = options.logger ?? silentLogger;
   const limits: InspectorLimits = { ...DEFAULT_INSPECTOR_LIMITS, ...options.limits };
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+  const maxStreamQueueBytes = options.maxStreamQueueBytes ?? DEFAULT_MAX_STREAM_QUEUE_BYTES;
   const base = normalizeBasePath(options.basePath);
   const model = new InspectorModel(harness, limits, clock);
   const streams = new Set<() => void>();
@@ -356,45 +370,62 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
     }
   }
 
+  /** Each batch is encoded once, however many pages follow (the model hands all the same one). */
+  const encodedBatches = new WeakMap<InspectorBatch, Uint8Array>();
+  function encodedBatch(batch: InspectorBatch): Uint8Array {
+    let bytes = encodedBatches.get(batch);
+    if (!bytes) encodedBatches.set(batch, bytes = serverSentEvent("update", batch));
+    return bytes;
+  }
+
   function eventStream(signal: AbortSignal): Response {
-    const encoder = new TextEncoder();
-    let end: () => void = () => {};
+    let end: (error?: Error) => void = () => {};
     const stream = new ReadableStream<Uint8Array>({
       start(controller) {
         let ended = false;
-        const write = (text: string) => {
+        const write = (bytes: Uint8Array) => {
           if (ended) return;
-          // A page that stops reading is dropped (its browser reconnects and loads afresh).
-          if ((controller.desiredSize ?? 0) < -8 * 1024 * 1024) return end();
-          controller.enqueue(encoder.encode(text));
+          // A page that stops reading is dropped (its browser reconnects and loads afresh). The
+          // stream errors rather than closes: that discards what it held for the page at once
+          // (a closed stream keeps its queue for a reader that may never come), and the server
+          // drops the connection. A message is always taken when nothing is queued, so a
+          // snapshot larger than the bound still reaches a page that reads.
+          const queued = STREAM_HIGH_WATER_BYTES - (controller.desiredSize ?? 0);
+          if (queued > 0 && queued + bytes.byteLength > maxStreamQueueBytes) {
+            logger.info("inspector stream dropped: its page stopped reading", {
+              queued_bytes: queued,
+            });
+            return end(new StreamBacklogError(maxStreamQueueBytes));
+          }
+          controller.enqueue(bytes);
         };
-        const send = (event: string, data: unknown) =>
-          write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
-        const subscription = model.subscribe((batch: InspectorBatch) => send("update", batch));
+        const subscription = model.subscribe((batch: InspectorBatch) => write(encodedBatch(batch)));
         // A comment every 5 s keeps the stream open through idle timeouts (Bun.serve: 10 s).
-        const ping = setInterval(() => write(": ping\n\n"), 5_000);
-        end = () => {
+        const ping = setInterval(() => write(PING), 5_000);
+        const close = () => end();
+        end = (error) => {
           if (ended) return;
           ended = true;
           subscription.dispose();
           clearInterval(ping);
-          streams.delete(end);
-          signal.removeEventListener("abort", end);
+          streams.delete(close);
+          signal.removeEventListener("abort", close);
           try {
-            controller.close();
+            if (error) controller.error(error);
+            else controller.close();
           } catch {
             // Already canceled.
           }
         };
-        streams.add(end);
-        signal.addEventListener("abort", end, { once: true });
-        send("snapshot", model.snapshot());
+        streams.add(close);
+        signal.addEventListener("abort", close, { once: true });
+        write(serverSentEvent("snapshot", model.snapshot()));
         if (signal.aborted) end();
       },
       cancel() {
         end();
       },
-    }, new ByteLengthQueuingStrategy({ highWaterMark: 64 * 1024 }));
+    }, new ByteLengthQueuingStrategy({ highWaterMark: STREAM_HIGH_WATER_BYTES }));
     return new Response(stream, {
       status: 200,
       headers: {
@@ -427,6 +458,16 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
       for (const end of [...streams]) end();
     },
   };
+}
+
+const encoder = new TextEncoder();
+
+/** The comment that keeps an idle stream open. */
+const PING = encoder.encode(": ping\n\n");
+
+/** One server-sent event, its data JSON (one line). */
+function serverSentEvent(event: string, data: unknown): Uint8Array {
+  return encoder.encode(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
 }
 
 /** A path parameter of the route (its paths are written out, so hono cannot type them). */

@@ -3,10 +3,14 @@
  * Deno and Bun through their Node compatibility. Response bodies are streamed as they are
  * produced (the page's live updates are a stream that never ends on its own), a client that
  * goes away aborts its request's signal and cancels its stream, and `close` ends every
- * connection, streams included.
+ * connection, streams included. A client that takes nothing of a response for
+ * `slowClientTimeoutMs` is disconnected (nginx's `send_timeout`), and so is one whose response
+ * stream failed: nothing stays queued for it.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { type Clock, systemClock } from "../../protocol/clock.ts";
+import { type Logger, silentLogger } from "../../protocol/logger.ts";
 import type { Inspector } from "./inspector.ts";
 
 /** Options of {@linkcode serveInspector}. */
@@ -20,6 +24,18 @@ export interface ServeInspectorOptions {
    * rebinding) reaches nothing.
    */
   allowedHosts?: readonly string[];
+  /**
+   * How long a response may wait for its client to take more (a write that does not drain, an
+   * end that does not flush): past it the connection is reset, and what was queued for the
+   * client, here and in the kernel, is discarded (nginx's `send_timeout` with
+   * `reset_timedout_connection`). A client that reads stays connected however long a stream
+   * lasts. Default 30 s ({@linkcode DEFAULT_SLOW_CLIENT_TIMEOUT_MS}).
+   */
+  slowClientTimeoutMs?: number;
+  /** The clock of `slowClientTimeoutMs`. Default: the system clock. */
+  clock?: Clock;
+  /** Where disconnected clients are reported. Default: nowhere. */
+  logger?: Logger;
 }
 
 /** A listening inspector server. */
@@ -29,6 +45,9 @@ export interface InspectorServer {
   /** Stops listening and ends every connection. */
   close(): Promise<void>;
 }
+
+/** The default of {@linkcode ServeInspectorOptions.slowClientTimeoutMs}: 30 s. */
+export const DEFAULT_SLOW_CLIENT_TIMEOUT_MS = 30_000;
 
 /** Largest request body a handler may read (it has its own, smaller limit): 8 MiB. */
 const MAX_REQUEST_BYTES = 8 * 1024 * 1024;
@@ -42,7 +61,12 @@ export function serveInspector(
 ): Promise<InspectorServer> {
   const fetch = typeof handler === "function" ? handler : handler.fetch;
   const hosts = new Set([...LOOPBACK_HOSTS, ...(options.allowedHosts ?? [])].map(lower));
-  const server = createServer((req, res) => void answer(req, res, fetch, hosts));
+  const slow: SlowClients = {
+    timeoutMs: options.slowClientTimeoutMs ?? DEFAULT_SLOW_CLIENT_TIMEOUT_MS,
+    clock: options.clock ?? systemClock,
+    logger: options.logger ?? silentLogger,
+  };
+  const server = createServer((req, res) => void answer(req, res, fetch, hosts, slow));
   return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(options.port ?? 0, "127.0.0.1", () => {
@@ -61,6 +85,13 @@ export function serveInspector(
 }
 
 const lower = (name: string) => name.toLowerCase();
+
+/** How clients that stop reading are found out (internal). */
+interface SlowClients {
+  readonly timeoutMs: number;
+  readonly clock: Clock;
+  readonly logger: Logger;
+}
 
 /** A plain answer: malformed requests and refusals, before any handler runs. */
 function refuse(res: ServerResponse, status: number, message: string): void {
@@ -96,6 +127,7 @@ async function answer(
   res: ServerResponse,
   fetch: (request: Request) => Promise<Response>,
   hosts: ReadonlySet<string>,
+  slow: SlowClients,
 ): Promise<void> {
   const url = requestUrl(req, hosts);
   if (!(url instanceof URL)) return refuse(res, url[0], url[1]);
@@ -132,6 +164,11 @@ async function answer(
       res.end();
       return;
     }
+    // An event stream's headers go out at once, not with its first event: its client learns
+    // that it is connected (an EventSource opens) while there is nothing to send yet.
+    if (/^text\/event-stream/i.test(response.headers.get("content-type") ?? "")) {
+      res.flushHeaders();
+    }
     const reader = response.body.getReader();
     aborting.signal.addEventListener("abort", () => void reader.cancel().catch(() => {}), {
       once: true,
@@ -139,12 +176,21 @@ async function answer(
     for (;;) {
       const { done, value } = await reader.read();
       if (done) break;
-      if (!res.write(value)) await drained(res);
+      if (!res.write(value)) await taken(res, "drain", slow);
     }
     res.end();
+    // An end the client does not take (the last of a stream it stopped reading) is not kept.
+    if (res.writableLength > 0 && !res.writableFinished) await taken(res, "finish", slow);
   } catch {
-    if (!res.headersSent) res.writeHead(500);
-    res.end();
+    if (!res.headersSent) {
+      res.writeHead(500);
+      res.end();
+    } else if (!res.destroyed) {
+      // A body that failed half-way (a stream that dropped its reader) must not look complete:
+      // the connection goes, and what was queued for it too.
+      slow.logger.info("HTTP client disconnected: its response failed half-way");
+      reset(res);
+    }
   }
 }
 
@@ -177,15 +223,46 @@ function bodyStream(req: IncomingMessage): ReadableStream<Uint8Array> {
   }, { highWaterMark: 1 });
 }
 
-/** Resolves once `res` can take more, or has closed: one listener each, removed after. */
-function drained(res: ServerResponse): Promise<void> {
+/**
+ * Resolves once `res` took what it was given (`event`: `drain` after a write, `finish` after
+ * the end), or has closed: one listener each, removed after. A client that takes nothing for
+ * `slow.timeoutMs` is disconnected first: it is not reading, and a connection kept for it would
+ * hold what is queued until TCP gives up.
+ */
+function taken(res: ServerResponse, event: "drain" | "finish", slow: SlowClients): Promise<void> {
   return new Promise((resume) => {
+    if (res.destroyed) return resume();
     const done = () => {
-      res.off("drain", done);
+      slow.clock.clearTimeout(timer);
+      res.off(event, done);
       res.off("close", done);
       resume();
     };
-    res.on("drain", done);
+    const timer = slow.clock.setTimeout(() => {
+      slow.logger.info("HTTP client disconnected: it took nothing of its response", {
+        waited_ms: slow.timeoutMs,
+      });
+      reset(res);
+      done();
+    }, slow.timeoutMs);
+    res.on(event, done);
     res.on("close", done);
   });
+}
+
+/**
+ * Ends the connection of `res` with a reset (RST): the bytes queued for it, in this process and
+ * in the kernel, are discarded at once, where a plain close would leave the kernel sending them
+ * to a client that reads nothing. Falls back to destroying the socket where a reset is not
+ * available.
+ */
+function reset(res: ServerResponse): void {
+  const socket = res.socket;
+  if (!socket || socket.destroyed) return void res.destroy();
+  try {
+    socket.resetAndDestroy();
+  } catch {
+    // Not a TCP socket, or one already closing: destroying it frees what it holds here.
+    socket.destroy();
+  }
 }
