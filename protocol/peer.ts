@@ -36,7 +36,7 @@ import {
   type RequestMap,
   type RequestMethod,
 } from "./generated/contract.ts";
-import { ErrorCode, protocolErrorFromWire } from "./generated/errors.ts";
+import { CloseCode, ErrorCode, protocolErrorFromWire } from "./generated/errors.ts";
 import {
   DEFAULT_MAX_DEPTH,
   exceedsBytes,
@@ -54,6 +54,9 @@ export { DEFAULT_MAX_FRAME_BYTES } from "../transport/bytes.ts";
 export { DEFAULT_MAX_DEPTH } from "./jsonrpc.ts";
 /** The default time a request waits for its response: 60 s. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+
+/** Unsent bytes past which a connection is closed: 64 MiB ({@linkcode PeerOptions.maxQueuedBytes}). */
+export const DEFAULT_MAX_QUEUED_BYTES = 64 * 1024 * 1024;
 
 /** Unsent bytes past which a link counts as congested: 1 MiB ({@linkcode PeerOptions.maxBufferedBytes}). */
 export const DEFAULT_MAX_BUFFERED_BYTES = 1024 * 1024;
@@ -86,6 +89,14 @@ export interface PeerOptions {
    * Default 1 MiB ({@linkcode DEFAULT_MAX_BUFFERED_BYTES}).
    */
   maxBufferedBytes?: number;
+  /**
+   * The most the transport may hold unsent ({@linkcode Transport.bufferedAmount}): a send that
+   * leaves more closes the connection (1011), because a peer that reads nothing would otherwise
+   * hold the sender's memory without bound. The peer reconnects and resumes: what was not
+   * acknowledged is sent again. Default 64 MiB ({@linkcode DEFAULT_MAX_QUEUED_BYTES}): four
+   * frames of the largest size.
+   */
+  maxQueuedBytes?: number;
   /** Time and timers. Default: the system clock. */
   clock?: Clock;
   /** Where diagnostics go. Default: nowhere. */
@@ -350,6 +361,7 @@ export class Peer {
   readonly #logger: Logger;
   readonly #maxFrameBytes: number;
   readonly #maxBufferedBytes: number;
+  readonly #maxQueuedBytes: number;
   #dropped = 0;
   readonly #maxDepth: number;
   readonly #timeoutMs: number;
@@ -385,6 +397,7 @@ export class Peer {
     this.#logger = options.logger ?? silentLogger;
     this.#maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
     this.#maxBufferedBytes = options.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES;
+    this.#maxQueuedBytes = options.maxQueuedBytes ?? DEFAULT_MAX_QUEUED_BYTES;
     this.#maxDepth = options.maxFrameDepth ?? DEFAULT_MAX_DEPTH;
     this.#timeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.#validateOutgoing = options.validateOutgoing ?? true;
@@ -500,7 +513,10 @@ export class Peer {
       this.#abandoned?.delete(id);
       try {
         if (frame === undefined) this.#direct!.sendMessage(message);
-        else this.#transport.send(frame);
+        else {
+          this.#transport.send(frame);
+          this.#bound();
+        }
       } catch (error) {
         // A closed transport has settled `closed`: the shutdown rejects this request with the
         // close code. Anything else is this request's own failure.
@@ -532,7 +548,19 @@ export class Peer {
     } catch {
       throw this.#closedError();
     }
+    if (frame !== undefined) this.#bound();
     return true;
+  }
+
+  /** Closes a connection whose peer let more than `maxQueuedBytes` pile up unsent. */
+  #bound(): void {
+    const queued = this.#transport.bufferedAmount;
+    if (queued === undefined || queued <= this.#maxQueuedBytes || this.#closeInfo) return;
+    this.#logger.warn("peer reads nothing: closing the connection", {
+      unsent_bytes: queued,
+      max_queued_bytes: this.#maxQueuedBytes,
+    });
+    this.#transport.close(CloseCode.INTERNAL_ERROR, "the peer reads nothing: unsent backlog");
   }
 
   /**
@@ -996,7 +1024,9 @@ export class Peer {
       this.#transport.send(text);
     } catch (error) {
       this.#logger.debug("response not sent: transport closed", { error: describe(error) });
+      return;
     }
+    this.#bound();
   }
 
   #shutdown(info: CloseInfo): void {
