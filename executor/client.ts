@@ -682,6 +682,16 @@ export class ExecutorClient {
     }
   }
 
+  /**
+   * Whether the link to the harness holds more than the peer's `maxBufferedBytes` unsent (a
+   * harness reading slower than this executor sends); false while not connected. A producer of
+   * what must not be lost waits while it is true.
+   */
+  get congested(): boolean {
+    const connection = this.#connection;
+    return connection !== undefined && !connection.peer.isClosed && connection.peer.congested;
+  }
+
   /** Reports a session ready after its set-up (`session.ready`, delivered until accepted). */
   async sessionReady(sessionId: string): Promise<void> {
     const session = this.#sessions.get(sessionId);

@@ -27,6 +27,9 @@ import { concatBytes } from "../../transport/bytes.ts";
 
 export type { McpServerConfig };
 
+/** How often a server whose output is held back looks whether the link has drained, ms. */
+const CONGESTION_POLL_MS = 10;
+
 /** Reads the `mcpServers` map of an `mcp.json` file. */
 export async function readMcpConfig(path: string): Promise<Record<string, McpServerConfig>> {
   const parsed = JSON.parse(await readFile(path, "utf8")) as {
@@ -45,6 +48,12 @@ export async function readMcpConfig(path: string): Promise<Record<string, McpSer
 export interface McpRelayLink {
   /** Sends `mcp.message` to the harness. */
   message(params: McpMessageParams): void;
+  /**
+   * Whether the link to the harness holds more unsent than it should (a harness that reads
+   * slowly): the server's output is then left unread, so that the server blocks on its write
+   * (MCP messages are not lossy; they wait in the server instead of in the executor).
+   */
+  congested?(): boolean;
   /** Sends `mcp.close` to the harness (the server exited, or its channel was closed). */
   closed(params: McpCloseParams): void;
   /** Reports `session.status` `detail: "mcp_unavailable"` when a server fails to start. */
@@ -200,7 +209,8 @@ export class McpRelay {
     const child = unit.child;
     child.stdin!.on("error", () => {});
     const framer = new LineFramer(this.#maxLineBytes);
-    child.stdout!.on("data", (chunk: Uint8Array) => {
+    const stdout = child.stdout!;
+    stdout.on("data", (chunk: Uint8Array) => {
       if (channel.closing) return;
       const fits = framer.push(chunk, (line) => this.#forward(channel, line));
       if (!fits) {
@@ -210,7 +220,9 @@ export class McpRelay {
           max_line_bytes: this.#maxLineBytes,
         });
         this.#end(channel, "message_too_large");
+        return;
       }
+      if (this.#link.congested?.()) this.#holdBack(channel, stdout);
     });
     // The server's last messages are read before the channel ends (unless a descendant holds
     // its stdout open).
@@ -258,6 +270,20 @@ export class McpRelay {
   async closeSession(sessionId: string, graceMs = this.#graceMs): Promise<void> {
     const channels = [...this.#channels.values()].filter((c) => c.sessionId === sessionId);
     await Promise.all(channels.map((channel) => this.#stop(channel, graceMs)));
+  }
+
+  /**
+   * Stops reading the server's output while the link is congested, looking again every
+   * {@linkcode CONGESTION_POLL_MS} (a transport says how much it holds, not when it drained).
+   */
+  #holdBack(channel: Channel, stdout: NodeJS.ReadableStream): void {
+    stdout.pause();
+    const look = () => {
+      if (channel.closing) return;
+      if (this.#link.congested?.()) setTimeout(look, CONGESTION_POLL_MS);
+      else stdout.resume();
+    };
+    setTimeout(look, CONGESTION_POLL_MS);
   }
 
   #forward(channel: Channel, line: Uint8Array): void {

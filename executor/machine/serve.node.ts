@@ -310,8 +310,9 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
       message: (params) => {
         try {
           client.notify("mcp.message", params);
-        } catch { /* lossy */ }
+        } catch { /* not connected: dropped */ }
       },
+      congested: () => client.congested,
       closed: (params) => void client.call("mcp.close", params).catch(() => {}),
       unavailable: (sessionId) => {
         try {

@@ -20,6 +20,7 @@ import type { ChildProcess } from "node:child_process";
 import type * as Entry from "../../node.ts";
 import { ChaosProxy } from "../helpers/chaos-proxy.ts";
 import { RUNTIME, spawnTs } from "../helpers/runtime-command.ts";
+import { FLOOD_MESSAGE } from "./flood-message.ts";
 
 const sdk: typeof Entry = await import(`../../${RUNTIME}.ts`);
 const MiB = 1024 * 1024;
@@ -147,6 +148,35 @@ describe(`flow control on ${RUNTIME}`, {
       assert.equal(received + terminal.lostBytes, terminal.offset);
     },
   );
+
+  it("an MCP server that floods: its output waits in the server, which blocks on its write", {
+    timeout: 180_000,
+  }, async () => {
+    const session = await newSession();
+    const channel = await session.mcp("flood");
+    let received = 0;
+    channel.onmessage = () => void received++;
+    await channel.start();
+    proxy.stall();
+    // Its first line in starts the flood (the harness's side of the link is not stalled).
+    await channel.send({ jsonrpc: "2.0", method: "notifications/initialized" });
+    const pid = await childRunning(child.pid!, ["yes", FLOOD_MESSAGE]);
+    // Blocked: what it wrote stops growing (a pipe the executor no longer reads is full).
+    let before = -1;
+    for (let looks = 0; written(pid) !== before; looks++) {
+      assert.ok(looks < 600, `still writing after ${written(pid)} bytes`);
+      before = written(pid);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    // What the executor took before it held back: its queue's bound and the sockets' buffers,
+    // not the GiBs a pipe carries in the same while.
+    assert.ok(before < MAX_GROWTH_BYTES, `the server wrote ${(before / MiB).toFixed(1)} MiB`);
+    proxy.resume();
+    while (received === 0) await new Promise((r) => setTimeout(r, 20));
+    assert.ok(executor.connected, "the connection stayed: nothing was dropped or closed");
+    await channel.close();
+    await session.stop();
+  });
 
   it("process.start of yes: the executor stays small, and process.read serves its output", {
     timeout: 180_000,
