@@ -7,13 +7,14 @@
  *   BMA_BASE_URL=… BMA_ENVIRONMENT_KEY=… BMA_ENVIRONMENT_ID=… bma-executor
  *
  * Logs go to stderr (the SDK's own lines, through its injected logger; this file adds only what
- * the SDK cannot know: signals), stdout carries two lines for scripts (`registered <id>`,
- * `stopped, exit code <n>`); secrets are never printed. SIGTERM/SIGINT at any point exit 0: a
- * registered executor drains (no new sessions, current work finishes within --drain-ms), a
+ * the SDK cannot know: signals, a work directory it cannot use, a URL that is no harness), stdout
+ * carries the lines for scripts (`registered <id>`, again for each new id, and `stopped, exit
+ * code <n>`); secrets are never printed. SIGTERM/SIGINT at any point exit 0: a registered
+ * executor drains (no new sessions, current work finishes within --drain-ms), a
  * second signal stops at once (running calls canceled, their processes killed), a third exits
  * without waiting.
  */
-import { statSync } from "node:fs";
+import { accessSync, constants, statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { arch, platform } from "node:process";
@@ -29,6 +30,10 @@ import { CONTRACT_VERSION } from "../protocol/generated/contract.ts";
 import type { ExecutorClosedInfo } from "./connection-loop.ts";
 import { SDK_VERSION as VERSION } from "./version.ts";
 import { concatBytes } from "../transport/bytes.ts";
+import { dialWebSocket } from "../transport/node.ts";
+import { type Dialer, DialError } from "../transport/transport.ts";
+import { ExecutorConfigError } from "./errors.ts";
+import { displayUrl } from "./connection-loop.ts";
 
 const USAGE =
   `bma-executor ${VERSION} — an executor of the BMA Executor Protocol (bma.executor.v1.1)
@@ -46,7 +51,9 @@ TMPDIR of its environment (plus --env-keep), never its credential.
 
 Options:
   --harness <url>        ws://, wss:// or unix:///path.sock of a local harness
-  --workdir <dir>        directory the tools and processes are confined to (default: .)
+  --workdir <dir>        directory the tools and processes are confined to (default: .);
+                         it must exist: a missing one is refused at start (create it with
+                         mkdir -p), never created
   --name <name>          executor name (default: the host name)
   --max-sessions <n>     sessions held at once
   --mcp-config <file>    an mcp.json ("mcpServers") of MCP servers for the MCP channel
@@ -67,15 +74,17 @@ Output: logs on stderr (--log-format pretty: "<time> <LEVEL> <message> {fields}"
 object per line), never a secret nor a tool's input: "connection attempt failed: retrying" with
 the url, the cause (ECONNREFUSED, ...) and retry_in_ms; "registered" with the executor id;
 "tool call ended" per call with its id, tool, outcome and duration_ms ("tool call started" at
-debug); "stopped" with the reason. Stdout has two lines for scripts: "registered <executor_id>"
-and, last, "stopped, exit code <n>".
+debug); "stopped" with the reason. Stdout has the lines for scripts: "registered <executor_id>"
+(again with the new id whenever a registration gives one: a harness restarted without its
+store) and, last, "stopped, exit code <n>".
 
 Signals: SIGTERM or SIGINT (Ctrl-C) stops, at any point. Registered, it drains first: no new
 sessions, current work may finish within --drain-ms. A second signal stops now (running calls
 canceled, their processes killed); a third exits without waiting.
 
 Exit codes: 0 stopped by a signal; 1 stopped for another reason (the credential or the
-registration refused, the harness ended the connection for good); 2 a bad flag or environment;
+registration refused, the harness ended the connection for good); 2 a bad flag or environment
+(a --workdir that does not exist, a --harness URL that answers HTTP 404: no harness there);
 130 a third signal.
 `;
 
@@ -111,7 +120,7 @@ function positiveInt(name: string, value: string | undefined): number | undefine
   if (value === undefined) return undefined;
   const n = Number(value);
   if (!Number.isInteger(n) || n <= 0) {
-    throw new UsageError(`--${name} takes a positive whole number, not "${value}"`);
+    throw new UsageError(`--${name} must be a positive integer, not "${value}"`);
   }
   return n;
 }
@@ -159,6 +168,96 @@ function nameValue(flag: string, pairs: string[] | undefined): Record<string, st
   return out;
 }
 
+const OPTIONS = {
+  harness: { type: "string" },
+  workdir: { type: "string" },
+  name: { type: "string" },
+  "max-sessions": { type: "string" },
+  "mcp-config": { type: "string" },
+  "grace-ms": { type: "string" },
+  "drain-ms": { type: "string" },
+  "log-level": { type: "string" },
+  "log-format": { type: "string" },
+  "credential-file": { type: "string" },
+  "env-keep": { type: "string", multiple: true },
+  "env-drop": { type: "string", multiple: true },
+  "env-set": { type: "string", multiple: true },
+  "env-clear": { type: "boolean" },
+  help: { type: "boolean" },
+  version: { type: "boolean" },
+} as const;
+
+/**
+ * `--flag -5` as `--flag=-5`: parseArgs refuses a value that starts with a dash as ambiguous,
+ * where the flag's own check says what it takes.
+ */
+function negativeValues(argv: readonly string[]): string[] {
+  const valued = new Set(
+    Object.entries(OPTIONS).filter(([, o]) => o.type === "string").map(([name]) => `--${name}`),
+  );
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === "--") return [...out, ...argv.slice(i)];
+    if (valued.has(argv[i]) && /^-\d/.test(argv[i + 1] ?? "")) out.push(`${argv[i]}=${argv[++i]}`);
+    else out.push(argv[i]);
+  }
+  return out;
+}
+
+/**
+ * The work directory, refused at start when the tools could not use it: missing (the message
+ * says how to create it), not a directory, or not readable and searchable. Not created here: a
+ * typo would otherwise become a new, empty work directory.
+ */
+function checkWorkdir(dir: string, logger: Logger): string {
+  let stat;
+  try {
+    stat = statSync(dir);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") {
+      throw new UsageError(
+        `--workdir ${dir} does not exist: create it first (mkdir -p ${JSON.stringify(dir)})`,
+      );
+    }
+    throw new UsageError(`--workdir ${dir} cannot be used: ${(error as Error).message}`);
+  }
+  if (!stat.isDirectory()) throw new UsageError(`--workdir ${dir} is not a directory`);
+  try {
+    accessSync(dir, constants.R_OK | constants.X_OK);
+  } catch {
+    throw new UsageError(`--workdir ${dir} cannot be read by this user`);
+  }
+  try {
+    accessSync(dir, constants.W_OK);
+  } catch {
+    logger.warn("the work directory is read-only for this user: write, edit and bash may fail", {
+      workdir: dir,
+    });
+  }
+  return dir;
+}
+
+/**
+ * The Node dialer, except that a server answering the WebSocket upgrade with HTTP 404 (or 405,
+ * 410: no such endpoint) is no harness: a configuration error, which stops the executor instead
+ * of retrying forever.
+ */
+function harnessDialer(flag: string): Dialer {
+  return async (url, options) => {
+    try {
+      return await dialWebSocket(url, options);
+    } catch (error) {
+      if (error instanceof DialError && [404, 405, 410].includes(error.status ?? 0)) {
+        throw new ExecutorConfigError(
+          `${displayUrl(url)} answered HTTP ${error.status}: it is not a harness (check ${flag})`,
+        );
+      }
+      throw error;
+    }
+  };
+}
+
 async function configure(
   argv: string[],
   env: Record<string, string | undefined>,
@@ -166,27 +265,10 @@ async function configure(
   let parsed;
   try {
     parsed = parseArgs({
-      args: argv,
+      args: negativeValues(argv),
       strict: true,
       allowPositionals: false,
-      options: {
-        harness: { type: "string" },
-        workdir: { type: "string" },
-        name: { type: "string" },
-        "max-sessions": { type: "string" },
-        "mcp-config": { type: "string" },
-        "grace-ms": { type: "string" },
-        "drain-ms": { type: "string" },
-        "log-level": { type: "string" },
-        "log-format": { type: "string" },
-        "credential-file": { type: "string" },
-        "env-keep": { type: "string", multiple: true },
-        "env-drop": { type: "string", multiple: true },
-        "env-set": { type: "string", multiple: true },
-        "env-clear": { type: "boolean" },
-        help: { type: "boolean" },
-        version: { type: "boolean" },
-      },
+      options: OPTIONS,
     });
   } catch (error) {
     throw new UsageError((error as Error).message.split("\n")[0]);
@@ -216,6 +298,7 @@ async function configure(
       );
     }
     credential.harnessUrl = harnessUrl;
+    credential.dial = harnessDialer(v.harness ? "--harness" : "BMA_HARNESS_URL");
   } else {
     const baseUrl = env.BMA_BASE_URL;
     if (!baseUrl) {
@@ -272,7 +355,7 @@ async function configure(
     },
     environment,
     mcpConfig: v["mcp-config"],
-    workdir: v.workdir ?? ".",
+    workdir: checkWorkdir(v.workdir ?? ".", logger),
     graceMs: positiveInt("grace-ms", v["grace-ms"]) ?? 2_000,
     drainMs: positiveInt("drain-ms", v["drain-ms"]) ?? 30_000,
     logger,
@@ -361,11 +444,22 @@ async function main(): Promise<number> {
       process.exit(130);
     }
   };
+  // The SDK logs "registered" / "re-registered" with its fields; stdout has the id for scripts,
+  // again whenever a registration gives a new one (a harness that restarted without its store).
+  let shownId: string | undefined;
+  const announce = (id: string | undefined) => {
+    if (id === undefined || id === shownId) return;
+    shownId = id;
+    process.stdout.write(`registered ${id}\n`);
+  };
+  client.onStateChange((state) => {
+    // The client takes the new id right after it says "connected": read it once that is done.
+    if (state === "connected") queueMicrotask(() => announce(client.executorId));
+  });
   try {
     const registration = await client.start();
     registered = true;
-    // The SDK logged "registered" with its fields; stdout has the id for scripts.
-    process.stdout.write(`registered ${registration.executor_id}\n`);
+    announce(registration.executor_id);
   } catch (error) {
     // A refusal the connection loop ended on is logged by the SDK ("connection refused for
     // good", then "stopped"); only a start that never began is this file's to report.
@@ -375,8 +469,12 @@ async function main(): Promise<number> {
       return 1;
     }
   }
-  await client.closed;
-  const code = stopping ? 0 : 1;
+  const closed = await client.closed;
+  if (closed.reason === "config" && closed.error) {
+    // A --harness that is no harness (HTTP 404): said here too, beside the SDK's log line.
+    process.stderr.write(`bma-executor: ${redactUrls(closed.error.message)}\n`);
+  }
+  const code = stopping ? 0 : closed.reason === "config" ? 2 : 1;
   process.stdout.write(`stopped, exit code ${code}\n`);
   return code;
 }

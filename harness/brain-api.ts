@@ -263,8 +263,15 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
       });
     }
     if (!admitted) {
-      return json(401, { error: { code: "unauthorized", message: "credential needed" } }, {
-        "www-authenticate": 'Bearer realm="bma-brain"',
+      // Say which of the two it is: nothing presented, or a credential that was refused.
+      const presented = c.req.header("authorization") !== undefined;
+      const message = presented
+        ? "the credential was refused: check the bearer token"
+        : "credential needed: send Authorization: Bearer <token>";
+      return json(401, { error: { code: "unauthorized", message } }, {
+        "www-authenticate": presented
+          ? 'Bearer realm="bma-brain", error="invalid_token"'
+          : 'Bearer realm="bma-brain"',
       });
     }
     await next();

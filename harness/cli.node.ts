@@ -15,7 +15,8 @@
 import { parseArgs } from "node:util";
 import * as z from "zod";
 import { CONTRACT_VERSION, TOOL_SPECS } from "../protocol/generated/contract.ts";
-import { ProtocolError } from "../protocol/errors.ts";
+import { InvalidOutgoingParamsError, ProtocolError } from "../protocol/errors.ts";
+import { ShellWordsError, splitWords } from "./cli-words.ts";
 import { SDK_VERSION as VERSION } from "../executor/version.ts";
 import { AgentPlatform } from "../agent/platform.ts";
 import {
@@ -29,6 +30,7 @@ import {
   type SessionEventRecord,
   type Terminal,
   type ToolCallResult,
+  ToolOutcomeUnknownError,
 } from "./node.ts";
 
 const USAGE =
@@ -39,7 +41,9 @@ Usage: bma-harness [--host 127.0.0.1] [--port 7700] [--unix /path.sock] [--heart
 Listens on 127.0.0.1 (and/or a Unix socket) without authentication, for executors on this
 machine; any other --host needs --insecure-no-auth. Reads commands from stdin, one per line.
 They run concurrently (a call runs while the next command is answered), except wait and attach,
-which hold the commands after them until they are done.
+which hold the commands after them until they are done. A line is split into words as a shell
+splits it ('a b', "a b", a\\ b; nothing is expanded): attach ses_1 sh -c 'echo hi; exit 7'. The
+JSON of call and the command of bash are the rest of the line, as typed.
 
 Executors and sessions:
   executors                          the executors the harness holds
@@ -67,6 +71,7 @@ Waiting (holds the commands after it; the way a script sequences):
   wait                               until every running call and command has ended
   wait ... --timeout <ms>            give up after ms (an error line), then go on
 Other:
+  login-link                         a new one-time login URL of the inspector (--ui)
   help                               this text
   quit                               stop (as Ctrl-C does) and exit
 
@@ -164,10 +169,16 @@ function textOf(result: ToolCallResult): string {
   ).join("");
 }
 
-/** A command line split into words; a JSON argument keeps its spaces (it is the rest). */
-function words(line: string): string[] {
-  const trimmed = line.trim();
-  return trimmed ? trimmed.split(/\s+/) : [];
+/**
+ * A command line split into words as a shell does (quotes, backslashes; nothing expanded). The
+ * JSON of `call` and the command of `bash` are the rest of the line, as typed.
+ */
+function words(line: string): { word: string | undefined; args: string[]; rest: string } {
+  const [word] = splitWords(line, 1).words;
+  // call <session> <tool> <json…>, bash <session> <command…>: the rest is not split.
+  const max = word === "call" ? 3 : word === "bash" ? 2 : Infinity;
+  const split = splitWords(line, max);
+  return { word, args: split.words.slice(1), rest: split.rest };
 }
 
 function writeOut(line: string): void {
@@ -318,6 +329,8 @@ interface CallJob {
   readonly done: Promise<void>;
   /** Its outcome once ended (`completed`, `canceled`, ..., or `failed`). */
   outcome: string | undefined;
+  /** The executor accepted a cancel of it (`{"canceled": true}`). */
+  canceled: boolean;
 }
 
 /** A command running in the background. */
@@ -340,6 +353,8 @@ class Cli {
   readonly #assigning = new Map<string, Promise<Session>>();
   /** Sessions a `stop` (or the shutdown) is ending: their end is that command's to print. */
   readonly #stopping = new Set<string>();
+  /** The one stop of each session (its "stopped" line printed once), by session id. */
+  readonly #stops = new Map<string, Promise<void>>();
   readonly #terminals = new Map<string, Terminal>();
   /** Sessions assigned here, ended ones included (their events can still be read). */
   readonly #known = new Map<string, Session>();
@@ -353,6 +368,9 @@ class Cli {
   /** Resolves when stopping begins (a signal during the end of input's wait). */
   readonly #quitBegun: Promise<void>;
   #beginQuit!: () => void;
+
+  /** Mints a one-time login URL of the inspector (with --ui). */
+  loginLink: (() => Promise<string>) | undefined;
 
   constructor(harness: Harness, servers: HarnessServer[], input: Input) {
     this.#harness = harness;
@@ -373,7 +391,15 @@ class Cli {
 
   /** Runs one command line: at once for the quick ones, in the background for the rest. */
   async run(line: string): Promise<void> {
-    const [word, ...args] = words(line);
+    let word: string | undefined, args: string[], rest: string;
+    try {
+      ({ word, args, rest } = words(line));
+    } catch (error) {
+      if (!(error instanceof ShellWordsError)) throw error;
+      const [first] = line.trim().split(/\s+/);
+      this.#out(`error: ${first}: ${error.message} (quote as a shell does: 'a b', "a b", a\\ b)`);
+      return;
+    }
     if (!word) return;
     // What an error line names: the command and its first argument.
     const label = args.length ? `${word} ${args[0]}` : word;
@@ -382,6 +408,11 @@ class Cli {
         case "help":
           process.stdout.write(USAGE);
           return;
+        case "login-link": {
+          if (!this.loginLink) throw new CommandError("no inspector: start bma-harness with --ui");
+          this.#out(`inspector ${await this.loginLink()}`);
+          return;
+        }
         case "executors":
           return this.#listExecutors();
         case "sessions":
@@ -392,7 +423,7 @@ class Cli {
           return this.#assign(args, label);
         case "call":
         case "bash":
-          return this.#call(word, args, line);
+          return this.#call(word, args, rest);
         case "cancel":
           return this.#spawn(label, true, () => this.#cancel(args));
         case "stop":
@@ -454,8 +485,13 @@ class Cli {
     }
     const session = this.#harness.sessions.get(id) ?? this.#known.get(id);
     if (session) return session;
-    const known = [...this.#harness.sessions.keys()].join(", ");
-    throw new CommandError(`no session ${id} (${known ? `live: ${known}` : "no sessions"})`);
+    throw new CommandError(`no session named ${id} (${this.#sessionNames()})`);
+  }
+
+  /** The live sessions' ids, or how to make one, for an error line. */
+  #sessionNames(): string {
+    const live = [...this.#harness.sessions.keys()];
+    return live.length ? `live: ${live.join(", ")}` : "no sessions: assign one";
   }
 
   #runningCalls(sessionId?: string): CallJob[] {
@@ -499,8 +535,21 @@ class Cli {
   async #tools(args: string[]): Promise<void> {
     const [target] = args;
     if (!target) throw new CommandError("name an executor or a session");
-    const executor = this.#harness.executor(target) ??
-      (target === "-" ? this.#executor("-") : (await this.#session(target)).executor);
+    let executor = this.#harness.executor(target) ??
+      (target === "-" ? this.#executor("-") : undefined);
+    if (!executor) {
+      const isSession = this.#assigning.has(target) || this.#harness.sessions.has(target) ||
+        this.#known.has(target);
+      if (!isSession) {
+        const executors = this.#harness.executors.map((e) => e.id);
+        throw new CommandError(
+          `no executor or session named ${target} (${
+            executors.length ? `executors: ${executors.join(", ")}` : "no executors connected"
+          }; ${this.#sessionNames()}; "executors" and "sessions" list them)`,
+        );
+      }
+      executor = (await this.#session(target)).executor;
+    }
     const capabilities = executor.capabilities;
     const tools = capabilities.tools ?? [];
     if (!tools.length) {
@@ -532,39 +581,57 @@ class Cli {
     if (this.#harness.sessions.has(id) || this.#assigning.has(id) || this.#known.has(id)) {
       throw new CommandError(`session ${id} exists`);
     }
+    // Settles once "assigned" is printed: what names the session (a call on the next line)
+    // prints after it.
     const assigned = (async () => {
       const session = await executor.assignSession({
         session_id: id,
         metadata: { source: "harness" },
       });
       await session.ready();
-      return session;
-    })();
-    this.#assigning.set(id, assigned);
-    assigned.catch(() => {}).finally(() => this.#assigning.delete(id));
-    this.#spawn(label, true, async () => {
-      const session = await assigned;
       this.#known.set(session.id, session);
       this.#out(`assigned ${session.id} to ${executor.id}`);
       // An end nobody asked for here (the executor's, a lease) is news too.
       void session.ended.then((end) => {
         if (!this.#stopping.has(session.id)) this.#out(`${session.id} ended: ${end.reason}`);
       });
+      return session;
+    })();
+    this.#assigning.set(id, assigned);
+    assigned.catch(() => {}).finally(() => this.#assigning.delete(id));
+    this.#spawn(label, true, async () => {
+      await assigned;
     });
+  }
+
+  /**
+   * Stops a session once: its running calls canceled first (each ends canceled), then the
+   * session; "stopped" printed when it has ended. A second stop (`quit` after `stop`) waits for
+   * the first instead of printing it again.
+   */
+  #stopSession(session: Session, reason: string, announce: boolean): Promise<void> {
+    let stop = this.#stops.get(session.id);
+    if (!stop) {
+      this.#stopping.add(session.id);
+      stop = (async () => {
+        const running = this.#runningCalls(session.id);
+        if (running.length && announce) {
+          this.#out(`stopping ${session.id}: canceling ${running.map((c) => c.id).join(", ")}`);
+        }
+        await Promise.allSettled(running.map((call) => this.#cancelCall(session, call.id, reason)));
+        const end = await session.stop(reason);
+        this.#out(`stopped ${session.id}: ${JSON.stringify(end)}`);
+      })();
+      this.#stops.set(session.id, stop);
+    }
+    return stop;
   }
 
   async #stop(args: string[]): Promise<void> {
     const session = await this.#session(args[0]);
     const reason = args.slice(1).join(" ") || "stopped";
-    this.#stopping.add(session.id);
-    const running = this.#runningCalls(session.id);
-    if (running.length) {
-      this.#out(`stopping ${session.id}: canceling ${running.map((c) => c.id).join(", ")}`);
-    }
     // Canceled first (each ends with outcome canceled), then the session: no waiting for them.
-    await Promise.allSettled(running.map((call) => session.cancelTool(call.id, reason)));
-    const end = await session.stop(reason);
-    this.#out(`stopped ${session.id}: ${JSON.stringify(end)}`);
+    await this.#stopSession(session, reason, true);
   }
 
   async #drain(args: string[]): Promise<void> {
@@ -574,20 +641,20 @@ class Cli {
 
   // ---- tool calls ---------------------------------------------------------------------------
 
-  #call(word: string, args: string[], line: string): void {
+  #call(word: string, args: string[], rest: string): void {
     const [sessionId] = args;
     if (!sessionId) throw new CommandError("name a session");
     let tool: string;
     let input: Record<string, unknown>;
     if (word === "bash") {
-      const command = line.trim().replace(/^bash\s+\S+\s*/, "");
+      const command = rest;
       if (!command) throw new CommandError("bash takes a command");
       tool = "bash";
       input = { command };
     } else {
       tool = args[1];
       if (!tool) throw new CommandError("call takes a tool and its JSON input");
-      const json = line.trim().replace(/^call\s+\S+\s+\S+\s*/, "") || "{}";
+      const json = rest || "{}";
       let parsed: unknown;
       try {
         parsed = JSON.parse(json);
@@ -603,14 +670,15 @@ class Cli {
     // Known from now on, so a `wait` or `cancel` on the next line finds it.
     let end!: () => void;
     const done = new Promise<void>((resolve) => (end = resolve));
-    const call: CallJob = { id, sessionId, tool, done, outcome: undefined };
+    const call: CallJob = { id, sessionId, tool, done, outcome: undefined, canceled: false };
     this.#calls.set(id, call);
-    this.#out(`${id} started`);
     const job: Job = { label: `${id} (${tool} in ${sessionId})`, done, waitable: true };
     this.#jobs.add(job);
     void (async () => {
       try {
         const session = await this.#session(sessionId);
+        // Once its session is there (and its "assigned" line printed): the order things happen.
+        this.#out(`${id} started`);
         const result = await session.callTool({ tool, input, tool_call_id: id }, {
           onProgress: (p) => {
             if (p.output) {
@@ -628,13 +696,53 @@ class Cli {
           }`,
         );
       } catch (error) {
-        call.outcome = "failed";
-        this.#out(`${id} failed: ${describe(error)}`);
+        if (call.canceled && error instanceof ToolOutcomeUnknownError) {
+          // The executor accepted the cancel and then closed (a second signal stops it now)
+          // before the canceled result reached the harness: it is canceled all the same.
+          call.outcome = "canceled";
+          this.#out(
+            `${id} canceled: the cancel was accepted; its result never came (${error.reason})`,
+          );
+        } else {
+          call.outcome = "failed";
+          this.#out(`${id} failed: ${this.#describeCallError(error, call)}`);
+        }
       } finally {
         this.#jobs.delete(job);
         end();
       }
     })();
+  }
+
+  /**
+   * A tool call's failure in words. Input refused before it was sent names the tool, and whose
+   * schema refused it (the contract's for a built-in tool, the executor's own for its tools),
+   * with each refused field.
+   */
+  #describeCallError(error: unknown, call: CallJob): string {
+    if (error instanceof InvalidOutgoingParamsError && error.method === "tool.call") {
+      const inputIssues = error.issues.filter((issue) => {
+        const path = (issue as { path?: unknown }).path;
+        return Array.isArray(path) && path[0] === "input";
+      });
+      if (inputIssues.length === error.issues.length && inputIssues.length) {
+        const whose = TOOL_SPECS.has(call.tool)
+          ? "the contract's input schema of this built-in tool"
+          : "the input schema its executor advertised (see tools " + call.sessionId + ")";
+        return `the input of tool ${call.tool} does not match ${whose}: ${
+          inputIssues.slice(0, 8).map(describeIssue).join("; ")
+        }`;
+      }
+    }
+    return describe(error);
+  }
+
+  /** Cancels a call; a cancel the executor accepted makes the call canceled however it ends. */
+  async #cancelCall(session: Session, callId: string, reason?: string) {
+    const result = await session.cancelTool(callId, reason);
+    const call = this.#calls.get(callId);
+    if (call && result.canceled) call.canceled = true;
+    return result;
   }
 
   async #cancel(args: string[]): Promise<void> {
@@ -643,7 +751,7 @@ class Cli {
     const sessionId = args.length > 1 ? args[0] : this.#calls.get(callId)?.sessionId;
     if (!sessionId) throw new CommandError(`no call ${callId}: name its session too`);
     const session = await this.#session(sessionId);
-    this.#out(`cancel ${callId}: ${JSON.stringify(await session.cancelTool(callId))}`);
+    this.#out(`cancel ${callId}: ${JSON.stringify(await this.#cancelCall(session, callId))}`);
   }
 
   // ---- events -------------------------------------------------------------------------------
@@ -820,13 +928,9 @@ class Cli {
     this.#quitting ??= (async () => {
       this.#follows.abort();
       const sessions = [...this.#harness.sessions.values()].filter((s) => s.state !== "ended");
-      await Promise.allSettled(sessions.map(async (session) => {
-        this.#stopping.add(session.id);
-        const running = this.#runningCalls(session.id);
-        await Promise.allSettled(running.map((call) => session.cancelTool(call.id, reason)));
-        const end = await session.stop(reason);
-        this.#out(`stopped ${session.id}: ${JSON.stringify(end)}`);
-      }));
+      await Promise.allSettled(
+        sessions.map((session) => this.#stopSession(session, reason, false)),
+      );
       // The canceled calls' lines come before the last one.
       await Promise.allSettled(this.#runningCalls().map((call) => call.done));
       for (const server of this.#servers) await server.close();
@@ -836,23 +940,42 @@ class Cli {
   }
 }
 
+const OPTIONS = {
+  host: { type: "string" },
+  port: { type: "string" },
+  unix: { type: "string" },
+  "heartbeat-ms": { type: "string" },
+  "insecure-no-auth": { type: "boolean" },
+  ui: { type: "boolean" },
+  "ui-port": { type: "string" },
+  help: { type: "boolean" },
+  version: { type: "boolean" },
+} as const;
+
+/**
+ * `--flag -5` as `--flag=-5`: parseArgs refuses a value that starts with a dash as ambiguous,
+ * where the flag's own check says what it takes.
+ */
+function negativeValues(argv: readonly string[], options: typeof OPTIONS): string[] {
+  const valued = new Set(
+    Object.entries(options).filter(([, o]) => o.type === "string").map(([name]) => `--${name}`),
+  );
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === "--") return [...out, ...argv.slice(i)];
+    if (valued.has(argv[i]) && /^-\d/.test(argv[i + 1] ?? "")) out.push(`${argv[i]}=${argv[++i]}`);
+    else out.push(argv[i]);
+  }
+  return out;
+}
+
 async function main(): Promise<number> {
   let values;
   try {
     ({ values } = parseArgs({
-      args: process.argv.slice(2),
+      args: negativeValues(process.argv.slice(2), OPTIONS),
       strict: true,
-      options: {
-        host: { type: "string" },
-        port: { type: "string" },
-        unix: { type: "string" },
-        "heartbeat-ms": { type: "string" },
-        "insecure-no-auth": { type: "boolean" },
-        ui: { type: "boolean" },
-        "ui-port": { type: "string" },
-        help: { type: "boolean" },
-        version: { type: "boolean" },
-      },
+      options: OPTIONS,
     }));
   } catch (error) {
     process.stderr.write(`bma-harness: ${(error as Error).message.split("\n")[0]} (see --help)\n`);
@@ -883,7 +1006,7 @@ async function main(): Promise<number> {
   const heartbeatMs = heartbeat === undefined ? undefined : Number(heartbeat);
   if (heartbeatMs !== undefined && (!Number.isInteger(heartbeatMs) || heartbeatMs <= 0)) {
     process.stderr.write(
-      `bma-harness: --heartbeat-ms takes a positive whole number, not "${heartbeat}" (see --help)\n`,
+      `bma-harness: --heartbeat-ms must be a positive integer (milliseconds), not "${heartbeat}" (see --help)\n`,
     );
     return 2;
   }
@@ -911,9 +1034,13 @@ async function main(): Promise<number> {
     return 1;
   }
   for (const server of servers) writeOut(`listening ${server.url}`);
+  let loginLink: (() => Promise<string>) | undefined;
   if (withUi) {
     // The page's token stays in this process: what is printed is a URL that works once.
-    const page = inspector(harness, { token: randomInspectorToken() });
+    const page = inspector(harness, {
+      token: randomInspectorToken(),
+      loginHint: "Type login-link in the terminal running bma-harness: it prints a new one.",
+    });
     try {
       const web = await serveInspector(page, { port: uiPort });
       servers.push({
@@ -924,7 +1051,8 @@ async function main(): Promise<number> {
           await web.close();
         },
       });
-      writeOut(`inspector ${await page.loginUrl(web.url)}`);
+      loginLink = () => page.loginUrl(web.url);
+      writeOut(`inspector ${await loginLink()}`);
     } catch (error) {
       process.stderr.write(
         `bma-harness: cannot serve the inspector: ${(error as Error).message}\n`,
@@ -938,6 +1066,7 @@ async function main(): Promise<number> {
 
   const input = new Input(process.stdin);
   const cli = new Cli(harness, servers, input);
+  cli.loginLink = loginLink;
   const finish = (code: number) => {
     writeOut(`closed, exit code ${code}`);
     process.exit(code);
@@ -959,7 +1088,7 @@ async function main(): Promise<number> {
   let quit = false;
   for (let line = await input.line(); line !== undefined; line = await input.line()) {
     if (cli.quitting) break;
-    const [word] = words(line);
+    const word = line.trim().split(/\s+/)[0];
     if (word === "quit" || word === "exit") {
       quit = true;
       break;

@@ -184,7 +184,9 @@ describe("bma-harness: commands", { timeout: 180_000 }, () => {
     cli.send("stop ses_h done");
     await out.match(/^stopped ses_h: \{"reason":"done"\}$/);
     cli.send("stop ses_nope");
-    await out.match(/^error: stop ses_nope: no session ses_nope \(no sessions\)$/);
+    await out.match(
+      /^error: stop ses_nope: no session named ses_nope \(no sessions: assign one\)$/,
+    );
     cli.send(`drain ${id}`);
     await out.match(/^drained exec_\S+: \{"active_sessions":\[\]\}$/);
     cli.send("frobnicate");
@@ -287,7 +289,7 @@ describe("bma-harness: commands", { timeout: 180_000 }, () => {
     await out.match(/^waited: nothing runs$/);
     cli.send("stop ses_x");
     cli.send("wait ses_x call_9");
-    await out.match(/^error: wait ses_x: no session call_9 /);
+    await out.match(/^error: wait ses_x: no session named call_9 /);
     cli.send("wait ses_x");
     await out.match(/^waited ses_x ended \(stopped\)$/);
     await quit(cli);
@@ -327,7 +329,7 @@ describe("bma-harness: commands", { timeout: 180_000 }, () => {
     cli.send('call ses_o weather {"city":"Lyon"}');
     await out.match(/^call_2 completed: "sunny in Lyon"$/);
     cli.send("tools ses_none");
-    await out.match(/^error: tools ses_none: no session ses_none /);
+    await out.match(/^error: tools ses_none: no executor or session named ses_none /);
     await quit(cli);
   });
 

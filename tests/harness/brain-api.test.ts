@@ -132,9 +132,14 @@ describe("brainApi over HTTP", { timeout: 30_000 }, () => {
       for (const auth of [false, "wrong-token-0123456789"] as const) {
         const response = await r.call(path, { ...init, auth });
         assert.equal(response.status, 401, `${path} with ${auth}`);
-        assert.equal(response.headers.get("www-authenticate"), 'Bearer realm="bma-brain"');
+        // RFC 6750: a token that was presented and refused is invalid_token, and says so.
+        assert.equal(
+          response.headers.get("www-authenticate"),
+          auth ? 'Bearer realm="bma-brain", error="invalid_token"' : 'Bearer realm="bma-brain"',
+        );
         const body = await response.json();
         assert.equal(body.error.code, "unauthorized");
+        assert.match(body.error.message, auth ? /credential was refused/ : /credential needed/);
         assert.ok(!JSON.stringify(body).includes(TOKEN), "no secret in the body");
       }
     }

@@ -45,6 +45,19 @@ describe("bma-harness --ui", { timeout: 60_000 }, () => {
     const reused = await fetch(login, { redirect: "manual" });
     assert.equal(reused.status, 401, "the printed URL works once");
     await reused.text();
+    // A browser whose cookie is gone is told how to get in; login-link prints a new URL.
+    const help = await fetch(`${base}/`, { headers: { accept: "text/html" } });
+    assert.equal(help.status, 401);
+    assert.match(await help.text(), /Type login-link in the terminal running bma-harness/);
+    const printed = out.lines.length;
+    child.stdin!.write("login-link\n");
+    const again =
+      (await out.match(/^inspector (http:\/\/127\.0\.0\.1:\d+\/login\?code=\w+)$/, printed))
+        .match[1];
+    assert.notEqual(again, login, "a new code");
+    const back = await fetch(again, { redirect: "manual" });
+    assert.equal(back.status, 303, "the new URL logs in");
+    await back.text();
 
     const headers = { cookie, "content-type": "application/json" };
     // deno-lint-ignore no-explicit-any
