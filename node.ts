@@ -56,8 +56,34 @@ export {
   type ServeInspectorOptions,
 } from "./harness/inspector/serve.node.ts";
 export { dialWebSocket, serveWebSocket } from "./transport/node.ts";
-export {
-  type NodeSqliteDriver,
+export type { NodeSqliteDriver, NodeSqliteStoreOptions } from "./harness/store/sqlite.node.ts";
+import type { SqlHarnessStore } from "./harness/store/sql.ts";
+import { openSqliteStore as openOnBun } from "./harness/store/sqlite.bun.ts";
+import { openSqliteStore as openOnDeno } from "./harness/store/sqlite.deno.ts";
+import {
   type NodeSqliteStoreOptions,
-  openSqliteStore,
+  openSqliteStore as openOnNode,
 } from "./harness/store/sqlite.node.ts";
+
+/**
+ * Opens (or creates) the SQLite file at `path` as a harness store (every method answers
+ * synchronously; `close()` it when done). The driver is `options.driver` when given; otherwise
+ * the runtime's own, as its entry point chooses it: `libsql` on Node (`npm install libsql`),
+ * the built-in `node:sqlite` on Deno, the built-in `bun:sqlite` on Bun.
+ *
+ * ```ts
+ * import { openSqliteStore } from "bma-executor-sdk/node";
+ * const store = await openSqliteStore("./harness.db");
+ * ```
+ */
+export function openSqliteStore(
+  path: string,
+  options: NodeSqliteStoreOptions = {},
+): Promise<SqlHarnessStore> {
+  const { driver, ...rest } = options;
+  if (driver === undefined) {
+    if ("Bun" in globalThis) return openOnBun(path, rest);
+    if ("Deno" in globalThis) return openOnDeno(path, rest);
+  }
+  return openOnNode(path, options);
+}

@@ -441,7 +441,6 @@ class ByteStreamTransport implements Transport {
       this.#protocolError(1007, "invalid UTF-8");
       return;
     }
-    if (this.#closeSent) return;
     if (this.#receiver) this.#receiver(frame);
     else (this.#buffered ??= []).push(frame);
   }

@@ -8,8 +8,9 @@
  * declarations; the shipped `bma-executor` / `bma-harness` bins start. A Deno project imports
  * the same modules through the repository's `deno.json` exports (linked as the JSR package
  * `@bma/executor-sdk`) and runs the same exchange. Both packages ship the wire contract, its
- * HTTP notes and examples, the Workers harness README and the CHANGELOG; the dependencies are
- * caret ranges and zod a peer dependency the fresh install resolves to one copy.
+ * HTTP notes and examples, the Workers harness README and the CHANGELOG; the npm package also
+ * ships docs/ (every relative link of its Markdown files resolves in the tarball); the
+ * dependencies are caret ranges and zod a peer dependency the fresh install resolves to one copy.
  *
  * Node only: the steps spawn every runtime themselves.
  */
@@ -20,6 +21,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { brokenLinks } from "./links.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const bin = (name: string) => join(ROOT, "node_modules/.bin", name);
@@ -171,6 +173,18 @@ const SHIPPED_DOCS = [
   "LICENSE",
 ];
 
+/** The documents the README links to, which the npm package ships beside it. */
+const NPM_DOCS = [
+  "docs/benchmarks.md",
+  "docs/brain-api.md",
+  "docs/cli.md",
+  "docs/machine.md",
+  "docs/security.md",
+  "docs/store.md",
+  "docs/inspector.png",
+  "docs/inspector-narrow.png",
+];
+
 /** Whether `version` satisfies the caret range `range` (`^1.2.3`, `^0.2.3`). */
 function satisfiesCaret(version: string, range: string): boolean {
   const parse = (text: string) => text.split(".").map(Number);
@@ -307,6 +321,27 @@ describe("publication", { timeout: 240_000, skip: !onNode && "runs from Node onl
     );
     // The README links the Workers harness README, which ships beside it.
     assert.match(readFileSync(join(pkg, "README.md"), "utf8"), /\(harness\/workers\/README\.md\)/);
+  });
+
+  it("ships what its README and docs link to: every relative link resolves in the package", () => {
+    // The documents a user reads beside the README, and the image it shows.
+    for (const path of NPM_DOCS) assert.ok(files.includes(path), `${path} is packed`);
+    const pkg = join(app, "node_modules/bma-executor-sdk");
+    const markdown = files.filter((path) => path.endsWith(".md"));
+    assert.ok(markdown.includes("README.md") && markdown.length >= NPM_DOCS.length);
+    // Every Markdown file of the tarball's list, read from the installed package.
+    const broken = brokenLinks(files, (path) => readFileSync(join(pkg, path), "utf8"));
+    assert.deepEqual(broken, [], broken.map((b) => `${b.file}: ${b.target}: ${b.why}`).join("\n"));
+    // The check finds a link to a file the package lacks, and an anchor no heading has.
+    const docs: Record<string, string> = {
+      "README.md":
+        "[a](docs/gone.md) [b](docs/store.md#no-such-heading) [c](#install)\n# Install\n",
+      "docs/store.md": "# The store\n",
+    };
+    assert.deepEqual(
+      brokenLinks(Object.keys(docs), (path) => docs[path]).map((b) => b.target),
+      ["docs/gone.md", "docs/store.md#no-such-heading"],
+    );
   });
 
   it("ships the same documents on JSR (deno publish --dry-run's file list)", async () => {
