@@ -106,7 +106,8 @@ export class InspectorAuth {
   /** Digests (hex) of the sessions' ids, oldest first, with when each expires. */
   readonly #sessions = new Map<string, number>();
   readonly #clock: Clock;
-  readonly #codeTtlMs: number;
+  /** How long a login code waits for its use, in ms. */
+  readonly loginCodeTtlMs: number;
   /** How long a session lasts, in ms. */
   readonly sessionTtlMs: number;
   /** This inspector's cookie name. */
@@ -119,7 +120,7 @@ export class InspectorAuth {
     }
     this.#tokenDigest = digest(token);
     this.#clock = options.clock ?? systemClock;
-    this.#codeTtlMs = options.loginCodeTtlMs ?? DEFAULT_LOGIN_CODE_TTL_MS;
+    this.loginCodeTtlMs = options.loginCodeTtlMs ?? DEFAULT_LOGIN_CODE_TTL_MS;
     this.sessionTtlMs = options.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS;
   }
 
@@ -142,7 +143,7 @@ export class InspectorAuth {
   async issueCode(): Promise<string> {
     const code = randomHex(24);
     const now = this.#clock.now();
-    remember(this.#codes, hexOf(await digest(code)), now, now + this.#codeTtlMs, MAX_CODES);
+    remember(this.#codes, hexOf(await digest(code)), now, now + this.loginCodeTtlMs, MAX_CODES);
     return code;
   }
 

@@ -4,7 +4,9 @@
  * Node, Deno and Bun, `Deno.serve`, `Bun.serve`, a Worker.
  *
  * Every page and endpoint answers 401 unless the request carries the token (`Authorization:
- * Bearer <token>`, or the session cookie a one-time login URL sets). The page is a few kB of
+ * Bearer <token>`, or the session cookie a one-time login URL sets): JSON to API clients, and to
+ * a browser (`Accept: text/html`) a page saying how to get a new login link. Only the login URL
+ * and the icon (`favicon.svg`, the same for everyone) answer without it. The page is a few kB of
  * hand-written JavaScript and CSS served from here, under a content security policy that runs
  * only them; it renders everything executors send as text (never as HTML), and it follows the
  * harness live over server-sent events. What it shows comes from `harness.observe`; what it
@@ -30,7 +32,7 @@ import {
   type InspectorLimits,
   InspectorModel,
 } from "./model.ts";
-import { APP_CSS, APP_JS, INDEX_HTML } from "./page.ts";
+import { APP_CSS, APP_JS, FAVICON_SVG, INDEX_HTML, LOGIN_HELP_CSS, loginHelpHtml } from "./page.ts";
 import { normalizeBasePath } from "../base-path.ts";
 import { JsonBodyError, readJsonObject } from "../json-body.ts";
 
@@ -65,6 +67,13 @@ export interface InspectorOptions {
    * a prefix (`"/inspector"`). Default: the root.
    */
   basePath?: string;
+  /**
+   * A line (plain text) the page a browser without a session shows first, on how to get a new
+   * login link here (`bma-harness --ui`: the command that prints one). That page (401, to a
+   * browser's `Accept: text/html`) also names the other ways: {@linkcode Inspector.loginUrl},
+   * `POST <basePath>/api/login-links` with the token, a logged-in page's "Login link" button.
+   */
+  loginHint?: string;
 }
 
 /** An inspector of one harness. */
@@ -74,7 +83,9 @@ export interface Inspector {
   /**
    * A one-time URL that logs a browser in: it sets a session cookie (never the token) and
    * redirects to the page; used once, or after its lifetime, it is refused (401). `serverUrl` is where the server that mounts the
-   * inspector listens (`http://127.0.0.1:7701`; `basePath` is added).
+   * inspector listens (`http://127.0.0.1:7701`; `basePath` is added). Call it again for another
+   * link whenever one is needed (a browser whose session ended, another browser); so does
+   * `POST <basePath>/api/login-links` with the token (`{ "url": … }`).
    */
   loginUrl(serverUrl: string): Promise<string>;
   /** Stops watching the harness and ends the live streams of open pages. */
@@ -143,13 +154,47 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
 
   const app = new Hono();
   const loginPath = `${base}/login`;
+  // Routes are registered with the base path written out: the page lives at `${base}/`.
+  const at = (path: string) => `${base}${path}`;
+
+  // The page a browser without a session gets (its inline style allowed by its hash).
+  const help = (reason: "link" | "session") =>
+    loginHelpHtml({
+      base,
+      reason,
+      loginCodeTtlMs: auth.loginCodeTtlMs,
+      sessionTtlMs: auth.sessionTtlMs,
+      ...(options.loginHint ? { hint: options.loginHint } : {}),
+    });
+  const helpCsp = styleHash(LOGIN_HELP_CSS).then((hash) =>
+    SECURITY_HEADERS["content-security-policy"].replace("style-src 'self'", `style-src '${hash}'`)
+  );
+  /** 401: a page saying how to get in for a browser, JSON for the rest. */
+  async function refused(request: Request, reason: "link" | "session"): Promise<Response> {
+    const accept = request.headers.get("accept") ?? "";
+    if (request.method !== "GET" || !/\btext\/html\b/i.test(accept)) return refusedJson();
+    return new Response(help(reason), {
+      status: 401,
+      headers: {
+        ...SECURITY_HEADERS,
+        "content-type": "text/html; charset=utf-8",
+        "content-security-policy": await helpCsp,
+        "www-authenticate": 'Bearer realm="bma-inspector"',
+      },
+    });
+  }
+  const favicons = new Set([at("/favicon.svg"), at("/favicon.ico")]);
 
   app.use("*", async (c, next) => {
+    // The icon is the same for everyone (the page without a session shows it too).
+    if ((c.req.method === "GET" || c.req.method === "HEAD") && favicons.has(c.req.path)) {
+      return asset(FAVICON_SVG, "image/svg+xml");
+    }
     // The one-time login is the only request that answers without the token.
     if (c.req.method === "GET" && c.req.path === loginPath) {
       const code = c.req.query("code");
       const session = code ? await auth.redeem(code) : undefined;
-      if (!session) return refused();
+      if (!session) return refused(c.req.raw, "link");
       return new Response(null, {
         status: 303,
         headers: {
@@ -161,7 +206,7 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
         },
       });
     }
-    if (!(await auth.admits(c.req.raw.headers))) return refused();
+    if (!(await auth.admits(c.req.raw.headers))) return refused(c.req.raw, "session");
     if (base !== "" && c.req.path === base) {
       // The page's links are relative to its own directory.
       return new Response(null, {
@@ -184,8 +229,6 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
     }
     await next();
   });
-  // Routes are registered with the base path written out: the page lives at `${base}/`.
-  const at = (path: string) => `${base}${path}`;
 
   app.get(at("/"), () => asset(INDEX_HTML, "text/html; charset=utf-8"));
   app.get(at("/app.js"), () => asset(APP_JS, "text/javascript; charset=utf-8"));
@@ -477,7 +520,7 @@ function param(c: Context, name: string): string {
   return value;
 }
 
-function refused(): Response {
+function refusedJson(): Response {
   return new Response(
     JSON.stringify({ error: { name: "Unauthorized", message: "token needed" } }),
     {
@@ -489,6 +532,14 @@ function refused(): Response {
       },
     },
   );
+}
+
+/** A CSP source of `css`'s SHA-256 (`sha256-<base64>`). */
+async function styleHash(css: string): Promise<string> {
+  const bytes = new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(css)));
+  let binary = "";
+  for (const b of bytes) binary += String.fromCharCode(b);
+  return `sha256-${btoa(binary)}`;
 }
 
 function json(status: number, body: unknown): Response {

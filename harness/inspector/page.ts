@@ -12,6 +12,7 @@ export const INDEX_HTML = String.raw`<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>bma inspector</title>
+<link rel="icon" href="favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="app.css">
 <script type="module" src="app.js"></script>
 </head>
@@ -23,7 +24,8 @@ export const INDEX_HTML = String.raw`<!doctype html>
   <button type="button" id="login-link" title="A one-time URL for another browser">Login link</button>
   <input id="login-url" readonly hidden aria-label="one-time login URL">
 </header>
-<main>
+<div id="offline" role="status" hidden></div>
+<main><fieldset id="live">
   <section id="executors-section"><h2>Executors</h2><div id="executors" class="cards"><p class="empty">No executor connected yet.</p></div></section>
   <section id="sessions-section"><h2>Sessions</h2><div id="sessions"><p class="empty">No session.</p></div></section>
   <section id="call-section"><h2>Call a tool</h2>
@@ -43,7 +45,7 @@ export const INDEX_HTML = String.raw`<!doctype html>
   <section id="agent-section"><h2>Agent turns and interactions</h2><div id="interactions"></div><div id="turns"><p class="empty">No agent turn yet.</p></div></section>
   <section id="events-section"><h2>Events</h2><div id="events" class="feed"><p class="empty">No event yet.</p></div></section>
   <section id="notices-section" hidden><h2>Notices</h2><ul id="notices"></ul></section>
-</main>
+</fieldset></main>
 </body>
 </html>
 `;
@@ -55,11 +57,23 @@ export const APP_CSS = String.raw`
 @media (prefers-color-scheme: dark) { :root { --bg: #15171a; --fg: #e4e6e8; --muted: #9aa1a9;
   --line: #2c3036; --card: #1c1f23; --accent: #6ea0ff; --ok: #48bb78; --warn: #ecc94b; --bad: #fc8181; } }
 * { box-sizing: border-box; }
+[hidden] { display: none !important; }
 body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; background: var(--bg); color: var(--fg); }
-header { display: flex; align-items: center; gap: 12px; padding: 10px 20px; border-bottom: 1px solid var(--line); background: var(--card); }
+header { display: flex; flex-wrap: wrap; align-items: center; gap: 8px 12px; padding: 10px 20px; border-bottom: 1px solid var(--line); background: var(--card); }
 header h1 { font-size: 16px; margin: 0; }
 .spacer { flex: 1; }
-main { padding: 12px 20px 40px; display: grid; gap: 18px; grid-template-columns: repeat(auto-fit, minmax(560px, 1fr)); }
+main { padding: 12px 20px 40px; }
+#live { margin: 0; padding: 0; border: 0; min-width: 0; min-inline-size: 0; display: grid; gap: 18px; grid-template-columns: repeat(auto-fit, minmax(min(560px, 100%), 1fr)); }
+#login-url { flex: 1 1 100%; min-width: 0; }
+#offline { margin: 12px 20px 0; padding: 8px 12px; border: 1px solid var(--bad); border-radius: 6px; color: var(--bad); background: var(--card); }
+body.offline main { opacity: .55; filter: grayscale(1); }
+:disabled { cursor: not-allowed; opacity: .6; }
+button:disabled:hover { border-color: var(--line); }
+#sessions, #calls, #turns { overflow-x: auto; }
+.card { overflow-wrap: anywhere; }
+.card.executor[data-state=gone] { opacity: .6; border-style: dashed; }
+.action-error { flex-basis: 100%; }
+td .action-error { display: block; white-space: normal; text-align: left; }
 section { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 12px 14px; min-width: 0; }
 #calls-section, #events-section { grid-column: 1 / -1; }
 h2 { font-size: 13px; text-transform: uppercase; letter-spacing: .04em; color: var(--muted); margin: 0 0 10px; }
@@ -104,6 +118,21 @@ label.inline { display: inline-flex; gap: 4px; align-items: center; }
 .interaction { border: 1px solid var(--warn); border-radius: 6px; padding: 8px 10px; margin-bottom: 8px; }
 .interaction.settled { border-color: var(--line); color: var(--muted); }
 .interaction h3 { margin: 0 0 4px; font-size: 14px; }
+@media (max-width: 600px) {
+  header { padding: 8px 10px; }
+  main { padding: 8px 8px 32px; }
+  #offline { margin: 8px 8px 0; }
+  section { padding: 10px; }
+  .entry { grid-template-columns: 64px minmax(0, 1fr); gap: 2px 8px; }
+  .entry > span.body { grid-column: 1 / -1; }
+  /* Tables become stacked rows: each row's cells wrap, its buttons on a line of their own. */
+  thead { display: none; }
+  table, tbody { display: block; }
+  tr { display: flex; flex-wrap: wrap; align-items: baseline; gap: 2px 10px; padding: 6px 0; border-bottom: 1px solid var(--line); }
+  td { display: block; padding: 0; border: 0; overflow-wrap: anywhere; }
+  td.actions { flex-basis: 100%; text-align: left; white-space: normal; }
+  tr.call-details > td { flex-basis: 100%; min-width: 0; }
+}
 `;
 
 /** The page's script. */
@@ -112,7 +141,12 @@ const state = {
   offset: 0, executors: new Map(), sessions: new Map(), calls: new Map(), output: new Map(),
   events: [], previews: new Map(), turns: new Map(), interactions: new Map(), notices: [],
 };
-const ui = { expanded: new Set(), openEvents: new Set(), session: "", tool: "", dirty: new Set(), timer: 0 };
+const ui = {
+  expanded: new Set(), openEvents: new Set(), session: "", tool: "", dirty: new Set(), timer: 0,
+  // Whether the live stream is down (the harness or its inspector stopped): the page shows it
+  // everywhere and its actions are off. What an action failed with, by action, shown beside it.
+  offline: false, lostAt: 0, errors: new Map(),
+};
 const $ = (id) => document.getElementById(id);
 
 function h(tag, attrs, ...children) {
@@ -145,7 +179,8 @@ function badge(text, kind) { return h("span", { class: "badge " + (kind || "") }
 function describeError(error) {
   if (!error) return "failed";
   let text = (error.name || "Error") + ": " + (error.message || "");
-  if (error.reason) text += " (" + error.reason + ")";
+  // The reason is said once: most messages name it already ("refused (draining)").
+  if (error.reason && !String(error.message || "").includes(error.reason)) text += " (" + error.reason + ")";
   if (Array.isArray(error.issues)) {
     text += " — " + error.issues.map((i) => (Array.isArray(i.path) ? i.path.join(".") : "") + ": " + i.message).join("; ");
   }
@@ -164,11 +199,26 @@ async function api(path, body) {
   return data;
 }
 const enc = encodeURIComponent;
-function act(button, run) {
+// Runs an action of the page. Its failure is shown once, beside the control that caused it
+// (the element of errorSlot(key) that its renderer placed there, kept across re-renders).
+function act(button, run, key) {
+  key = key || button.id || "action";
   button.disabled = true;
-  Promise.resolve().then(run).catch((error) => notice(error.message)).finally(() => { button.disabled = false; });
+  showError(key, "");
+  Promise.resolve().then(run).then(() => showError(key, ""), (error) => {
+    showError(key, error.message);
+    if (!document.querySelector(errorSelector(key)) && button.isConnected) button.after(errorSlot(key));
+  }).finally(() => { button.disabled = button.id === "login-link" && ui.offline; });
 }
-function notice(text) { state.notices.push({ at: now(), text }); mark("notices"); }
+function errorSelector(key) { return "[data-error-for=\"" + CSS.escape(key) + "\"]"; }
+function errorSlot(key) {
+  const text = ui.errors.get(key) || "";
+  return h("span", { class: "error action-error", role: "alert", "data-error-for": key, hidden: !text }, text);
+}
+function showError(key, text) {
+  if (text) ui.errors.set(key, text); else ui.errors.delete(key);
+  for (const el of document.querySelectorAll(errorSelector(key))) { el.textContent = text; el.hidden = !text; }
+}
 
 // ---- live state -------------------------------------------------------------------------
 
@@ -252,6 +302,7 @@ function render() {
 
 function executorStatus(e) {
   if (e.gone) return badge("gone: " + e.gone, "bad");
+  if (ui.offline) return badge("unknown: harness unreachable", "warn");
   if (!e.connected) return badge("disconnected", "warn");
   if (e.draining) return badge("draining", "warn");
   return badge("connected", "ok");
@@ -287,8 +338,10 @@ function executorCard(e) {
         ui.session = made.session_id;
         sessionInput.value = "";
         mark("form");
-      }) }, "Assign session"),
-      h("button", { type: "button", class: "drain", onclick: (ev) => act(ev.currentTarget, () => api("api/executors/" + enc(e.id) + "/drain")) }, "Drain")),
+      }, "assign:" + e.id) }, "Assign session"),
+      errorSlot("assign:" + e.id),
+      h("button", { type: "button", class: "drain", onclick: (ev) => act(ev.currentTarget, () => api("api/executors/" + enc(e.id) + "/drain"), "drain:" + e.id) }, "Drain"),
+      errorSlot("drain:" + e.id)),
     turn: turnForm(e),
   };
   card.root = h("div", { class: "card executor", "data-executor": e.id }, card.title, card.status, card.ids, card.chips,
@@ -297,20 +350,32 @@ function executorCard(e) {
 }
 
 function leaseText(e) {
+  if (e.gone) return "gone: no longer held by the harness";
+  if (ui.offline) return "lease unknown: the harness is not answering";
   if (e.leaseExpiresAt === undefined) return "no lease";
-  return e.leaseExpiresAt > now() ? "lease expires in " + seconds(e.leaseExpiresAt - now()) : "lease expired";
+  const left = e.leaseExpiresAt - now();
+  if (left <= 0) return "lease expired";
+  return (e.connected ? "lease expires in " : "may reconnect within ") + seconds(left);
+}
+
+function executorState(e) {
+  if (e.gone) return "gone";
+  if (ui.offline) return "unknown";
+  return e.connected ? (e.draining ? "draining" : "connected") : "disconnected";
 }
 
 function updateCard(card, e) {
-  card.root.dataset.state = e.gone ? "gone" : e.connected ? (e.draining ? "draining" : "connected") : "disconnected";
+  card.root.dataset.state = executorState(e);
   card.title.replaceChildren(e.name, " ", h("span", { class: "meta" }, e.version + " · " + e.os + "/" + e.arch));
   card.status.replaceChildren(executorStatus(e), badge(e.protocol), h("span", { class: "meta lease", "data-lease": e.leaseExpiresAt === undefined ? "" : e.leaseExpiresAt }, leaseText(e)));
   card.ids.replaceChildren(e.id, e.machineId ? " · machine " + e.machineId : "", e.environmentId ? " · env " + e.environmentId : "");
   card.chips.replaceChildren(...e.tools.map((t) => h("span", { class: "chip tool", title: t.description || "" }, t.name)),
     ...capabilityFlags(e.capabilities).map((flag) => h("span", { class: "chip" }, flag)));
   card.capabilities.textContent = json(e.capabilities);
+  // A gone executor takes nothing more: its actions go (and are off, should one show).
   card.actions.hidden = Boolean(e.gone);
   card.turn.hidden = Boolean(e.gone) || !e.agent;
+  for (const control of card.root.querySelectorAll(".row button, .row input, .turn-form button, .turn-form textarea, .turn-form input")) control.disabled = Boolean(e.gone);
 }
 
 function capabilityFlags(capabilities) {
@@ -330,13 +395,14 @@ function turnForm(e) {
       if (!text.value.trim()) throw new Error("the turn needs some input");
       await api("api/executors/" + enc(e.id) + "/turns", { text: text.value, session_id: session.value.trim() || undefined });
       text.value = "";
-    }) }, "Start turn")));
+    }, "turn:" + e.id) }, "Start turn"), errorSlot("turn:" + e.id)));
 }
 
 // ---- sessions -----------------------------------------------------------------------------
 
 function sessionBadge(s) {
   const kind = { ready: "ok", assigning: "run", assigned: "run", stopping: "warn", ended: "" }[s.state];
+  if (ui.offline && s.state !== "ended") return badge(s.state + " (last known)", "");
   return badge(s.state + (s.reason ? ": " + s.reason : ""), kind);
 }
 
@@ -348,11 +414,12 @@ function renderSessions() {
       h("td", { class: "mono" }, s.id),
       h("td", {}, (state.executors.get(s.executorId) || { name: s.executorId }).name),
       h("td", {}, sessionBadge(s)),
-      h("td", { class: "meta" }, ago(s.since)),
+      h("td", { class: "meta since", "data-since": s.since }, ago(s.since)),
       h("td", { class: "actions" }, s.state !== "ended" && [
         h("button", { type: "button", class: "use", onclick: () => { ui.session = s.id; renderFormChoices(); $("call-form").scrollIntoView({ block: "nearest" }); } }, "Call tool"),
         " ",
-        h("button", { type: "button", class: "stop danger", onclick: (ev) => act(ev.currentTarget, () => api("api/sessions/" + enc(s.id) + "/stop")) }, "Stop"),
+        h("button", { type: "button", class: "stop danger", onclick: (ev) => act(ev.currentTarget, () => api("api/sessions/" + enc(s.id) + "/stop"), "stop:" + s.id) }, "Stop"),
+        errorSlot("stop:" + s.id),
       ]))))));
 }
 
@@ -403,7 +470,33 @@ function renderFields() {
   }
   const required = new Set(Array.isArray(schema.required) ? schema.required : []);
   fields.replaceChildren(...Object.entries(props).map(([name, prop]) => field(name, prop || {}, required.has(name))));
-  $("call-json").hidden = !$("call-raw").checked;
+  showRaw($("call-raw").checked);
+}
+
+// "Edit as JSON" replaces the fields: they are hidden and disabled (a disabled control is
+// neither validated, so a required one does not hold the form back, nor sent).
+function showRaw(raw) {
+  $("call-json").hidden = !raw;
+  const fields = $("call-fields");
+  const controls = fields.querySelectorAll("[data-name]");
+  fields.hidden = raw && controls.length > 0;
+  for (const control of controls) control.disabled = raw;
+}
+
+// Back from JSON to the fields: what the JSON says fills them (what does not parse is left).
+function fillFields(text) {
+  let input;
+  try { input = JSON.parse(text || "{}"); } catch { return; }
+  if (!input || typeof input !== "object" || Array.isArray(input)) return;
+  for (const control of $("call-fields").querySelectorAll("[data-name]")) {
+    const value = input[control.dataset.name];
+    const kind = control.dataset.kind;
+    if (kind === "boolean") control.checked = value === true;
+    else if (value === undefined) control.value = "";
+    else if (kind === "string") control.value = String(value);
+    else if (kind === "integer" || kind === "number") control.value = String(value);
+    else control.value = kind === "enum" ? JSON.stringify(value) : json(value);
+  }
 }
 
 const LONG = new Set(["content", "old_string", "new_string"]);
@@ -464,8 +557,8 @@ function setupForm() {
   $("call-raw").addEventListener("change", (ev) => {
     if (ev.target.checked) {
       try { $("call-json").value = json(collectFields()); } catch { $("call-json").value = "{}"; }
-    }
-    $("call-json").hidden = !ev.target.checked;
+    } else fillFields($("call-json").value);
+    showRaw(ev.target.checked);
   });
   $("call-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
@@ -487,7 +580,7 @@ function setupForm() {
     box.value = url;
     box.hidden = false;
     box.select();
-  }));
+  }, "login-link"));
 }
 
 // ---- tool calls ---------------------------------------------------------------------------
@@ -529,7 +622,7 @@ function renderCalls() {
       h("td", { class: "meta timing" }, timings(c)),
       h("td", { class: "actions" },
         RUNNING.has(c.state) && c.state !== "requested" && session && session.state !== "ended" &&
-          h("button", { type: "button", class: "cancel danger", onclick: (ev) => act(ev.currentTarget, () => api("api/sessions/" + enc(c.sessionId) + "/calls/" + enc(c.id) + "/cancel")) }, "Cancel"),
+          [h("button", { type: "button", class: "cancel danger", onclick: (ev) => act(ev.currentTarget, () => api("api/sessions/" + enc(c.sessionId) + "/calls/" + enc(c.id) + "/cancel"), "cancel:" + c.id) }, "Cancel"), errorSlot("cancel:" + c.id)],
         " ",
         h("button", { type: "button", class: "details", onclick: () => { open ? ui.expanded.delete(c.id) : ui.expanded.add(c.id); mark("calls"); } }, open ? "Hide" : "Details"))));
     if (open) rows.push(h("tr", { class: "call-details", "data-call-details": c.id }, h("td", { colspan: 6 }, callDetails(c))));
@@ -565,7 +658,8 @@ function renderInteractions() {
   $("interactions").replaceChildren(...list.map((view) => {
     const i = view.interaction || {};
     const open = view.status === "open";
-    const answer = (outcome, value) => (ev) => act(ev.currentTarget, () => api("api/interactions/" + enc(view.id) + "/respond", { outcome, answer: value }));
+    const key = "answer:" + view.id;
+    const answer = (outcome, value) => (ev) => act(ev.currentTarget, () => api("api/interactions/" + enc(view.id) + "/respond", { outcome, answer: value }), key);
     const buttons = [];
     if (open) {
       const options = Array.isArray(i.options) ? i.options : [];
@@ -582,8 +676,9 @@ function renderInteractions() {
       } else {
         for (const o of options) buttons.push(h("button", { type: "button", class: "answer", onclick: answer("answered", o.id) }, o.label));
         const free = h("input", { type: "text", placeholder: "answer", "aria-label": "answer" });
-        buttons.push(free, h("button", { type: "button", class: "answer-text", onclick: (ev) => act(ev.currentTarget, () => api("api/interactions/" + enc(view.id) + "/respond", { outcome: "answered", answer: free.value })) }, "Answer"));
+        buttons.push(free, h("button", { type: "button", class: "answer-text", onclick: (ev) => act(ev.currentTarget, () => api("api/interactions/" + enc(view.id) + "/respond", { outcome: "answered", answer: free.value }), key) }, "Answer"));
       }
+      buttons.push(errorSlot(key));
     }
     return h("div", { class: "interaction" + (open ? "" : " settled"), "data-interaction": view.id, "data-status": view.status },
       h("h3", {}, i.title || (i.kind === "permission" ? "Permission" : "Question"), " ", badge(view.status + (i.outcome ? ": " + i.outcome : ""), open ? "warn" : "")),
@@ -631,33 +726,144 @@ function renderNotices() {
 
 // ---- connection ---------------------------------------------------------------------------
 
+// Without its live stream the page knows nothing current: every part says so (executors
+// "unknown", sessions "last known", a banner) and every action is off (the fieldset that holds
+// them is disabled) until a snapshot comes again.
+function setOffline(offline, why) {
+  if (offline && !ui.offline) ui.lostAt = now();
+  const changed = ui.offline !== offline;
+  ui.offline = offline;
+  document.body.classList.toggle("offline", offline);
+  $("live").disabled = offline;
+  $("login-link").disabled = offline;
+  $("login-url").disabled = offline;
+  const banner = $("offline");
+  banner.hidden = !offline;
+  if (offline) {
+    banner.textContent = "Lost the harness at " + clock(ui.lostAt) + ": " + why +
+      " What is shown below is as it was then; the actions are off until the page is live again.";
+  }
+  // At once: nothing may read live while the badge says otherwise.
+  if (changed) {
+    ui.dirty.add("all");
+    clearTimeout(ui.timer);
+    render();
+  }
+}
+
 function connect() {
   const conn = $("conn");
   const source = new EventSource("api/stream");
-  source.addEventListener("snapshot", (ev) => { load(JSON.parse(ev.data)); conn.textContent = "live"; conn.className = "badge ok"; });
+  source.addEventListener("snapshot", (ev) => {
+    setOffline(false);
+    load(JSON.parse(ev.data));
+    conn.textContent = "live";
+    conn.className = "badge ok";
+  });
   source.addEventListener("update", (ev) => apply(JSON.parse(ev.data)));
   source.addEventListener("error", () => {
     if (source.readyState === EventSource.CLOSED) {
-      conn.textContent = "disconnected: reload, or open a new login link";
+      conn.textContent = "disconnected";
       conn.className = "badge bad";
+      setOffline(true, "the inspector refused the page (it was restarted, or this browser's session ended): open a new login link.");
     } else {
       conn.textContent = "reconnecting";
-      conn.className = "badge warn";
+      conn.className = "badge bad";
+      setOffline(true, "it is not answering (stopped?); the page keeps trying to reconnect.");
     }
   });
 }
 
 setupForm();
 connect();
-// Leases and running calls count down between updates, in place.
+// Leases, sessions' ages and running calls count on between updates, in place.
 setInterval(() => {
   for (const el of document.querySelectorAll("[data-lease]")) {
     const e = state.executors.get(el.closest("[data-executor]").dataset.executor);
     if (e) el.textContent = leaseText(e);
   }
+  for (const el of document.querySelectorAll("[data-since]")) el.textContent = ago(Number(el.dataset.since));
   for (const row of document.querySelectorAll("tr.call")) {
     const c = state.calls.get(row.dataset.call);
     if (c && RUNNING.has(c.state)) row.querySelector(".timing").textContent = timings(c);
   }
 }, 1000);
 `;
+
+/** The inspector's icon, served at `favicon.svg` (a magnifier on the page's accent colour). */
+export const FAVICON_SVG =
+  `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="7" fill="#2f6fde"/><circle cx="14" cy="14" r="7" fill="none" stroke="#fff" stroke-width="3"/><path d="M19 19l6 6" stroke="#fff" stroke-width="3.5" stroke-linecap="round"/></svg>`;
+
+/** The style of the page a browser without a session gets (inline: its hash is in the CSP). */
+export const LOGIN_HELP_CSS =
+  `body{margin:0;font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1d1f21;background:#fbfbfa}` +
+  `main{max-width:640px;margin:0 auto;padding:24px 16px}h1{font-size:20px;margin:0 0 12px}h2{font-size:16px;margin:20px 0 6px}` +
+  `code{font:13px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#eef0f2;padding:0 4px;border-radius:3px;overflow-wrap:anywhere}` +
+  `li{margin:6px 0}.why{color:#6a6f75}` +
+  `@media (prefers-color-scheme: dark){body{color:#e4e6e8;background:#15171a}code{background:#2c3036}.why{color:#9aa1a9}}`;
+
+/** What {@linkcode loginHelpHtml} says. */
+export interface LoginHelp {
+  /** The inspector's mount path ("" at the root). */
+  readonly base: string;
+  /** `link`: a login link that was used or expired; `session`: no live session. */
+  readonly reason: "link" | "session";
+  /** How long a login link works, in ms. */
+  readonly loginCodeTtlMs: number;
+  /** How long a session lasts, in ms. */
+  readonly sessionTtlMs: number;
+  /** A line of the server's own on how to get a link (plain text). */
+  readonly hint?: string;
+}
+
+/**
+ * The page a browser gets (401) where it has no session: why, and how to get a new login link.
+ * Everything in it is the server's own (no part of the request), escaped.
+ */
+export function loginHelpHtml(help: LoginHelp): string {
+  const why = help.reason === "link"
+    ? `This login link was used already, or it has expired: a link logs one browser in, once, within ${
+      duration(help.loginCodeTtlMs)
+    } of being made.`
+    : `This browser has no live session with this inspector: it never logged in, its session ended (a session lasts ${
+      duration(help.sessionTtlMs)
+    }), its cookie was removed, or the inspector was restarted (sessions live in its memory only).`;
+  const base = escapeHtml(help.base);
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>bma inspector: log in</title>
+<link rel="icon" href="${base}/favicon.svg" type="image/svg+xml">
+<style>${LOGIN_HELP_CSS}</style>
+</head>
+<body>
+<main id="login-help" data-reason="${help.reason}">
+<h1>Log in to the bma inspector</h1>
+<p class="why">${escapeHtml(why)}</p>
+<h2>Get a new login link, then open it here</h2>
+<ul>
+${
+    help.hint
+      ? `<li id="login-hint">${escapeHtml(help.hint)}</li>\n`
+      : ""
+  }<li><code>bma-harness --ui</code> prints one when it starts: <code>inspector http://127.0.0.1:&lt;port&gt;/login?code=…</code>.</li>
+<li>A browser logged in to this inspector makes one for another browser: its <strong>Login link</strong> button.</li>
+<li>Your own code: <code>await ui.loginUrl(server.url)</code>, or <code>POST ${base}/api/login-links</code> with <code>Authorization: Bearer &lt;token&gt;</code>, which answers <code>{"url": "…"}</code>.</li>
+</ul>
+</main>
+</body>
+</html>
+`;
+}
+
+function duration(ms: number): string {
+  if (ms >= 2 * 3_600_000 && ms % 3_600_000 === 0) return `${ms / 3_600_000} hours`;
+  if (ms >= 120_000) return `${Math.round(ms / 60_000)} minutes`;
+  return `${Math.max(1, Math.round(ms / 1000))} seconds`;
+}
+
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
