@@ -34,7 +34,14 @@ const BATCH = 64;
 
 // A small log and inspector, so that the flood itself grows the process little.
 const harness = new sdk.Harness({ insecureNoAuth: true, maxSessionEventBytes: 4 * 1024 * 1024 });
-const ui = sdk.inspector(harness, { token: inspectorToken, limits: { events: 50 }, logger });
+// The pages' queue bound is far above what a reading page falls behind by on a busy machine (the
+// default 1 MiB is tested in-process): the clients that stop reading are dropped by the timeout.
+const ui = sdk.inspector(harness, {
+  token: inspectorToken,
+  limits: { events: 50 },
+  logger,
+  maxStreamQueueBytes: 16 * 1024 * 1024,
+});
 const page = await sdk.serveInspector(ui, { slowClientTimeoutMs, logger });
 const brainOptions = { authorize: sdk.brainApiBearer(brainToken) };
 const brain = sdk.brainApi(harness, brainOptions);
