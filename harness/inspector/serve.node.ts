@@ -155,12 +155,19 @@ async function answer(
     });
     const cookies = response.headers.getSetCookie();
     if (cookies.length) out["set-cookie"] = cookies;
-    // A body the handler left unread is not read either: the connection closes instead.
-    if (body && !req.readableEnded) out.connection = "close";
+    // A body the handler left unread (a request refused before it was authenticated) is never
+    // kept: a small one of declared length is dropped as it arrives, and the connection kept;
+    // any other is not read, and the connection closes after a linger (see `lingered`).
+    const unread = body !== undefined && !req.readableEnded;
+    const droppable = unread && declared > 0 && declared <= DISCARD_BYTES;
+    if (droppable) discard(req);
+    else if (unread) out.connection = "close";
+    const linger = unread && !droppable;
     res.writeHead(response.status, out);
     if (!response.body || method === "HEAD") {
       // A body nobody reads (a HEAD of the live stream) is canceled, so it ends at once.
       await response.body?.cancel().catch(() => {});
+      if (linger) await lingered(res, slow);
       res.end();
       return;
     }
@@ -178,6 +185,7 @@ async function answer(
       if (done) break;
       if (!res.write(value)) await taken(res, "drain", slow);
     }
+    if (linger) await lingered(res, slow);
     res.end();
     // An end the client does not take (the last of a stream it stopped reading) is not kept.
     if (res.writableLength > 0 && !res.writableFinished) await taken(res, "finish", slow);
@@ -192,6 +200,39 @@ async function answer(
       reset(res);
     }
   }
+}
+
+/** An unread request body this small is read and dropped, so that its connection can stay. */
+const DISCARD_BYTES = 64 * 1024;
+
+/** Reads what is left of a request's body and drops it. */
+function discard(req: IncomingMessage): void {
+  req.removeAllListeners("data");
+  req.on("data", () => {});
+  req.resume();
+}
+
+/** How long a connection whose request body was left unread stays open after its answer. */
+const LINGER_MS = 2_000;
+
+/**
+ * Waits, before the end of an answer to a request whose body was not read, until the client has
+ * closed or {@linkcode LINGER_MS} passed. Closing a socket with bytes unread resets it (RST), and
+ * a reset can destroy the answer in the client's kernel before the client has read it (nginx
+ * lingers for the same reason). The body stays unread meanwhile: it waits in the kernel's
+ * buffers, not in this process.
+ */
+function lingered(res: ServerResponse, slow: SlowClients): Promise<void> {
+  return new Promise((resume) => {
+    if (res.destroyed) return resume();
+    const done = () => {
+      slow.clock.clearTimeout(timer);
+      res.off("close", done);
+      resume();
+    };
+    const timer = slow.clock.setTimeout(done, LINGER_MS);
+    res.on("close", done);
+  });
 }
 
 /** The request's body as a web stream, at most {@linkcode MAX_REQUEST_BYTES}. */
