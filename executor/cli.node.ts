@@ -14,6 +14,7 @@
  * second signal stops at once (running calls canceled, their processes killed), a third exits
  * without waiting.
  */
+import { negativeValues } from "../protocol/argv.ts";
 import { accessSync, constants, statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { hostname } from "node:os";
@@ -188,23 +189,6 @@ const OPTIONS = {
 } as const;
 
 /**
- * `--flag -5` as `--flag=-5`: parseArgs refuses a value that starts with a dash as ambiguous,
- * where the flag's own check says what it takes.
- */
-function negativeValues(argv: readonly string[]): string[] {
-  const valued = new Set(
-    Object.entries(OPTIONS).filter(([, o]) => o.type === "string").map(([name]) => `--${name}`),
-  );
-  const out: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === "--") return [...out, ...argv.slice(i)];
-    if (valued.has(argv[i]) && /^-\d/.test(argv[i + 1] ?? "")) out.push(`${argv[i]}=${argv[++i]}`);
-    else out.push(argv[i]);
-  }
-  return out;
-}
-
-/**
  * The work directory, refused at start when the tools could not use it: missing (the message
  * says how to create it), not a directory, or not readable and searchable. Not created here: a
  * typo would otherwise become a new, empty work directory.
@@ -265,7 +249,7 @@ async function configure(
   let parsed;
   try {
     parsed = parseArgs({
-      args: negativeValues(argv),
+      args: negativeValues(argv, OPTIONS),
       strict: true,
       allowPositionals: false,
       options: OPTIONS,

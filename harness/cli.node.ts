@@ -12,6 +12,7 @@
  * stays readable; notes about the harness itself (signals, the end of input) go to stderr.
  * `help` lists the commands.
  */
+import { negativeValues } from "../protocol/argv.ts";
 import { parseArgs } from "node:util";
 import * as z from "zod";
 import { CONTRACT_VERSION, TOOL_SPECS } from "../protocol/generated/contract.ts";
@@ -951,23 +952,6 @@ const OPTIONS = {
   help: { type: "boolean" },
   version: { type: "boolean" },
 } as const;
-
-/**
- * `--flag -5` as `--flag=-5`: parseArgs refuses a value that starts with a dash as ambiguous,
- * where the flag's own check says what it takes.
- */
-function negativeValues(argv: readonly string[], options: typeof OPTIONS): string[] {
-  const valued = new Set(
-    Object.entries(options).filter(([, o]) => o.type === "string").map(([name]) => `--${name}`),
-  );
-  const out: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === "--") return [...out, ...argv.slice(i)];
-    if (valued.has(argv[i]) && /^-\d/.test(argv[i + 1] ?? "")) out.push(`${argv[i]}=${argv[++i]}`);
-    else out.push(argv[i]);
-  }
-  return out;
-}
 
 async function main(): Promise<number> {
   let values;

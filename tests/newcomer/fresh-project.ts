@@ -14,17 +14,10 @@
 import { spawn } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync, symlinkSync } from "node:fs";
 import { delimiter, dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 
-/** The repository's root. */
-export const ROOT: string = fileURLToPath(new URL("../../", import.meta.url));
+import { ROOT, RUNTIME } from "../helpers/runtime-command.ts";
 
-/** The runtime running this file. */
-export const RUNTIME: "node" | "deno" | "bun" = "Deno" in globalThis
-  ? "deno"
-  : "Bun" in globalThis
-  ? "bun"
-  : "node";
+export { ROOT, RUNTIME };
 
 /** A finished child. */
 export interface Run {

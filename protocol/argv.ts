@@ -1,0 +1,26 @@
+/**
+ * Command-line arguments as the two CLIs (`bma-executor`, `bma-harness`) read them with
+ * `parseArgs` from `node:util`: pure string work, so it lives with the other runtime-free code.
+ *
+ * @module
+ */
+
+/** The options of a `parseArgs` call, as far as this module reads them. */
+export type ArgOptions = Readonly<Record<string, { readonly type: "string" | "boolean" }>>;
+
+/**
+ * `--flag -5` as `--flag=-5`: parseArgs refuses a value that starts with a dash as ambiguous,
+ * where the flag's own check says what it takes.
+ */
+export function negativeValues(argv: readonly string[], options: ArgOptions): string[] {
+  const valued = new Set(
+    Object.entries(options).filter(([, o]) => o.type === "string").map(([name]) => `--${name}`),
+  );
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === "--") return [...out, ...argv.slice(i)];
+    if (valued.has(argv[i]) && /^-\d/.test(argv[i + 1] ?? "")) out.push(`${argv[i]}=${argv[++i]}`);
+    else out.push(argv[i]);
+  }
+  return out;
+}
