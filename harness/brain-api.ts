@@ -13,6 +13,7 @@
  *
  * Portable: web-standard APIs and hono only.
  */
+import { serverSentEvent } from "./server-sent-event.ts";
 import { Hono } from "hono";
 import type { Context } from "hono";
 import * as z from "zod";
@@ -619,7 +620,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     /** Ends the stream with `event: end`, which tells the client where to go on from. */
     const finish = (ended: boolean) => {
       if (!stop()) return;
-      send(sse({ event: "end", data: { next, ended } }));
+      send(serverSentEvent({ event: "end", data: { next, ended } }));
       controller.close();
     };
     const keepAlive = () => {
@@ -647,7 +648,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
         } catch (error) {
           if (!stop()) return;
           logger.error("brain API event stream failed", { error: String(error) });
-          send(sse({ event: "error", data: { code: "internal_error" } }));
+          send(serverSentEvent({ event: "error", data: { code: "internal_error" } }));
           controller.close();
           return;
         }
@@ -655,7 +656,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
         // The log ends with the session (a read stopped by the lifetime has finished already).
         if (record.done) return finish(session.state === "ended");
         next = record.value.index;
-        send(sse({ id: String(next), data: record.value }));
+        send(serverSentEvent({ id: String(next), data: record.value }));
       },
       cancel,
     }, new ByteLengthQueuingStrategy({ highWaterMark: STREAM_HIGH_WATER_BYTES }));
@@ -742,13 +743,6 @@ async function within<T>(
     clearTimeout(timer);
     signal.removeEventListener("abort", onAbort!);
   }
-}
-
-/** One server-sent event; its data is JSON, which is one line. */
-function sse(message: { event?: string; id?: string; data: unknown }): string {
-  const event = message.event !== undefined ? `event: ${message.event}\n` : "";
-  const id = message.id !== undefined ? `id: ${message.id}\n` : "";
-  return `${event}data: ${JSON.stringify(message.data)}\n${id}\n`;
 }
 
 /** Parses `value` with a contract schema; a refusal is a 400 with the schema's issues. */

@@ -15,6 +15,7 @@
  *
  * Portable: web-standard APIs only.
  */
+import { serverSentEvent } from "../server-sent-event.ts";
 import { Hono } from "hono";
 import type { Context } from "hono";
 import { type Clock, systemClock } from "../../protocol/clock.ts";
@@ -417,7 +418,12 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
   const encodedBatches = new WeakMap<InspectorBatch, Uint8Array>();
   function encodedBatch(batch: InspectorBatch): Uint8Array {
     let bytes = encodedBatches.get(batch);
-    if (!bytes) encodedBatches.set(batch, bytes = serverSentEvent("update", batch));
+    if (!bytes) {
+      encodedBatches.set(
+        batch,
+        bytes = encoder.encode(serverSentEvent({ event: "update", data: batch })),
+      );
+    }
     return bytes;
   }
 
@@ -462,7 +468,7 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
         };
         streams.add(close);
         signal.addEventListener("abort", close, { once: true });
-        write(serverSentEvent("snapshot", model.snapshot()));
+        write(encoder.encode(serverSentEvent({ event: "snapshot", data: model.snapshot() })));
         if (signal.aborted) end();
       },
       cancel() {
@@ -507,11 +513,6 @@ const encoder = new TextEncoder();
 
 /** The comment that keeps an idle stream open. */
 const PING = encoder.encode(": ping\n\n");
-
-/** One server-sent event, its data JSON (one line). */
-function serverSentEvent(event: string, data: unknown): Uint8Array {
-  return encoder.encode(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
-}
 
 /** A path parameter of the route (its paths are written out, so hono cannot type them). */
 function param(c: Context, name: string): string {
