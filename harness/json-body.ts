@@ -35,12 +35,15 @@ export class JsonBodyError extends Error {
   }
 }
 
-/** The text of a body of at most `maxBytes`; {@linkcode JsonBodyError} 413 past it. */
-export async function readBoundedText(request: Request, maxBytes: number): Promise<string> {
+/** The bytes of a body of at most `maxBytes`; {@linkcode JsonBodyError} 413 past it. */
+export async function readBoundedBytes(
+  request: Request,
+  maxBytes: number,
+): Promise<Uint8Array<ArrayBuffer>> {
   const tooLarge = () => new JsonBodyError(413, `bodies take at most ${maxBytes} bytes`);
   const declared = request.headers.get("content-length");
   if (declared !== null && Number(declared) > maxBytes) throw tooLarge();
-  if (!request.body) return "";
+  if (!request.body) return new Uint8Array(0);
   const reader = request.body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
@@ -60,7 +63,12 @@ export async function readBoundedText(request: Request, maxBytes: number): Promi
     all.set(chunk, at);
     at += chunk.byteLength;
   }
-  return new TextDecoder().decode(all);
+  return all;
+}
+
+/** The text of a body of at most `maxBytes`; {@linkcode JsonBodyError} 413 past it. */
+export async function readBoundedText(request: Request, maxBytes: number): Promise<string> {
+  return new TextDecoder().decode(await readBoundedBytes(request, maxBytes));
 }
 
 /**

@@ -4,6 +4,7 @@
  * comparison are WebCrypto's (`sign` / `verify`); this file only frames the token.
  */
 import { TokenRejectedError } from "./errors.ts";
+import { fromBase64, toBase64 } from "../protocol/base64.ts";
 
 /** Claims of a token. `iat`, `nbf` and `exp` are seconds since the epoch. */
 export interface JwtClaims {
@@ -123,11 +124,7 @@ function parseJson(part: string): Record<string, unknown> | undefined {
 
 /** Base64url without padding (RFC 7515 §2). */
 export function base64UrlEncode(bytes: Uint8Array): string {
-  let binary = "";
-  for (let i = 0; i < bytes.length; i += 0x8000) {
-    binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-  }
-  return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  return toBase64(bytes).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
 }
 
 /** Decodes base64url (no padding); `undefined` for anything else. */
@@ -135,10 +132,7 @@ export function base64UrlDecode(text: string): Uint8Array | undefined {
   if (!/^[A-Za-z0-9_-]*$/.test(text) || text.length % 4 === 1) return undefined;
   const padded = text.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((text.length + 3) % 4);
   try {
-    const binary = atob(padded);
-    const out = new Uint8Array(binary.length);
-    for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i);
-    return out;
+    return fromBase64(padded);
   } catch {
     return undefined;
   }

@@ -21,6 +21,7 @@ import type {
   TerminalResizeResult,
 } from "../protocol/generated/contract.ts";
 import type { Logger } from "../protocol/logger.ts";
+import { fromBase64, toBase64 } from "../protocol/base64.ts";
 
 /** Options of `session.terminal(...)` (`terminal.open`). */
 export interface TerminalOptions {
@@ -86,17 +87,7 @@ interface Pending {
 const encoder = new TextEncoder();
 
 function decode(data: string, encoding: Encoding | undefined): Uint8Array {
-  return encoding === "base64"
-    ? Uint8Array.from(atob(data), (c) => c.charCodeAt(0))
-    : encoder.encode(data);
-}
-
-function base64(bytes: Uint8Array): string {
-  let binary = "";
-  for (let i = 0; i < bytes.length; i += 0x8000) {
-    binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-  }
-  return btoa(binary);
+  return encoding === "base64" ? fromBase64(data) : encoder.encode(data);
 }
 
 /**
@@ -420,7 +411,7 @@ export class Terminal implements AsyncIterable<string> {
       typeof data === "string" ? { session_id: this.sessionId, terminal_id: this.id, data } : {
         session_id: this.sessionId,
         terminal_id: this.id,
-        data: base64(data),
+        data: toBase64(data),
         encoding: "base64",
       },
       options,

@@ -26,6 +26,7 @@ const bin = (name: string) => join(root, "node_modules/.bin", name);
 
 const steps: [string, string, string[]][] = [
   ["contract drift", process.execPath, ["--import", "tsx", "scripts/gen-contract.ts", "--check"]],
+  ["xterm.js drift", process.execPath, ["--import", "tsx", "scripts/gen-xterm.ts", "--check"]],
   ["deno fmt", bin("deno"), ["fmt", "--check", "--quiet"]],
   ["deno lint", bin("deno"), ["lint", "--quiet"]],
   ["deno check", bin("deno"), ["check", "--quiet", "."]],

@@ -3,6 +3,7 @@
  * offset still held, older bytes are evicted past a cap, and waiters wake on new bytes.
  */
 import { InvalidParamsError } from "../../protocol/generated/errors.ts";
+import { fromBase64, toBase64 } from "../../protocol/base64.ts";
 
 /** Bytes of one stream from `offset`, and where to read next. */
 export interface OutputSlice {
@@ -94,11 +95,7 @@ export function encodeChunk(bytes: Uint8Array): { data: string; encoding: "utf8"
   try {
     return { data: strictUtf8.decode(bytes), encoding: "utf8" };
   } catch {
-    let binary = "";
-    for (let i = 0; i < bytes.length; i += 0x8000) {
-      binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-    }
-    return { data: btoa(binary), encoding: "base64" };
+    return { data: toBase64(bytes), encoding: "base64" };
   }
 }
 
@@ -119,7 +116,7 @@ export function decodeChunk(data: string, encoding: "utf8" | "base64" | undefine
       field: "/data",
     });
   }
-  return Uint8Array.from(atob(data), (c) => c.charCodeAt(0));
+  return fromBase64(data);
 }
 
 /** How many leading bytes of `bytes` end on a UTF-8 character boundary. */

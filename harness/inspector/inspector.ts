@@ -20,10 +20,13 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import { type Clock, systemClock } from "../../protocol/clock.ts";
 import { InvalidOutgoingParamsError, LocalError, ProtocolError } from "../../protocol/errors.ts";
+import { toBase64 } from "../../protocol/base64.ts";
 import { randomId } from "../../protocol/ids.ts";
 import { type Logger, silentLogger } from "../../protocol/logger.ts";
 import type { InteractionOutcome } from "../../protocol/generated/contract.ts";
-import { SessionEndedError, StreamBacklogError } from "../errors.ts";
+import { SessionEndedError } from "../errors.ts";
+import { boundedEventStream } from "./event-stream.ts";
+import { machineRoutes } from "./machine.ts";
 import type { Harness } from "../harness.ts";
 import { InspectorAuth } from "./auth.ts";
 import {
@@ -33,8 +36,19 @@ import {
   type InspectorLimits,
   InspectorModel,
 } from "./model.ts";
-import { APP_CSS, APP_JS, FAVICON_SVG, INDEX_HTML, LOGIN_HELP_CSS, loginHelpHtml } from "./page.ts";
+import { APP_JS, FAVICON_SVG, INDEX_HTML } from "./page.ts";
+import { APP_CSS } from "./page-style.ts";
+import { LOGIN_HELP_CSS, loginHelpHtml } from "./login-help.ts";
 import { normalizeBasePath } from "../base-path.ts";
+import {
+  ApiError,
+  asset,
+  json,
+  optionalString,
+  param,
+  requiredString,
+  SECURITY_HEADERS,
+} from "./http.ts";
 import { JsonBodyError, readJsonObject } from "../json-body.ts";
 
 /** Options of {@linkcode inspector}. */
@@ -52,6 +66,11 @@ export interface InspectorOptions {
   limits?: Partial<InspectorLimits>;
   /** Largest request body accepted from the page (a tool's input). Default 1 MiB. */
   maxBodyBytes?: number;
+  /**
+   * Largest file the machine page uploads into a session. Default 8 MiB, what `serveInspector`
+   * reads of a request (raise its `maxRequestBytes` with it).
+   */
+  maxUploadBytes?: number;
   /** How long a browser stays logged in after a login URL. Default 12 hours. */
   sessionTtlMs?: number;
   /** How long a login URL waits for its use. Default 10 minutes. */
@@ -93,35 +112,10 @@ export interface Inspector {
   close(): void;
 }
 
-const SECURITY_HEADERS: Record<string, string> = {
-  "content-security-policy":
-    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-  "x-content-type-options": "nosniff",
-  "referrer-policy": "no-referrer",
-  "x-frame-options": "DENY",
-  "cache-control": "no-store",
-  "cross-origin-opener-policy": "same-origin",
-  "cross-origin-resource-policy": "same-origin",
-};
-
 /** The default of {@linkcode InspectorOptions.maxStreamQueueBytes}: 1 MiB. */
 export const DEFAULT_MAX_STREAM_QUEUE_BYTES = 1024 * 1024;
 
-/** What a live stream holds before it counts as behind (the server reads it into its own buffer). */
-const STREAM_HIGH_WATER_BYTES = 64 * 1024;
-
 const OUTCOMES: readonly InteractionOutcome[] = ["approved", "denied", "answered"];
-
-/** A request the API refuses, with its status. */
-class ApiError extends Error {
-  readonly status: number;
-  readonly body: unknown;
-  constructor(status: number, name: string, message: string, extra: Record<string, unknown> = {}) {
-    super(message);
-    this.status = status;
-    this.body = { error: { name, message, ...extra } };
-  }
-}
 
 /**
  * An inspector of `harness`: mount `fetch` in a server bound to 127.0.0.1, and open the page
@@ -222,9 +216,13 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
       if (origin !== undefined && origin !== new URL(c.req.url).origin) {
         return json(403, { error: { name: "Forbidden", message: "cross-origin request" } });
       }
-      if (!(c.req.header("content-type") ?? "").startsWith("application/json")) {
+      // A file's bytes go as they are; everything else is JSON. Either needs a preflight.
+      const wanted = c.req.path.endsWith("/files/upload")
+        ? "application/octet-stream"
+        : "application/json";
+      if (!(c.req.header("content-type") ?? "").startsWith(wanted)) {
         return json(415, {
-          error: { name: "UnsupportedMediaType", message: "send application/json" },
+          error: { name: "UnsupportedMediaType", message: `send ${wanted}` },
         });
       }
     }
@@ -361,6 +359,16 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
     return json(202, { responding: view.id });
   });
 
+  const terminals = machineRoutes(app, {
+    at,
+    sessionOf,
+    readBody,
+    logger,
+    now: () => clock.now(),
+    maxStreamQueueBytes,
+    maxUploadBytes: options.maxUploadBytes ?? 8 * 1024 * 1024,
+  });
+
   app.notFound(() => json(404, { error: { name: "NotFound", message: "no such page" } }));
 
   app.onError((error) => {
@@ -428,61 +436,24 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
   }
 
   function eventStream(signal: AbortSignal): Response {
-    let end: (error?: Error) => void = () => {};
-    const stream = new ReadableStream<Uint8Array>({
-      start(controller) {
-        let ended = false;
-        const write = (bytes: Uint8Array) => {
-          if (ended) return;
-          // A page that stops reading is dropped (its browser reconnects and loads afresh). The
-          // stream errors rather than closes: that discards what it held for the page at once
-          // (a closed stream keeps its queue for a reader that may never come), and the server
-          // drops the connection. A message is always taken when nothing is queued, so a
-          // snapshot larger than the bound still reaches a page that reads.
-          const queued = STREAM_HIGH_WATER_BYTES - (controller.desiredSize ?? 0);
-          if (queued > 0 && queued + bytes.byteLength > maxStreamQueueBytes) {
-            logger.info("inspector stream dropped: its page stopped reading", {
-              queued_bytes: queued,
-            });
-            return end(new StreamBacklogError(maxStreamQueueBytes));
-          }
-          controller.enqueue(bytes);
-        };
-        const subscription = model.subscribe((batch: InspectorBatch) => write(encodedBatch(batch)));
-        // A comment every 5 s keeps the stream open through idle timeouts (Bun.serve: 10 s).
-        const ping = setInterval(() => write(PING), 5_000);
-        const close = () => end();
-        end = (error) => {
-          if (ended) return;
-          ended = true;
-          subscription.dispose();
-          clearInterval(ping);
-          streams.delete(close);
-          signal.removeEventListener("abort", close);
-          try {
-            if (error) controller.error(error);
-            else controller.close();
-          } catch {
-            // Already canceled.
-          }
-        };
-        streams.add(close);
-        signal.addEventListener("abort", close, { once: true });
-        write(encoder.encode(serverSentEvent({ event: "snapshot", data: model.snapshot() })));
-        if (signal.aborted) end();
-      },
-      cancel() {
-        end();
-      },
-    }, new ByteLengthQueuingStrategy({ highWaterMark: STREAM_HIGH_WATER_BYTES }));
-    return new Response(stream, {
-      status: 200,
-      headers: {
-        "content-type": "text/event-stream; charset=utf-8",
-        "cache-control": "no-store",
-        ...SECURITY_HEADERS,
-      },
+    const { response } = boundedEventStream({
+      signal,
+      maxQueueBytes: maxStreamQueueBytes,
+      logger,
+      headers: SECURITY_HEADERS,
+    }, (sink) => {
+      const subscription = model.subscribe((batch: InspectorBatch) =>
+        sink.write(encodedBatch(batch))
+      );
+      const close = () => sink.end();
+      streams.add(close);
+      sink.write(encoder.encode(serverSentEvent({ event: "snapshot", data: model.snapshot() })));
+      return () => {
+        subscription.dispose();
+        streams.delete(close);
+      };
     });
+    return response;
   }
 
   async function loginUrlFor(origin: string): Promise<string> {
@@ -504,22 +475,13 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
       if (closed) return;
       closed = true;
       model.close();
+      terminals.close();
       for (const end of [...streams]) end();
     },
   };
 }
 
 const encoder = new TextEncoder();
-
-/** The comment that keeps an idle stream open. */
-const PING = encoder.encode(": ping\n\n");
-
-/** A path parameter of the route (its paths are written out, so hono cannot type them). */
-function param(c: Context, name: string): string {
-  const value = c.req.param(name);
-  if (value === undefined) throw new ApiError(404, "NotFound", `no ${name} in the path`);
-  return value;
-}
 
 function refusedJson(): Response {
   return new Response(
@@ -538,38 +500,7 @@ function refusedJson(): Response {
 /** A CSP source of `css`'s SHA-256 (`sha256-<base64>`). */
 async function styleHash(css: string): Promise<string> {
   const bytes = new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(css)));
-  let binary = "";
-  for (const b of bytes) binary += String.fromCharCode(b);
-  return `sha256-${btoa(binary)}`;
-}
-
-function json(status: number, body: unknown): Response {
-  return new Response(JSON.stringify(body), {
-    status,
-    headers: { "content-type": "application/json; charset=utf-8", ...SECURITY_HEADERS },
-  });
-}
-
-function asset(text: string, type: string): Response {
-  return new Response(text, {
-    status: 200,
-    headers: { "content-type": type, ...SECURITY_HEADERS },
-  });
-}
-
-function requiredString(body: Record<string, unknown>, key: string): string {
-  const value = body[key];
-  if (typeof value !== "string" || value === "") {
-    throw new ApiError(400, "BadRequest", `${key} must be a non-empty string`);
-  }
-  return value;
-}
-
-function optionalString(body: Record<string, unknown>, key: string): string | undefined {
-  const value = body[key];
-  if (value === undefined || value === null) return undefined;
-  if (typeof value !== "string") throw new ApiError(400, "BadRequest", `${key} must be a string`);
-  return value;
+  return `sha256-${toBase64(bytes)}`;
 }
 
 /** Resolves after the tasks queued now (a refusal of a call is made by then). */

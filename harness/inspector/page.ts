@@ -1,8 +1,8 @@
 /**
- * The inspector's page: HTML, CSS and JavaScript written by hand and served as strings (no
- * build step, no framework). The script builds every element with `document.createElement`
- * and puts what executors send in text nodes only — never `innerHTML` — and the content
- * security policy the handler sends runs no other script.
+ * The inspector's page: HTML and JavaScript written by hand and served as strings (no build
+ * step, no framework; its style is in `page-style.ts`). The script builds every element with
+ * `document.createElement` and puts what executors send in text nodes only — never `innerHTML` —
+ * and the content security policy the handler sends runs no other script.
  */
 
 /** The page. */
@@ -48,91 +48,6 @@ export const INDEX_HTML = String.raw`<!doctype html>
 </fieldset></main>
 </body>
 </html>
-`;
-
-/** The page's style. */
-export const APP_CSS = String.raw`
-:root { color-scheme: light dark; --bg: #fbfbfa; --fg: #1d1f21; --muted: #6a6f75; --line: #dcdfe3;
-  --card: #fff; --accent: #2f6fde; --ok: #1f8a4c; --warn: #b7791f; --bad: #c53030; }
-@media (prefers-color-scheme: dark) { :root { --bg: #15171a; --fg: #e4e6e8; --muted: #9aa1a9;
-  --line: #2c3036; --card: #1c1f23; --accent: #6ea0ff; --ok: #48bb78; --warn: #ecc94b; --bad: #fc8181; } }
-* { box-sizing: border-box; }
-[hidden] { display: none !important; }
-body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; background: var(--bg); color: var(--fg); }
-header { display: flex; flex-wrap: wrap; align-items: center; gap: 8px 12px; padding: 10px 20px; border-bottom: 1px solid var(--line); background: var(--card); }
-header h1 { font-size: 16px; margin: 0; }
-.spacer { flex: 1; }
-main { padding: 12px 20px 40px; }
-#live { margin: 0; padding: 0; border: 0; min-width: 0; min-inline-size: 0; display: grid; gap: 18px; grid-template-columns: repeat(auto-fit, minmax(min(560px, 100%), 1fr)); }
-#login-url { flex: 1 1 100%; min-width: 0; }
-#offline { margin: 12px 20px 0; padding: 8px 12px; border: 1px solid var(--bad); border-radius: 6px; color: var(--bad); background: var(--card); }
-body.offline main { opacity: .55; filter: grayscale(1); }
-:disabled { cursor: not-allowed; opacity: .6; }
-button:disabled:hover { border-color: var(--line); }
-#sessions, #calls, #turns { overflow-x: auto; }
-.card { overflow-wrap: anywhere; }
-.card.executor[data-state=gone] { opacity: .6; border-style: dashed; }
-.action-error { flex-basis: 100%; }
-td .action-error { display: block; white-space: normal; text-align: left; }
-section { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 12px 14px; min-width: 0; }
-#calls-section, #events-section { grid-column: 1 / -1; }
-h2 { font-size: 13px; text-transform: uppercase; letter-spacing: .04em; color: var(--muted); margin: 0 0 10px; }
-.empty, .hint { color: var(--muted); margin: 4px 0; }
-.cards { display: grid; gap: 10px; }
-.card { border: 1px solid var(--line); border-radius: 6px; padding: 10px; }
-.card h3 { margin: 0 0 4px; font-size: 15px; }
-.meta { color: var(--muted); font-size: 12px; }
-code, pre, .mono { font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
-pre { white-space: pre-wrap; word-break: break-word; margin: 4px 0; padding: 6px 8px; background: var(--bg); border: 1px solid var(--line); border-radius: 4px; max-height: 320px; overflow: auto; }
-.badge { display: inline-block; padding: 1px 7px; border-radius: 10px; font-size: 12px; border: 1px solid var(--line); color: var(--muted); white-space: nowrap; }
-.badge.ok { color: var(--ok); border-color: var(--ok); }
-.badge.warn { color: var(--warn); border-color: var(--warn); }
-.badge.bad { color: var(--bad); border-color: var(--bad); }
-.badge.run { color: var(--accent); border-color: var(--accent); }
-.chips { display: flex; flex-wrap: wrap; gap: 4px; margin: 6px 0; }
-.chip { font: 12px ui-monospace, monospace; padding: 0 6px; border-radius: 4px; background: var(--bg); border: 1px solid var(--line); }
-table { width: 100%; border-collapse: collapse; }
-th, td { text-align: left; padding: 5px 6px; border-bottom: 1px solid var(--line); vertical-align: top; }
-th { font-size: 12px; color: var(--muted); font-weight: 600; }
-td.actions { white-space: nowrap; text-align: right; }
-button { font: inherit; padding: 3px 10px; border-radius: 5px; border: 1px solid var(--line); background: var(--bg); color: var(--fg); cursor: pointer; }
-button:hover { border-color: var(--accent); }
-button.primary { background: var(--accent); border-color: var(--accent); color: #fff; }
-button.danger { color: var(--bad); }
-input, select, textarea { font: inherit; padding: 3px 6px; border: 1px solid var(--line); border-radius: 4px; background: var(--bg); color: var(--fg); }
-textarea { width: 100%; font: 12px/1.4 ui-monospace, monospace; }
-form .row, .row { display: flex; flex-wrap: wrap; gap: 10px; align-items: center; margin: 6px 0; }
-.field { display: grid; gap: 2px; margin: 6px 0; }
-.field > span { font-weight: 600; font-size: 13px; }
-.field small { color: var(--muted); }
-.field input[type=text], .field input[type=number] { width: 100%; }
-label.inline { display: inline-flex; gap: 4px; align-items: center; }
-.error { color: var(--bad); }
-.stderr { color: var(--bad); }
-.feed { display: grid; gap: 2px; max-height: 420px; overflow: auto; }
-.entry { display: grid; grid-template-columns: 84px minmax(0, 220px) minmax(0, 190px) minmax(0, 1fr); gap: 10px; padding: 3px 0; border-bottom: 1px dashed var(--line); }
-.entry > span { overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
-.entry .body { cursor: pointer; }
-.entry.open > .body { white-space: pre-wrap; word-break: break-word; }
-.entry.preview { color: var(--muted); font-style: italic; }
-.interaction { border: 1px solid var(--warn); border-radius: 6px; padding: 8px 10px; margin-bottom: 8px; }
-.interaction.settled { border-color: var(--line); color: var(--muted); }
-.interaction h3 { margin: 0 0 4px; font-size: 14px; }
-@media (max-width: 600px) {
-  header { padding: 8px 10px; }
-  main { padding: 8px 8px 32px; }
-  #offline { margin: 8px 8px 0; }
-  section { padding: 10px; }
-  .entry { grid-template-columns: 64px minmax(0, 1fr); gap: 2px 8px; }
-  .entry > span.body { grid-column: 1 / -1; }
-  /* Tables become stacked rows: each row's cells wrap, its buttons on a line of their own. */
-  thead { display: none; }
-  table, tbody { display: block; }
-  tr { display: flex; flex-wrap: wrap; align-items: baseline; gap: 2px 10px; padding: 6px 0; border-bottom: 1px solid var(--line); }
-  td { display: block; padding: 0; border: 0; overflow-wrap: anywhere; }
-  td.actions { flex-basis: 100%; text-align: left; white-space: normal; }
-  tr.call-details > td { flex-basis: 100%; min-width: 0; }
-}
 `;
 
 /** The page's script. */
@@ -417,6 +332,8 @@ function renderSessions() {
       h("td", { class: "meta since", "data-since": s.since }, ago(s.since)),
       h("td", { class: "actions" }, s.state !== "ended" && [
         h("button", { type: "button", class: "use", onclick: () => { ui.session = s.id; renderFormChoices(); $("call-form").scrollIntoView({ block: "nearest" }); } }, "Call tool"),
+        " ",
+        h("a", { class: "machine button", href: "machine.html?session=" + enc(s.id), title: "Its terminal, processes and files" }, "Machine"),
         " ",
         h("button", { type: "button", class: "stop danger", onclick: (ev) => act(ev.currentTarget, () => api("api/sessions/" + enc(s.id) + "/stop"), "stop:" + s.id) }, "Stop"),
         errorSlot("stop:" + s.id),
@@ -793,77 +710,3 @@ setInterval(() => {
 /** The inspector's icon, served at `favicon.svg` (a magnifier on the page's accent colour). */
 export const FAVICON_SVG =
   `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="7" fill="#2f6fde"/><circle cx="14" cy="14" r="7" fill="none" stroke="#fff" stroke-width="3"/><path d="M19 19l6 6" stroke="#fff" stroke-width="3.5" stroke-linecap="round"/></svg>`;
-
-/** The style of the page a browser without a session gets (inline: its hash is in the CSP). */
-export const LOGIN_HELP_CSS =
-  `body{margin:0;font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1d1f21;background:#fbfbfa}` +
-  `main{max-width:640px;margin:0 auto;padding:24px 16px}h1{font-size:20px;margin:0 0 12px}h2{font-size:16px;margin:20px 0 6px}` +
-  `code{font:13px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#eef0f2;padding:0 4px;border-radius:3px;overflow-wrap:anywhere}` +
-  `li{margin:6px 0}.why{color:#6a6f75}` +
-  `@media (prefers-color-scheme: dark){body{color:#e4e6e8;background:#15171a}code{background:#2c3036}.why{color:#9aa1a9}}`;
-
-/** What {@linkcode loginHelpHtml} says. */
-export interface LoginHelp {
-  /** The inspector's mount path ("" at the root). */
-  readonly base: string;
-  /** `link`: a login link that was used or expired; `session`: no live session. */
-  readonly reason: "link" | "session";
-  /** How long a login link works, in ms. */
-  readonly loginCodeTtlMs: number;
-  /** How long a session lasts, in ms. */
-  readonly sessionTtlMs: number;
-  /** A line of the server's own on how to get a link (plain text). */
-  readonly hint?: string;
-}
-
-/**
- * The page a browser gets (401) where it has no session: why, and how to get a new login link.
- * Everything in it is the server's own (no part of the request), escaped.
- */
-export function loginHelpHtml(help: LoginHelp): string {
-  const why = help.reason === "link"
-    ? `This login link was used already, or it has expired: a link logs one browser in, once, within ${
-      duration(help.loginCodeTtlMs)
-    } of being made.`
-    : `This browser has no live session with this inspector: it never logged in, its session ended (a session lasts ${
-      duration(help.sessionTtlMs)
-    }), its cookie was removed, or the inspector was restarted (sessions live in its memory only).`;
-  const base = escapeHtml(help.base);
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>bma inspector: log in</title>
-<link rel="icon" href="${base}/favicon.svg" type="image/svg+xml">
-<style>${LOGIN_HELP_CSS}</style>
-</head>
-<body>
-<main id="login-help" data-reason="${help.reason}">
-<h1>Log in to the bma inspector</h1>
-<p class="why">${escapeHtml(why)}</p>
-<h2>Get a new login link, then open it here</h2>
-<ul>
-${
-    help.hint
-      ? `<li id="login-hint">${escapeHtml(help.hint)}</li>\n`
-      : ""
-  }<li><code>bma-harness --ui</code> prints one when it starts: <code>inspector http://127.0.0.1:&lt;port&gt;/login?code=…</code>.</li>
-<li>A browser logged in to this inspector makes one for another browser: its <strong>Login link</strong> button.</li>
-<li>Your own code: <code>await ui.loginUrl(server.url)</code>, or <code>POST ${base}/api/login-links</code> with <code>Authorization: Bearer &lt;token&gt;</code>, which answers <code>{"url": "…"}</code>.</li>
-</ul>
-</main>
-</body>
-</html>
-`;
-}
-
-function duration(ms: number): string {
-  if (ms >= 2 * 3_600_000 && ms % 3_600_000 === 0) return `${ms / 3_600_000} hours`;
-  if (ms >= 120_000) return `${Math.round(ms / 60_000)} minutes`;
-  return `${Math.max(1, Math.round(ms / 1000))} seconds`;
-}
-
-function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-}

@@ -36,6 +36,12 @@ export interface ServeInspectorOptions {
   clock?: Clock;
   /** Where disconnected clients are reported. Default: nowhere. */
   logger?: Logger;
+  /**
+   * Largest request body read for the handler (which has its own, smaller limits: the
+   * inspector's `maxUploadBytes` for a file the machine page uploads, `maxBodyBytes` for JSON).
+   * Default 8 MiB ({@linkcode DEFAULT_MAX_REQUEST_BYTES}).
+   */
+  maxRequestBytes?: number;
 }
 
 /** A listening inspector server. */
@@ -49,8 +55,8 @@ export interface InspectorServer {
 /** The default of {@linkcode ServeInspectorOptions.slowClientTimeoutMs}: 30 s. */
 export const DEFAULT_SLOW_CLIENT_TIMEOUT_MS = 30_000;
 
-/** Largest request body a handler may read (it has its own, smaller limit): 8 MiB. */
-const MAX_REQUEST_BYTES = 8 * 1024 * 1024;
+/** The default of {@linkcode ServeInspectorOptions.maxRequestBytes}: 8 MiB. */
+export const DEFAULT_MAX_REQUEST_BYTES = 8 * 1024 * 1024;
 
 const LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]"];
 
@@ -66,7 +72,10 @@ export function serveInspector(
     clock: options.clock ?? systemClock,
     logger: options.logger ?? silentLogger,
   };
-  const server = createServer((req, res) => void answer(req, res, fetch, hosts, slow));
+  const maxRequestBytes = options.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES;
+  const server = createServer((req, res) =>
+    void answer(req, res, fetch, hosts, slow, maxRequestBytes)
+  );
   return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(options.port ?? 0, "127.0.0.1", () => {
@@ -128,11 +137,12 @@ async function answer(
   fetch: (request: Request) => Promise<Response>,
   hosts: ReadonlySet<string>,
   slow: SlowClients,
+  maxRequestBytes: number,
 ): Promise<void> {
   const url = requestUrl(req, hosts);
   if (!(url instanceof URL)) return refuse(res, url[0], url[1]);
   const declared = Number(req.headers["content-length"] ?? 0);
-  if (declared > MAX_REQUEST_BYTES) return refuse(res, 413, "request body too large");
+  if (declared > maxRequestBytes) return refuse(res, 413, "request body too large");
   const aborting = new AbortController();
   res.on("close", () => aborting.abort());
   try {
@@ -143,7 +153,9 @@ async function answer(
     }
     const method = req.method ?? "GET";
     // The body is read only if the handler reads it: after it has authenticated the request.
-    const body = method === "GET" || method === "HEAD" ? undefined : bodyStream(req);
+    const body = method === "GET" || method === "HEAD"
+      ? undefined
+      : bodyStream(req, maxRequestBytes);
     // A stream body needs `duplex: "half"` (Node, Deno), which the DOM's RequestInit lacks.
     const init = { method, headers, body, signal: aborting.signal, duplex: "half" };
     const request = new Request(url, init as RequestInit);
@@ -235,14 +247,14 @@ function lingered(res: ServerResponse, slow: SlowClients): Promise<void> {
   });
 }
 
-/** The request's body as a web stream, at most {@linkcode MAX_REQUEST_BYTES}. */
-function bodyStream(req: IncomingMessage): ReadableStream<Uint8Array> {
+/** The request's body as a web stream, at most `maxBytes`. */
+function bodyStream(req: IncomingMessage, maxBytes: number): ReadableStream<Uint8Array> {
   let size = 0;
   return new ReadableStream<Uint8Array>({
     start(controller) {
       req.on("data", (chunk: Uint8Array) => {
         size += chunk.byteLength;
-        if (size > MAX_REQUEST_BYTES) {
+        if (size > maxBytes) {
           controller.error(new Error("request body too large"));
           req.destroy();
           return;
