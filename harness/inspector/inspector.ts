@@ -29,13 +29,9 @@ import { boundedEventStream } from "./event-stream.ts";
 import { machineRoutes } from "./machine.ts";
 import type { Harness } from "../harness.ts";
 import { InspectorAuth } from "./auth.ts";
-import {
-  DEFAULT_INSPECTOR_LIMITS,
-  errorView,
-  type InspectorBatch,
-  type InspectorLimits,
-  InspectorModel,
-} from "./model.ts";
+import { errorView } from "./clip.ts";
+import { InspectorModel } from "./model.ts";
+import { DEFAULT_INSPECTOR_LIMITS, type InspectorBatch, type InspectorLimits } from "./views.ts";
 import { APP_JS, FAVICON_SVG, INDEX_HTML } from "./page.ts";
 import { APP_CSS } from "./page-style.ts";
 import { LOGIN_HELP_CSS, loginHelpHtml } from "./login-help.ts";

@@ -22,7 +22,7 @@ import {
   serveInspector,
 } from "../../node.ts";
 import { InspectorAuth, tokensEqual } from "../../harness/inspector/auth.ts";
-import { clip } from "../../harness/inspector/model.ts";
+import { clip } from "../../harness/inspector/clip.ts";
 import { APP_JS } from "../../harness/inspector/page.ts";
 
 const INFO = { name: "inspected", os: "linux", arch: "amd64", version: "0.0.1" };
