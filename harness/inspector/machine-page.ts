@@ -207,10 +207,12 @@ function attach(view) {
     }, 100);
   });
   addEventListener("resize", t.onWindowResize);
-  fit.fit();
   const source = new EventSource("api/terminals/" + enc(view.id) + "/stream?from=0");
   t.source = source;
   source.addEventListener("open", () => { if (!t.exited) terminalStatus("connected"); });
+  // What was kept is drawn at the size it was written at, then fitted to the window: xterm.js
+  // reflows its lines, and the program redraws for the new size.
+  source.addEventListener("live", () => term.write("", () => fit.fit()));
   source.addEventListener("output", (ev) => term.write(fromBase64(JSON.parse(ev.data).data)));
   source.addEventListener("skipped", (ev) => {
     const { from, to } = JSON.parse(ev.data);

@@ -114,6 +114,7 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
         output: (offset, bytes) =>
           send("output", { offset, data: toBase64(bytes) }, offset + bytes.byteLength),
         skipped: (skippedFrom, to) => send("skipped", { from: skippedFrom, to }, to),
+        live: () => send("live", {}),
         exit: (exitCode) => {
           send("exit", { exit_code: exitCode });
           sink.end();

@@ -38,6 +38,8 @@ export interface TerminalListener {
   output(offset: number, bytes: Uint8Array): void;
   /** Bytes before `from` are no longer kept (the page asked for older ones). */
   skipped(from: number, to: number): void;
+  /** What was kept has been sent: from here on, output as it comes. */
+  live(): void;
   /** The program exited; nothing more comes. */
   exit(exitCode: number | null): void;
 }
@@ -115,6 +117,7 @@ class HeldTerminal {
       listener.exit(this.#exitCode ?? null);
       return () => {};
     }
+    listener.live();
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
   }
