@@ -34,6 +34,7 @@ import { InspectorModel } from "./model.ts";
 import { DEFAULT_INSPECTOR_LIMITS, type InspectorBatch, type InspectorLimits } from "./views.ts";
 import { APP_JS, FAVICON_SVG, INDEX_HTML } from "./page.ts";
 import { APP_CSS } from "./page-style.ts";
+import { DOM_JS } from "./page-dom.ts";
 import { LOGIN_HELP_CSS, loginHelpHtml } from "./login-help.ts";
 import { normalizeBasePath } from "../base-path.ts";
 import {
@@ -228,6 +229,7 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
   app.get(at("/"), () => asset(INDEX_HTML, "text/html; charset=utf-8"));
   app.get(at("/app.js"), () => asset(APP_JS, "text/javascript; charset=utf-8"));
   app.get(at("/app.css"), () => asset(APP_CSS, "text/css; charset=utf-8"));
+  app.get(at("/dom.js"), () => asset(DOM_JS, "text/javascript; charset=utf-8"));
 
   app.get(at("/api/state"), () => json(200, model.snapshot()));
 

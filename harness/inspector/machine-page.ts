@@ -86,27 +86,12 @@ button.link { border: 0; background: none; padding: 0 2px; text-decoration: unde
 /** The page's script (an ES module: it imports xterm.js and its fit addon from the inspector). */
 export const MACHINE_JS = String.raw`import { Terminal } from "./xterm.mjs";
 import { FitAddon } from "./addon-fit.mjs";
+import { $, h } from "./dom.js";
 
-const $ = (id) => document.getElementById(id);
 const enc = encodeURIComponent;
 const sessionId = new URLSearchParams(location.search).get("session") || "";
 const base = "api/sessions/" + enc(sessionId);
 const page = { session: undefined, executor: undefined, offline: false, terminal: undefined, cwd: ".", process: undefined };
-
-function h(tag, attrs, ...children) {
-  const el = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs || {})) {
-    if (value === undefined || value === null || value === false) continue;
-    if (key === "class") el.className = value;
-    else if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
-    else el.setAttribute(key, value === true ? "" : String(value));
-  }
-  for (const child of children.flat(4)) {
-    if (child === undefined || child === null || child === false) continue;
-    el.append(child instanceof Node ? child : String(child));
-  }
-  return el;
-}
 
 function describe(error) {
   if (!error) return "failed";

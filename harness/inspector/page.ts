@@ -51,7 +51,8 @@ export const INDEX_HTML = String.raw`<!doctype html>
 `;
 
 /** The page's script. */
-export const APP_JS = String.raw`"use strict";
+export const APP_JS = String.raw`import { $, h } from "./dom.js";
+
 const state = {
   offset: 0, executors: new Map(), sessions: new Map(), calls: new Map(), output: new Map(),
   events: [], previews: new Map(), turns: new Map(), interactions: new Map(), notices: [],
@@ -62,22 +63,6 @@ const ui = {
   // everywhere and its actions are off. What an action failed with, by action, shown beside it.
   offline: false, lostAt: 0, errors: new Map(),
 };
-const $ = (id) => document.getElementById(id);
-
-function h(tag, attrs, ...children) {
-  const el = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs || {})) {
-    if (value === undefined || value === null || value === false) continue;
-    if (key === "class") el.className = value;
-    else if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
-    else el.setAttribute(key, value === true ? "" : String(value));
-  }
-  for (const child of children.flat(4)) {
-    if (child === undefined || child === null || child === false) continue;
-    el.append(child instanceof Node ? child : String(child));
-  }
-  return el;
-}
 
 const now = () => Date.now() + state.offset;
 function ago(at) { return at === undefined ? "" : seconds(now() - at) + " ago"; }

@@ -24,6 +24,8 @@ import {
 import { InspectorAuth, tokensEqual } from "../../harness/inspector/auth.ts";
 import { clip } from "../../harness/inspector/clip.ts";
 import { APP_JS } from "../../harness/inspector/page.ts";
+import { MACHINE_JS } from "../../harness/inspector/machine-page.ts";
+import { DOM_JS } from "../../harness/inspector/page-dom.ts";
 
 const INFO = { name: "inspected", os: "linux", arch: "amd64", version: "0.0.1" };
 
@@ -125,9 +127,13 @@ describe("inspector: clipping what executors send", () => {
     assert.equal(wide.length, 201);
   });
 
-  it("ships a page script that parses", () => {
-    assert.doesNotThrow(() => new Function(APP_JS));
-    assert.ok(!/innerHTML|outerHTML|insertAdjacentHTML|document\.write/.test(APP_JS));
+  it("ships page scripts that parse and never write markup", () => {
+    for (const [name, script] of Object.entries({ APP_JS, MACHINE_JS, DOM_JS })) {
+      // ES modules: their import and export keywords aside, the body parses as a function's.
+      const body = script.replace(/^import .*$/gm, "").replace(/^export /gm, "");
+      assert.doesNotThrow(() => new Function(body), name);
+      assert.ok(!/innerHTML|outerHTML|insertAdjacentHTML|document\.write/.test(script), name);
+    }
   });
 });
 
