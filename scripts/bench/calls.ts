@@ -14,11 +14,22 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Child, type Runtime, type SpawnOptions } from "./procs.ts";
 
-/** One measured figure: per-second rates, one per repetition. */
+/** One measured figure: per-second rates (or latencies, µs), one per repetition. */
 export type Rates = number[];
 
-/** What one runtime's suite measured: case → mode → rates. */
+/**
+ * What one runtime's suite measured: case → mode → rates; beside each timed mode's rates, its
+ * latency percentiles per run under `<mode>:p50`, `<mode>:p99` and `<mode>:p99.9` (µs; see
+ * {@linkcode PERCENTILES}).
+ */
 export type CallResults = Record<string, Record<string, Rates>>;
+
+/** The latency percentiles a run reports: the results' key suffix, and the reply's field. */
+export const PERCENTILES: readonly (readonly [string, "p50Us" | "p99Us" | "p999Us"])[] = [
+  ["p50", "p50Us"],
+  ["p99", "p99Us"],
+  ["p99.9", "p999Us"],
+];
 
 /** How the suite runs. */
 export interface CallSuiteOptions {
@@ -84,6 +95,20 @@ const GC_FLAGS: Record<Runtime, string[]> = {
 
 function cases(runtime: Runtime, dir: string): CaseSpec[] {
   const sock = (name: string) => join(dir, `${runtime}-${name}.sock`);
+  // What the durable-event cases share: the executor drives, each run in a fresh session.
+  const events: Omit<CaseSpec, "id" | "first"> = {
+    group: "events",
+    second: ["events-executor"],
+    driver: "second",
+    modes: [
+      { key: "1", inflight: 1, params: { client: "events-w1" } },
+      { key: "64", inflight: 64, params: { client: "events-w64" } },
+    ],
+    before: async (first, mode) => {
+      const { sessions } = await first.send("fresh", { executors: 2 });
+      return { session: (sessions as Record<string, string>)[String(mode.params!.client)] };
+    },
+  };
   const list: CaseSpec[] = [
     {
       id: "ws-echo",
@@ -133,37 +158,23 @@ function cases(runtime: Runtime, dir: string): CaseSpec[] {
       modes: [...PAIR, { key: "json", inflight: 1, params: { mode: "json" } }],
     },
     {
+      ...events,
       id: "events",
-      group: "events",
       first: ["events-harness"],
       firstFlags: GC_FLAGS[runtime],
-      second: ["events-executor"],
-      driver: "second",
-      modes: [
-        { key: "1", inflight: 1, params: { client: "events-w1" } },
-        { key: "64", inflight: 64, params: { client: "events-w64" } },
-      ],
-      before: async (first, mode) => {
-        const { sessions } = await first.send("fresh", { executors: 2 });
-        return { session: (sessions as Record<string, string>)[String(mode.params!.client)] };
-      },
     },
     {
       // The same, with the harness's state in a SQLite file (the runtime's default driver):
-      // every accepted event is written before its ACK.
+      // every accepted event is written before its ACK (synchronous NORMAL, the default).
+      ...events,
       id: "events-sqlite",
-      group: "events",
-      first: ["events-harness", join(dir, `${runtime}-events.db`)],
-      second: ["events-executor"],
-      driver: "second",
-      modes: [
-        { key: "1", inflight: 1, params: { client: "events-w1" } },
-        { key: "64", inflight: 64, params: { client: "events-w64" } },
-      ],
-      before: async (first, mode) => {
-        const { sessions } = await first.send("fresh", { executors: 2 });
-        return { session: (sessions as Record<string, string>)[String(mode.params!.client)] };
-      },
+      first: ["events-harness", join(dir, `${runtime}-events.db`), "normal"],
+    },
+    {
+      // And with synchronous FULL: every commit fsynced before its ACK.
+      ...events,
+      id: "events-sqlite-full",
+      first: ["events-harness", join(dir, `${runtime}-events-full.db`), "full"],
     },
   ];
   if (runtime === "node") {
@@ -238,15 +249,14 @@ export async function runCallSuite(
       running.push({ spec, first, second, driver });
       results[spec.id] = {};
     }
-    const measure = async (r: Running, mode: Mode, ms: number): Promise<number> => {
+    const measure = async (r: Running, mode: Mode, ms: number) => {
       const extra = r.spec.before ? await r.spec.before(r.first, mode) : {};
-      const reply = await r.driver.send("run", {
+      return await r.driver.send("run", {
         inflight: mode.inflight,
         ms,
         ...mode.params,
         ...extra,
       });
-      return (Number(reply.count) / Number(reply.ms)) * 1000;
     };
     const groups = [...new Set(running.map((r) => r.spec.group))];
     for (const group of groups) {
@@ -264,8 +274,15 @@ export async function runCallSuite(
         }
         for (let run = 1; run <= options.runs; run++) {
           for (const { r, mode } of turns) {
-            const rate = await measure(r, mode, options.durationMs);
-            (results[r.spec.id][mode.key] ??= []).push(rate);
+            const reply = await measure(r, mode, options.durationMs);
+            const figures = results[r.spec.id];
+            (figures[mode.key] ??= []).push((Number(reply.count) / Number(reply.ms)) * 1000);
+            // Its latency percentiles, where the loop timed each operation (a `--compare`
+            // checkout from before they were recorded reports none).
+            for (const [name, field] of PERCENTILES) {
+              const us = reply[field];
+              if (typeof us === "number") (figures[`${mode.key}:${name}`] ??= []).push(us);
+            }
           }
         }
       }

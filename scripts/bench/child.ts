@@ -10,9 +10,11 @@
  *   harness drives.
  * - `memory`: harness and executor in this process over the in-memory pair (and the JSON
  *   reference figure).
- * - `events-harness`, `events-executor <url>`: durable session events; the executor drives.
- *   The harness also answers `heap` (heap used after a full collection: run it with the GC
- *   exposed) and `kept {session}`; the executor `fill {client, session, count}`.
+ * - `events-harness [<file> [normal|full]]`, `events-executor <url>`: durable session events;
+ *   the executor drives. Given a file, the harness keeps its state in a SQLite store there
+ *   (synchronous NORMAL, the default, or FULL). The harness also answers `heap` (heap used
+ *   after a full collection: run it with the GC exposed) and `kept {session}`; the executor
+ *   `fill {client, session, count}`.
  * - `mcp-memory`, `mcp-ws-server`, `mcp-ws-client <url>`: the MCP SDK baseline.
  * - `scale-harness`, `scale-executors`, `idle-ws-server`, `idle-ws-clients`: see scale-roles.ts.
  */
@@ -90,13 +92,21 @@ async function settledHeap(): Promise<number> {
   return process.memoryUsage().heapUsed;
 }
 
-/** This runtime's SQLite store on `path` (its default driver). */
-function openSqlite(path: string): Promise<HarnessStore> {
+/** This runtime's SQLite store on `path` (its default driver; synchronous NORMAL unless told). */
+function openSqlite(
+  path: string,
+  synchronous: "normal" | "full" = "normal",
+): Promise<HarnessStore> {
   return RUNTIME === "bun"
-    ? openOnBun(path)
+    ? openOnBun(path, { synchronous })
     : RUNTIME === "deno"
-    ? openOnDeno(path)
-    : openOnNode(path);
+    ? openOnDeno(path, { synchronous })
+    : openOnNode(path, { synchronous });
+}
+
+function synchronousArg(arg: string | undefined): "normal" | "full" {
+  if (arg === undefined || arg === "normal" || arg === "full") return arg ?? "normal";
+  throw new Error(`events-harness: synchronous must be normal or full, not ${arg}`);
 }
 
 function where(arg: string | undefined): { tcp: true } | { path: string } {
@@ -182,8 +192,9 @@ async function main(): Promise<void> {
     }
     case "events-harness": {
       const { Harness } = await presets();
-      // `events-harness <file>`: the harness keeps its state in a SQLite file there.
-      const store = args[0] ? await openSqlite(args[0]) : undefined;
+      // `events-harness <file> [normal|full]`: the harness keeps its state in a SQLite file
+      // there, with that `synchronous` level.
+      const store = args[0] ? await openSqlite(args[0], synchronousArg(args[1])) : undefined;
       const harness = new Harness({ insecureNoAuth: true, ...(store ? { store } : {}) });
       const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
       report({ ready: true, url: server.url });

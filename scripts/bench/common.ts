@@ -48,11 +48,55 @@ export interface Measured {
   ms: number;
   /** CPU time this process used meanwhile (user + system), µs: a cross-check under load. */
   cpuUs?: number;
+  /**
+   * Each operation's latency over the run, from just before it started to just after its
+   * completion reached the loop, µs: the median, the 99th and the 99.9th percentile (nearest
+   * rank). Absent where operations are not timed one by one (the JSON reference figure).
+   */
+  p50Us?: number;
+  p99Us?: number;
+  p999Us?: number;
+}
+
+/**
+ * The latencies of the current run, ms, one per operation. Every load loop records the same
+ * way: one `performance.now()` per completed operation (the one that checks the deadline,
+ * which every loop made before latencies were recorded) and one store into this array. The
+ * array is kept across runs and grows by doubling, so once the warm-up has grown it a measured
+ * run allocates nothing; it is sorted once, after the run's time is taken.
+ */
+let samples = new Float64Array(1 << 16);
+let recorded = 0;
+
+/** Starts recording a run's latencies (forgets the last run's). */
+export function startLatencies(): void {
+  recorded = 0;
+}
+
+/** Records one operation's latency, ms. */
+export function recordLatency(ms: number): void {
+  if (recorded === samples.length) {
+    const grown = new Float64Array(samples.length * 2);
+    grown.set(samples);
+    samples = grown;
+  }
+  samples[recorded++] = ms;
+}
+
+/** The percentiles of the latencies recorded since {@linkcode startLatencies}, µs. */
+export function latencyPercentiles(): Pick<Measured, "p50Us" | "p99Us" | "p999Us"> {
+  const n = recorded;
+  if (n === 0) return {};
+  const sorted = samples.subarray(0, n).sort();
+  const at = (p: number) => sorted[Math.min(n - 1, Math.max(0, Math.ceil(p * n) - 1))] * 1000;
+  return { p50Us: at(0.5), p99Us: at(0.99), p999Us: at(0.999) };
 }
 
 /**
  * Runs `op` with `inflight` operations outstanding at any time for `ms` milliseconds (each
- * lane starts the next operation when its previous one has finished) and counts completions.
+ * lane starts the next operation when its previous one has finished), counts completions and
+ * records each one's latency (the lane's clock reading after one operation is the start of its
+ * next: one reading per operation).
  */
 export async function measureLoop(
   op: () => Promise<unknown>,
@@ -60,20 +104,26 @@ export async function measureLoop(
   ms: number,
 ): Promise<Measured> {
   let count = 0;
+  startLatencies();
   const cpu = process.cpuUsage();
   const started = performance.now();
   const end = started + ms;
   let stop = false;
   const lane = async () => {
+    let at = performance.now();
     while (!stop) {
       await op();
+      const now = performance.now();
+      recordLatency(now - at);
+      at = now;
       count++;
-      if (performance.now() >= end) stop = true;
+      if (now >= end) stop = true;
     }
   };
   await Promise.all(Array.from({ length: inflight }, lane));
   const used = process.cpuUsage(cpu);
-  return { count, ms: performance.now() - started, cpuUs: used.user + used.system };
+  const elapsed = performance.now() - started;
+  return { count, ms: elapsed, cpuUs: used.user + used.system, ...latencyPercentiles() };
 }
 
 /** A command from the orchestrator. */

@@ -8,7 +8,13 @@ import { createServer as createHttpServer } from "node:http";
 import { createConnection, createServer as createNetServer, type Socket } from "node:net";
 import { unlink } from "node:fs/promises";
 import { WebSocket as WsWebSocket, WebSocketServer } from "ws";
-import { type Measured, RUNTIME } from "./common.ts";
+import {
+  latencyPercentiles,
+  type Measured,
+  recordLatency,
+  RUNTIME,
+  startLatencies,
+} from "./common.ts";
 
 /** Where a server listens: TCP on 127.0.0.1, or a Unix socket path. */
 export type Where = { tcp: true } | { path: string };
@@ -153,7 +159,10 @@ export interface EchoClient {
 /**
  * Keeps `inflight` frames outstanding: each arriving echo is counted and, until `ms` have
  * passed, answered with the next frame. `send` puts one frame on the wire; `setReceiver`
- * routes each arriving echo.
+ * routes each arriving echo. Echoes arrive in the order their frames were sent (one
+ * connection), so each one's latency is measured from the send time of the frame as many sends
+ * back as have arrived: one clock reading per echo (the one that checks the deadline and
+ * stamps the next frame), as in `measureLoop`.
  */
 function echoLoop(
   send: () => void,
@@ -164,22 +173,31 @@ function echoLoop(
   return new Promise((resolve) => {
     let count = 0;
     let outstanding = 0;
+    // When each outstanding frame was sent: a ring of `inflight` slots, in send order.
+    const sentAt = new Float64Array(inflight);
+    let sent = 0;
+    startLatencies();
     const started = performance.now();
     const end = started + ms;
     let stopping = false;
     setReceiver(() => {
+      const now = performance.now();
+      recordLatency(now - sentAt[count % inflight]);
       count++;
       outstanding--;
-      if (!stopping && performance.now() >= end) stopping = true;
+      if (!stopping && now >= end) stopping = true;
       if (!stopping) {
         outstanding++;
+        sentAt[sent++ % inflight] = now;
         send();
       } else if (outstanding === 0) {
-        resolve({ count, ms: performance.now() - started });
+        const elapsed = performance.now() - started;
+        resolve({ count, ms: elapsed, ...latencyPercentiles() });
       }
     });
     for (let i = 0; i < inflight; i++) {
       outstanding++;
+      sentAt[sent++ % inflight] = performance.now();
       send();
     }
   });
