@@ -111,3 +111,11 @@ export class AgentTurnError extends LocalError {
     this.code = code;
   }
 }
+
+/** The platform was not given to a `Harness` (`new Harness({ agent: platform })`) yet. */
+export class AgentPlatformDetachedError extends LocalError {
+  constructor() {
+    super("the agent platform is not attached to a Harness");
+    this.name = "AgentPlatformDetachedError";
+  }
+}

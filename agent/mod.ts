@@ -92,3 +92,14 @@ export {
 } from "./platform.ts";
 export type { CloseAgentSessionOptions, TurnInputRequest } from "../harness/handles.ts";
 export { NoAgentPlatformError } from "../harness/errors.ts";
+export type {
+  AgentEvent,
+  ContentBlock,
+  EventDelta,
+  InteractionKind,
+  InteractionOption,
+  InteractionOutcome,
+  TurnInputParams,
+  TurnMetadata,
+  TurnOutcome,
+} from "../protocol/core.ts";

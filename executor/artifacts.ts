@@ -3,8 +3,9 @@
  * falling back to the legacy alias `POST {base}/v1/executors/artifacts`, with the executor JWT.
  */
 import type { Artifact } from "../protocol/generated/contract.ts";
-import type { FetchFunction } from "./credentials.ts";
+import type { TokenCache } from "./credentials.ts";
 import { ArtifactUploadError, ExecutorConfigError } from "./errors.ts";
+import type { FetchFunction } from "./options.ts";
 import type { SecretScrubber } from "./secrets.ts";
 
 /** What to upload. */
@@ -24,7 +25,7 @@ export class ArtifactUploader {
   readonly #baseUrl: string | undefined;
   readonly #environmentId: string;
   readonly #fetch: FetchFunction | undefined;
-  readonly #token: (signal?: AbortSignal) => Promise<string | undefined>;
+  readonly #tokens: Pick<TokenCache, "current">;
   readonly #scrubber: SecretScrubber;
   #legacyOnly = false;
 
@@ -32,14 +33,14 @@ export class ArtifactUploader {
     baseUrl: string | undefined;
     environmentId: string;
     fetch: FetchFunction | undefined;
-    token: (signal?: AbortSignal) => Promise<string | undefined>;
+    tokens: Pick<TokenCache, "current">;
     scrubber: SecretScrubber;
   }) {
     this.#baseUrl = deps.baseUrl;
     this.#environmentId = deps.environmentId;
     this.#fetch = deps.fetch ??
       (globalThis.fetch?.bind(globalThis) as FetchFunction | undefined);
-    this.#token = deps.token;
+    this.#tokens = deps.tokens;
     this.#scrubber = deps.scrubber;
     // A machine-scoped executor has no environment path.
     this.#legacyOnly = !deps.environmentId;
@@ -61,7 +62,7 @@ export class ArtifactUploader {
       : upload.data as Uint8Array | ArrayBuffer | Blob as BodyInit;
     const mimeType = upload.mimeType ??
       (text ? "text/plain; charset=utf-8" : "application/octet-stream");
-    const token = await this.#token(upload.signal);
+    const token = await this.#tokens.current(upload.signal);
     const headers: Record<string, string> = {
       "content-type": mimeType,
       "x-artifact-name": encodeURIComponent(upload.name),

@@ -74,8 +74,20 @@ export interface Connection {
   executorCloseReceived: boolean;
 }
 
+/** What the loop drives: it registers each connection, and tells of its start and end. */
+export interface ConnectionHost<C extends Connection> {
+  /** Builds the peer on the transport and sends `executor.register`; resolves once registered. */
+  register(transport: Transport, token: ExecutorToken, signal: AbortSignal): Promise<C>;
+  /** A connection is registered. */
+  connected(connection: C): void;
+  /** The registered connection ended. */
+  disconnected(connection: C, info: CloseInfo): void;
+  /** The loop moved to another state. */
+  state(state: ClientState): void;
+}
+
 /** What the loop needs. */
-export interface ConnectionLoopOptions {
+export interface ConnectionLoopOptions<C extends Connection> {
   clock: Clock;
   logger: Logger;
   random: () => number;
@@ -83,33 +95,26 @@ export interface ConnectionLoopOptions {
   credentials: Credentials;
   dial: Dialer;
   maxFrameBytes: number;
-  /** Builds the peer on the transport and sends `executor.register`; resolves once registered. */
-  register(transport: Transport, token: ExecutorToken, signal: AbortSignal): Promise<Connection>;
-  /** A connection is registered. */
-  onConnected(connection: Connection): void;
-  /** The registered connection ended. */
-  onDisconnected(connection: Connection, info: CloseInfo): void;
-  /** The loop moved to another state. */
-  onState(state: ClientState): void;
+  host: ConnectionHost<C>;
 }
 
 /** Runs connection attempts until stopped. */
-export class ConnectionLoop {
+export class ConnectionLoop<C extends Connection> {
   /** Settles when the loop has ended for good. */
   readonly finished: Promise<ExecutorClosedInfo>;
-  readonly #options: ConnectionLoopOptions;
+  readonly #options: ConnectionLoopOptions<C>;
   readonly #controller = new AbortController();
-  readonly #first = deferred<Connection>();
+  readonly #first = deferred<C>();
   readonly #finished = deferred<ExecutorClosedInfo>();
   /** Resolves the race for the current connection when this side drops it. */
   #dropCurrent: (() => void) | undefined;
-  #current: Connection | undefined;
+  #current: C | undefined;
   #halted = false;
   /** What the current attempt is doing, and the URL it is doing it with (for its log line). */
   #stage: "token" | "dial" | "register" = "token";
   #target = "";
 
-  constructor(options: ConnectionLoopOptions) {
+  constructor(options: ConnectionLoopOptions<C>) {
     this.#options = options;
     this.finished = this.#finished.promise;
     // start() may never be awaited by anyone after a fatal end; do not report it as unhandled.
@@ -117,7 +122,7 @@ export class ConnectionLoop {
   }
 
   /** Starts the loop; resolves with the first registered connection. */
-  start(): Promise<Connection> {
+  start(): Promise<C> {
     void this.#run().catch((error) => {
       this.#options.logger.error("connection loop failed", { error: describeError(error) });
       this.#end({ reason: "config", error: error instanceof Error ? error : undefined });
@@ -134,7 +139,7 @@ export class ConnectionLoop {
   }
 
   /** Drops the current connection (e.g. dead heartbeats) and reconnects without waiting for its close. */
-  abandon(connection: Connection, why: string): void {
+  abandon(connection: C, why: string): void {
     if (this.#current !== connection) return;
     this.#options.logger.warn("dropping the connection", { why });
     try {
@@ -148,8 +153,8 @@ export class ConnectionLoop {
   async #run(): Promise<void> {
     let failures = 0;
     while (!this.#halted) {
-      this.#options.onState("connecting");
-      let connection: Connection;
+      this.#options.host.state("connecting");
+      let connection: C;
       try {
         connection = await this.#attempt();
       } catch (error) {
@@ -181,9 +186,9 @@ export class ConnectionLoop {
       }
       failures = 0;
       this.#current = connection;
-      this.#options.onState("connected");
+      this.#options.host.state("connected");
       this.#first.resolve(connection);
-      this.#options.onConnected(connection);
+      this.#options.host.connected(connection);
       let droppedHere = false;
       const dropped = new Promise<CloseInfo>((resolve) => {
         this.#dropCurrent = () => {
@@ -194,7 +199,7 @@ export class ConnectionLoop {
       const info = await Promise.race([connection.peer.closed, dropped]);
       this.#dropCurrent = undefined;
       this.#current = undefined;
-      this.#options.onDisconnected(connection, info);
+      this.#options.host.disconnected(connection, info);
       if (this.#halted) break;
       if (!droppedHere) {
         const stop = closeDecision(connection, info);
@@ -219,7 +224,7 @@ export class ConnectionLoop {
     this.#end({ reason: "stopped" });
   }
 
-  async #attempt(): Promise<Connection> {
+  async #attempt(): Promise<C> {
     const signal = this.#controller.signal;
     const { credentials, dial, maxFrameBytes } = this.#options;
     this.#stage = "token";
@@ -242,7 +247,7 @@ export class ConnectionLoop {
     }
     this.#stage = "register";
     try {
-      return await this.#options.register(transport, token, signal);
+      return await this.#options.host.register(transport, token, signal);
     } catch (error) {
       try {
         transport.close(1000, "registration failed");
@@ -261,7 +266,7 @@ export class ConnectionLoop {
   /** Waits `delay` ms; false when halted meanwhile. */
   async #wait(delay: number): Promise<boolean> {
     if (this.#halted) return false;
-    this.#options.onState("waiting");
+    this.#options.host.state("waiting");
     try {
       await sleep(this.#options.clock, delay, this.#controller.signal);
       return !this.#halted;

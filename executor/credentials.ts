@@ -6,6 +6,13 @@
 import type { Clock } from "../protocol/clock.ts";
 import { isLocalSocketUrl, localSocketPath } from "../transport/server.ts";
 import { CredentialRejectedError, ExecutorConfigError, TokenExchangeError } from "./errors.ts";
+import type {
+  ExecutorClientOptions,
+  FetchFunction,
+  SocketFetch,
+  TokenSource,
+  TokenSourceResult,
+} from "./options.ts";
 import type { SecretScrubber } from "./secrets.ts";
 
 /** What a connection attempt needs: where to dial and, unless local, the JWT to present. */
@@ -20,49 +27,18 @@ export interface ExecutorToken {
   readonly executorId?: string;
 }
 
-/** What a custom {@linkcode TokenSource} returns. */
-export interface TokenSourceResult {
-  /** The executor JWT. */
-  token: string;
-  /** Its expiry: a Date, ms since the epoch, or an ISO 8601 string. */
-  expiresAt: Date | number | string;
-  /** The channel URL to dial with it. */
-  url: string;
-}
-
-/** A custom credential: returns a fresh token, carrying its own channel URL, on every call. */
-export type TokenSource = (options: { signal: AbortSignal }) => Promise<TokenSourceResult>;
-
-/** The fetch function the client uses (web-standard; injectable for tests and runtimes). */
-export type FetchFunction = (
-  input: string | URL | Request,
-  init?: RequestInit,
-) => Promise<Response>;
-
-/**
- * Sends an HTTP request over a local socket (a Unix socket path or a Windows named pipe) and
- * resolves with the response: runtime code, which the runtime presets inject
- * (`fetchOverSocket` of `transport/http-socket.node.ts`).
- */
-export type SocketFetch = (socketPath: string, request: Request) => Promise<Response>;
-
-/** The credential options of the client (see {@linkcode ExecutorClientOptions}). */
-export interface CredentialOptions {
-  baseUrl?: string;
-  environmentKey?: string;
-  environmentId?: string;
-  machineToken?: string;
-  machineId?: string;
-  tokenSource?: TokenSource;
-  harnessUrl?: string;
-  /**
-   * HTTP over a local socket, for a `harnessUrl` of `unix:///path.sock`: artifacts are uploaded
-   * to that harness through its socket. The runtime presets (`executor/node.ts`, `deno.ts`,
-   * `bun.ts`) provide it; without it such an executor uploads nothing (results keep their
-   * preview).
-   */
-  socketFetch?: SocketFetch;
-}
+/** The credential options of the client: those of {@linkcode ExecutorClientOptions}. */
+export type CredentialOptions = Pick<
+  ExecutorClientOptions,
+  | "baseUrl"
+  | "environmentKey"
+  | "environmentId"
+  | "machineToken"
+  | "machineId"
+  | "tokenSource"
+  | "harnessUrl"
+  | "socketFetch"
+>;
 
 /** How the client is identified and how it obtains tokens. */
 export interface Credentials {
@@ -172,15 +148,39 @@ function parseExpiry(value: Date | number | string | undefined): number | undefi
   return Number.isNaN(ms) ? undefined : ms;
 }
 
-class CustomCredentials implements Credentials {
-  readonly scope = "custom" as const;
+/**
+ * What the two credentials that fetch tokens hold alike: who the executor is, the deployment
+ * origin, the channel URL to dial instead of the one a token names (`harnessUrl`), and the
+ * scrubber every fetched token goes into before anything can log it.
+ */
+abstract class FetchingCredentials implements Credentials {
+  abstract readonly scope: "environment" | "machine" | "custom";
   readonly environmentId: string;
   readonly machineId: string | undefined;
   readonly baseUrl: string | undefined;
   readonly refreshable = true;
+  protected readonly harnessUrl: string | undefined;
+  protected readonly scrubber: SecretScrubber;
+
+  constructor(
+    environmentId: string,
+    options: CredentialOptions,
+    baseUrl: string | undefined,
+    scrubber: SecretScrubber,
+  ) {
+    this.environmentId = environmentId;
+    this.machineId = options.machineId;
+    this.baseUrl = baseUrl;
+    this.harnessUrl = options.harnessUrl;
+    this.scrubber = scrubber;
+  }
+
+  abstract fetchToken(signal: AbortSignal): Promise<ExecutorToken>;
+}
+
+class CustomCredentials extends FetchingCredentials {
+  readonly scope = "custom" as const;
   readonly #source: TokenSource;
-  readonly #harnessUrl: string | undefined;
-  readonly #scrubber: SecretScrubber;
 
   constructor(
     source: TokenSource,
@@ -188,12 +188,8 @@ class CustomCredentials implements Credentials {
     baseUrl: string | undefined,
     deps: { scrubber: SecretScrubber },
   ) {
+    super(options.environmentId ?? "", options, baseUrl, deps.scrubber);
     this.#source = source;
-    this.environmentId = options.environmentId ?? "";
-    this.machineId = options.machineId;
-    this.baseUrl = baseUrl;
-    this.#harnessUrl = options.harnessUrl;
-    this.#scrubber = deps.scrubber;
   }
 
   async fetchToken(signal: AbortSignal): Promise<ExecutorToken> {
@@ -209,8 +205,8 @@ class CustomCredentials implements Credentials {
     if (!result || typeof result.token !== "string" || !result.token) {
       throw new TokenExchangeError("the token source returned no token");
     }
-    this.#scrubber.add(result.token);
-    const url = this.#harnessUrl ?? result.url;
+    this.scrubber.add(result.token);
+    const url = this.harnessUrl ?? result.url;
     if (typeof url !== "string" || !url) {
       throw new TokenExchangeError("the token source returned no channel url");
     }
@@ -227,17 +223,11 @@ interface TokenResponseBody {
   executor_id?: unknown;
 }
 
-class ExchangedCredentials implements Credentials {
+class ExchangedCredentials extends FetchingCredentials {
   readonly scope: "environment" | "machine";
-  readonly environmentId: string;
-  readonly machineId: string | undefined;
-  readonly baseUrl: string | undefined;
-  readonly refreshable = true;
   readonly #secret: string;
-  readonly #harnessUrl: string | undefined;
   readonly #fetch: FetchFunction;
   readonly #clock: Clock;
-  readonly #scrubber: SecretScrubber;
   /** Set once the environment path answered 404: the deployment only has the legacy alias. */
   #legacyOnly = false;
 
@@ -251,15 +241,11 @@ class ExchangedCredentials implements Credentials {
     if (!baseUrl) throw new ExecutorConfigError(`${scope} credentials need baseUrl`);
     const fetchFn = deps.fetch ?? (globalThis.fetch?.bind(globalThis) as FetchFunction | undefined);
     if (!fetchFn) throw new ExecutorConfigError("no fetch function: pass the fetch option");
+    super(scope === "environment" ? options.environmentId! : "", options, baseUrl, deps.scrubber);
     this.scope = scope;
     this.#secret = secret;
-    this.environmentId = scope === "environment" ? options.environmentId! : "";
-    this.machineId = options.machineId;
-    this.baseUrl = baseUrl;
-    this.#harnessUrl = options.harnessUrl;
     this.#fetch = fetchFn;
     this.#clock = deps.clock;
-    this.#scrubber = deps.scrubber;
   }
 
   async fetchToken(signal: AbortSignal): Promise<ExecutorToken> {
@@ -312,7 +298,7 @@ class ExchangedCredentials implements Credentials {
       const inner = (error as { cause?: { message?: unknown } })?.cause?.message;
       const message = String((error as Error)?.message ?? error) +
         (typeof inner === "string" && inner ? `: ${inner}` : "");
-      const cause = new Error(this.#scrubber.scrub(message));
+      const cause = new Error(this.scrubber.scrub(message));
       throw new TokenExchangeError("the token endpoint is unreachable", undefined, {
         cause: typeof code === "string" ? Object.assign(cause, { code }) : cause,
       });
@@ -340,14 +326,14 @@ class ExchangedCredentials implements Credentials {
     if (typeof parsed?.token !== "string" || parsed.token.length === 0) {
       throw new TokenExchangeError("the token endpoint sent no token", 200);
     }
-    this.#scrubber.add(parsed.token);
+    this.scrubber.add(parsed.token);
     let expiresAt = typeof parsed.expires_at === "string"
       ? parseExpiry(parsed.expires_at)
       : undefined;
     if (expiresAt === undefined && typeof parsed.expires_in === "number") {
       expiresAt = this.#clock.now() + parsed.expires_in * 1000;
     }
-    const url = this.#harnessUrl ??
+    const url = this.harnessUrl ??
       (typeof parsed.url === "string" && parsed.url
         ? parsed.url
         : defaultChannelUrl(this.baseUrl!));
@@ -372,4 +358,37 @@ async function errorCode(response: Response): Promise<string | undefined> {
 /** The channel URL when the token endpoint names none: the deployment's connect path. */
 function defaultChannelUrl(baseUrl: string): string {
   return `${baseUrl.replace(/^http/, "ws")}/v1/executors/connect`;
+}
+
+/**
+ * The latest token the client holds, for what goes to the harness over HTTP beside the
+ * connection (artifact uploads): the connection's, renewed by its refresher, or a fresh one
+ * when it is about to expire.
+ */
+export class TokenCache {
+  /** The latest token; set by each registration and each refresh. */
+  token: ExecutorToken | undefined;
+  readonly #credentials: Credentials;
+  readonly #clock: Clock;
+
+  /** A cache that fetches with `credentials` when it holds no usable token. */
+  constructor(credentials: Credentials, clock: Clock) {
+    this.#credentials = credentials;
+    this.#clock = clock;
+  }
+
+  /** A token valid for at least 10 s more; undefined for a local harness, which takes none. */
+  async current(signal?: AbortSignal): Promise<string | undefined> {
+    const token = this.token;
+    if (
+      token?.token &&
+      (token.expiresAt === undefined || token.expiresAt - this.#clock.now() > 10_000)
+    ) {
+      return token.token;
+    }
+    if (this.#credentials.scope === "local") return undefined;
+    const fresh = await this.#credentials.fetchToken(signal ?? new AbortController().signal);
+    this.token = fresh;
+    return fresh.token;
+  }
 }

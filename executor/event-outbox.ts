@@ -14,28 +14,18 @@
  * unacknowledged event.
  */
 import type { Clock, TimerHandle } from "../protocol/clock.ts";
-import {
-  ConnectionClosedError,
-  InvalidOutgoingParamsError,
-  ProtocolError,
-  RequestTimeoutError,
-} from "../protocol/errors.ts";
+import { InvalidOutgoingParamsError, ProtocolError } from "../protocol/errors.ts";
 import {
   isSessionEventParams,
   METHOD_SPECS,
   type SessionEventParams,
   type SessionEventResult,
 } from "../protocol/generated/contract.ts";
-import { ErrorCode, RETRYABLE_ERROR_CODES } from "../protocol/generated/errors.ts";
+import { ErrorCode } from "../protocol/generated/errors.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { Peer } from "../protocol/peer.ts";
-import {
-  backoffDelay,
-  type BackoffPolicy,
-  type Deferred,
-  deferred,
-  describeError,
-} from "./timing.ts";
+import { retryDelay, retryVerdict } from "../protocol/retry.ts";
+import { type BackoffPolicy, type Deferred, deferred, describeError } from "./timing.ts";
 
 /** Events with a `sequence` in flight per session at once. */
 export const SEQUENCED_WINDOW = 64;
@@ -272,7 +262,12 @@ export class EventOutbox {
   }
 
   #failed(entry: EventEntry, queue: SessionQueue, error: unknown): void {
-    if (error instanceof ConnectionClosedError || this.#peer === undefined) return;
+    // The shared rule (protocol/retry.ts) decides; what differs here is only how a retry is
+    // paced: many events are in flight at once, so a refusal pauses the session's pipeline
+    // instead of one request's loop.
+    const verdict = retryVerdict(error);
+    // A lost connection: the next one resends everything unacknowledged (attach).
+    if (verdict === "again" || this.#peer === undefined) return;
     if (error instanceof ProtocolError && error.code === ErrorCode.CONFLICT) {
       const expected = (error.data as { expected_sequence?: unknown } | undefined)
         ?.expected_sequence;
@@ -288,17 +283,12 @@ export class EventOutbox {
             );
           }
         }
-        this.#stall(queue, 0);
+        this.#stall(queue);
         return;
       }
     }
-    if (
-      error instanceof RequestTimeoutError ||
-      (error instanceof ProtocolError && RETRYABLE_ERROR_CODES.has(error.code))
-    ) {
-      const hinted = (error as ProtocolError).data as { retry_after_ms?: unknown } | undefined;
-      const after = typeof hinted?.retry_after_ms === "number" ? hinted.retry_after_ms : undefined;
-      this.#stall(queue, after);
+    if (verdict === "retry") {
+      this.#stall(queue, error);
       return;
     }
     this.#options.logger.warn("session event refused: dropped", {
@@ -308,13 +298,18 @@ export class EventOutbox {
     this.#finish(entry, () => entry.done.reject(error));
   }
 
-  /** Pauses the session's pipeline; it resumes from its first unacknowledged event. */
-  #stall(queue: SessionQueue, delayMs: number | undefined): void {
+  /**
+   * Pauses the session's pipeline; it resumes from its first unacknowledged event after the
+   * shared retry delay of `cause` (its `retry_after_ms`, else the backoff), or at once without
+   * one (a sequence gap: the harness said where to resume).
+   */
+  #stall(queue: SessionQueue, cause?: unknown): void {
     if (queue.stalled) return;
     queue.stalled = true;
     queue.failures++;
-    const delay = delayMs ??
-      backoffDelay(this.#options.retry, queue.failures, this.#options.random);
+    const delay = cause === undefined
+      ? 0
+      : retryDelay(cause, this.#options.retry, queue.failures, this.#options.random);
     queue.retryTimer = this.#options.clock.setTimeout(() => {
       queue.retryTimer = undefined;
       if (queue.inFlight === 0) queue.stalled = false;

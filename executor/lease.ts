@@ -17,7 +17,7 @@ export interface LeaseOptions {
   logger: Logger;
   intervalMs: number;
   /** The sessions held, reported with each heartbeat. */
-  activeSessions(): string[];
+  sessions: { ids(): string[] };
   /** The harness asked to drain. */
   onDrain(): void;
   /** Heartbeats go unanswered: the connection is dead. */
@@ -57,7 +57,7 @@ export class Lease {
     const { peer, intervalMs, logger } = this.#options;
     // The next beat does not wait for this one's answer: the lease runs on the interval.
     this.#schedule();
-    peer.call("executor.heartbeat", { active_sessions: this.#options.activeSessions() }, {
+    peer.call("executor.heartbeat", { active_sessions: this.#options.sessions.ids() }, {
       timeoutMs: intervalMs * 2,
     }).then((result) => {
       if (!this.#stopped && result.drain) this.#options.onDrain();

@@ -29,32 +29,125 @@
  * This module is portable (web-standard APIs only): pass a `dial` function, or import the
  * client preconfigured for Node, Deno and Bun from `executor/node.ts`.
  *
- * The protocol core (`methods`, the contract's types and error classes, `ManualClock`, ...) is
- * re-exported, so one import serves an executor.
+ * The part of the protocol core an executor names (the wire types of its parameters and
+ * results, the error classes, `methods`, `ManualClock`, ...) is re-exported, so one import
+ * serves an executor; every wire type and the zod schemas are under `bma-executor-sdk/protocol`.
  *
  * @module
  */
-export * from "../protocol/core.ts";
+// The protocol core's part an executor names: the lists of protocol/core.ts marked `executor`,
+// written by `npm run gen` (scripts/gen-faces.ts). Change those lists, not these lines.
+// <core-names>
 export {
-  type DrainHandler,
-  type DrainInfo,
-  type ExecutorCallOptions,
-  ExecutorClient,
-  type ExecutorClientOptions,
-  type SessionAssignHandler,
-  type SessionStopHandler,
-  type StopOptions,
-} from "./client.ts";
+  CapabilityMissingError,
+  CapabilityNotAdvertisedError,
+  CloseCode,
+  ConflictError,
+  ConnectionClosedError,
+  CONTRACT_VERSION,
+  DEFAULT_MAX_FRAME_BYTES,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  ErrorCode,
+  ForbiddenError,
+  FrameTooLargeError,
+  hasCapability,
+  InternalError,
+  InvalidOutgoingParamsError,
+  InvalidParamsError,
+  InvalidRequestError,
+  InvalidResultError,
+  LocalError,
+  ManualClock,
+  MethodNotFoundError,
+  methods,
+  MethodUnavailableError,
+  NotFoundError,
+  ParseError,
+  ProtocolError,
+  ProtocolMismatchError,
+  PROTOCOLS,
+  REDACTED,
+  redactingLogger,
+  RequestAbortedError,
+  RequestTimeoutError,
+  ResourceExhaustedError,
+  silentLogger,
+  systemClock,
+  TOOL_NAMES,
+  TurnInactiveError,
+  UnavailableError,
+} from "../protocol/core.ts";
+export type {
+  Artifact,
+  BackoffPolicy,
+  BashInput,
+  BashResult,
+  CallOptions,
+  Capabilities,
+  Clock,
+  ContentBlock,
+  Disposable,
+  EditInput,
+  EditResult,
+  ExecutorInfo,
+  ExecutorNotificationMethod,
+  ExecutorRegisterResult,
+  ExecutorRequestMethod,
+  GlobInput,
+  GlobResult,
+  GrepInput,
+  GrepResult,
+  HarnessNotificationMethod,
+  HarnessRequestMethod,
+  JsonRpcErrorObject,
+  JsonRpcId,
+  LogFields,
+  Logger,
+  MethodName,
+  NotificationHandler,
+  NotificationMap,
+  NotificationMethod,
+  ParamsOf,
+  ProtocolVersion,
+  ReadInput,
+  ReadResult,
+  ReplyHooks,
+  RequestContext,
+  RequestHandler,
+  RequestMap,
+  RequestMethod,
+  ResultOf,
+  SessionAssignParams,
+  SessionMetadata,
+  SessionStatus,
+  SessionStopParams,
+  TimerHandle,
+  ToolDefinition,
+  ToolMap,
+  ToolName,
+  ToolOutputChunk,
+  ToolResultParams,
+  ValidationIssue,
+  WriteInput,
+  WriteResult,
+} from "../protocol/core.ts";
+// </core-names>
+export { ExecutorClient } from "./client.ts";
+export type {
+  DrainHandler,
+  DrainInfo,
+  ExecutorCallOptions,
+  ExecutorClientOptions,
+  FetchFunction,
+  SessionAssignHandler,
+  SessionStopHandler,
+  SocketFetch,
+  StopOptions,
+  TokenSource,
+  TokenSourceResult,
+} from "./options.ts";
 export type { ClientState, ExecutorClosedInfo, StopReason } from "./connection-loop.ts";
-export {
-  type ExecutorToken,
-  type FetchFunction,
-  LOCAL_ENVIRONMENT_ID,
-  normalizeBaseUrl,
-  type SocketFetch,
-  type TokenSource,
-  type TokenSourceResult,
-} from "./credentials.ts";
+export { LOCAL_ENVIRONMENT_ID } from "./credentials.ts";
 export {
   ArtifactUploadError,
   ClientStoppedError,
@@ -80,9 +173,6 @@ export { ToolCallAbort } from "./tool-calls.ts";
 export {
   INLINE_RESULT_BYTES,
   InvalidToolOutputError,
-  previewText,
-  type RenderedResult,
-  type TextPreview,
   ToolError,
   type ToolOutput,
   ToolResult,
@@ -100,4 +190,3 @@ export type {
   TypedToolHandler,
   TypedToolOutput,
 } from "./tool-slots.ts";
-export type { BackoffPolicy } from "./timing.ts";

@@ -6,7 +6,7 @@
  * other refusal is final: a tool result given up on goes to `onToolResultLost`.
  */
 import type { Clock } from "../protocol/clock.ts";
-import { ConnectionClosedError, FrameTooLargeError } from "../protocol/errors.ts";
+import { FrameTooLargeError } from "../protocol/errors.ts";
 import type {
   ExecutorRequestMethod,
   RequestMap,
@@ -14,8 +14,8 @@ import type {
 } from "../protocol/generated/contract.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { Peer } from "../protocol/peer.ts";
-import { isRetryable, retryDelay } from "../protocol/retry.ts";
-import { type BackoffPolicy, describeError, sleep } from "./timing.ts";
+import { isRetryable, retrying, retryVerdict } from "../protocol/retry.ts";
+import { type BackoffPolicy, describeError } from "./timing.ts";
 
 /** Gives access to the registered connection. */
 export interface ConnectionLink {
@@ -47,36 +47,33 @@ export { isRetryable };
 
 /**
  * Sends a request until the harness accepts it: across reconnects, and after retryable
- * refusals with backoff (honouring `data.retry_after_ms`). Rejects with the first final refusal,
- * or when `signal` aborts.
+ * refusals with backoff (honouring `data.retry_after_ms`): the shared {@linkcode retrying} under
+ * the shared {@linkcode retryVerdict}. Rejects with the first final refusal, or when `signal`
+ * aborts.
  */
-export async function deliver<M extends ExecutorRequestMethod>(
+export function deliver<M extends ExecutorRequestMethod>(
   link: ConnectionLink,
   method: M,
   params: RequestMap[M]["params"],
   options: DeliveryOptions,
 ): Promise<RequestMap[M]["result"]> {
-  let failures = 0;
-  for (;;) {
+  const callOptions = {
+    timeoutMs: options.timeoutMs,
+    signal: options.signalBetweenAttempts ? undefined : options.signal,
+  };
+  return retrying(() => {
     // The live connection at once when there is one: no promise to wait on, on every call.
-    const peer = link.connected?.() ?? await link.whenConnected(options.signal);
-    try {
-      return await peer.call(method, params, {
-        timeoutMs: options.timeoutMs,
-        signal: options.signalBetweenAttempts ? undefined : options.signal,
-      });
-    } catch (error) {
-      if (options.signal?.aborted) throw options.signal.reason;
-      if (error instanceof ConnectionClosedError) continue;
-      if (!isRetryable(error)) throw error;
-      failures++;
-      await sleep(
-        options.clock,
-        retryDelay(error, options.retry, failures, options.random),
-        options.signal,
-      );
-    }
-  }
+    const peer = link.connected?.();
+    return peer
+      ? peer.call(method, params, callOptions)
+      : link.whenConnected(options.signal).then((next) => next.call(method, params, callOptions));
+  }, {
+    clock: options.clock,
+    policy: options.retry,
+    random: options.random,
+    signal: options.signal,
+    classify: retryVerdict,
+  });
 }
 
 /**
@@ -113,7 +110,8 @@ export interface ResultOutboxOptions {
   retry: BackoffPolicy;
   timeoutMs: number;
   logger: Logger;
-  onLost: ToolResultLostHandler;
+  /** Who is told of each result given up on (`onToolResultLost`); read at each loss. */
+  lostHandlers: ReadonlySet<ToolResultLostHandler>;
 }
 
 /** The tool results of one client that are not yet accepted. */
@@ -216,12 +214,14 @@ export class ResultOutbox {
       tool_call_id: params.tool_call_id,
       error: describeError(error),
     });
-    try {
-      this.#options.onLost(params, error);
-    } catch (handlerError) {
-      this.#options.logger.error("onToolResultLost handler failed", {
-        error: describeError(handlerError),
-      });
+    for (const handler of [...this.#options.lostHandlers]) {
+      try {
+        handler(params, error);
+      } catch (handlerError) {
+        this.#options.logger.error("onToolResultLost handler failed", {
+          error: describeError(handlerError),
+        });
+      }
     }
   }
 }

@@ -9,7 +9,7 @@ import { ConnectionClosedError, MethodUnavailableError } from "../protocol/error
 import { MethodNotFoundError } from "../protocol/generated/errors.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { Peer } from "../protocol/peer.ts";
-import type { Credentials, ExecutorToken } from "./credentials.ts";
+import type { Credentials, TokenCache } from "./credentials.ts";
 import { CredentialRejectedError } from "./errors.ts";
 import { backoffDelay, type BackoffPolicy, describeError } from "./timing.ts";
 
@@ -28,8 +28,8 @@ export interface TokenRefresherOptions {
   leadMs: number;
   retry: BackoffPolicy;
   random: () => number;
-  /** A fresh token was accepted by the harness. */
-  onRefreshed(token: ExecutorToken, expiresAt: number): void;
+  /** Where a fresh token goes once the harness has accepted it. */
+  tokens: TokenCache;
 }
 
 /** Refreshes one connection's token until stopped. */
@@ -89,7 +89,7 @@ export class TokenRefresher {
       logger.debug("executor token refreshed", {
         expires_at: new Date(this.#expiresAt).toISOString(),
       });
-      this.#options.onRefreshed(token, this.#expiresAt);
+      this.#options.tokens.token = token;
       this.start();
     } catch (error) {
       if (this.#stopped || error instanceof ConnectionClosedError) return;

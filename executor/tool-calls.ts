@@ -23,6 +23,7 @@ import {
   NotFoundError,
 } from "../protocol/generated/errors.ts";
 import type { Logger } from "../protocol/logger.ts";
+import type { ReplyHooks } from "../protocol/peer.ts";
 import { RecentIds } from "../protocol/bounded-set.ts";
 import type { ArtifactUpload } from "./artifacts.ts";
 import type { ResultOutbox } from "./result-outbox.ts";
@@ -41,8 +42,6 @@ import type { ServedTool, ToolContext, ToolProgressUpdate } from "./tool-slots.t
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === "function";
 }
-
-const RESOLVED: Promise<void> = Promise.resolve();
 
 /**
  * How many finished call ids are remembered, at least, to recognize duplicates (up to twice as
@@ -145,7 +144,13 @@ function finished(call: RunningCall): Promise<void> {
   return new Promise((resolve) => (call.waiters ??= []).push(resolve));
 }
 
-/** What the runner needs from the client. */
+/** How the client's tools are served now. */
+export interface ServedTools {
+  /** How a tool is served, or undefined when it is not served (or withdrawn). */
+  servedTool(tool: string): ServedTool | undefined;
+}
+
+/** What the runner needs. */
 export interface ToolCallRunnerDeps {
   clock: Clock;
   logger: Logger;
@@ -157,20 +162,21 @@ export interface ToolCallRunnerDeps {
   scrubber: SecretScrubber;
   sessions: SessionTable;
   results: ResultOutbox;
-  /** How a tool is served, or undefined when it is not served (or withdrawn). */
-  servedTool(tool: string): ServedTool | undefined;
-  /** Sends `tool.progress`; throws when not connected. */
-  notifyProgress(params: ToolProgressParams): void;
-  /** Uploads an artifact; absent when no endpoint is configured. */
-  upload: ((upload: ArtifactUpload) => Promise<Artifact>) | undefined;
+  tools: ServedTools;
+  /** Where `tool.progress` goes; throws while not connected. */
+  progress: { notify(method: "tool.progress", params: ToolProgressParams): boolean };
+  /** Where large output goes, when an artifact endpoint is `available`. */
+  artifacts: { readonly available: boolean; upload(upload: ArtifactUpload): Promise<Artifact> };
   inlineBytes: number;
-  /** Ends a one-shot session once its call is reported. */
-  endOneShot(session: ExecutorSession): void;
+  /** The grace period of a one-shot session's end, which follows its call's report. */
+  sessionGraceMs: number;
 }
 
 /** Runs the tool calls of one client. */
 export class ToolCallRunner {
   readonly #deps: ToolCallRunnerDeps;
+  /** Uploads an artifact; absent when no endpoint is configured. */
+  readonly #upload: ((upload: ArtifactUpload) => Promise<Artifact>) | undefined;
   readonly #running = new Map<string, RunningCall>();
   /** Ids of calls that ran: at least the most recent {@linkcode REMEMBERED_CALLS}. */
   readonly #finished = new RecentIds<string>(REMEMBERED_CALLS);
@@ -181,6 +187,8 @@ export class ToolCallRunner {
 
   constructor(deps: ToolCallRunnerDeps) {
     this.#deps = deps;
+    const { artifacts } = deps;
+    this.#upload = artifacts.available ? (upload) => artifacts.upload(upload) : undefined;
   }
 
   /** Calls whose handler runs or whose result is being delivered. */
@@ -188,8 +196,11 @@ export class ToolCallRunner {
     return this.#running.size;
   }
 
-  /** Serves `tool.call`: throws the refusal, or acknowledges and starts the call. */
-  call(params: ToolCallParams): Ack {
+  /**
+   * Serves `tool.call`: throws the refusal, or acknowledges and starts the call once the
+   * acknowledgement is on the wire (`reply`: the request's after-reply hooks).
+   */
+  call(params: ToolCallParams, reply: ReplyHooks): Ack {
     const id = params.tool_call_id;
     const log = this.#deps.callLog;
     if (this.#running.has(id) || this.#finished.has(id)) {
@@ -199,7 +210,7 @@ export class ToolCallRunner {
       });
       return { ok: true, duplicate: true };
     }
-    const served = this.#deps.servedTool(params.tool);
+    const served = this.#deps.tools.servedTool(params.tool);
     if (!served) {
       throw this.#refused(
         params,
@@ -244,9 +255,8 @@ export class ToolCallRunner {
     let set = this.#perSession.get(session.id);
     if (!set) this.#perSession.set(session.id, set = new Set());
     set.add(call);
-    // The ack is sent when this returns; the handler starts after it.
-    // (A resolved promise rather than queueMicrotask, which Node wraps in an async resource.)
-    RESOLVED.then(() => this.#execute(call, served, set));
+    // The handler starts after the ack: its progress and result must follow it on the wire.
+    reply.afterReply(() => this.#execute(call, served, set));
     return { ok: true };
   }
 
@@ -315,7 +325,13 @@ export class ToolCallRunner {
     if (set.size === 0) this.#perSession.delete(session.id);
     call.done = true;
     for (const resolve of call.waiters ?? []) resolve();
-    if (session.oneShot && set.size === 0) this.#deps.endOneShot(session);
+    if (session.oneShot && set.size === 0) {
+      void this.#deps.sessions.end(session, {
+        reason: "one_shot_done",
+        graceMs: this.#deps.sessionGraceMs,
+        notify: true,
+      });
+    }
   }
 
   /** Serves `tool.cancel`. */
@@ -464,7 +480,7 @@ export class ToolCallRunner {
       rendered = renderToolOutput(params.tool, value, {
         toolCallId: params.tool_call_id,
         inlineBytes: this.#deps.inlineBytes,
-        upload: this.#deps.upload,
+        upload: this.#upload,
         onUploadFailed: (error) =>
           this.#deps.logger.warn("artifact upload failed: sending the preview only", {
             tool_call_id: params.tool_call_id,
@@ -549,7 +565,7 @@ export class ToolCallRunner {
     if (call.reporting || call.abort.aborted) return;
     const fields = typeof update === "string" ? { message: update } : update;
     try {
-      this.#deps.notifyProgress({
+      this.#deps.progress.notify("tool.progress", {
         session_id: call.params.session_id,
         tool_call_id: call.params.tool_call_id,
         ...fields,

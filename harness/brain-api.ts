@@ -13,11 +13,10 @@
  *
  * Portable: web-standard APIs and hono only.
  */
-import { serverSentEvent } from "./server-sent-event.ts";
 import { Hono } from "hono";
 import type { Context } from "hono";
 import * as z from "zod";
-import { type Clock, systemClock, type TimerHandle } from "../protocol/clock.ts";
+import { type Clock, systemClock } from "../protocol/clock.ts";
 import {
   CapabilityNotAdvertisedError,
   InvalidOutgoingParamsError,
@@ -55,9 +54,10 @@ import {
 } from "./errors.ts";
 import type { ExecutorHandle, Session, SessionState } from "./handles.ts";
 import type { Harness } from "./harness.ts";
-import { tokensEqual } from "./inspector/auth.ts";
 import type { SessionEventRecord, ToolCallResult } from "./records.ts";
 import { normalizeBasePath } from "./base-path.ts";
+import { bearer, tokensEqual } from "./bearer-auth.ts";
+import { eventStream } from "./brain-event-stream.ts";
 import { JsonBodyError, readJsonObject } from "./json-body.ts";
 
 /** Options of {@linkcode brainApi}. */
@@ -188,8 +188,9 @@ export function brainApiBearer(token: string): (request: Request) => Promise<boo
     throw new BrainApiTokenError();
   }
   return async (request) => {
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.get("authorization") ?? "");
-    return match !== null && await tokensEqual(match[1], token);
+    const presented = bearer(request.headers);
+    // Neither a missing header (null) nor a malformed one ("") is compared.
+    return presented !== null && presented !== "" && await tokensEqual(presented, token);
   };
 }
 
@@ -198,13 +199,6 @@ const DEFAULT_MAX_WAIT_MS = 60_000;
 const DEFAULT_MAX_STREAM_MS = 5 * 60_000;
 const DEFAULT_EVENT_LIMIT = 100;
 const MAX_EVENT_LIMIT = 1_000;
-/** A comment on an idle event stream this often keeps proxies and idle timeouts from closing it. */
-const STREAM_PING_MS = 5_000;
-/**
- * What an event stream holds for its client before it stops reading the log: a client that stops
- * reading is owed at most this and one record (and the `end` event), whatever the session sends.
- */
-const STREAM_HIGH_WATER_BYTES = 64 * 1024;
 
 const count = z.string().regex(/^\d{1,15}$/, "a non-negative integer").transform(Number);
 const WaitQuery = z.object({ wait_ms: count.optional() });
@@ -365,7 +359,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
       const from = lastId !== undefined && /^\d{1,15}$/.test(lastId)
         ? Number(lastId)
         : query.from ?? 0;
-      return eventStream(c, session, from);
+      return eventStream(session, from, { signal: c.req.raw.signal, clock, logger, maxStreamMs });
     }
     return eventPage(session, query, c.req.raw.signal);
   });
@@ -584,92 +578,6 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
       ended = next >= session.droppedEvents + session.eventRecords.length;
     }
     return json(200, { events, next, ended });
-  }
-
-  /**
-   * The events of `session` from `from` as server-sent events, read from the log only as fast as
-   * the client takes them: the next record is read while the stream holds less than
-   * {@linkcode STREAM_HIGH_WATER_BYTES}, so a client that stops reading holds the session's
-   * events where they are kept anyway (its log), not in a queue of its own.
-   */
-  function eventStream(c: Context, session: Session, from: number): Response {
-    const encoder = new TextEncoder();
-    const requestSignal = c.req.raw.signal;
-    const reading = new AbortController();
-    const records = session.events({ from, signal: reading.signal });
-    let controller!: ReadableStreamDefaultController<Uint8Array>;
-    let lifetime: TimerHandle | undefined;
-    let ping: TimerHandle | undefined;
-    let stopped = false;
-    let next = from;
-    const send = (text: string) => controller.enqueue(encoder.encode(text));
-
-    /** Stops reading the log and the timers; false when it already had. */
-    const stop = (): boolean => {
-      if (stopped) return false;
-      stopped = true;
-      if (lifetime !== undefined) clock.clearTimeout(lifetime);
-      if (ping !== undefined) clock.clearTimeout(ping);
-      requestSignal.removeEventListener("abort", cancel);
-      reading.abort();
-      void records.return(undefined).catch(() => {});
-      return true;
-    };
-    /** The client went away: nothing more is sent. */
-    const cancel = () => void stop();
-    /** Ends the stream with `event: end`, which tells the client where to go on from. */
-    const finish = (ended: boolean) => {
-      if (!stop()) return;
-      send(serverSentEvent({ event: "end", data: { next, ended } }));
-      controller.close();
-    };
-    const keepAlive = () => {
-      // Only for a client that keeps up: one that is behind has no idle timeout to beat, and a
-      // ping must not add to what is queued for it.
-      if ((controller.desiredSize ?? 0) > 0) send(": ping\n\n");
-      ping = clock.setTimeout(keepAlive, STREAM_PING_MS);
-    };
-
-    const stream = new ReadableStream<Uint8Array>({
-      start(c) {
-        controller = c;
-        requestSignal.addEventListener("abort", cancel, { once: true });
-        // The lifetime ends the stream even while a record waits for the client: what it holds
-        // stays as it is, and a server drops a client that takes nothing (`serveInspector`'s
-        // `slowClientTimeoutMs`).
-        lifetime = clock.setTimeout(() => finish(false), maxStreamMs);
-        ping = clock.setTimeout(keepAlive, STREAM_PING_MS);
-        if (requestSignal.aborted) cancel();
-      },
-      async pull() {
-        let record: IteratorResult<SessionEventRecord, void>;
-        try {
-          record = await records.next();
-        } catch (error) {
-          if (!stop()) return;
-          logger.error("brain API event stream failed", { error: String(error) });
-          send(serverSentEvent({ event: "error", data: { code: "internal_error" } }));
-          controller.close();
-          return;
-        }
-        if (stopped) return;
-        // The log ends with the session (a read stopped by the lifetime has finished already).
-        if (record.done) return finish(session.state === "ended");
-        next = record.value.index;
-        send(serverSentEvent({ id: String(next), data: record.value }));
-      },
-      cancel,
-    }, new ByteLengthQueuingStrategy({ highWaterMark: STREAM_HIGH_WATER_BYTES }));
-    return new Response(stream, {
-      status: 200,
-      headers: {
-        "content-type": "text/event-stream",
-        "cache-control": "no-store",
-        // The stream's end is its connection's: the client reconnects for the next one, and a
-        // connection kept open after it would only hold what a client that is behind left unread.
-        connection: "close",
-      },
-    });
   }
 
   return app;

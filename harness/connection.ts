@@ -19,7 +19,7 @@ import type {
   ProtocolVersion,
 } from "../protocol/generated/contract.ts";
 import { CloseCode, ConflictError, ForbiddenError } from "../protocol/generated/errors.ts";
-import type { ExecutorEntry } from "./handles.ts";
+import type { ExecutorEntry } from "./state.ts";
 import { then } from "./maybe.ts";
 import { type Authenticate, expiryOf, type Principal, samePrincipal } from "./principal.ts";
 import { Deadline, type Scheduler } from "./scheduler.ts";

@@ -21,19 +21,14 @@ import { type ConnectionHost, type ConnectionSnapshot, ExecutorConnection } from
 import type { SessionEventSink } from "./event-log.ts";
 import type { AgentExtension, AgentExtensionHooks, AgentExtensionHost } from "./extension.ts";
 import { Executors, type RecoveredLeases } from "./executors.ts";
-import type {
-  ExecutorEntry,
-  ExecutorEvent,
-  HarnessServices,
-  Session,
-  SessionEntry,
-} from "./handles.ts";
+import type { ExecutorEvent, Session } from "./handles.ts";
 import { Leases } from "./lease.ts";
 import { then } from "./maybe.ts";
 import { type HarnessObserver, Observers } from "./observe.ts";
 import type { SessionEventRecord } from "./records.ts";
 import { CallbackDeadline, Scheduler } from "./scheduler.ts";
 import { DEFAULT_REMEMBER_ENDED_SESSIONS, Sessions } from "./sessions.ts";
+import type { EntryServices, ExecutorEntry, SessionEntry } from "./state.ts";
 import { type HarnessStore, isPromiseLike, type MaybePromise } from "./store/store.ts";
 import {
   describeHolder,
@@ -101,7 +96,7 @@ export class HarnessCore {
   /** Connections that have not registered yet (and upgrades being authenticated). */
   unregistered = 0;
   readonly #options: CoreOptions;
-  readonly #services: HarnessServices;
+  readonly #services: EntryServices;
   readonly #listeners = new Set<(event: ExecutorEvent) => void>();
   readonly #tables = new Map<ProtocolVersion, PeerHandlers<ExecutorConnection>>();
   readonly #host: ConnectionHost;
@@ -161,7 +156,7 @@ export class HarnessCore {
     });
     // The handles' operations: filled in below, as each part exists.
     const services = { agent: undefined } as unknown as {
-      -readonly [K in keyof HarnessServices]: HarnessServices[K];
+      -readonly [K in keyof EntryServices]: EntryServices[K];
     };
     this.#services = services;
     this.calls = new ToolCalls({

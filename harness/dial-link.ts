@@ -27,7 +27,7 @@ export interface HarnessDialOptions {
 }
 
 /** A harness's link to a listening executor, as {@linkcode Harness.dial} returns it. */
-export interface ExecutorLink {
+export interface DialedExecutorLink {
   /** The executor's socket URL. */
   readonly url: string;
   /** Whether a connection is open now. */
@@ -52,7 +52,7 @@ export interface DialLinkHost {
 }
 
 /** One dialed executor socket, redialed until closed (internal). */
-export class DialLink implements ExecutorLink {
+export class DialLink implements DialedExecutorLink {
   readonly url: string;
   readonly closed: Promise<CloseInfo>;
   readonly #host: DialLinkHost;

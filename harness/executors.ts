@@ -36,14 +36,7 @@ import type { Clock } from "../protocol/clock.ts";
 import type { Logger } from "../protocol/logger.ts";
 import { randomId } from "../protocol/ids.ts";
 import type { ToolOutcomeUnknownReason } from "./errors.ts";
-import {
-  ExecutorEntry,
-  type ExecutorEvent,
-  type ExecutorGoneReason,
-  type ExecutorLink,
-  type ExecutorOps,
-  type HarnessServices,
-} from "./handles.ts";
+import type { ExecutorEvent, ExecutorGoneReason, ExecutorOps } from "./handles.ts";
 import type { Leases } from "./lease.ts";
 import { then } from "./maybe.ts";
 import type { Observers } from "./observe.ts";
@@ -56,6 +49,12 @@ import {
 } from "./records.ts";
 import { notify, request } from "./send.ts";
 import type { Sessions } from "./sessions.ts";
+import {
+  type EntryServices,
+  ExecutorEntry,
+  type ExecutorInit,
+  type ExecutorLink,
+} from "./state.ts";
 import { type HarnessStore, isPromiseLike, type MaybePromise } from "./store/store.ts";
 import type { ToolCalls } from "./tool-calls.ts";
 import { storeUnavailable } from "./tool-call-ledger.ts";
@@ -95,7 +94,7 @@ export interface ExecutorsDeps {
   readonly observers: Observers;
   readonly sessions: Sessions;
   readonly calls: ToolCalls;
-  readonly services: HarnessServices;
+  readonly services: EntryServices;
   readonly heartbeatIntervalMs: number;
   readonly requestTimeoutMs: number | undefined;
   readonly fileServiceUrl: string | undefined;
@@ -106,7 +105,7 @@ export interface ExecutorsDeps {
 }
 
 /** The executors of one harness. */
-export class Executors implements ExecutorOps {
+export class Executors implements ExecutorOps<ExecutorEntry> {
   /** The executors held (registered, lease not expired), in registration order. */
   readonly byId = new Map<string, ExecutorEntry>();
   readonly #deps: ExecutorsDeps;
@@ -168,7 +167,14 @@ export class Executors implements ExecutorOps {
     }
     const created = !executor || executor.gone;
     if (created) {
-      executor = this.#entry(id, principal, registration(params), params.capabilities, 0, false);
+      executor = this.#entry({
+        id,
+        principal,
+        register: registration(params),
+        capabilities: params.capabilities,
+        epoch: 0,
+        draining: false,
+      });
       this.byId.set(id, executor);
     }
     const entry = executor!;
@@ -247,24 +253,8 @@ export class Executors implements ExecutorOps {
       : undefined;
   }
 
-  #entry(
-    id: string,
-    principal: Principal,
-    register: StoredRegistration,
-    capabilities: Capabilities,
-    epoch: number,
-    draining: boolean,
-  ): ExecutorEntry {
-    const entry = new ExecutorEntry(
-      id,
-      principal,
-      register,
-      capabilities,
-      epoch,
-      draining,
-      this.#deps.services,
-      this.#onLeaseExpired,
-    );
+  #entry(init: ExecutorInit): ExecutorEntry {
+    const entry = new ExecutorEntry(init, this.#deps.services, this.#onLeaseExpired);
     entry.lease = this.#deps.leases.lease(entry);
     return entry;
   }
@@ -456,14 +446,7 @@ export class Executors implements ExecutorOps {
       const renewed: ExecutorEntry[] = [];
       for (const [, record] of rows) {
         if (this.byId.has(record.id)) continue;
-        const entry = this.#entry(
-          record.id,
-          record.principal,
-          record.register,
-          record.capabilities,
-          record.epoch,
-          record.draining,
-        );
+        const entry = this.#entry(record);
         this.byId.set(record.id, entry);
         if (stored && record.detached && record.leaseExpiresAt !== undefined) {
           entry.lease!.extend(record.leaseExpiresAt);

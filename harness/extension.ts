@@ -43,7 +43,14 @@ export interface AgentExtensionHost {
   readonly clock: Clock;
   /** The harness's logger (secret-named fields redacted). */
   readonly logger: Logger;
-  /** The harness's deadlines: interaction expiries and close waits belong here. */
+  /**
+   * The harness's deadlines: interaction expiries and close waits belong here (they fire from
+   * a Durable Object's alarm too). Not part of the public API: the scheduler and its deadlines
+   * are the harness's own, which `AgentPlatform` shares; a capability of yours sets its timers
+   * on `clock`.
+   *
+   * @internal
+   */
   readonly scheduler: Scheduler;
   /**
    * The harness's store: the capability keeps what it must remember across a restart under

@@ -1,13 +1,16 @@
 /**
  * What the brain holds of the harness's executors and sessions: {@linkcode ExecutorHandle} and
- * {@linkcode Session}, and the state behind each ({@linkcode ExecutorEntry},
- * {@linkcode SessionEntry}, internal).
+ * {@linkcode Session}, the types of their operations, and what they hand those operations to.
  *
- * A handle is a view: it reads its entry and hands every operation to the harness's services
- * ({@linkcode HarnessServices}, given to its constructor), which own the rules. Entries are plain
- * state the services change; nothing here decides anything.
+ * A handle is a view: it reads its entry (the state behind it: `ExecutorEntry`, `SessionEntry`
+ * of state.ts, internal) and hands every operation to the harness's services
+ * ({@linkcode HarnessServices}, given to its constructor), which own the rules. An entry makes
+ * its handle, so state.ts imports this module and this module does not import state.ts back (a
+ * cycle, type imports included): it names the shapes a handle reads
+ * ({@linkcode ExecutorEntryShape}, {@linkcode SessionEntryShape}), and the services' operations
+ * are generic over the entries they are given back.
  */
-import type { CallOptions, Peer } from "../protocol/peer.ts";
+import type { CallOptions } from "../protocol/peer.ts";
 import { InvalidResultError, LocalError } from "../protocol/errors.ts";
 import {
   type Ack,
@@ -44,14 +47,13 @@ import {
   type TurnStartParams,
   type TurnStartResult,
 } from "../protocol/generated/contract.ts";
-import { NoAgentPlatformError, SessionEndedError } from "./errors.ts";
+import { NoAgentPlatformError } from "./errors.ts";
 import type { EventLog } from "./event-log.ts";
 import type { Lease } from "./lease.ts";
-import type { McpChannel, McpChannelState } from "./mcp-channel.ts";
+import type { McpChannel } from "./mcp-channel.ts";
 import type { Principal } from "./principal.ts";
 import type { SessionEventRecord, StoredRegistration, ToolCallResult } from "./records.ts";
-import type { CallbackDeadline } from "./scheduler.ts";
-import type { Terminal, TerminalOptions, TerminalOutput } from "./terminal.ts";
+import type { Terminal, TerminalOptions } from "./terminal.ts";
 
 // ---- public types --------------------------------------------------------------------------------
 
@@ -190,59 +192,98 @@ export interface SessionEventsOptions {
   signal?: AbortSignal;
 }
 
+// ---- what the handles read (the state behind them, state.ts) ------------------------------------
+
+/**
+ * What an executor's handle reads of its entry (internal): state.ts's `ExecutorEntry` has this
+ * shape. Named here, not imported: state.ts imports this module (an entry makes its handle).
+ */
+export interface ExecutorEntryShape {
+  readonly id: string;
+  readonly principal: Principal;
+  readonly register: StoredRegistration;
+  readonly capabilities: Capabilities;
+  readonly draining: boolean;
+  readonly gone: ExecutorGoneReason | undefined;
+  /** The registered connection while one is open (a handle reads only whether there is one). */
+  readonly connection: object | undefined;
+  readonly lease: Lease | undefined;
+  readonly sessions: ReadonlyMap<string, SessionEntryShape> | undefined;
+  readonly handle: ExecutorHandle;
+  readonly closed: Promise<ExecutorEnd>;
+}
+
+/** What a session's view reads of its entry (internal): state.ts's `SessionEntry`. */
+export interface SessionEntryShape {
+  readonly id: string;
+  readonly executor: ExecutorEntryShape;
+  readonly metadata: SessionMetadata;
+  readonly log: EventLog;
+  readonly state: SessionState;
+  readonly reported: SessionStatusParams | undefined;
+  readonly ended: Promise<SessionEnd>;
+  readonly view: Session;
+}
+
 // ---- what the handles call (implemented by the harness's services) -------------------------------
+//
+// Generic over the entries they are given back: a handle gives back only its own entry, so
+// services written over state.ts's entries serve handles typed with the shapes above.
 
 /** The executor operations of the harness (internal). */
-export interface ExecutorOps {
+export interface ExecutorOps<E extends ExecutorEntryShape = ExecutorEntryShape> {
   /** The harness's default bma-file service URL. */
   readonly fileServiceUrl: string | undefined;
   request<M extends HarnessRequestMethod>(
-    executor: ExecutorEntry,
+    executor: E,
     method: M,
     params: RequestMap[M]["params"],
     options?: CallOptions,
   ): Promise<RequestMap[M]["result"]>;
   notify<M extends HarnessNotificationMethod>(
-    executor: ExecutorEntry,
+    executor: E,
     method: M,
     params: NotificationMap[M],
   ): void;
   drain(
-    executor: ExecutorEntry,
+    executor: E,
     params: ExecutorDrainParams,
     options: CallOptions,
   ): Promise<ExecutorDrainResult>;
-  close(executor: ExecutorEntry, reason: string): Promise<void>;
+  close(executor: E, reason: string): Promise<void>;
 }
 
 /** The session operations of the harness (internal). */
-export interface SessionOps {
+export interface SessionOps<
+  E extends ExecutorEntryShape = ExecutorEntryShape,
+  S extends SessionEntryShape = SessionEntryShape,
+> {
   assign(
-    executor: ExecutorEntry,
+    executor: E,
     params: SessionAssignParams,
     options: CallOptions,
   ): Promise<Session>;
-  ready(session: SessionEntry): Promise<void>;
+  ready(session: S): Promise<void>;
   events(
-    session: SessionEntry,
+    session: S,
     options: SessionEventsOptions,
   ): AsyncGenerator<SessionEventRecord, void, undefined>;
-  mcp(session: SessionEntry, server: string): Promise<McpChannel>;
-  terminal(session: SessionEntry, options: TerminalOptions): Promise<Terminal>;
-  stop(session: SessionEntry, reason: string | undefined, options: SessionStopOptions): Promise<
+  mcp(session: S, server: string): Promise<McpChannel>;
+  terminal(session: S, options: TerminalOptions): Promise<Terminal>;
+  stop(session: S, reason: string | undefined, options: SessionStopOptions): Promise<
     SessionEnd
   >;
 }
 
 /** The tool-call operations of the harness (internal). */
-export interface CallOps {
+export interface CallOps<S extends SessionEntryShape = SessionEntryShape> {
   callTool(
-    session: SessionEntry,
+    session: S,
     request: ToolCallRequest,
     options: ToolCallOptions,
   ): Promise<ToolCallResult>;
   cancelTool(
-    session: SessionEntry,
+    session: S,
     toolCallId: string,
     reason: string | undefined,
   ): Promise<ToolCancelResult>;
@@ -292,146 +333,15 @@ export interface AgentOps {
 }
 
 /** Everything a handle hands its operations to: one object per harness (internal). */
-export interface HarnessServices {
-  readonly executors: ExecutorOps;
-  readonly sessions: SessionOps;
-  readonly calls: CallOps;
+export interface HarnessServices<
+  E extends ExecutorEntryShape = ExecutorEntryShape,
+  S extends SessionEntryShape = SessionEntryShape,
+> {
+  readonly executors: ExecutorOps<E>;
+  readonly sessions: SessionOps<E, S>;
+  readonly calls: CallOps<S>;
   /** Set when the harness was given an agent capability. */
   agent: AgentOps | undefined;
-}
-
-// ---- the state behind the handles ------------------------------------------------------------------
-
-/** The registered connection of an executor, as its entry holds it (internal). */
-export interface ExecutorLink {
-  readonly peer: Peer;
-  /** A newer registration took over: closes with 4004. */
-  replaced(): void;
-}
-
-/**
- * One executor the harness holds (internal): stable across reconnects within its lease, gone
- * when the lease expires or it closes for good. Its sessions, channels and the `closed`
- * promise are made on first use: a harness holds one entry per executor, idle most of the time.
- */
-export class ExecutorEntry {
-  readonly id: string;
-  principal: Principal;
-  register: StoredRegistration;
-  capabilities: Capabilities;
-  /** Registrations that did not resume the previous one (a restarted executor process). */
-  epoch: number;
-  draining: boolean;
-  gone: ExecutorGoneReason | undefined = undefined;
-  /** The registered connection, while one is open. */
-  connection: ExecutorLink | undefined = undefined;
-  /** Its lease (none for an executor the harness no longer holds: an ended session's). */
-  lease: Lease | undefined = undefined;
-  /** Its live sessions, by id. */
-  sessions: Map<string, SessionEntry> | undefined = undefined;
-  /** Its open MCP channels, by channel id. */
-  channels: Map<string, McpChannelState> | undefined = undefined;
-  /** The brain's view. */
-  readonly handle: ExecutorHandle;
-  readonly #onLeaseExpired: ((entry: ExecutorEntry) => void) | undefined;
-  #closed: Promise<ExecutorEnd> | undefined;
-  #resolveClosed: ((end: ExecutorEnd) => void) | undefined;
-
-  constructor(
-    id: string,
-    principal: Principal,
-    register: StoredRegistration,
-    capabilities: Capabilities,
-    epoch: number,
-    draining: boolean,
-    services: HarnessServices,
-    onLeaseExpired?: (entry: ExecutorEntry) => void,
-  ) {
-    this.id = id;
-    this.principal = principal;
-    this.register = register;
-    this.capabilities = capabilities;
-    this.epoch = epoch;
-    this.draining = draining;
-    this.#onLeaseExpired = onLeaseExpired;
-    this.handle = new ExecutorHandle(this, services);
-  }
-
-  /** Its lease expired (the entry is its lease's holder: no object per executor for that). */
-  leaseExpired(): void {
-    this.#onLeaseExpired?.(this);
-  }
-
-  /** Settles when the executor is gone for good. */
-  get closed(): Promise<ExecutorEnd> {
-    if (!this.#closed) {
-      const gone = this.gone;
-      this.#closed = gone
-        ? Promise.resolve({ reason: gone })
-        : new Promise((resolve) => (this.#resolveClosed = resolve));
-    }
-    return this.#closed;
-  }
-
-  /** Settles `closed` (the executor is gone). */
-  settleClosed(reason: ExecutorGoneReason): void {
-    this.#resolveClosed?.({ reason });
-    this.#resolveClosed = undefined;
-  }
-}
-
-/** A session as the harness holds it (internal). */
-export class SessionEntry {
-  readonly id: string;
-  readonly executor: ExecutorEntry;
-  readonly metadata: SessionMetadata;
-  /** Opened by an agent turn (no `session.assign`). */
-  readonly agent: boolean;
-  readonly log: EventLog;
-  state: SessionState;
-  endReason: string | undefined = undefined;
-  /** The last `session.status` the executor sent. */
-  reported: SessionStatusParams | undefined = undefined;
-  readyWaiters: { resolve: () => void; reject: (error: unknown) => void }[] | undefined = undefined;
-  /** `tool.progress` listeners by tool call id. */
-  progress: Map<string, Set<(progress: ToolProgressParams) => void>> | undefined = undefined;
-  /** Open MCP channels by channel id. */
-  channels: Map<string, McpChannelState> | undefined = undefined;
-  /** Open terminals by terminal id. */
-  terminals: Map<string, { terminal: Terminal; output: TerminalOutput }> | undefined = undefined;
-  /** The wait for `session.ended` after a stop or a close (ends the session when it passes). */
-  endDeadline: CallbackDeadline | undefined = undefined;
-  /** The reason the session ends with when `endDeadline` passes. */
-  endByReason: string | undefined = undefined;
-  /** Settles once the session has ended. */
-  readonly ended: Promise<SessionEnd>;
-  /** The brain's view. */
-  readonly view: Session;
-  #resolveEnded!: (end: SessionEnd) => void;
-
-  constructor(
-    id: string,
-    executor: ExecutorEntry,
-    metadata: SessionMetadata,
-    state: SessionState,
-    agent: boolean,
-    log: EventLog,
-    services: HarnessServices,
-  ) {
-    this.id = id;
-    this.executor = executor;
-    this.metadata = metadata;
-    this.state = state;
-    this.agent = agent;
-    this.log = log;
-    this.ended = new Promise((resolve) => (this.#resolveEnded = resolve));
-    this.view = new Session(this, services);
-  }
-
-  /** Settles `ended`. */
-  settleEnded(reason: string): void {
-    this.#resolveEnded({ reason });
-  }
 }
 
 // ---- the handles -----------------------------------------------------------------------------------
@@ -440,11 +350,11 @@ export class SessionEntry {
 export class ExecutorHandle {
   /** The executor id (`exec_<machine_id>` for a machine credential). */
   readonly id: string;
-  readonly #entry: ExecutorEntry;
+  readonly #entry: ExecutorEntryShape;
   readonly #services: HarnessServices;
 
   /** Handles are made by the harness when executors register (or when it recovers them). */
-  constructor(entry: ExecutorEntry, services: HarnessServices) {
+  constructor(entry: ExecutorEntryShape, services: HarnessServices) {
     this.id = entry.id;
     this.#entry = entry;
     this.#services = services;
@@ -680,11 +590,11 @@ export class Session {
   readonly ended: Promise<SessionEnd>;
   /** The typed tool slots: `session.tools.bash.call({ command: "ls" })`. */
   readonly tools: SessionTools;
-  readonly #entry: SessionEntry;
+  readonly #entry: SessionEntryShape;
   readonly #services: HarnessServices;
 
   /** Sessions are made by the harness (`assignSession`, an agent's first turn, a recovery). */
-  constructor(entry: SessionEntry, services: HarnessServices) {
+  constructor(entry: SessionEntryShape, services: HarnessServices) {
     this.id = entry.id;
     this.metadata = entry.metadata;
     this.ended = entry.ended;
@@ -793,6 +703,11 @@ export class Session {
   stop(reason?: string, options: SessionStopOptions = {}): Promise<SessionEnd> {
     return this.#services.sessions.stop(this.#entry, reason, options);
   }
+
+  /** Stops the session as {@linkcode stop} does: `await using session = await …assignSession(…)`. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
 }
 
 /** The typed tool slots of a session. */
@@ -830,9 +745,4 @@ function slot<N extends ToolName>(session: Session, name: N): ToolSlot<N> {
       return result as unknown as ToolCallResult<ToolMap[N]["result"]>;
     },
   };
-}
-
-/** The error of an operation on an ended session. */
-export function sessionEnded(session: SessionEntry): SessionEndedError {
-  return new SessionEndedError(session.id, session.endReason ?? "ended");
 }

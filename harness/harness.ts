@@ -22,7 +22,7 @@ import { CONNECT_PATHS, createHarnessApp, type FetchOptions } from "./app.ts";
 import { type ArtifactStore, MemoryArtifactStore } from "./artifacts.ts";
 import type { ConnectionSnapshot } from "./connection.ts";
 import { type Admitted, HarnessCore } from "./core.ts";
-import { DialLink, type ExecutorLink, type HarnessDialOptions } from "./dial-link.ts";
+import { type DialedExecutorLink, DialLink, type HarnessDialOptions } from "./dial-link.ts";
 import {
   ConnectRefusedError,
   HarnessClosedError,
@@ -214,6 +214,8 @@ export interface HarnessServer {
   readonly httpUrl: string;
   /** Stops listening and closes its connections with 1001 (executors reconnect elsewhere). */
   close(): Promise<void>;
+  /** Closes it as `close` does: `await using server = await harness.serve(…)`. */
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 /** Options of {@linkcode Harness.waitExecutor}. */
@@ -451,7 +453,7 @@ export class Harness {
    * `authenticate` runs: the harness chose whom to dial. Needs a dialer (`dial` option, or a
    * runtime preset).
    */
-  async dial(url: string, options: HarnessDialOptions = {}): Promise<ExecutorLink> {
+  async dial(url: string, options: HarnessDialOptions = {}): Promise<DialedExecutorLink> {
     if (this.#closed) throw new HarnessClosedError();
     const dial = this.#dialer;
     if (!dial) throw new NoDialerError();
@@ -571,6 +573,11 @@ export class Harness {
     await Promise.all([closing, ...servers.map((s) => s.close())]);
   }
 
+  /** Closes the harness as {@linkcode close} does: `await using harness = new Harness(…)`. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
   async #listen(
     where: { hostname?: string; port?: number; path?: string },
   ): Promise<HarnessServer> {
@@ -587,14 +594,11 @@ export class Harness {
       fetch: (request) => this.fetch(request),
     });
     this.#servers.add(server);
-    return {
-      url: server.url,
-      httpUrl: server.httpUrl,
-      close: async () => {
-        this.#servers.delete(server);
-        await server.close();
-      },
+    const close = async () => {
+      this.#servers.delete(server);
+      await server.close();
     };
+    return { url: server.url, httpUrl: server.httpUrl, close, [Symbol.asyncDispose]: close };
   }
 
   async #admit(request: Request, protocols: readonly string[]): Promise<Admitted | Response> {

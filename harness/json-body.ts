@@ -5,6 +5,7 @@
  * parsed, so a hostile nesting never reaches `JSON.parse` or a schema), and an object.
  */
 import { DEFAULT_MAX_DEPTH, exceedsDepth } from "../protocol/jsonrpc.ts";
+import { concatBytes } from "../transport/bytes.ts";
 
 /** Why a body is not a JSON object. */
 export type JsonBodyProblem = "the body is not JSON" | "the body must be a JSON object";
@@ -57,13 +58,7 @@ export async function readBoundedBytes(
     }
     chunks.push(value);
   }
-  const all = new Uint8Array(size);
-  let at = 0;
-  for (const chunk of chunks) {
-    all.set(chunk, at);
-    at += chunk.byteLength;
-  }
-  return all;
+  return concatBytes(chunks, size);
 }
 
 /** The text of a body of at most `maxBytes`; {@linkcode JsonBodyError} 413 past it. */

@@ -40,12 +40,133 @@
  * preconfigured with that runtime's server, and `fetch(request, { upgrade })` mounts the
  * harness in a server of your own.
  *
- * The protocol core (the contract's types and error classes, `methods`, `ManualClock`, ...) is
- * re-exported, so one import serves a harness.
+ * The part of the protocol core a harness names (the wire types of its parameters and results,
+ * the error classes, `methods`, `ManualClock`, ...) is re-exported, so one import serves a
+ * harness; every wire type and the zod schemas are under `bma-executor-sdk/protocol`.
  *
  * @module
  */
-export * from "../protocol/core.ts";
+// The protocol core's part a harness names: the lists of protocol/core.ts marked `harness`,
+// written by `npm run gen` (scripts/gen-faces.ts). Change those lists, not these lines.
+// <core-names>
+export {
+  CapabilityMissingError,
+  CapabilityNotAdvertisedError,
+  CloseCode,
+  ConflictError,
+  ConnectionClosedError,
+  CONTRACT_VERSION,
+  DEFAULT_MAX_FRAME_BYTES,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  ErrorCode,
+  ForbiddenError,
+  FrameTooLargeError,
+  hasCapability,
+  InternalError,
+  InvalidOutgoingParamsError,
+  InvalidParamsError,
+  InvalidRequestError,
+  InvalidResultError,
+  LocalError,
+  ManualClock,
+  MethodNotFoundError,
+  methods,
+  MethodUnavailableError,
+  NotFoundError,
+  ParseError,
+  ProtocolError,
+  ProtocolMismatchError,
+  PROTOCOLS,
+  REDACTED,
+  redactingLogger,
+  RequestAbortedError,
+  RequestTimeoutError,
+  ResourceExhaustedError,
+  silentLogger,
+  systemClock,
+  TOOL_NAMES,
+  TurnInactiveError,
+  UnavailableError,
+} from "../protocol/core.ts";
+export type {
+  Ack,
+  AgentCustomToolResultParams,
+  Artifact,
+  BackoffPolicy,
+  BashInput,
+  BashResult,
+  CallOptions,
+  Capabilities,
+  Clock,
+  ContentBlock,
+  CustomToolResultResult,
+  Disposable,
+  EditInput,
+  EditResult,
+  ErrorInfo,
+  ExecutorDrainParams,
+  ExecutorDrainResult,
+  ExecutorInfo,
+  FsMountResult,
+  FsUnmountResult,
+  FsView,
+  GlobInput,
+  GlobResult,
+  GrepInput,
+  GrepResult,
+  HarnessNotificationMethod,
+  HarnessRequestMethod,
+  InteractionCancelParams,
+  InteractionRequestParams,
+  InteractionRequestResult,
+  InteractionResponseParams,
+  InteractionResponseResult,
+  JsonRpcErrorObject,
+  JsonRpcId,
+  LogFields,
+  Logger,
+  MethodName,
+  ModelTokenRefreshParams,
+  ModelTokenRefreshResult,
+  NotificationHandler,
+  NotificationMap,
+  NotificationMethod,
+  ParamsOf,
+  ProtocolVersion,
+  ReadInput,
+  ReadResult,
+  ReplyHooks,
+  RequestContext,
+  RequestHandler,
+  RequestMap,
+  RequestMethod,
+  ResultOf,
+  SessionAssignParams,
+  SessionCloseResult,
+  SessionEventDeltaParams,
+  SessionEventPayload,
+  SessionMetadata,
+  SessionStatus,
+  TerminalCloseResult,
+  TerminalResizeResult,
+  TimerHandle,
+  ToolCancelResult,
+  ToolMap,
+  ToolName,
+  ToolOutcome,
+  ToolProgressParams,
+  ToolsTokenRefreshParams,
+  ToolsTokenRefreshResult,
+  TurnCancelParams,
+  TurnCancelResult,
+  TurnInputParams,
+  TurnStartParams,
+  TurnStartResult,
+  ValidationIssue,
+  WriteInput,
+  WriteResult,
+} from "../protocol/core.ts";
+// </core-names>
 export {
   DEFAULT_HEARTBEAT_INTERVAL_MS,
   DEFAULT_MAX_ARTIFACT_BYTES,
@@ -103,15 +224,9 @@ export type {
   ToolProgressObservation,
   ToolSettledObservation,
 } from "./observe.ts";
-export {
-  CallbackDeadline,
-  clockDriver,
-  Deadline,
-  Scheduler,
-  type SchedulerDriver,
-} from "./scheduler.ts";
+export type { SchedulerDriver } from "./scheduler.ts";
 export { DEFAULT_REMEMBER_ENDED_SESSIONS } from "./sessions.ts";
-export type { ExecutorLink, HarnessDialOptions } from "./dial-link.ts";
+export type { DialedExecutorLink, HarnessDialOptions } from "./dial-link.ts";
 export {
   Terminal,
   TerminalBusyError,
@@ -123,28 +238,19 @@ export type { ToolCallStatus } from "./tool-calls.ts";
 export {
   DEFAULT_MAX_SESSION_EVENT_BYTES,
   DEFAULT_MAX_SESSION_EVENTS,
-  EventLog,
-  type EventLogOptions,
   type SessionEventRecord,
   type SessionEventSink,
 } from "./event-log.ts";
 export { McpChannel, type McpMessage } from "./mcp-channel.ts";
-export {
-  type Authenticate,
-  type ConnectRequest,
-  type CredentialScope,
-  type Principal,
-} from "./principal.ts";
+export type { Authenticate, ConnectRequest, CredentialScope, Principal } from "./principal.ts";
 export {
   DEFAULT_TOKEN_TTL_SECONDS,
   type EnvironmentCredential,
   type ExecutorCredential,
   type MachineCredential,
   type TokenEndpointOptions,
-  TokenIssuer,
   type TokenResponse,
 } from "./token-endpoint.ts";
-export { HmacJwt, type JwtClaims, type JwtVerifyOptions } from "./jwt.ts";
 export {
   type ArtifactStore,
   ArtifactStoreFullError,
@@ -154,7 +260,7 @@ export {
   type MemoryArtifactStoreOptions,
   type StoredArtifact,
 } from "./artifacts.ts";
-export { type FetchOptions, type WebSocketUpgrader } from "./app.ts";
+export type { FetchOptions, WebSocketUpgrader } from "./app.ts";
 export {
   brainApi,
   brainApiBearer,
@@ -209,7 +315,6 @@ export {
   type HarnessStore,
   InvalidStoreRequestError,
   type InvalidStoreRequestReason,
-  isPromiseLike,
   type ListOptions,
   type MaybePromise,
   prefixEnd,
@@ -221,7 +326,6 @@ export {
 export {
   DEFAULT_STORE_RENEW_MS,
   type HolderIdentity,
-  holderIsLive,
   StoreFencedError,
   StoreHeldError,
   type StoreHolderRecord,

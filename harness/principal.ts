@@ -3,6 +3,7 @@
  * that bind a registration to its principal (pure functions: the harness and the edge apply
  * them the same way).
  */
+import { bearer } from "./bearer-auth.ts";
 
 /** The scope of an executor credential (http.md): an environment key or a machine token. */
 export type CredentialScope = "environment" | "machine";
@@ -155,11 +156,9 @@ export function registrationClaim(
 
 /** The bearer token of a request: the `authorization` header, else `?access_token=`. */
 export function bearerToken(headers: Headers, url: URL): string | undefined {
-  const header = headers.get("authorization");
-  if (header) {
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-    return match ? match[1] : undefined;
-  }
+  const presented = bearer(headers);
+  // A header decides alone: a malformed one ("") presents no token, whatever the query says.
+  if (presented !== null) return presented || undefined;
   return url.searchParams.get("access_token") ?? undefined;
 }
 

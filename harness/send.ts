@@ -11,7 +11,7 @@ import type {
   RequestMap,
 } from "../protocol/generated/contract.ts";
 import { ExecutorUnavailableError } from "./errors.ts";
-import type { ExecutorEntry } from "./handles.ts";
+import type { ExecutorEntry } from "./state.ts";
 
 /** `options` with the harness's request timeout, unless they name one. */
 export function withTimeout(options: CallOptions, timeoutMs: number | undefined): CallOptions {

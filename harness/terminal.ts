@@ -139,6 +139,11 @@ export class TerminalOutput {
     return this.#ended && this.#queue.length === 0;
   }
 
+  /** Whether the output has ended (the program exited, or the session ended). */
+  get ended(): boolean {
+    return this.#ended;
+  }
+
   /** A `terminal.output` notification. */
   deliver(params: TerminalOutputParams): void {
     if (this.#ended) return;
@@ -440,6 +445,15 @@ export class Terminal implements AsyncIterable<string> {
     }, options);
     this.#output.closed(result.exit_code);
     return result;
+  }
+
+  /**
+   * Closes the terminal as {@linkcode close} does, unless its program has exited or its session
+   * has ended already (nothing is left to close): `await using terminal = await session.terminal()`.
+   */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (this.#output.ended) return;
+    await this.close();
   }
 }
 

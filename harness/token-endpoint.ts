@@ -7,6 +7,7 @@ import type { Clock } from "../protocol/clock.ts";
 import { TokenRejectedError } from "./errors.ts";
 import { HmacJwt, type JwtClaims } from "./jwt.ts";
 import { hex } from "../protocol/ids.ts";
+import { sameBytes, sha256 } from "./bearer-auth.ts";
 import type { CredentialScope, Principal } from "./principal.ts";
 
 /** An environment key accepted by the endpoint. */
@@ -66,7 +67,6 @@ export interface TokenResponse {
 /** The default token lifetime: five minutes. */
 export const DEFAULT_TOKEN_TTL_SECONDS = 300;
 const DEFAULT_ISSUER = "bma-harness";
-const encoder = new TextEncoder();
 
 interface StoredCredential {
   readonly scope: CredentialScope;
@@ -113,7 +113,8 @@ export class TokenIssuer {
     let match: StoredCredential | undefined;
     for (const credential of await this.#credentials) {
       // Every candidate is compared, so the time taken does not reveal which one matched.
-      if (constantTimeEqual(credential.digest, digest)) match = credential;
+      // (Digests of equal length: `sameBytes` looks at every byte.)
+      if (sameBytes(credential.digest, digest)) match = credential;
     }
     if (!match) return undefined;
     const now = this.#clock.now();
@@ -175,17 +176,6 @@ async function storeCredential(credential: ExecutorCredential): Promise<StoredCr
   // The default id is a prefix of the digest: stable across restarts, useless to recover the secret.
   const id = credential.id ?? `cred_${hex(digest).slice(0, 16)}`;
   return { scope, owner, digest, id };
-}
-
-async function sha256(text: string): Promise<Uint8Array> {
-  return new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(text)));
-}
-
-function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  let diff = 0;
-  for (let i = 0; i < a.length; i++) diff |= a[i] ^ b[i];
-  return diff === 0;
 }
 
 function defaultConnectUrl(requestUrl: URL): string {

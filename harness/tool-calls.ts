@@ -28,15 +28,8 @@ import type { Clock } from "../protocol/clock.ts";
 import type { Logger } from "../protocol/logger.ts";
 import { randomId } from "../protocol/ids.ts";
 import { ToolOutcomeUnknownError, type ToolOutcomeUnknownReason } from "./errors.ts";
-import {
-  type CallOps,
-  type ExecutorEntry,
-  type ExecutorLink,
-  sessionEnded,
-  type SessionEntry,
-  type ToolCallOptions,
-  type ToolCallRequest,
-} from "./handles.ts";
+import type { CallOps, ToolCallOptions, ToolCallRequest } from "./handles.ts";
+import { type ExecutorEntry, type ExecutorLink, sessionEnded, type SessionEntry } from "./state.ts";
 import { then } from "./maybe.ts";
 import type { Observers } from "./observe.ts";
 import type { ToolCallResult } from "./records.ts";
@@ -73,7 +66,7 @@ export interface ToolCallsDeps {
 }
 
 /** The harness's tool calls. */
-export class ToolCalls implements CallOps {
+export class ToolCalls implements CallOps<SessionEntry> {
   readonly #ledger: ToolCallLedger;
   readonly #clock: Clock;
   readonly #logger: Logger;

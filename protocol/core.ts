@@ -1,16 +1,54 @@
 /**
- * The protocol core as the SDK's entry points export it: the contract's types (types only: its
- * zod schemas and generated predicates are under `bma-executor-sdk/protocol`), its method and
- * tool names, one error class per contract error code and the local errors, close codes, the
- * JSON-RPC peer, time and logging.
+ * The protocol core as the SDK's faces export it: the wire types of the SDK's parameters and
+ * results (types only: every wire type, the zod schemas and the generated predicates are under
+ * `bma-executor-sdk/protocol`), the method and tool names, one error class per contract error
+ * code and the local errors, close codes, the JSON-RPC peer, time and logging.
+ *
+ * Each name is listed here once, under a `// faces:` line naming the end faces that export it
+ * besides the root (`mod.ts` exports every name here; `none`: the root alone, with the agent
+ * end's vocabulary and the peer). `npm run gen` (`scripts/gen-faces.ts`) writes those faces'
+ * protocol part from these lists, and `/protocol`'s part of them: move a name between the
+ * lists, or add one, here.
  *
  * @module
  */
-export type * from "./generated/contract.ts";
+// faces: executor, harness (what both ends name: errors, time, logging, the shared wire types)
 export { CONTRACT_VERSION, methods, PROTOCOLS, TOOL_NAMES } from "./generated/contract.ts";
+export type {
+  Artifact,
+  BashInput,
+  BashResult,
+  Capabilities,
+  ContentBlock,
+  EditInput,
+  EditResult,
+  ExecutorInfo,
+  GlobInput,
+  GlobResult,
+  GrepInput,
+  GrepResult,
+  HarnessNotificationMethod,
+  HarnessRequestMethod,
+  MethodName,
+  NotificationMap,
+  NotificationMethod,
+  ParamsOf,
+  ProtocolVersion,
+  ReadInput,
+  ReadResult,
+  RequestMap,
+  RequestMethod,
+  ResultOf,
+  SessionAssignParams,
+  SessionMetadata,
+  SessionStatus,
+  ToolMap,
+  ToolName,
+  WriteInput,
+  WriteResult,
+} from "./generated/contract.ts";
 export {
   CapabilityMissingError,
-  CLOSE_CODES,
   CloseCode,
   ConflictError,
   ErrorCode,
@@ -23,7 +61,6 @@ export {
   ParseError,
   ProtocolMismatchError,
   ResourceExhaustedError,
-  RETRYABLE_ERROR_CODES,
   TurnInactiveError,
   UnavailableError,
 } from "./generated/errors.ts";
@@ -46,24 +83,69 @@ export {
   DEFAULT_REQUEST_TIMEOUT_MS,
   type Disposable,
   type NotificationHandler,
-  Peer,
-  type PeerOptions,
   type ReplyHooks,
   type RequestContext,
   type RequestHandler,
   type ValidationIssue,
 } from "./peer.ts";
-export { DEFAULT_MAX_DEPTH } from "./jsonrpc.ts";
-export type {
-  JsonRpcFailure,
-  JsonRpcId,
-  JsonRpcMessage,
-  JsonRpcNotification,
-  JsonRpcRequest,
-  JsonRpcResponse,
-  JsonRpcSuccess,
-} from "./jsonrpc.ts";
+export type { JsonRpcId } from "./jsonrpc.ts";
 export { hasCapability } from "./capabilities.ts";
 export { type Clock, ManualClock, systemClock, type TimerHandle } from "./clock.ts";
 export { type LogFields, type Logger, REDACTED, redactingLogger, silentLogger } from "./logger.ts";
 export type { BackoffPolicy } from "./retry.ts";
+// faces: executor (the wire types of what only an executor sends or serves)
+export type {
+  ExecutorNotificationMethod,
+  ExecutorRegisterResult,
+  ExecutorRequestMethod,
+  SessionStopParams,
+  ToolDefinition,
+  ToolOutputChunk,
+  ToolResultParams,
+} from "./generated/contract.ts";
+// faces: harness (the wire types of what only a harness calls or serves)
+export type {
+  Ack,
+  AgentCustomToolResultParams,
+  CustomToolResultResult,
+  ErrorInfo,
+  ExecutorDrainParams,
+  ExecutorDrainResult,
+  FsMountResult,
+  FsUnmountResult,
+  FsView,
+  InteractionCancelParams,
+  InteractionRequestParams,
+  InteractionRequestResult,
+  InteractionResponseParams,
+  InteractionResponseResult,
+  ModelTokenRefreshParams,
+  ModelTokenRefreshResult,
+  SessionCloseResult,
+  SessionEventDeltaParams,
+  SessionEventPayload,
+  TerminalCloseResult,
+  TerminalResizeResult,
+  ToolCancelResult,
+  ToolOutcome,
+  ToolProgressParams,
+  ToolsTokenRefreshParams,
+  ToolsTokenRefreshResult,
+  TurnCancelParams,
+  TurnCancelResult,
+  TurnInputParams,
+  TurnStartParams,
+  TurnStartResult,
+} from "./generated/contract.ts";
+// faces: none (the agent face's wire vocabulary, and the JSON-RPC peer itself)
+export type {
+  AgentEvent,
+  EventDelta,
+  InteractionKind,
+  InteractionOption,
+  InteractionOutcome,
+  TurnMetadata,
+  TurnOutcome,
+} from "./generated/contract.ts";
+export { Peer, type PeerOptions } from "./peer.ts";
+export { DEFAULT_MAX_DEPTH } from "./jsonrpc.ts";

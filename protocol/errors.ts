@@ -172,3 +172,11 @@ export class FrameTooLargeError extends LocalError {
     this.limit = limit;
   }
 }
+
+/**
+ * An error as a local log line reads it: its name and message. It stays local: the text of an
+ * exception may name paths or values the peer must not see.
+ */
+export function describeError(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}

@@ -64,6 +64,20 @@ export function isErrorObject(value: unknown): value is JsonRpcErrorObject {
   return Number.isInteger(e.code) && typeof e.message === "string";
 }
 
+/** An error response: `data` is left out when there is none. */
+export function failure(
+  id: JsonRpcId | null,
+  code: number,
+  message: string,
+  data?: unknown,
+): JsonRpcFailure {
+  return {
+    jsonrpc: "2.0",
+    id,
+    error: data === undefined ? { code, message } : { code, message, data },
+  };
+}
+
 export { exceedsBytes, utf8Length } from "../transport/bytes.ts";
 
 /**

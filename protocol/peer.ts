@@ -4,6 +4,12 @@
  * protocol version and capability, and ends every pending request exactly once.
  *
  * It knows nothing about sockets: it reads and writes text frames through a {@linkcode Transport}.
+ *
+ * Its parts: the types its users write against (`peer-types.ts`), the handler table shared by
+ * many peers (`peer-handlers.ts`), the checks against the contract (`contract-check.ts`), the
+ * requests awaiting their response (`pending-requests.ts`) and the context of a request being
+ * served (`incoming-request.ts`). This module is the connection itself: what goes out, what
+ * comes in, and the end.
  */
 import {
   type CloseInfo,
@@ -14,11 +20,12 @@ import {
 } from "../transport/transport.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../transport/bytes.ts";
 import { hasCapability } from "./capabilities.ts";
-import { BoundedSet } from "./bounded-set.ts";
-import { type Clock, systemClock, type TimerHandle } from "./clock.ts";
+import { type Clock, systemClock } from "./clock.ts";
+import { checked, Refused, requireSpec } from "./contract-check.ts";
 import {
   CapabilityNotAdvertisedError,
   ConnectionClosedError,
+  describeError,
   FrameTooLargeError,
   InvalidOutgoingParamsError,
   InvalidResultError,
@@ -26,7 +33,6 @@ import {
   MethodUnavailableError,
   ProtocolError,
   RequestAbortedError,
-  RequestTimeoutError,
 } from "./errors.ts";
 import {
   METHOD_SPECS,
@@ -38,20 +44,55 @@ import {
 } from "./generated/contract.ts";
 import { CloseCode, ErrorCode, protocolErrorFromWire } from "./generated/errors.ts";
 import {
+  BROKEN_NOTIFICATION,
+  BROKEN_RESPONSE,
+  envelopeFault,
+  shallowEnvelope,
+} from "./envelope.ts";
+import { IncomingRequest } from "./incoming-request.ts";
+import {
   DEFAULT_MAX_DEPTH,
   exceedsBytes,
   exceedsDepth,
+  failure,
   isErrorObject,
   isJsonRpcId,
-  type JsonRpcFailure,
   type JsonRpcId,
   type JsonRpcResponse,
-  withoutDeepValues,
 } from "./jsonrpc.ts";
 import { type Logger, silentLogger } from "./logger.ts";
+import type { PeerHandlers } from "./peer-handlers.ts";
+import type {
+  AdmissionGate,
+  AnyNotificationHandler,
+  AnyRequestHandler,
+  CallOptions,
+  Disposable,
+  NotificationHandler,
+  PeerOptions,
+  ReplyHooks,
+  RequestHandler,
+} from "./peer-types.ts";
+import { PendingRequests } from "./pending-requests.ts";
 
 export { DEFAULT_MAX_FRAME_BYTES } from "../transport/bytes.ts";
 export { DEFAULT_MAX_DEPTH } from "./jsonrpc.ts";
+export { PeerHandlers } from "./peer-handlers.ts";
+export type { ValidationIssue } from "./contract-check.ts";
+export type {
+  AdmissionGate,
+  CallOptions,
+  Disposable,
+  HandlerTable,
+  NotificationHandler,
+  PeerOptions,
+  ReplyHooks,
+  RequestContext,
+  RequestHandler,
+  SharedNotificationHandler,
+  SharedRequestHandler,
+} from "./peer-types.ts";
+
 /** The default time a request waits for its response: 60 s. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 
@@ -64,282 +105,7 @@ export const DEFAULT_MAX_BUFFERED_BYTES = 1024 * 1024;
 const MESSAGE_TOO_BIG = 1009;
 const V1 = "bma.executor.v1";
 
-/** Options of a {@linkcode Peer}. */
-export interface PeerOptions {
-  /**
-   * The connection's protocol version, for `x-since` gating. Default: the transport's negotiated
-   * subprotocol. On `bma.executor.v1`, methods added in v1.1 are unavailable both ways.
-   */
-  protocol?: string;
-  /** Frames over this many UTF-8 bytes close the connection with 1009. Default 16 MiB. */
-  maxFrameBytes?: number;
-  /**
-   * Frames that nest arrays and objects deeper than this (the frame's own object is level 1)
-   * are refused unparsed, and the connection stays: a request is answered -32600 with
-   * `data.reason` `too_deep` (and `max_depth`), a notification dropped, a response rejects its
-   * request with {@linkcode InvalidResultError}. Default 128 ({@linkcode DEFAULT_MAX_DEPTH}).
-   */
-  maxFrameDepth?: number;
-  /** Default timeout of an outgoing request, in ms; `0` waits forever. Default 60 s. */
-  requestTimeoutMs?: number;
-  /**
-   * The link counts as congested while the transport holds more than this many bytes not yet
-   * sent ({@linkcode Transport.bufferedAmount}): then the contract's lossy notifications
-   * (`x-lossy`) are dropped, not queued, except a chunk that ends its stream (`eof: true`).
-   * Default 1 MiB ({@linkcode DEFAULT_MAX_BUFFERED_BYTES}).
-   */
-  maxBufferedBytes?: number;
-  /**
-   * The most the transport may hold unsent ({@linkcode Transport.bufferedAmount}): a send that
-   * leaves more closes the connection (1011), because a peer that reads nothing would otherwise
-   * hold the sender's memory without bound. The peer reconnects and resumes: what was not
-   * acknowledged is sent again. Default 64 MiB ({@linkcode DEFAULT_MAX_QUEUED_BYTES}): four
-   * frames of the largest size.
-   */
-  maxQueuedBytes?: number;
-  /** Time and timers. Default: the system clock. */
-  clock?: Clock;
-  /** Where diagnostics go. Default: nowhere. */
-  logger?: Logger;
-  /**
-   * The executor's advertised capabilities (`executor.register` params), against which methods
-   * with an `x-capability` are gated in both directions. `undefined` (not yet registered)
-   * refuses every gated method. Settable later with {@linkcode Peer.capabilities}.
-   */
-  capabilities?: unknown;
-  /** Validate params of outgoing requests and notifications against the contract. Default true. */
-  validateOutgoing?: boolean;
-  /**
-   * Handlers shared with other peers (every connection of a server), consulted when this peer
-   * has no handler of its own for a method: a {@linkcode PeerHandlers} of any owner type.
-   */
-  handlers?: HandlerTable;
-  /** What the shared {@linkcode PeerOptions.handlers} receive as their owner (the connection). */
-  owner?: unknown;
-}
-
-/** Per-request options of {@linkcode Peer.call}. */
-export interface CallOptions {
-  /** Aborts the request: it rejects with {@linkcode RequestAbortedError}. */
-  signal?: AbortSignal;
-  /** Overrides the peer's default timeout, in ms; `0` waits forever. */
-  timeoutMs?: number;
-  /**
-   * Sends the request under this id instead of a fresh one: a request resent after a reconnect
-   * keeps its id, so a peer that deduplicates by JSON-RPC id sees a repeat.
-   */
-  id?: JsonRpcId;
-  /**
-   * The params were checked against the contract already (e.g. when a call was queued): skip
-   * the outgoing check for this request.
-   */
-  prevalidated?: boolean;
-}
-
-/** What a request handler is told besides its params. */
-export interface RequestContext {
-  /** The request's id. */
-  readonly id: JsonRpcId;
-  /** The method name. */
-  readonly method: string;
-  /** Aborted when the connection ends before the handler has answered. */
-  readonly signal: AbortSignal;
-  /**
-   * The length of the text frame that carried the request, in UTF-16 code units (its bytes, for
-   * ASCII JSON); 0 for a message handed over as an object.
-   */
-  readonly frameLength: number;
-  /**
-   * Runs `fn` once the response to this request has been handed to the transport (after an
-   * error response too): what must follow the answer on the wire — a request to the peer that
-   * presumes it, a close after a refusal — goes here. Hooks run in the order added.
-   */
-  afterReply(fn: () => void): void;
-}
-
-/** What an {@linkcode AdmissionGate} may defer until the refusal it returns has been sent. */
-export interface ReplyHooks {
-  /** Runs `fn` after the response has been handed to the transport. */
-  afterReply(fn: () => void): void;
-}
-
-/** Serves one request method; throw a {@linkcode ProtocolError} to answer with its code and data. */
-export type RequestHandler<M extends RequestMethod> = (
-  params: RequestMap[M]["params"],
-  context: RequestContext,
-) => RequestMap[M]["result"] | Promise<RequestMap[M]["result"]>;
-
-/** Receives one notification method. */
-export type NotificationHandler<M extends NotificationMethod> = (
-  params: NotificationMap[M],
-) => void | Promise<void>;
-
-/** Undoes a registration. */
-export interface Disposable {
-  /** Undoes it; a second call does nothing. */
-  dispose(): void;
-}
-
-/**
- * Decides whether an incoming message may be dispatched; returns an error to refuse it (a
- * request is answered with it, a notification dropped), or `undefined` to admit it.
- */
-export type AdmissionGate = (
-  method: string,
-  kind: "request" | "notification",
-  reply?: ReplyHooks,
-) =>
-  | ProtocolError
-  | undefined;
-
-interface Pending {
-  readonly method: string;
-  readonly spec: MethodSpec;
-  readonly resolve: (value: unknown) => void;
-  readonly reject: (error: unknown) => void;
-  /**
-   * When a request on the peer's default timeout expires (0: it has its own timer, or none).
-   * These deadlines grow with insertion order, so one sweep timer serves them all.
-   */
-  readonly deadline: number;
-  timer: TimerHandle | undefined;
-  detach: (() => void) | undefined;
-}
-
-type AnyRequestHandler = (params: unknown, context: RequestContext, owner?: unknown) => unknown;
-type AnyNotificationHandler = (params: unknown, owner?: unknown) => unknown;
-
-/** Serves one request method for every peer of a {@linkcode PeerHandlers} table. */
-export type SharedRequestHandler<M extends RequestMethod, O> = (
-  params: RequestMap[M]["params"],
-  context: RequestContext,
-  owner: O,
-) => RequestMap[M]["result"] | Promise<RequestMap[M]["result"]>;
-
-/** Receives one notification method for every peer of a {@linkcode PeerHandlers} table. */
-export type SharedNotificationHandler<M extends NotificationMethod, O> = (
-  params: NotificationMap[M],
-  owner: O,
-) => void | Promise<void>;
-
-/** What a peer reads of a shared handler table ({@linkcode PeerHandlers}, of any owner type). */
-export interface HandlerTable {
-  /** Run after the peer's own {@linkcode Peer.admit} has admitted a message. */
-  readonly admit:
-    | ((
-      owner: never,
-      method: string,
-      kind: "request" | "notification",
-      reply?: ReplyHooks,
-    ) => ProtocolError | undefined)
-    | undefined;
-  /** The handler of a request method; it is called with the peer's owner as third argument. */
-  request(
-    method: string,
-  ): ((params: unknown, context: RequestContext, owner: never) => unknown) | undefined;
-  /** The handler of a notification method; it is called with the peer's owner as second argument. */
-  notification(method: string): ((params: unknown, owner: never) => unknown) | undefined;
-}
-
-/**
- * Request and notification handlers shared by many peers (e.g. every connection of a server):
- * one table, where handlers registered per peer cost a closure and a map entry per method per
- * connection. Each handler receives the `owner` its peer was given ({@linkcode PeerOptions}).
- * A peer's own handlers take precedence over the table's.
- */
-export class PeerHandlers<O> implements HandlerTable {
-  /** Optional gate run after the peer's own {@linkcode Peer.admit} has admitted a message. */
-  admit:
-    | ((
-      owner: O,
-      method: string,
-      kind: "request" | "notification",
-      reply?: ReplyHooks,
-    ) => ProtocolError | undefined)
-    | undefined;
-  readonly #requests = new Map<string, AnyRequestHandler>();
-  readonly #notifications = new Map<string, AnyNotificationHandler>();
-
-  /** Serves a request method on every peer of the table. Registering again replaces it. */
-  onRequest<M extends RequestMethod>(method: M, handler: SharedRequestHandler<M, O>): this {
-    requireMethod(method, "request");
-    this.#requests.set(method, handler as AnyRequestHandler);
-    return this;
-  }
-
-  /** Receives a notification method on every peer of the table. Registering again replaces it. */
-  onNotification<M extends NotificationMethod>(
-    method: M,
-    handler: SharedNotificationHandler<M, O>,
-  ): this {
-    requireMethod(method, "notification");
-    this.#notifications.set(method, handler as AnyNotificationHandler);
-    return this;
-  }
-
-  /** The handler of a request method, if the table serves it. */
-  request(
-    method: string,
-  ): ((params: unknown, context: RequestContext, owner?: unknown) => unknown) | undefined {
-    return this.#requests.get(method);
-  }
-
-  /** The handler of a notification method, if the table serves it. */
-  notification(method: string): ((params: unknown, owner?: unknown) => unknown) | undefined {
-    return this.#notifications.get(method);
-  }
-}
-
-function requireMethod(method: string, kind: "request" | "notification"): void {
-  const spec = METHOD_SPECS.get(method);
-  if (!spec) throw new LocalError(`${method} is not a method of the contract`);
-  if (spec.kind !== kind) throw new LocalError(`${method} is a ${spec.kind}, not a ${kind}`);
-}
-
-/** What {@linkcode checked} returns for a value outside the contract: why. */
-class Refused {
-  readonly issues: ValidationIssue[];
-  constructor(issues: ValidationIssue[]) {
-    this.issues = issues;
-  }
-}
-
-/**
- * Checks a value against the contract: the generated predicate admits almost every valid value
- * as it is (nothing allocated); zod decides the rest, returning its data or why it refused.
- */
-function checked(
-  accepts: (value: unknown) => boolean,
-  schema: MethodSpec["params"],
-  value: unknown,
-): unknown {
-  if (accepts(value)) return value;
-  const parsed = schema.safeParse(value);
-  return parsed.success ? parsed.data : new Refused(toIssues(parsed.error));
-}
-
-/** Issues as sent in `data.issues` of a -32602 answer. */
-export interface ValidationIssue {
-  /** Where in the params: member names and array indexes. */
-  path: (string | number)[];
-  /** What is wrong there. */
-  message: string;
-  /** The kind of issue (zod's code). */
-  code: string;
-}
-
-function toIssues(
-  error: { issues: readonly { path: PropertyKey[]; message: string; code: string }[] },
-): ValidationIssue[] {
-  return error.issues.map((i) => ({
-    path: i.path.map((p) => (typeof p === "symbol" ? String(p) : p)),
-    message: i.message,
-    code: i.code,
-  }));
-}
-
 // Shared empty collections of peers that have not written theirs yet: never written themselves.
-const NO_PENDING = new Map<JsonRpcId, never>();
 const NO_HANDLERS = new Map<string, never>();
 const NO_REQUESTS = new Set<never>();
 
@@ -366,19 +132,16 @@ export class Peer {
   readonly #maxDepth: number;
   readonly #timeoutMs: number;
   readonly #validateOutgoing: boolean;
-  // The maps and the set below start as shared empty ones, never written, and are made on the
-  // first write: a server holds a peer per idle connection, where even empty Maps add up.
-  #pending: Map<JsonRpcId, Pending> = NO_PENDING;
-  /** Ids of requests given up on (timeout, abort), made when the first is. */
-  #abandoned: BoundedSet<JsonRpcId> | undefined;
+  // The table of requests is made on the first call, and the maps and the set below start as
+  // shared empty ones, never written, made on the first write: a server holds a peer per idle
+  // connection, where even empty Maps add up.
+  #requests: PendingRequests | undefined;
   #requestHandlers: Map<string, AnyRequestHandler> = NO_HANDLERS;
   #notificationHandlers: Map<string, AnyNotificationHandler> = NO_HANDLERS;
   #inFlight: Set<IncomingRequest> = NO_REQUESTS;
   /** Handlers shared with other peers, and what they receive as owner. */
   readonly #shared: PeerHandlers<unknown> | undefined;
   readonly #owner: unknown;
-  /** The one timer that expires requests on the default timeout (see {@linkcode Pending}). */
-  #sweepTimer: TimerHandle | undefined;
   #nextId = 1;
   #closeInfo: CloseInfo | undefined;
   /** The length of the text frame being dispatched (0: a message object). */
@@ -424,12 +187,12 @@ export class Peer {
 
   /** How many outgoing requests await their response. */
   get pendingRequests(): number {
-    return this.#pending.size;
+    return this.#requests?.size ?? 0;
   }
 
   /** Serves a request method. Registering a method again replaces its handler. */
   onRequest<M extends RequestMethod>(method: M, handler: RequestHandler<M>): Disposable {
-    this.#requireSpec(method, "request");
+    requireSpec(method, "request");
     if (this.#requestHandlers === NO_HANDLERS) this.#requestHandlers = new Map();
     this.#requestHandlers.set(method, handler as AnyRequestHandler);
     return {
@@ -444,7 +207,7 @@ export class Peer {
     method: M,
     handler: NotificationHandler<M>,
   ): Disposable {
-    this.#requireSpec(method, "notification");
+    requireSpec(method, "notification");
     if (this.#notificationHandlers === NO_HANDLERS) this.#notificationHandlers = new Map();
     this.#notificationHandlers.set(method, handler as AnyNotificationHandler);
     return {
@@ -475,42 +238,24 @@ export class Peer {
       const signal = options.signal;
       if (signal?.aborted) throw new RequestAbortedError(method, signal.reason);
       const id = options.id ?? this.#nextId++;
-      if (this.#pending.has(id)) throw new LocalError(`request id ${JSON.stringify(id)} is in use`);
+      if (this.#requests?.has(id)) {
+        throw new LocalError(`request id ${JSON.stringify(id)} is in use`);
+      }
       const message = { jsonrpc: "2.0", id, method, params };
       const frame = this.#direct ? undefined : JSON.stringify(message);
       if (frame !== undefined && exceedsBytes(frame, this.#maxFrameBytes)) {
         throw new FrameTooLargeError(frame.length, this.#maxFrameBytes);
       }
-      const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
-      // A timer per request costs more than the request itself: requests on the default
-      // timeout share one sweep; only other timeouts get their own timer.
-      const swept = timeoutMs > 0 && timeoutMs === this.#timeoutMs;
-      const pending: Pending = {
+      const requests = this.#requests ??= new PendingRequests(this.#clock, this.#timeoutMs);
+      requests.add(
+        id,
         method,
         spec,
-        resolve: resolve as (value: unknown) => void,
+        resolve as (value: unknown) => void,
         reject,
-        deadline: swept ? this.#clock.now() + timeoutMs : 0,
-        timer: undefined,
-        detach: undefined,
-      };
-      if (swept) {
-        if (this.#sweepTimer === undefined) this.#armSweep(pending.deadline);
-      } else if (timeoutMs > 0) {
-        pending.timer = this.#clock.setTimeout(
-          () => this.#settle(id, undefined, new RequestTimeoutError(method, timeoutMs)),
-          timeoutMs,
-        );
-      }
-      if (signal) {
-        const onAbort = () =>
-          this.#settle(id, undefined, new RequestAbortedError(method, signal.reason));
-        signal.addEventListener("abort", onAbort, { once: true });
-        pending.detach = () => signal.removeEventListener("abort", onAbort);
-      }
-      if (this.#pending === NO_PENDING) this.#pending = new Map();
-      this.#pending.set(id, pending);
-      this.#abandoned?.delete(id);
+        options.timeoutMs ?? this.#timeoutMs,
+        signal,
+      );
       try {
         if (frame === undefined) this.#direct!.sendMessage(message);
         else {
@@ -520,7 +265,7 @@ export class Peer {
       } catch (error) {
         // A closed transport has settled `closed`: the shutdown rejects this request with the
         // close code. Anything else is this request's own failure.
-        if (!(error instanceof TransportClosedError)) this.#settle(id, undefined, error);
+        if (!(error instanceof TransportClosedError)) requests.settle(id, undefined, error);
       }
     });
   }
@@ -584,13 +329,6 @@ export class Peer {
 
   // ---- outgoing ------------------------------------------------------------------------------
 
-  #requireSpec(method: string, kind: "request" | "notification"): MethodSpec {
-    const spec = METHOD_SPECS.get(method);
-    if (!spec) throw new LocalError(`${method} is not a method of the contract`);
-    if (spec.kind !== kind) throw new LocalError(`${method} is a ${spec.kind}, not a ${kind}`);
-    return spec;
-  }
-
   #outgoingSpec(
     method: string,
     kind: "request" | "notification",
@@ -598,7 +336,7 @@ export class Peer {
     validate: boolean,
   ): MethodSpec {
     if (this.#closeInfo) throw this.#closedError();
-    const spec = this.#requireSpec(method, kind);
+    const spec = requireSpec(method, kind);
     if (spec.since !== V1 && this.protocol === V1) {
       throw new MethodUnavailableError(method, this.protocol, `it was added in ${spec.since}`);
     }
@@ -617,56 +355,6 @@ export class Peer {
     return info
       ? new ConnectionClosedError(info.code, info.reason)
       : new ConnectionClosedError(1006, "");
-  }
-
-  /** Ends a pending request exactly once. */
-  #settle(id: JsonRpcId, result: unknown, error?: unknown): void {
-    const pending = this.#pending.get(id);
-    if (!pending) return;
-    this.#pending.delete(id);
-    if (pending.timer !== undefined) this.#clock.clearTimeout(pending.timer);
-    pending.detach?.();
-    if (error !== undefined) {
-      if (error instanceof RequestTimeoutError || error instanceof RequestAbortedError) {
-        this.#abandon(id);
-      }
-      pending.reject(error);
-      return;
-    }
-    const verdict = checked(pending.spec.acceptsResult!, pending.spec.result!, result);
-    if (verdict instanceof Refused) {
-      pending.reject(new InvalidResultError(pending.method, verdict.issues));
-    } else pending.resolve(verdict);
-  }
-
-  #armSweep(at: number): void {
-    this.#sweepTimer = this.#clock.setTimeout(
-      () => this.#sweep(),
-      Math.max(0, at - this.#clock.now()),
-    );
-  }
-
-  /**
-   * Expires the requests on the default timeout whose deadline has passed, oldest first, and
-   * re-arms for the oldest that has not. Settled requests leave the sweep armed: it finds
-   * nothing, which is cheaper than a timer set and cleared per request.
-   */
-  #sweep(): void {
-    this.#sweepTimer = undefined;
-    const now = this.#clock.now();
-    for (const [id, pending] of this.#pending) {
-      if (pending.deadline === 0) continue;
-      if (pending.deadline > now) {
-        this.#armSweep(pending.deadline);
-        return;
-      }
-      this.#settle(id, undefined, new RequestTimeoutError(pending.method, this.#timeoutMs));
-    }
-  }
-
-  /** Remembers ids whose late responses are expected, so they are not reported as unknown. */
-  #abandon(id: JsonRpcId): void {
-    (this.#abandoned ??= new BoundedSet(1024)).add(id);
   }
 
   // ---- incoming ------------------------------------------------------------------------------
@@ -709,24 +397,16 @@ export class Peer {
    */
   #refuseDeep(frame: string): void {
     const limit = this.#maxDepth;
-    let m: Record<string, unknown> | undefined;
-    try {
-      const envelope: unknown = JSON.parse(withoutDeepValues(frame, limit));
-      if (typeof envelope === "object" && envelope !== null && !Array.isArray(envelope)) {
-        m = envelope as Record<string, unknown>;
-      }
-    } catch {
-      // Not JSON either: answered below like any frame whose id cannot be read.
-    }
+    const m = shallowEnvelope(frame, limit);
     const id = m && isJsonRpcId(m.id) ? m.id : null;
     if (m && !("method" in m) && ("result" in m || "error" in m)) {
-      const pending = id === null ? undefined : this.#pending.get(id);
+      const method = id === null ? undefined : this.#requests?.method(id);
       this.#logger.warn("response nested too deep refused", { id, limit });
-      if (pending) {
-        this.#settle(
+      if (method !== undefined) {
+        this.#requests!.settle(
           id!,
           undefined,
-          new InvalidResultError(pending.method, [
+          new InvalidResultError(method, [
             { path: [], message: `nested deeper than ${limit} levels`, code: "too_deep" },
           ]),
         );
@@ -748,60 +428,22 @@ export class Peer {
 
   /** Handles one message; returns the response to send, if any. Never throws or rejects. */
   #dispatch(message: unknown): JsonRpcResponse | undefined | Promise<JsonRpcResponse | undefined> {
-    if (typeof message !== "object" || message === null) {
-      return failure(null, ErrorCode.INVALID_REQUEST, "invalid request: not an object");
-    }
+    const fault = envelopeFault(message);
     const m = message as Record<string, unknown>;
-    const hasId = "id" in m;
-    const idOk = hasId && isJsonRpcId(m.id);
-    if (m.jsonrpc !== "2.0") {
-      // A broken response cannot be answered (that would loop between peers): drop it.
-      if (!("method" in m) && ("result" in m || "error" in m)) {
-        return this.#dropResponse(m, "jsonrpc is not 2.0");
+    if (fault === undefined) {
+      if (!("method" in m)) {
+        this.#receiveResponse(m);
+        return undefined;
       }
-      return failure(
-        idOk ? m.id as JsonRpcId : null,
-        ErrorCode.INVALID_REQUEST,
-        'invalid request: jsonrpc must be "2.0"',
-      );
+      return "id" in m
+        ? this.#serveRequest(m.id as JsonRpcId, m.method as string, m.params)
+        : this.#serveNotification(m.method as string, m.params);
     }
-    if ("method" in m) {
-      if (typeof m.method !== "string") {
-        return failure(
-          idOk ? m.id as JsonRpcId : null,
-          ErrorCode.INVALID_REQUEST,
-          "invalid request: method must be a string",
-        );
-      }
-      if (hasId && !idOk) {
-        return failure(
-          null,
-          ErrorCode.INVALID_REQUEST,
-          "invalid request: id must be a string or a number",
-        );
-      }
-      if (m.params !== undefined && (typeof m.params !== "object" || m.params === null)) {
-        return hasId
-          ? failure(
-            m.id as JsonRpcId,
-            ErrorCode.INVALID_REQUEST,
-            "invalid request: params must be an object or an array",
-          )
-          : this.#dropNotification(m.method, ErrorCode.INVALID_REQUEST);
-      }
-      return hasId
-        ? this.#serveRequest(m.id as JsonRpcId, m.method, m.params)
-        : this.#serveNotification(m.method, m.params);
+    if (fault === BROKEN_RESPONSE) return this.#dropResponse(m, "jsonrpc is not 2.0");
+    if (fault === BROKEN_NOTIFICATION) {
+      return this.#dropNotification(m.method as string, ErrorCode.INVALID_REQUEST);
     }
-    if ("result" in m || "error" in m) {
-      this.#receiveResponse(m);
-      return undefined;
-    }
-    return failure(
-      idOk ? m.id as JsonRpcId : null,
-      ErrorCode.INVALID_REQUEST,
-      "invalid request: neither a request nor a response",
-    );
+    return fault;
   }
 
   /** Checks an incoming method against the contract, version, capabilities and gate. */
@@ -921,7 +563,7 @@ export class Peer {
   #failed(id: JsonRpcId, method: string, error: unknown): JsonRpcResponse {
     if (error instanceof ProtocolError) return failure(id, error.code, error.message, error.data);
     // The exception's text stays local: it may name paths or values the peer must not see.
-    this.#logger.error("request handler failed", { method, error: describe(error) });
+    this.#logger.error("request handler failed", { method, error: describeError(error) });
     return failure(id, ErrorCode.INTERNAL_ERROR, "internal error");
   }
 
@@ -940,7 +582,7 @@ export class Peer {
       return undefined;
     }
     const failed = (error: unknown) => {
-      this.#logger.error("notification handler failed", { method, error: describe(error) });
+      this.#logger.error("notification handler failed", { method, error: describeError(error) });
       return undefined;
     };
     try {
@@ -973,25 +615,26 @@ export class Peer {
       } else this.#dropResponse(m, "response id is not a string or a number");
       return;
     }
-    if (!this.#pending.has(id)) {
-      if (this.#abandoned?.delete(id)) {
+    const requests = this.#requests;
+    if (!requests?.has(id)) {
+      if (requests?.abandoned(id)) {
         this.#logger.debug("late response to an abandoned request", { id });
       } else this.#logger.warn("response to an unknown request id ignored", { id });
       return;
     }
     if ("error" in m) {
       if ("result" in m || !isErrorObject(m.error)) {
-        this.#settle(
+        requests.settle(
           id,
           undefined,
           new ProtocolError(ErrorCode.INTERNAL_ERROR, "malformed error response"),
         );
         return;
       }
-      this.#settle(id, undefined, protocolErrorFromWire(m.error));
+      requests.settle(id, undefined, protocolErrorFromWire(m.error));
       return;
     }
-    this.#settle(id, m.result);
+    requests.settle(id, m.result);
   }
 
   #send(response: JsonRpcResponse): void {
@@ -1000,7 +643,7 @@ export class Peer {
       try {
         this.#direct.sendMessage(response);
       } catch (error) {
-        this.#logger.debug("response not sent: transport closed", { error: describe(error) });
+        this.#logger.debug("response not sent: transport closed", { error: describeError(error) });
       }
       return;
     }
@@ -1023,7 +666,7 @@ export class Peer {
     try {
       this.#transport.send(text);
     } catch (error) {
-      this.#logger.debug("response not sent: transport closed", { error: describe(error) });
+      this.#logger.debug("response not sent: transport closed", { error: describeError(error) });
       return;
     }
     this.#bound();
@@ -1032,91 +675,10 @@ export class Peer {
   #shutdown(info: CloseInfo): void {
     if (this.#closeInfo) return;
     this.#closeInfo = info;
-    if (this.#sweepTimer !== undefined) {
-      this.#clock.clearTimeout(this.#sweepTimer);
-      this.#sweepTimer = undefined;
-    }
-    for (const id of [...this.#pending.keys()]) {
-      this.#settle(id, undefined, new ConnectionClosedError(info.code, info.reason));
-    }
+    this.#requests?.end(info.code, info.reason);
     for (const request of this.#inFlight) {
       request.abort(new ConnectionClosedError(info.code, info.reason));
     }
     this.#inFlight.clear();
   }
-}
-
-/**
- * The context of one incoming request. Its signal is created only when a handler reads it:
- * most handlers never do, and an AbortSignal is among the costliest objects a frame would
- * otherwise allocate.
- */
-class IncomingRequest implements RequestContext {
-  readonly id: JsonRpcId;
-  readonly method: string;
-  readonly frameLength: number;
-  #controller: AbortController | undefined;
-  #aborted = false;
-  #reason: unknown;
-  #hooks: (() => void)[] | undefined;
-
-  constructor(id: JsonRpcId, method: string, frameLength: number) {
-    this.id = id;
-    this.method = method;
-    this.frameLength = frameLength;
-  }
-
-  /** Whether a hook waits for the response. */
-  get hooked(): boolean {
-    return this.#hooks !== undefined;
-  }
-
-  afterReply(fn: () => void): void {
-    (this.#hooks ??= []).push(fn);
-  }
-
-  /** Runs the hooks (the response was sent), each on its own: one failing stops none. */
-  runHooks(logger: Logger): void {
-    const hooks = this.#hooks!;
-    this.#hooks = undefined;
-    for (const hook of hooks) {
-      try {
-        hook();
-      } catch (error) {
-        logger.error("after-reply hook failed", { error: describe(error) });
-      }
-    }
-  }
-
-  get signal(): AbortSignal {
-    if (!this.#controller) {
-      this.#controller = new AbortController();
-      if (this.#aborted) this.#controller.abort(this.#reason);
-    }
-    return this.#controller.signal;
-  }
-
-  abort(reason: unknown): void {
-    if (this.#aborted) return;
-    this.#aborted = true;
-    this.#reason = reason;
-    this.#controller?.abort(reason);
-  }
-}
-
-function failure(
-  id: JsonRpcId | null,
-  code: number,
-  message: string,
-  data?: unknown,
-): JsonRpcFailure {
-  return {
-    jsonrpc: "2.0",
-    id,
-    error: data === undefined ? { code, message } : { code, message, data },
-  };
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }

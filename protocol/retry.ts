@@ -1,10 +1,13 @@
 /**
- * Sending again: the one backoff, wait and retry rule of the SDK (the executor's deliveries,
- * the agent capability's resent requests on both ends), on the injected clock so tests drive
- * every delay by hand.
+ * Sending again: the one backoff, wait and retry rule of the SDK. Which failures may be sent
+ * again ({@linkcode retryVerdict}), how long to wait ({@linkcode retryDelay}: the peer's
+ * `retry_after_ms`, else the backoff) and the deliver-until-accepted loop ({@linkcode retrying})
+ * live here alone, so the executor's deliveries, its event outbox and the agent capability's
+ * resent requests on both ends cannot drift apart. Every wait is on the injected clock, so tests
+ * drive each delay by hand.
  */
 import type { Clock } from "./clock.ts";
-import { ProtocolError, RequestTimeoutError } from "./errors.ts";
+import { ConnectionClosedError, ProtocolError, RequestTimeoutError } from "./errors.ts";
 import { RETRYABLE_ERROR_CODES } from "./generated/errors.ts";
 
 /** Exponential backoff with jitter and a cap. */
@@ -64,6 +67,31 @@ export function isRetryable(error: unknown): boolean {
     (error instanceof ProtocolError && RETRYABLE_ERROR_CODES.has(error.code));
 }
 
+/**
+ * What a failed attempt means for the next one: `"retry"` after a delay, `"again"` at once, or
+ * `"fail"` (give up and reject).
+ */
+export type RetryVerdict = "retry" | "again" | "fail";
+
+/**
+ * The SDK's rule for a request that must be delivered: a lost connection is sent `"again"` at
+ * once (the request never got an answer, and the next attempt waits for a new connection, so
+ * there is nothing to back off from), a {@linkcode isRetryable} failure is a `"retry"` after the
+ * delay, anything else is final. Callers with a stricter rule (the harness's agent platform lets
+ * its caller see -32009 and `draining`) decide their exceptions first and defer to this.
+ */
+export function retryVerdict(error: unknown): RetryVerdict {
+  if (error instanceof ConnectionClosedError) return "again";
+  return isRetryable(error) ? "retry" : "fail";
+}
+
+/** The peer's `data.retry_after_ms` on a refusal, when it gives a usable one. */
+export function retryAfterMs(error: unknown): number | undefined {
+  if (!(error instanceof ProtocolError)) return undefined;
+  const hinted = (error.data as { retry_after_ms?: unknown } | undefined)?.retry_after_ms;
+  return typeof hinted === "number" && hinted >= 0 ? hinted : undefined;
+}
+
 /** How long to wait before retry `attempt`: the peer's `data.retry_after_ms`, else the backoff. */
 export function retryDelay(
   error: unknown,
@@ -71,10 +99,7 @@ export function retryDelay(
   attempt: number,
   random: () => number,
 ): number {
-  const hinted = error instanceof ProtocolError
-    ? (error.data as { retry_after_ms?: unknown } | undefined)?.retry_after_ms
-    : undefined;
-  return typeof hinted === "number" && hinted >= 0 ? hinted : backoffDelay(policy, attempt, random);
+  return retryAfterMs(error) ?? backoffDelay(policy, attempt, random);
 }
 
 /** Options of {@linkcode retrying}. */
@@ -85,41 +110,47 @@ export interface RetryOptions {
   readonly policy: BackoffPolicy;
   /** Randomness for the jitter. Default `Math.random`. */
   readonly random?: () => number;
-  /** Stops the waits between attempts (rejects with its reason). */
+  /**
+   * Stops the attempts: once it has aborted, no attempt starts, a wait between attempts ends,
+   * and a failure rejects with the signal's reason (the abort is why the attempt failed).
+   */
   readonly signal?: AbortSignal;
   /**
    * What an attempt's failure means: `"retry"` after the backoff, `"again"` at once (a lost
    * connection: the next attempt waits for a new one), or `"fail"`. Default: the contract's
-   * rule ({@linkcode isRetryable}).
+   * rule ({@linkcode isRetryable}); {@linkcode retryVerdict} adds the lost connection for an
+   * attempt that waits for the next one.
    */
   readonly classify?: (error: unknown) => "retry" | "again" | "fail";
 }
 
+const contractRule = (error: unknown): RetryVerdict => isRetryable(error) ? "retry" : "fail";
+
 /**
  * Runs `attempt` until it resolves: a failure `classify` calls retryable is tried again after
  * the backoff (or the peer's `retry_after_ms`), one it calls `again` at once; any other
- * failure rejects.
+ * failure rejects, and so does the signal. The backoff grows with the `"retry"` failures only:
+ * a reconnect in between is not the peer asking to slow down.
  */
 export async function retrying<T>(
-  attempt: (n: number) => Promise<T>,
+  attempt: (n: number) => T | Promise<T>,
   options: RetryOptions,
 ): Promise<T> {
-  const classify = options.classify ?? ((error) => isRetryable(error) ? "retry" : "fail");
+  const { clock, policy, signal } = options;
+  const classify = options.classify ?? contractRule;
   const random = options.random ?? Math.random;
   let failures = 0;
   for (let n = 1;; n++) {
+    if (signal?.aborted) throw signal.reason;
     try {
       return await attempt(n);
     } catch (error) {
+      if (signal?.aborted) throw signal.reason;
       const verdict = classify(error);
       if (verdict === "fail") throw error;
       if (verdict === "again") continue;
       failures++;
-      await sleep(
-        options.clock,
-        retryDelay(error, options.policy, failures, random),
-        options.signal,
-      );
+      await sleep(clock, retryDelay(error, policy, failures, random), signal);
     }
   }
 }

@@ -1,11 +1,12 @@
 /**
- * The project's static gates, in order: generated code matches the contract, deno fmt, deno
- * lint, deno check, tsc for the portable core (no @types/node: a node: import cannot compile)
- * and for everything, JSR's publish checks (slow types included), the documentation of every
+ * The project's static gates, in order: generated code matches its sources (the contract,
+ * xterm.js, the runtime entry points' faces: `scripts/gen-faces.ts`), deno fmt, deno lint, deno
+ * check, tsc for the portable core (no @types/node: a node: import cannot compile) and for
+ * everything, JSR's publish checks (slow types included), the documentation of every
  * export of every entry point (`deno doc --lint`, JSR's rule), the examples in the entry points'
  * doc comments (`deno check --doc-only`, with the package's public specifiers mapped to the
  * sources), the runtime-import guard, and no import cycles (`dpdm`, type imports included,
- * over every module the entry points reach).
+ * over every module the entry points and the CLIs reach).
  */
 import { spawnSync } from "node:child_process";
 import {
@@ -27,6 +28,7 @@ const bin = (name: string) => join(root, "node_modules/.bin", name);
 const steps: [string, string, string[]][] = [
   ["contract drift", process.execPath, ["--import", "tsx", "scripts/gen-contract.ts", "--check"]],
   ["xterm.js drift", process.execPath, ["--import", "tsx", "scripts/gen-xterm.ts", "--check"]],
+  ["entry points drift", process.execPath, ["--import", "tsx", "scripts/gen-faces.ts", "--check"]],
   ["deno fmt", bin("deno"), ["fmt", "--check", "--quiet"]],
   ["deno lint", bin("deno"), ["lint", "--quiet"]],
   ["deno check", bin("deno"), ["check", "--quiet", "."]],
@@ -53,7 +55,9 @@ function runtimeImportGuard(): string[] {
       }
     }
   };
-  for (const dir of ["protocol", "transport", "executor", "harness", "agent"]) {
+  // cli/ too: the two applications keep the library's rule, so their portable parts stay
+  // importable anywhere and their Node code is named for it.
+  for (const dir of ["protocol", "transport", "executor", "harness", "agent", "cli", "runtime"]) {
     if (existsSync(join(root, dir))) walk(join(root, dir));
   }
   if (/from\s+["'](node:|ws["'])/.test(readFileSync(join(root, "mod.ts"), "utf8"))) {
@@ -67,6 +71,14 @@ const EXPORTS: Record<string, string> = JSON.parse(
   readFileSync(join(root, "deno.json"), "utf8"),
 ).exports;
 const entryPoints = [...new Set(Object.values(EXPORTS))];
+
+/**
+ * The two CLIs' sources (`bma-executor`, `bma-harness`): no entry point reaches them, so the
+ * import-cycle check starts from them as well.
+ */
+const cliEntryPoints = readdirSync(join(root, "cli"))
+  .filter((name) => name.endsWith(".ts") && !name.endsWith(".test.ts"))
+  .map((name) => `cli/${name}`);
 
 /**
  * Type-checks the examples in the entry points' doc comments as a user's code: an import map
@@ -177,7 +189,7 @@ for (const [name, command, args] of steps) {
   const started = performance.now();
   const result = spawnSync(
     bin("dpdm"),
-    ["--no-warning", "--no-tree", "--exit-code", "circular:1", ...entryPoints],
+    ["--no-warning", "--no-tree", "--exit-code", "circular:1", ...entryPoints, ...cliEntryPoints],
     { cwd: root, encoding: "utf8", env: { ...process.env, NO_COLOR: "1", FORCE_COLOR: "0" } },
   );
   const seconds = ((performance.now() - started) / 1000).toFixed(1);

@@ -7,6 +7,9 @@
  *                                                                          close codes)
  *                                   ──►  protocol/generated/tool-schemas.ts (the built-in tools'
  *                                                                          input JSON Schemas)
+ *                                   ──►  protocol/mod.ts, between its `<generated-names>`
+ *                                        markers: the names of contract.ts and errors.ts, listed
+ *                                        (the faces name what they export: no `export *`)
  *
  * `tsx scripts/gen-contract.ts` writes the files; `--check` fails when they drift from the
  * contract (run by `npm run check`, so CI catches a contract edited without regenerating).
@@ -26,6 +29,10 @@ const contractPath = resolve(
   argValue("--contract") ?? join(root, "protocol/contract/openrpc.json"),
 );
 const outDir = resolve(argValue("--out") ?? join(root, "protocol/generated"));
+/** The `/protocol` face, whose generated-names block lists the generated modules' exports. */
+const facePath = join(outDir, "../mod.ts");
+const BEGIN_NAMES = "// <generated-names>";
+const END_NAMES = "// </generated-names>";
 
 // deno-lint-ignore no-explicit-any
 type Json = any;
@@ -1178,6 +1185,38 @@ function toolSchemasModule(contract: Json): string {
   return out;
 }
 
+/** A generated module's exported names, types and values apart (read from its text). */
+function exportedNames(text: string): { types: string[]; values: string[] } {
+  const types: string[] = [];
+  const values: string[] = [];
+  for (
+    const [, kind, name] of text.matchAll(/^export (type|interface|const|function|class) (\w+)/gm)
+  ) {
+    (kind === "type" || kind === "interface" ? types : values).push(name);
+  }
+  const byName = (a: string, b: string) => a.toLowerCase() < b.toLowerCase() ? -1 : 1;
+  return { types: types.sort(byName), values: values.sort(byName) };
+}
+
+/**
+ * The `/protocol` face with its generated-names block rewritten: one `export type { ... }` and
+ * one `export { ... }` per generated module, so that no schema or predicate leaves as a type.
+ */
+function faceModule(face: string, modules: Record<string, string>): string {
+  const begin = face.indexOf(BEGIN_NAMES);
+  const end = face.indexOf(END_NAMES);
+  if (begin < 0 || end < begin) {
+    throw new ContractError(`protocol/mod.ts lacks its ${BEGIN_NAMES} ... ${END_NAMES} block`);
+  }
+  let block = `${BEGIN_NAMES}\n`;
+  for (const [name, text] of Object.entries(modules)) {
+    const { types, values } = exportedNames(text);
+    if (types.length) block += `export type { ${types.join(", ")} } from "./generated/${name}";\n`;
+    if (values.length) block += `export { ${values.join(", ")} } from "./generated/${name}";\n`;
+  }
+  return face.slice(0, begin) + block + face.slice(end);
+}
+
 function formatted(files: Record<string, string>): Record<string, string> {
   const dir = mkdtempSync(join(tmpdir(), "bma-gen-"));
   try {
@@ -1203,12 +1242,18 @@ function main(): void {
   const contract = JSON.parse(readFileSync(contractPath, "utf8"));
   const gen = new Generator(contract);
   let files: Record<string, string>;
+  let face: string;
   try {
     files = formatted({
       "contract.ts": gen.contractModule(),
       "errors.ts": gen.errorsModule(),
       "tool-schemas.ts": toolSchemasModule(contract),
     });
+    const faceText = faceModule(readFileSync(facePath, "utf8"), {
+      "contract.ts": files["contract.ts"],
+      "errors.ts": files["errors.ts"],
+    });
+    face = formatted({ "mod.ts": faceText })["mod.ts"];
   } catch (error) {
     if (error instanceof ContractError) {
       console.error(`contract error: ${error.message}`);
@@ -1230,6 +1275,15 @@ function main(): void {
     } else {
       writeFileSync(path, text);
       console.log(`wrote protocol/generated/${name}`);
+    }
+  }
+  if (readFileSync(facePath, "utf8") !== face) {
+    if (check) {
+      console.error("protocol/mod.ts's generated names are out of date: run npm run gen");
+      drift = true;
+    } else {
+      writeFileSync(facePath, face);
+      console.log("wrote protocol/mod.ts (its generated names)");
     }
   }
   if (drift) process.exit(1);

@@ -28,7 +28,7 @@ function launchExecutor(
     [
       "--import",
       "tsx",
-      join(root, "executor/cli.node.ts"),
+      join(root, "cli/executor.node.ts"),
       "--harness",
       url,
       "--workdir",

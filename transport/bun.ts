@@ -3,23 +3,20 @@
  * `server.upgrade`, and the global `WebSocket` (handshake headers and `ws+unix` supported).
  */
 import {
+  closeAll,
+  decideRequest,
   isLocalSocketUrl,
   isNamedPipe,
   localSocketPath,
   type RunningServer,
   type ServeWebSocketOptions,
-  type UpgradeDecision,
 } from "./server.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "./bytes.ts";
 import {
   ABNORMAL_CLOSURE,
-  assertSendableCloseCode,
-  clampCloseReason,
-  type CloseInfo,
   type DialOptions,
+  SocketTransport,
   type Transport,
-  TransportClosedError,
-  type TransportReceiver,
 } from "./transport.ts";
 import { dialNativeWebSocket } from "./websocket.ts";
 import { dialBunSocket } from "./websocket-stream.bun.ts";
@@ -76,50 +73,31 @@ function bun(): BunRuntime {
 const decoder = new TextDecoder();
 
 /** A Transport over one of Bun's server sockets, fed by the server's websocket handlers. */
-class BunServerTransport implements Transport {
-  readonly protocol: string;
-  readonly closed: Promise<CloseInfo>;
+class BunServerTransport extends SocketTransport {
   readonly #socket: BunServerSocket;
-  #receiver: TransportReceiver | undefined;
-  #buffer: string[] | undefined = [];
-  #closeInfo: CloseInfo | undefined;
-  #resolve!: (info: CloseInfo) => void;
 
-  constructor(socket: BunServerSocket, protocol: string) {
+  constructor(socket: BunServerSocket) {
+    super();
     this.#socket = socket;
-    this.protocol = protocol;
-    this.closed = new Promise((resolve) => (this.#resolve = resolve));
+  }
+  /** Chosen at the upgrade, kept in the socket's data. */
+  get protocol(): string {
+    return this.#socket.data.protocol;
   }
   get bufferedAmount(): number | undefined {
     return this.#socket.getBufferedAmount?.();
   }
 
   send(frame: string): void {
-    if (this.#closeInfo) {
-      throw new TransportClosedError(this.#closeInfo.code, this.#closeInfo.reason);
-    }
+    if (this.closeInfo) throw this.closedError();
     this.#socket.send(frame);
   }
-  listen(receiver: TransportReceiver): void {
-    if (this.#receiver) throw new Error("listen() may be called once");
-    this.#receiver = receiver;
-    const buffered = this.#buffer!;
-    this.#buffer = undefined;
-    for (const frame of buffered) receiver(frame);
+  protected closeSocket(code: number, reason: string): void {
+    this.#socket.close(code, reason);
   }
-  close(code = 1000, reason = ""): void {
-    assertSendableCloseCode(code);
-    if (!this.#closeInfo) this.#socket.close(code, clampCloseReason(reason));
-  }
-  deliver(message: string | Uint8Array): void {
-    const frame = typeof message === "string" ? message : decoder.decode(message);
-    if (this.#buffer) this.#buffer.push(frame);
-    else this.#receiver!(frame);
-  }
-  finish(code: number, reason: string): void {
-    if (this.#closeInfo) return;
-    this.#closeInfo = { code: code || ABNORMAL_CLOSURE, reason };
-    this.#resolve(this.#closeInfo);
+  /** A message from the socket, text or bytes. */
+  receive(message: string | Uint8Array): void {
+    this.deliver(typeof message === "string" ? message : decoder.decode(message));
   }
 }
 
@@ -154,19 +132,7 @@ export function serveWebSocket(options: ServeWebSocketOptions): Promise<RunningS
   }
   const open = new Set<BunServerTransport>();
   const fetch = async (request: Request, server: BunServer): Promise<Response | undefined> => {
-    if (request.headers.get("upgrade")?.toLowerCase() !== "websocket") {
-      return options.fetch
-        ? await options.fetch(request)
-        : new Response("not found", { status: 404 });
-    }
-    const offered = (request.headers.get("sec-websocket-protocol") ?? "").split(",")
-      .map((p) => p.trim()).filter(Boolean);
-    let decision: UpgradeDecision;
-    try {
-      decision = await options.upgrade(request, offered);
-    } catch {
-      return new Response("internal error", { status: 500 });
-    }
+    const decision = await decideRequest(request, options);
     if (!decision.accept) return decision.response;
     const upgraded = server.upgrade(request, {
       headers: { "Sec-WebSocket-Protocol": decision.protocol },
@@ -183,19 +149,19 @@ export function serveWebSocket(options: ServeWebSocketOptions): Promise<RunningS
       maxPayloadLength: (options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES) + 1024,
       idleTimeout: 0,
       open(ws) {
-        const transport = new BunServerTransport(ws, ws.data.protocol);
+        const transport = new BunServerTransport(ws);
         ws.data.transport = transport;
         open.add(transport);
         ws.data.onOpen(transport);
       },
       message(ws, message) {
-        ws.data.transport?.deliver(message);
+        ws.data.transport?.receive(message);
       },
       close(ws, code, reason) {
         const transport = ws.data.transport;
         if (!transport) return;
         open.delete(transport);
-        transport.finish(code, reason);
+        transport.finish(code || ABNORMAL_CLOSURE, reason);
       },
     },
   });
@@ -206,11 +172,7 @@ export function serveWebSocket(options: ServeWebSocketOptions): Promise<RunningS
     url,
     httpUrl: options.path ? url : `http://${host}:${server.port}`,
     close: async () => {
-      for (const transport of open) transport.close(1001, "server shutting down");
-      await Promise.race([
-        Promise.all([...open].map((t) => t.closed)),
-        new Promise((r) => setTimeout(r, 1000)),
-      ]);
+      await closeAll(open);
       server.stop(true);
     },
   });

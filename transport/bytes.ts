@@ -32,7 +32,7 @@ export function exceedsBytes(text: string, limit: number): boolean {
 export function concatBytes(
   chunks: readonly Uint8Array[],
   length = chunks.reduce((total, chunk) => total + chunk.byteLength, 0),
-): Uint8Array {
+): Uint8Array<ArrayBuffer> {
   const out = new Uint8Array(length);
   let at = 0;
   for (const chunk of chunks) {

@@ -8,10 +8,11 @@
 import { dialWebSocket as dialWithNode, serveWebSocket as serveWithWs } from "./node.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "./bytes.ts";
 import {
+  closeAll,
+  decideRequest,
   isNamedPipe,
   type RunningServer,
   type ServeWebSocketOptions,
-  type UpgradeDecision,
 } from "./server.ts";
 import type { DialOptions, Transport } from "./transport.ts";
 import { type WebSocketLike, webSocketTransport } from "./websocket.ts";
@@ -70,19 +71,7 @@ export async function serveWebSocket(options: ServeWebSocketOptions): Promise<Ru
   const runtime = deno();
   const open = new Set<Transport>();
   const handler = async (request: Request): Promise<Response> => {
-    if (request.headers.get("upgrade")?.toLowerCase() !== "websocket") {
-      return options.fetch
-        ? await options.fetch(request)
-        : new Response("not found", { status: 404 });
-    }
-    const offered = (request.headers.get("sec-websocket-protocol") ?? "").split(",")
-      .map((p) => p.trim()).filter(Boolean);
-    let decision: UpgradeDecision;
-    try {
-      decision = await options.upgrade(request, offered);
-    } catch {
-      return new Response("internal error", { status: 500 });
-    }
+    const decision = await decideRequest(request, options);
     if (!decision.accept) return decision.response;
     // Deno splits the offered list only on ", " (the `ws` client sends "a,b"): negotiate here
     // and set the header on the 101 response ourselves.
@@ -118,11 +107,7 @@ export async function serveWebSocket(options: ServeWebSocketOptions): Promise<Ru
     url,
     httpUrl,
     close: async () => {
-      for (const transport of open) transport.close(1001, "server shutting down");
-      await Promise.race([
-        Promise.all([...open].map((t) => t.closed)),
-        new Promise((r) => setTimeout(r, 1000)),
-      ]);
+      await closeAll(open);
       await server.shutdown();
       if (options.path) await runtime.remove(options.path).catch(() => {});
     },

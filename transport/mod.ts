@@ -1,13 +1,9 @@
 /** Transports: the interface every runtime adapter implements, the in-memory pair, the WebSocket adapter. */
 export {
-  ABNORMAL_CLOSURE,
-  assertSendableCloseCode,
-  clampCloseReason,
   type CloseInfo,
   type Dialer,
   DialError,
   type DialOptions,
-  isMessageTransport,
   type MessageReceiver,
   type MessageTransport,
   type Transport,
@@ -23,9 +19,7 @@ export {
 } from "./websocket.ts";
 export {
   DEFAULT_HANDSHAKE_TIMEOUT_MS,
-  isLocalSocketUrl,
   isUpgradeRequest,
-  localSocketPath,
   offeredProtocols,
   type RunningServer,
   type ServeWebSocketOptions,

@@ -9,17 +9,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Duplex } from "node:stream";
 import { unlink } from "node:fs/promises";
 import { WebSocket, WebSocketServer } from "ws";
-import {
-  ABNORMAL_CLOSURE,
-  assertSendableCloseCode,
-  clampCloseReason,
-  type CloseInfo,
-  DialError,
-  type DialOptions,
-  type Transport,
-  TransportClosedError,
-  type TransportReceiver,
-} from "./transport.ts";
+import { DialError, type DialOptions, SocketTransport, type Transport } from "./transport.ts";
 import {
   DEFAULT_HANDSHAKE_TIMEOUT_MS,
   isLocalSocketUrl,
@@ -128,26 +118,20 @@ const decoder = new TextDecoder();
  * request's answer and what its handler sends right after (a tool call's ack and its result)
  * reach the peer in one write and wake it once, where `ws` alone makes one write per frame.
  */
-class WsTransport implements Transport {
-  readonly closed: Promise<CloseInfo>;
+class WsTransport extends SocketTransport {
   readonly #ws: WebSocket;
   readonly #protocol: string | undefined;
-  #receiver: TransportReceiver | undefined;
-  /** Frames that arrived before `listen`. */
-  #buffer: string[] | undefined;
-  #closeInfo: CloseInfo | undefined;
-  #resolveClosed!: (info: CloseInfo) => void;
   #corked: Corkable | undefined;
 
   constructor(ws: WebSocket, protocol: string | undefined) {
+    super();
     this.#ws = ws;
     this.#protocol = protocol;
-    this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
     (ws as TransportSocket)[TRANSPORT] = this;
     ws.on("message", onSocketMessage);
     ws.on("close", onSocketClose);
     ws.on("error", onSocketError);
-    if (ws.readyState > OPEN) this.finish(ABNORMAL_CLOSURE, "");
+    if (ws.readyState > OPEN) this.finishAbnormally();
   }
 
   /** Read from the socket unless given: a client socket knows it only once open. */
@@ -161,9 +145,7 @@ class WsTransport implements Transport {
 
   send(frame: string): void {
     const ws = this.#ws;
-    if (this.#closeInfo || ws.readyState !== OPEN) {
-      throw new TransportClosedError(this.#closeInfo?.code, this.#closeInfo?.reason);
-    }
+    if (this.closeInfo || ws.readyState !== OPEN) throw this.closedError();
     if (!this.#corked) {
       const socket = (ws as unknown as { _socket?: Partial<Corkable> })._socket;
       // Bun's own client behind the `ws` API has a socket without cork: it writes as it goes.
@@ -176,22 +158,12 @@ class WsTransport implements Transport {
     ws.send(frame);
   }
 
-  listen(receiver: TransportReceiver): void {
-    if (this.#receiver) throw new Error("listen() may be called once");
-    this.#receiver = receiver;
-    const buffered = this.#buffer;
-    this.#buffer = undefined;
-    if (buffered) { for (const frame of buffered) receiver(frame); }
-  }
-
-  close(code = 1000, reason = ""): void {
-    assertSendableCloseCode(code);
-    if (this.#closeInfo) return;
+  protected closeSocket(code: number, reason: string): void {
     try {
-      this.#ws.close(code, clampCloseReason(reason));
+      this.#ws.close(code, reason);
     } catch {
       // A client socket that refuses codes outside 1000/3000-4999 (Bun's): close normally then.
-      this.#ws.close(1000, clampCloseReason(reason));
+      this.#ws.close(1000, reason);
     }
   }
 
@@ -202,22 +174,10 @@ class WsTransport implements Transport {
     socket?.uncork();
   }
 
-  receive(frame: string): void {
-    const receiver = this.#receiver;
-    if (receiver) receiver(frame);
-    else (this.#buffer ??= []).push(frame);
-  }
-
-  finish(code: number, reason: string): void {
-    if (this.#closeInfo) return;
-    this.#closeInfo = { code, reason };
-    this.#resolveClosed(this.#closeInfo);
-  }
-
   socketError(): void {
     // An error is followed by a close event on a conforming socket; a socket that never
     // opened, or dies without one, still ends here.
-    if (this.#ws.readyState === CLOSED) this.finish(ABNORMAL_CLOSURE, "");
+    if (this.#ws.readyState === CLOSED) this.finishAbnormally();
   }
 }
 
@@ -229,7 +189,7 @@ function onSocketMessage(this: TransportSocket, data: unknown, isBinary: boolean
   else if (Array.isArray(data)) {
     frame = data.map((part: Uint8Array) => decoder.decode(part)).join("");
   } else return;
-  this[TRANSPORT]?.receive(frame);
+  this[TRANSPORT]?.deliver(frame);
 }
 
 function onSocketClose(this: TransportSocket, code: number, reason: unknown): void {

@@ -64,6 +64,42 @@ export function isUpgradeRequest(request: Request): boolean {
   return request.headers.get("upgrade")?.toLowerCase() === "websocket";
 }
 
+/**
+ * Decides on `request` as a `fetch`-style server (`Deno.serve`, `Bun.serve`) must before it
+ * upgrades: plain HTTP is answered by `options.fetch` (404 without one), an upgrade is decided
+ * by `options.upgrade` with the subprotocols offered, and one whose decision throws is refused
+ * with 500. The server upgrades on an accepting decision and answers with a refusing one's
+ * response.
+ */
+export async function decideRequest(
+  request: Request,
+  options: Pick<ServeWebSocketOptions, "fetch" | "upgrade">,
+): Promise<UpgradeDecision> {
+  if (!isUpgradeRequest(request)) {
+    const response = options.fetch
+      ? await options.fetch(request)
+      : new Response("not found", { status: 404 });
+    return { accept: false, response };
+  }
+  try {
+    return await options.upgrade(request, offeredProtocols(request));
+  } catch {
+    return { accept: false, response: new Response("internal error", { status: 500 }) };
+  }
+}
+
+/**
+ * Closes every transport of `open` with 1001 and waits for their close handshakes, a second at
+ * the most: what a server's `close` does before it stops listening.
+ */
+export async function closeAll(open: ReadonlySet<Transport>): Promise<void> {
+  for (const transport of open) transport.close(1001, "server shutting down");
+  await Promise.race([
+    Promise.all([...open].map((t) => t.closed)),
+    new Promise((r) => setTimeout(r, 1000)),
+  ]);
+}
+
 /** Whether a URL names a local socket (`unix:///path.sock` or a Windows named pipe). */
 export function isLocalSocketUrl(url: string): boolean {
   return url.startsWith("unix:") || url.startsWith("\\\\.\\pipe\\") || url.startsWith("pipe:");

@@ -127,6 +127,79 @@ export function clampCloseReason(reason: string): string {
   return out;
 }
 
+/**
+ * What every socket adapter's {@linkcode Transport} does alike, written once (`websocket.ts`,
+ * `node.ts`, `bun.ts` and `websocket-stream.ts` extend it): the frames that arrive before
+ * `listen` are kept for the receiver it names (once), then handed straight to it; `closed`
+ * settles once, with the first close seen; `close` checks the code and clamps the reason. The
+ * adapter sends, closes its socket ({@linkcode closeSocket}) and feeds {@linkcode deliver} and
+ * {@linkcode finish} from the socket's events. State is made when used: a harness holds
+ * thousands of idle connections.
+ */
+export abstract class SocketTransport implements Transport {
+  abstract readonly protocol: string;
+  readonly closed: Promise<CloseInfo>;
+  #receiver: TransportReceiver | undefined;
+  /** Frames that arrived before `listen`. */
+  #buffer: string[] | undefined;
+  #closeInfo: CloseInfo | undefined;
+  #resolveClosed!: (info: CloseInfo) => void;
+
+  constructor() {
+    this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
+  }
+
+  /** How the connection ended, once it has. */
+  get closeInfo(): CloseInfo | undefined {
+    return this.#closeInfo;
+  }
+
+  abstract send(frame: string): void;
+
+  listen(receiver: TransportReceiver): void {
+    if (this.#receiver) throw new Error("listen() may be called once");
+    this.#receiver = receiver;
+    const buffered = this.#buffer;
+    this.#buffer = undefined;
+    if (buffered) { for (const frame of buffered) receiver(frame); }
+  }
+
+  close(code = 1000, reason = ""): void {
+    assertSendableCloseCode(code);
+    if (!this.#closeInfo) this.closeSocket(code, clampCloseReason(reason));
+  }
+
+  /** A whole frame from the socket: to the receiver, or kept until `listen` names one. */
+  deliver(frame: string): void {
+    const receiver = this.#receiver;
+    if (receiver) receiver(frame);
+    else (this.#buffer ??= []).push(frame);
+  }
+
+  /** The connection ended with `code` and `reason`: settles `closed`, unless it has settled. */
+  finish(code: number, reason: string): void {
+    if (this.#closeInfo) return;
+    this.#closeInfo = { code, reason };
+    this.#resolveClosed(this.#closeInfo);
+  }
+
+  /** The socket ended without a close frame (it broke, or never opened): 1006. */
+  finishAbnormally(): void {
+    this.finish(ABNORMAL_CLOSURE, "");
+  }
+
+  /** What `send` throws once the connection has ended (or is ending). */
+  protected closedError(): TransportClosedError {
+    return new TransportClosedError(this.#closeInfo?.code, this.#closeInfo?.reason);
+  }
+
+  /**
+   * Closes the socket with a sendable `code` and a clamped `reason` (`close`, while the
+   * connection has not ended).
+   */
+  protected abstract closeSocket(code: number, reason: string): void;
+}
+
 /** Opening a connection failed; `status` is the HTTP status when the server refused the upgrade. */
 export class DialError extends Error {
   /** HTTP status of a refused upgrade (401, 403, 404, ...), if the server answered. */

@@ -10,14 +10,10 @@
  */
 import {
   ABNORMAL_CLOSURE,
-  assertSendableCloseCode,
-  clampCloseReason,
-  type CloseInfo,
   DialError,
   type DialOptions,
+  SocketTransport,
   type Transport,
-  TransportClosedError,
-  type TransportReceiver,
 } from "./transport.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "./bytes.ts";
 import { isLocalSocketUrl, localSocketPath } from "./server.ts";
@@ -258,16 +254,10 @@ function isReceivableCloseCode(code: number): boolean {
  * A client WebSocket connection over a byte stream, after the handshake: it masks what it sends
  * and refuses masked frames. State is made when used.
  */
-class ByteStreamTransport implements Transport {
+class ByteStreamTransport extends SocketTransport {
   readonly protocol: string;
-  readonly closed: Promise<CloseInfo>;
   readonly #socket: ByteSocket;
   readonly #maxFrameBytes: number;
-  #receiver: TransportReceiver | undefined;
-  /** Frames that arrived before `listen`. */
-  #buffered: string[] | undefined;
-  #closeInfo: CloseInfo | undefined;
-  #resolveClosed!: (info: CloseInfo) => void;
   /** A close frame was sent (by `close`, or in answer to the server's). */
   #closeSent = false;
   #closeTimer: ReturnType<typeof setTimeout> | undefined;
@@ -285,10 +275,10 @@ class ByteStreamTransport implements Transport {
   #fragmentOpcode = 0;
 
   constructor(socket: ByteSocket, protocol: string, maxFrameBytes: number) {
+    super();
     this.#socket = socket;
     this.protocol = protocol;
     this.#maxFrameBytes = maxFrameBytes;
-    this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
   }
 
   /** Frames of this turn not yet written, and what the socket has not taken. */
@@ -297,31 +287,20 @@ class ByteStreamTransport implements Transport {
   }
 
   send(frame: string): void {
-    if (this.#closeInfo || this.#closeSent) {
-      throw new TransportClosedError(this.#closeInfo?.code, this.#closeInfo?.reason);
-    }
+    if (this.closeInfo || this.#closeSent) throw this.closedError();
     this.#queue(1, encoder.encode(frame));
   }
 
-  listen(receiver: TransportReceiver): void {
-    if (this.#receiver) throw new Error("listen() may be called once");
-    this.#receiver = receiver;
-    const buffered = this.#buffered;
-    this.#buffered = undefined;
-    if (buffered) { for (const frame of buffered) receiver(frame); }
-  }
-
-  close(code = 1000, reason = ""): void {
-    assertSendableCloseCode(code);
-    if (this.#closeInfo || this.#closeSent) return;
-    this.#sendClose(code, clampCloseReason(reason));
+  protected closeSocket(code: number, reason: string): void {
+    if (this.#closeSent) return;
+    this.#sendClose(code, reason);
     // The other end answers with its close frame; one that never does is dropped.
     this.#closeTimer = setTimeout(() => this.#end(ABNORMAL_CLOSURE, ""), CLOSE_WAIT_MS);
   }
 
   /** Bytes from the socket. */
   receive(chunk: Uint8Array): void {
-    if (this.#closeInfo) return;
+    if (this.closeInfo) return;
     let input = chunk;
     if (this.#input.length) {
       input = new Uint8Array(this.#input.length + chunk.length);
@@ -329,7 +308,7 @@ class ByteStreamTransport implements Transport {
       input.set(chunk, this.#input.length);
     }
     let at = 0;
-    while (!this.#closeInfo) {
+    while (!this.closeInfo) {
       const taken = this.#frame(input, at);
       if (taken === 0) break;
       at += taken;
@@ -441,8 +420,7 @@ class ByteStreamTransport implements Transport {
       this.#protocolError(1007, "invalid UTF-8");
       return;
     }
-    if (this.#receiver) this.#receiver(frame);
-    else (this.#buffered ??= []).push(frame);
+    this.deliver(frame);
   }
 
   #closeFrame(payload: Uint8Array): void {
@@ -493,16 +471,15 @@ class ByteStreamTransport implements Transport {
   }
 
   #end(code: number, reason: string): void {
-    if (this.#closeInfo) return;
+    if (this.closeInfo) return;
     if (this.#closeTimer !== undefined) clearTimeout(this.#closeTimer);
     this.#flush();
-    this.#closeInfo = { code, reason };
+    this.finish(code, reason);
     try {
       this.#socket.end();
     } catch {
       // Already gone.
     }
-    this.#resolveClosed(this.#closeInfo);
   }
 
   /**
@@ -573,7 +550,7 @@ class ByteStreamTransport implements Transport {
   #flush(): void {
     this.#flushScheduled = false;
     const length = this.#outLength;
-    if (length === 0 || this.#closeInfo) return;
+    if (length === 0 || this.closeInfo) return;
     // The next turn asks the adapter for a buffer again (it may hand this one out again).
     const out = this.#out;
     this.#out = NO_BYTES;

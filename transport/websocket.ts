@@ -4,17 +4,7 @@
  * and the `ws` package's sockets on Node. One adapter, so close codes, reasons, subprotocol and
  * the frame limit behave the same on every runtime.
  */
-import {
-  ABNORMAL_CLOSURE,
-  assertSendableCloseCode,
-  clampCloseReason,
-  type CloseInfo,
-  DialError,
-  type DialOptions,
-  type Transport,
-  TransportClosedError,
-  type TransportReceiver,
-} from "./transport.ts";
+import { DialError, type DialOptions, SocketTransport, type Transport } from "./transport.ts";
 import { exceedsBytes } from "./bytes.ts";
 
 /** The part of the WHATWG WebSocket interface the adapter uses. */
@@ -67,34 +57,28 @@ export function webSocketTransport(
   return new WebSocketTransport(socket, options.protocol, options.maxFrameBytes);
 }
 
-class WebSocketTransport implements Transport {
+class WebSocketTransport extends SocketTransport {
   readonly #protocol: string | undefined;
-  readonly closed: Promise<CloseInfo>;
   readonly #socket: WebSocketLike;
-  #receiver: TransportReceiver | undefined;
-  #buffer: string[] | undefined = [];
-  #closeInfo: CloseInfo | undefined;
-  #resolveClosed!: (info: CloseInfo) => void;
-
   readonly #maxFrameBytes: number;
 
   constructor(socket: WebSocketLike, protocol: string | undefined, maxFrameBytes = Infinity) {
+    super();
     this.#socket = socket;
     this.#protocol = protocol;
     this.#maxFrameBytes = maxFrameBytes;
-    this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
     if ("binaryType" in socket) socket.binaryType = "arraybuffer";
     socket.addEventListener("message", (event) => this.#onMessage(event.data));
     socket.addEventListener(
       "close",
-      (event) => this.#finish(event.code || 1005, event.reason ?? ""),
+      (event) => this.finish(event.code || 1005, event.reason ?? ""),
     );
     socket.addEventListener("error", () => {
       // An error is followed by a close event on a conforming socket; a socket that never
       // opened, or dies without one, still ends here.
-      if (socket.readyState === 3) this.#finish(ABNORMAL_CLOSURE, "");
+      if (socket.readyState === 3) this.finishAbnormally();
     });
-    if (socket.readyState > OPEN) this.#finish(ABNORMAL_CLOSURE, "");
+    if (socket.readyState > OPEN) this.finishAbnormally();
   }
 
   /** Read from the socket unless given: a client socket knows it only once open. */
@@ -107,28 +91,16 @@ class WebSocketTransport implements Transport {
   }
 
   send(frame: string): void {
-    if (this.#closeInfo || this.#socket.readyState !== OPEN) {
-      throw new TransportClosedError(this.#closeInfo?.code, this.#closeInfo?.reason);
-    }
+    if (this.closeInfo || this.#socket.readyState !== OPEN) throw this.closedError();
     this.#socket.send(frame);
   }
 
-  listen(receiver: TransportReceiver): void {
-    if (this.#receiver) throw new Error("listen() may be called once");
-    this.#receiver = receiver;
-    const buffered = this.#buffer!;
-    this.#buffer = undefined;
-    for (const frame of buffered) receiver(frame);
-  }
-
-  close(code = 1000, reason = ""): void {
-    assertSendableCloseCode(code);
-    if (this.#closeInfo) return;
+  protected closeSocket(code: number, reason: string): void {
     try {
-      this.#socket.close(code, clampCloseReason(reason));
+      this.#socket.close(code, reason);
     } catch {
       // A client-side WHATWG socket refuses codes outside 1000/3000-4999: close normally then.
-      this.#socket.close(1000, clampCloseReason(reason));
+      this.#socket.close(1000, reason);
     }
   }
 
@@ -143,14 +115,7 @@ class WebSocketTransport implements Transport {
       this.close(1009, "frame too large");
       return;
     }
-    if (this.#buffer) this.#buffer.push(frame);
-    else this.#receiver!(frame);
-  }
-
-  #finish(code: number, reason: string): void {
-    if (this.#closeInfo) return;
-    this.#closeInfo = { code, reason };
-    this.#resolveClosed(this.#closeInfo);
+    this.deliver(frame);
   }
 }
 

@@ -23,6 +23,7 @@ import {
   unlink,
 } from "node:fs/promises";
 import type { Stats } from "node:fs";
+import { randomHex } from "../../protocol/ids.ts";
 
 const O_NOFOLLOW = constants.O_NOFOLLOW ?? 0;
 const O_DIRECTORY = constants.O_DIRECTORY ?? 0;
@@ -348,11 +349,4 @@ export class ConfinedDir {
     }
     return stat;
   }
-}
-
-function randomHex(bytes: number): string {
-  const buffer = crypto.getRandomValues(new Uint8Array(bytes));
-  let out = "";
-  for (const byte of buffer) out += byte.toString(16).padStart(2, "0");
-  return out;
 }

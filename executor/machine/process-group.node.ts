@@ -9,9 +9,9 @@
  * (`setsid`, `setpgid`) is out of reach. On Windows it is the leader alone.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { accessSync, constants, readdirSync, readFileSync, statSync } from "node:fs";
-import { delimiter, isAbsolute, join, resolve } from "node:path";
+import { readdirSync, readFileSync } from "node:fs";
 import { type Cgroup, inCgroup } from "./cgroup.node.ts";
+import { findExecutable } from "./executable.node.ts";
 
 /** Options of {@linkcode ProcessUnit.spawn}. */
 export interface SpawnUnitOptions {
@@ -217,21 +217,9 @@ function processStat(pid: string): { state: string; pgrp: number } | undefined {
 
 /** Finds `program` as `execvp` would (in `PATH` unless it holds a slash); throws SpawnError. */
 function findProgram(program: string, cwd: string, path: string | undefined): void {
-  const executable = (file: string) => {
-    try {
-      accessSync(file, constants.X_OK);
-      return statSync(file).isFile();
-    } catch {
-      return false;
-    }
-  };
-  if (program.includes("/")) {
-    if (executable(isAbsolute(program) ? program : resolve(cwd, program))) return;
-  } else {
-    const dirs = (path ?? "/usr/bin:/bin").split(delimiter);
-    if (dirs.some((dir) => executable(join(dir ? resolve(cwd, dir) : cwd, program)))) return;
+  if (findExecutable(program, path, cwd) === undefined) {
+    throw new SpawnError(`cannot start ${program}: not found or not executable`);
   }
-  throw new SpawnError(`cannot start ${program}: not found or not executable`);
 }
 
 /** The exit code of a finished child, `128 + n` when killed by signal n (as a shell reports it). */

@@ -10,6 +10,7 @@
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { constants } from "node:os";
+import type { Pty } from "./pty.ts";
 
 const LINUX = process.platform === "linux";
 
@@ -73,4 +74,19 @@ export function signalName(n: number | undefined | null): string | null {
   if (!n) return null;
   for (const [name, number] of Object.entries(constants.signals)) if (number === n) return name;
   return `SIG${n}`;
+}
+
+/**
+ * The {@linkcode Pty} of a program that leads its own session on the PTY (`pid`, as every host
+ * here starts it): the session signalled and probed as above, `io` the host's own.
+ */
+export function sessionPty(pid: number, io: Pick<Pty, "write" | "resize" | "close">): Pty {
+  return {
+    pid,
+    write: io.write,
+    resize: io.resize,
+    signal: (signal) => signalSession(pid, signal),
+    alive: () => sessionAlive(pid),
+    close: io.close,
+  };
 }

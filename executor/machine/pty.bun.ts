@@ -2,15 +2,9 @@
  * Pseudo-terminals on Bun through its built-in `Bun.spawn(argv, { terminal })` (node-pty's data
  * callbacks do not fire on Bun). The program leads its own session on the PTY, as with node-pty.
  */
-import {
-  type Pty,
-  type PtyEvents,
-  type PtyHost,
-  PtySpawnError,
-  type PtySpawnOptions,
-} from "./pty.ts";
+import { type PtyHost, PtySpawnError } from "./pty.ts";
 import { loginShell, resolveProgram } from "./pty.node.ts";
-import { sessionAlive, signalSession } from "./pty-session.node.ts";
+import { sessionPty } from "./pty-session.node.ts";
 
 /** Bun's terminal and subprocess, typed locally so other checkers compile this file. */
 interface BunTerminal {
@@ -53,7 +47,7 @@ function bun(): BunRuntime | undefined {
  */
 const DRAIN_AFTER_EXIT_MS = 500;
 
-function spawn(options: PtySpawnOptions, events: PtyEvents): Pty {
+const spawn: PtyHost["spawn"] = (options, events) => {
   const runtime = bun();
   if (!runtime) throw new PtySpawnError("pty.bun.ts needs the Bun runtime");
   const file = resolveProgram(options.argv[0], options.env, options.cwd);
@@ -112,18 +106,15 @@ function spawn(options: PtySpawnOptions, events: PtyEvents): Pty {
     close();
     events.exit({ exitCode: child.signalCode ? null : child.exitCode, signal: child.signalCode });
   });
-  return {
-    pid,
+  return sessionPty(pid, {
     write: (bytes) => {
       queue.push(bytes);
       flush(terminal);
     },
     resize: (cols, rows) => terminal?.resize(cols, rows),
-    signal: (signal) => signalSession(pid, signal),
-    alive: () => sessionAlive(pid),
     close,
-  };
-}
+  });
+};
 
 /** PTYs through `Bun.spawn({ terminal })`: Bun on Linux and macOS. */
 export const bunPty: PtyHost = {

@@ -4,18 +4,12 @@
  * costs nothing where terminals are not served. On Bun its data callbacks never fire: use
  * `pty.bun.ts` there.
  */
-import { accessSync, constants as fs, readSync, statSync } from "node:fs";
+import { readSync } from "node:fs";
 import { createRequire } from "node:module";
-import { delimiter, isAbsolute, join, resolve } from "node:path";
-import {
-  type Pty,
-  type PtyEvents,
-  type PtyHost,
-  PtySpawnError,
-  type PtySpawnOptions,
-} from "./pty.ts";
+import { findExecutable } from "./executable.node.ts";
+import { type PtyHost, PtySpawnError } from "./pty.ts";
 import { loginUser } from "./login-user.node.ts";
-import { sessionAlive, signalName, signalSession } from "./pty-session.node.ts";
+import { sessionPty, signalName } from "./pty-session.node.ts";
 
 /** The part of `@lydell/node-pty` used here, typed locally. */
 interface NodePtyModule {
@@ -71,27 +65,12 @@ export function loginShell(): string[] {
  * so that a missing one is an error of `terminal.open` rather than a message on the terminal.
  */
 export function resolveProgram(name: string, env: Readonly<Record<string, string>>, cwd: string) {
-  const runnable = (path: string) => {
-    try {
-      accessSync(path, fs.X_OK);
-      return statSync(path).isFile();
-    } catch {
-      return false;
-    }
-  };
-  if (name.includes("/")) {
-    const path = isAbsolute(name) ? name : resolve(cwd, name);
-    if (runnable(path)) return path;
-  } else if (name !== "") {
-    for (const dir of (env.PATH ?? "/usr/bin:/bin").split(delimiter)) {
-      const path = join(dir === "" ? cwd : resolve(cwd, dir), name);
-      if (runnable(path)) return path;
-    }
-  }
+  const file = findExecutable(name, env.PATH, cwd);
+  if (file !== undefined) return file;
   throw new PtySpawnError(`cannot start the program: ${name} not found or not executable`);
 }
 
-function spawn(options: PtySpawnOptions, events: PtyEvents): Pty {
+const spawn: PtyHost["spawn"] = (options, events) => {
   const library = load();
   const file = resolveProgram(options.argv[0], options.env, options.cwd);
   let term: NodePtyTerminal;
@@ -141,12 +120,9 @@ function spawn(options: PtySpawnOptions, events: PtyEvents): Pty {
     clearInterval(waking);
     events.exit({ exitCode: signal ? null : exitCode, signal: signalName(signal) });
   });
-  return {
-    pid,
+  return sessionPty(pid, {
     write: (bytes) => term.write(bytes),
     resize: (cols, rows) => term.resize(cols, rows),
-    signal: (signal) => signalSession(pid, signal),
-    alive: () => sessionAlive(pid),
     close: () => {
       if (exited) return;
       exited = true;
@@ -154,8 +130,8 @@ function spawn(options: PtySpawnOptions, events: PtyEvents): Pty {
         term.destroy();
       } catch { /* already closed */ }
     },
-  };
-}
+  });
+};
 
 /** PTYs through `@lydell/node-pty`: Node and Deno (not Windows, not Bun). */
 export const nodePty: PtyHost = {

@@ -14,6 +14,10 @@
 import { type Clock, systemClock } from "../../protocol/clock.ts";
 import { LocalError } from "../../protocol/errors.ts";
 import { randomHex } from "../../protocol/ids.ts";
+import { bearer, sameBytes, sha256 } from "../bearer-auth.ts";
+
+// The comparison of tokens lives with the other bearer credentials' (the brain API's too).
+export { tokensEqual } from "../bearer-auth.ts";
 
 /** The start of every inspector's cookie name; each adds an id of its own. */
 export const INSPECTOR_COOKIE = "bma_inspector";
@@ -47,28 +51,6 @@ export function randomInspectorToken(): string {
   return randomHex(32);
 }
 
-const encoder = new TextEncoder();
-
-async function digest(text: string): Promise<Uint8Array> {
-  return new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(text)));
-}
-
-/** Whether two digests are equal, looking at every byte whatever the first difference. */
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  let difference = a.length ^ b.length;
-  for (let i = 0; i < a.length && i < b.length; i++) difference |= a[i] ^ b[i];
-  return difference === 0;
-}
-
-/**
- * Whether `presented` equals `expected`, in time independent of their contents: both are
- * hashed first, so neither a common prefix nor a length shows in the timing.
- */
-export async function tokensEqual(presented: string, expected: string): Promise<boolean> {
-  const [a, b] = await Promise.all([digest(presented), digest(expected)]);
-  return sameBytes(a, b);
-}
-
 /** The value of cookie `name` in a `Cookie` header, if present. */
 export function cookieValue(header: string | null, name: string): string | undefined {
   if (!header) return undefined;
@@ -78,14 +60,6 @@ export function cookieValue(header: string | null, name: string): string | undef
     if (part.slice(0, at).trim() === name) return part.slice(at + 1).trim();
   }
   return undefined;
-}
-
-/** The bearer token of an `Authorization` header; null when there is none, "" when malformed. */
-function bearer(headers: Headers): string | null {
-  const authorization = headers.get("authorization");
-  if (!authorization) return null;
-  const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
-  return match ? match[1] : "";
 }
 
 /** Options of an {@linkcode InspectorAuth}. */
@@ -118,7 +92,7 @@ export class InspectorAuth {
     if (typeof token !== "string" || token.length < MIN_INSPECTOR_TOKEN_LENGTH) {
       throw new InspectorTokenError();
     }
-    this.#tokenDigest = digest(token);
+    this.#tokenDigest = sha256(token);
     this.#clock = options.clock ?? systemClock;
     this.loginCodeTtlMs = options.loginCodeTtlMs ?? DEFAULT_LOGIN_CODE_TTL_MS;
     this.sessionTtlMs = options.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS;
@@ -131,19 +105,19 @@ export class InspectorAuth {
   async admits(headers: Headers): Promise<boolean> {
     const presented = bearer(headers);
     if (presented !== null) {
-      const [a, b] = await Promise.all([digest(presented), this.#tokenDigest]);
+      const [a, b] = await Promise.all([sha256(presented), this.#tokenDigest]);
       return sameBytes(a, b);
     }
     const session = cookieValue(headers.get("cookie"), this.cookieName);
     if (!session) return false;
-    return live(this.#sessions, hexOf(await digest(session)), this.#clock.now());
+    return live(this.#sessions, hexOf(await sha256(session)), this.#clock.now());
   }
 
   /** A new one-time login code (valid once, for the code lifetime; at most 16 wait at once). */
   async issueCode(): Promise<string> {
     const code = randomHex(24);
     const now = this.#clock.now();
-    remember(this.#codes, hexOf(await digest(code)), now, now + this.loginCodeTtlMs, MAX_CODES);
+    remember(this.#codes, hexOf(await sha256(code)), now, now + this.loginCodeTtlMs, MAX_CODES);
     return code;
   }
 
@@ -153,12 +127,12 @@ export class InspectorAuth {
    * their digest, so the lookup's timing says nothing about the codes themselves.
    */
   async redeem(code: string): Promise<string | undefined> {
-    const key = hexOf(await digest(code));
+    const key = hexOf(await sha256(code));
     const now = this.#clock.now();
     if (!live(this.#codes, key, now)) return undefined;
     this.#codes.delete(key);
     const session = randomHex(32);
-    const sessionKey = hexOf(await digest(session));
+    const sessionKey = hexOf(await sha256(session));
     remember(this.#sessions, sessionKey, now, now + this.sessionTtlMs, MAX_SESSIONS);
     return session;
   }

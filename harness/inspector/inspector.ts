@@ -107,6 +107,8 @@ export interface Inspector {
   loginUrl(serverUrl: string): Promise<string>;
   /** Stops watching the harness and ends the live streams of open pages. */
   close(): void;
+  /** Closes it as `close` does: `await using ui = inspector(harness, …)`. */
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 /** The default of {@linkcode InspectorOptions.maxStreamQueueBytes}: 1 MiB. */
@@ -459,6 +461,14 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
     return `${origin}${loginPath}?code=${code}`;
   }
 
+  function close(): void {
+    if (closed) return;
+    closed = true;
+    model.close();
+    terminals.close();
+    for (const end of [...streams]) end();
+  }
+
   return {
     fetch: async (request: Request) => {
       try {
@@ -469,13 +479,8 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
       }
     },
     loginUrl: (serverUrl: string) => loginUrlFor(new URL(serverUrl).origin),
-    close: () => {
-      if (closed) return;
-      closed = true;
-      model.close();
-      terminals.close();
-      for (const end of [...streams]) end();
-    },
+    close,
+    [Symbol.asyncDispose]: () => Promise.resolve(close()),
   };
 }
 

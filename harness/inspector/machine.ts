@@ -163,41 +163,51 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
     return json(200, await session.executor.request("process.list", { session_id: session.id }));
   });
 
-  app.get(at("/api/sessions/:id/processes/:pid/output"), async (c) => {
-    const session = sessionOf(param(c, "id"));
+  app.get(at("/api/sessions/:id/processes/:pid/output"), (c) => {
     const stream = c.req.query("stream") ?? "stdout";
     if (stream !== "stdout" && stream !== "stderr") {
       throw new ApiError(400, "BadRequest", "stream must be stdout or stderr");
     }
     const wait = Math.min(offsetOf(c.req.query("wait_ms") ?? "0"), PROCESS_WAIT_MAX_MS);
-    return json(
-      200,
-      await session.executor.request("process.read", {
-        session_id: session.id,
-        process_id: param(c, "pid"),
-        stream,
-        offset: offsetOf(c.req.query("offset") ?? "0"),
-        max_bytes: PROCESS_READ_BYTES,
-        ...(wait > 0 ? { wait_ms: wait } : {}),
-      }, { signal: c.req.raw.signal }),
+    return ofProcess(
+      c,
+      (session_id, process_id) =>
+        sessionOf(session_id).executor.request("process.read", {
+          session_id,
+          process_id,
+          stream,
+          offset: offsetOf(c.req.query("offset") ?? "0"),
+          max_bytes: PROCESS_READ_BYTES,
+          ...(wait > 0 ? { wait_ms: wait } : {}),
+        }, { signal: c.req.raw.signal }),
     );
   });
 
   app.post(at("/api/sessions/:id/processes/:pid/signal"), async (c) => {
-    const session = sessionOf(param(c, "id"));
+    sessionOf(param(c, "id"));
     const signal = (optionalString(await readBody(c), "signal") ?? "SIGTERM") as Signal;
     if (!SIGNALS.includes(signal)) {
       throw new ApiError(400, "BadRequest", `signal must be one of ${SIGNALS.join(", ")}`);
     }
-    return json(
-      200,
-      await session.executor.request("process.signal", {
-        session_id: session.id,
-        process_id: param(c, "pid"),
-        signal,
-      }),
+    return ofProcess(
+      c,
+      (session_id, process_id) =>
+        sessionOf(session_id).executor.request("process.signal", {
+          session_id,
+          process_id,
+          signal,
+        }),
     );
   });
+
+  /** Answers with what `request` gets of the route's session and process. */
+  async function ofProcess(
+    c: Context,
+    request: (sessionId: string, processId: string) => Promise<unknown>,
+  ): Promise<Response> {
+    const session = sessionOf(param(c, "id"));
+    return json(200, await request(session.id, param(c, "pid")));
+  }
 
   // ---- files ----
 

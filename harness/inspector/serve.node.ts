@@ -50,6 +50,8 @@ export interface InspectorServer {
   readonly url: string;
   /** Stops listening and ends every connection. */
   close(): Promise<void>;
+  /** Closes it as `close` does: `await using server = await serveInspector(ui)`. */
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 /** The default of {@linkcode ServeInspectorOptions.slowClientTimeoutMs}: 30 s. */
@@ -81,14 +83,12 @@ export function serveInspector(
     server.listen(options.port ?? 0, "127.0.0.1", () => {
       server.off("error", reject);
       const { port } = server.address() as AddressInfo;
-      resolve({
-        url: `http://127.0.0.1:${port}`,
-        close: () =>
-          new Promise<void>((done) => {
-            server.close(() => done());
-            server.closeAllConnections();
-          }),
-      });
+      const close = () =>
+        new Promise<void>((done) => {
+          server.close(() => done());
+          server.closeAllConnections();
+        });
+      resolve({ url: `http://127.0.0.1:${port}`, close, [Symbol.asyncDispose]: close });
     });
   });
 }

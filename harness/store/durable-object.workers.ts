@@ -15,17 +15,14 @@
  * @module
  */
 import {
+  batchTexts,
   checkBatch,
   checkKey,
   checkList,
-  type CheckOp,
   compareKeys,
-  encodeValue,
-  expectedText,
   type HarnessStore,
   InvalidStoreRequestError,
   type ListOptions,
-  opKind,
   StoreClosedError,
   StoreConditionError,
   type StoreOp,
@@ -201,17 +198,7 @@ export class DurableObjectKvStore implements HarnessStore {
     this.#open();
     checkBatch(batch);
     if (batch.length === 0) return;
-    const texts: (string | undefined)[] = new Array(batch.length);
-    for (let i = 0; i < batch.length; i++) {
-      const op = batch[i];
-      const kind = opKind(op);
-      if (kind === "put") {
-        const { put, value } = op as { put: string; value: unknown };
-        texts[i] = encodeValue(put, value);
-      } else if (kind === "check") {
-        texts[i] = expectedText(op as CheckOp);
-      }
-    }
+    const { texts } = batchTexts(batch);
     const base = this.#prefix;
     // One transaction at a time, in call order: a later batch never overtakes an earlier one.
     const previous = this.#tail;

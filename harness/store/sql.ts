@@ -14,17 +14,15 @@
  */
 import { LocalError } from "../../protocol/errors.ts";
 import {
+  batchTexts,
   checkBatch,
   checkKey,
   checkList,
   type CheckOp,
   compareKeys,
-  encodeValue,
-  expectedText,
   type HarnessStore,
   InvalidStoreRequestError,
   type ListOptions,
-  opKind,
   prefixEnd,
   StoreClosedError,
   StoreConditionError,
@@ -167,19 +165,7 @@ export class SqlHarnessStore implements HarnessStore {
     checkBatch(batch);
     if (batch.length === 0) return;
     // Every key and value is checked (and serialized) before the transaction starts.
-    const texts: (string | undefined)[] = new Array(batch.length);
-    let checks: number[] | undefined;
-    for (let i = 0; i < batch.length; i++) {
-      const op = batch[i];
-      const kind = opKind(op);
-      if (kind === "put") {
-        const { put, value } = op as { put: string; value: unknown };
-        texts[i] = encodeValue(put, value);
-      } else if (kind === "check") {
-        texts[i] = expectedText(op as CheckOp);
-        (checks ??= []).push(i);
-      }
-    }
+    const { texts, checks } = batchTexts(batch);
     if (batch.length === 1 && checks === undefined) {
       // One statement is atomic on its own.
       this.#apply(batch[0], texts[0]);

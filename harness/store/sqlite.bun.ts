@@ -5,15 +5,13 @@
  *
  * @module
  */
-import {
-  type PreparingDatabaseLike,
-  preparingDriver,
-  type SqlDriver,
-  type SqlHarnessStore,
-  SqliteDriverUnavailableError,
-  type SqliteStoreOptions,
+import type {
+  PreparingDatabaseLike,
+  SqlDriver,
+  SqlHarnessStore,
+  SqliteStoreOptions,
 } from "./sql.ts";
-import { openLibsqlDriver, openSqliteFile } from "./sqlite.node.ts";
+import { openDriver, openLibsqlDriver, openSqliteWith } from "./sqlite.node.ts";
 
 /** The SQLite drivers on Bun. */
 export type BunSqliteDriver = "bun:sqlite" | "libsql";
@@ -27,18 +25,20 @@ export interface BunSqliteStoreOptions extends SqliteStoreOptions {
 // In a variable: other runtimes' checkers and bundlers leave Bun's built-in alone.
 const BUN_SQLITE = "bun:sqlite";
 
+/** `bun:sqlite`'s part used here, typed locally so other checkers compile this file. */
+interface BunSqliteModule {
+  Database: new (path: string, options: { strict: boolean }) => PreparingDatabaseLike;
+}
+
 /** Opens `path` with Bun's built-in `bun:sqlite`. */
-export async function openBunSqliteDriver(path: string): Promise<SqlDriver> {
-  let Database: new (path: string, options: { strict: boolean }) => PreparingDatabaseLike;
-  try {
-    ({ Database } = await import(BUN_SQLITE));
-  } catch (error) {
-    throw new SqliteDriverUnavailableError("bun:sqlite", "it is built into Bun only", {
-      cause: error,
-    });
-  }
-  // strict: `?` parameters bind positionally and a missing one is an error.
-  return preparingDriver(new Database(path, { strict: true }));
+export function openBunSqliteDriver(path: string): Promise<SqlDriver> {
+  return openDriver(
+    "bun:sqlite",
+    "it is built into Bun only",
+    () => import(BUN_SQLITE) as Promise<BunSqliteModule>,
+    // strict: `?` parameters bind positionally and a missing one is an error.
+    ({ Database }) => new Database(path, { strict: true }),
+  );
 }
 
 /**
@@ -54,13 +54,6 @@ export function openSqliteStore(
   path: string,
   options: BunSqliteStoreOptions = {},
 ): Promise<SqlHarnessStore> {
-  const driver = options.driver ?? "bun:sqlite";
-  if (driver !== "libsql" && driver !== "bun:sqlite") {
-    return Promise.reject(new SqliteDriverUnavailableError(String(driver), "unknown driver"));
-  }
-  return openSqliteFile(
-    driver === "libsql" ? openLibsqlDriver : openBunSqliteDriver,
-    path,
-    options,
-  );
+  const drivers = { "bun:sqlite": openBunSqliteDriver, libsql: openLibsqlDriver };
+  return openSqliteWith(drivers, "bun:sqlite", path, options);
 }

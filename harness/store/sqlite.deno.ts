@@ -7,8 +7,7 @@
  * @module
  */
 import type { SqlHarnessStore, SqliteStoreOptions } from "./sql.ts";
-import { SqliteDriverUnavailableError } from "./sql.ts";
-import { openLibsqlDriver, openNodeSqliteDriver, openSqliteFile } from "./sqlite.node.ts";
+import { NODE_DRIVERS, openSqliteWith } from "./sqlite.node.ts";
 
 /** The SQLite drivers on Deno. */
 export type DenoSqliteDriver = "node:sqlite" | "libsql";
@@ -32,13 +31,5 @@ export function openSqliteStore(
   path: string,
   options: DenoSqliteStoreOptions = {},
 ): Promise<SqlHarnessStore> {
-  const driver = options.driver ?? "node:sqlite";
-  if (driver !== "libsql" && driver !== "node:sqlite") {
-    return Promise.reject(new SqliteDriverUnavailableError(String(driver), "unknown driver"));
-  }
-  return openSqliteFile(
-    driver === "libsql" ? openLibsqlDriver : openNodeSqliteDriver,
-    path,
-    options,
-  );
+  return openSqliteWith(NODE_DRIVERS, "node:sqlite", path, options);
 }

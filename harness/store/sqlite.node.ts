@@ -31,52 +31,73 @@ const LIBSQL = "libsql";
 
 type DatabaseConstructor = new (path: string) => PreparingDatabaseLike;
 
+/** Opens a driver over the SQLite file at `path`. */
+export type SqliteOpener = (path: string) => Promise<SqlDriver>;
+
+/**
+ * A driver over the database `open` makes of the driver's module, which `load` imports: a module
+ * that does not load is {@linkcode SqliteDriverUnavailableError} naming `driver` and what to do
+ * (`hint`), the failure as its `cause`. Each driver below is one call of it.
+ */
+export async function openDriver<M>(
+  driver: string,
+  hint: string,
+  load: () => Promise<M>,
+  open: (module: M) => PreparingDatabaseLike,
+): Promise<SqlDriver> {
+  let module: M;
+  try {
+    module = await load();
+  } catch (error) {
+    throw new SqliteDriverUnavailableError(driver, hint, { cause: error });
+  }
+  return preparingDriver(open(module));
+}
+
 /**
  * Opens `path` with `libsql` (the package must be installed), loaded by `load` (default: the
  * bare specifier `libsql`, resolved from node_modules).
  */
-export async function openLibsqlDriver(
+export function openLibsqlDriver(
   path: string,
   load: () => Promise<unknown> = () => import(LIBSQL),
 ): Promise<SqlDriver> {
-  let Database: DatabaseConstructor;
-  try {
-    const mod = await load() as { default?: DatabaseConstructor };
-    Database = mod.default ?? (mod as unknown as DatabaseConstructor);
-  } catch (error) {
-    throw new SqliteDriverUnavailableError(
-      "libsql",
-      "install it with `npm install libsql` (it ships prebuilt binaries)",
-      { cause: error },
-    );
-  }
-  return preparingDriver(new Database(path));
+  return openDriver(
+    "libsql",
+    "install it with `npm install libsql` (it ships prebuilt binaries)",
+    load as () => Promise<{ default?: DatabaseConstructor }>,
+    (mod) => new (mod.default ?? (mod as unknown as DatabaseConstructor))(path),
+  );
 }
 
 /** Opens `path` with the built-in `node:sqlite` (Deno; Node ≥ 22.5). */
-export async function openNodeSqliteDriver(path: string): Promise<SqlDriver> {
-  let DatabaseSync: DatabaseConstructor;
-  try {
+export function openNodeSqliteDriver(path: string): Promise<SqlDriver> {
+  return openDriver(
+    "node:sqlite",
+    "it is built into Deno and Node ≥ 22.5; use the libsql driver elsewhere",
     // @ts-ignore: Node 20's types have no node:sqlite (Deno's and Node ≥ 22.5's do).
-    ({ DatabaseSync } = await import("node:sqlite") as { DatabaseSync: DatabaseConstructor });
-  } catch (error) {
-    throw new SqliteDriverUnavailableError(
-      "node:sqlite",
-      "it is built into Deno and Node ≥ 22.5; use the libsql driver elsewhere",
-      { cause: error },
-    );
-  }
-  return preparingDriver(new DatabaseSync(path));
+    () => import("node:sqlite") as Promise<{ DatabaseSync: DatabaseConstructor }>,
+    ({ DatabaseSync }) => new DatabaseSync(path),
+  );
 }
 
-/** Opens a driver and the store over it, in WAL mode with the options' pragmas. */
-export async function openSqliteFile(
-  open: (path: string) => Promise<SqlDriver>,
+/**
+ * Opens (or creates) the SQLite file at `path` as a harness store over the driver of `drivers`
+ * that `options.driver` names (`fallback` when it names none), in WAL mode with the options'
+ * pragmas: each runtime's `openSqliteStore`, over the drivers that runtime has.
+ */
+export async function openSqliteWith<D extends string>(
+  drivers: Readonly<Record<D, SqliteOpener>>,
+  fallback: D,
   path: string,
-  options: SqliteStoreOptions,
+  options: SqliteStoreOptions & { readonly driver?: D },
 ): Promise<SqlHarnessStore> {
+  const name = options.driver ?? fallback;
+  if (!Object.hasOwn(drivers, name)) {
+    throw new SqliteDriverUnavailableError(String(name), "unknown driver");
+  }
   const pragmas = sqliteFilePragmas(options);
-  const driver = await open(path);
+  const driver = await drivers[name](path);
   try {
     driver.exec(pragmas);
     return new SqlHarnessStore(driver, options);
@@ -85,6 +106,12 @@ export async function openSqliteFile(
     throw error;
   }
 }
+
+/** The drivers of this file: `libsql` and the built-in `node:sqlite` (Deno's too). */
+export const NODE_DRIVERS: Readonly<Record<NodeSqliteDriver, SqliteOpener>> = {
+  "libsql": openLibsqlDriver,
+  "node:sqlite": openNodeSqliteDriver,
+};
 
 /**
  * Opens (or creates) the SQLite file at `path` as a harness store. Every method of the store
@@ -100,13 +127,5 @@ export function openSqliteStore(
   path: string,
   options: NodeSqliteStoreOptions = {},
 ): Promise<SqlHarnessStore> {
-  const driver = options.driver ?? "libsql";
-  if (driver !== "libsql" && driver !== "node:sqlite") {
-    return Promise.reject(new SqliteDriverUnavailableError(String(driver), "unknown driver"));
-  }
-  return openSqliteFile(
-    driver === "libsql" ? openLibsqlDriver : openNodeSqliteDriver,
-    path,
-    options,
-  );
+  return openSqliteWith(NODE_DRIVERS, "libsql", path, options);
 }

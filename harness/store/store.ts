@@ -318,3 +318,27 @@ export function expectedText(op: CheckOp): string | undefined {
 export function checkBatch(batch: readonly StoreOp[]): void {
   if (!Array.isArray(batch)) throw new InvalidStoreRequestError("op", "a batch is an array");
 }
+
+/**
+ * What a store that keeps JSON text writes and compares for `batch`, checked before anything is
+ * written (a refused batch changes nothing): `texts[i]`, each put's value as JSON text and each
+ * check's expected text (undefined for a deletion), and the indices of the checks, if any.
+ */
+export function batchTexts(
+  batch: readonly StoreOp[],
+): { texts: (string | undefined)[]; checks: number[] | undefined } {
+  const texts: (string | undefined)[] = new Array(batch.length);
+  let checks: number[] | undefined;
+  for (let i = 0; i < batch.length; i++) {
+    const op = batch[i];
+    const kind = opKind(op);
+    if (kind === "put") {
+      const { put, value } = op as PutOp;
+      texts[i] = encodeValue(put, value);
+    } else if (kind === "check") {
+      texts[i] = expectedText(op as CheckOp);
+      (checks ??= []).push(i);
+    }
+  }
+  return { texts, checks };
+}

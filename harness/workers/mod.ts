@@ -13,7 +13,7 @@
  *
  * @module
  */
-export { BRAIN_PATH, HarnessObject } from "./object.ts";
+export { HarnessObject } from "./object.ts";
 export {
   BRAIN_API_PREFIX,
   createHarnessWorker,

@@ -14,9 +14,9 @@ import {
   ConflictError,
   type EmittedEvent,
   InvalidParamsError,
-  type SessionEventParams,
   type SessionEventRecord,
 } from "../../mod.ts";
+import type { SessionEventParams } from "../../protocol/mod.ts";
 import { AgentFixtures, collect, eventTypes, gate, text, until } from "../helpers/agent-fixture.ts";
 import { ExecutorPeer, registerParams } from "../helpers/executor-peer.ts";
 

@@ -79,14 +79,14 @@ describe(`bma-harness attach on ${RUNTIME}`, { timeout: 90_000 }, () => {
   it("attaches the user's terminal to a remote one: raw keys, resize, Ctrl-] and back", {
     timeout: 60_000,
   }, async () => {
-    const [command, args] = tsCommand(join(ROOT, "harness/cli.node.ts"), ["--port", "0"]);
+    const [command, args] = tsCommand(join(ROOT, "cli/harness.node.ts"), ["--port", "0"]);
     const env = Object.fromEntries(
       Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined),
     );
     const cli = onPty([command, ...args], { ...env, TERM: "xterm-256color" });
     ptys.push(cli.pty);
     const [, url] = await cli.expect(/listening (ws:\/\/\S+)/);
-    const executor = spawnTs(join(ROOT, "executor/cli.node.ts"), [
+    const executor = spawnTs(join(ROOT, "cli/executor.node.ts"), [
       "--harness",
       url,
       "--workdir",

@@ -29,7 +29,7 @@ describe("bma-executor single-file binary", { timeout: 120_000, skip: RUNTIME !=
         "build",
         "--compile",
         "--minify",
-        join(ROOT, "executor/cli.node.ts"),
+        join(ROOT, "cli/executor.node.ts"),
         "--outfile",
         binary,
       ], {

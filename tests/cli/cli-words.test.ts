@@ -4,7 +4,7 @@
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { ShellWordsError, splitWords } from "../../harness/cli-words.ts";
+import { ShellWordsError, splitWords } from "../../cli/shell-words.ts";
 
 describe("splitWords", () => {
   it("splits on blanks, and keeps quoted text as one word", () => {

@@ -19,7 +19,7 @@ import {
   spawnTs,
 } from "../helpers/runtime-command.ts";
 
-const CLI = join(ROOT, "executor/cli.node.ts");
+const CLI = join(ROOT, "cli/executor.node.ts");
 const text = (content: { type: string; text?: string }[]) =>
   content.filter((b) => b.type === "text").map((b) => b.text).join("");
 

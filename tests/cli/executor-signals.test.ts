@@ -23,7 +23,7 @@ import {
   sendSignal,
 } from "./cli-helpers.ts";
 
-const CLI = join(ROOT, "executor/cli.node.ts");
+const CLI = join(ROOT, "cli/executor.node.ts");
 const SIGNALS = ["SIGTERM", "SIGINT"] as const;
 
 /** The environment without any harness or credential variable of the caller's. */

@@ -20,8 +20,8 @@ import { finished, ROOT, spawnTs } from "../helpers/runtime-command.ts";
 import { ExecutorPeer } from "../helpers/executor-peer.ts";
 import { exitCodeAfterSignal, launchCli, type RunningCli, sendSignal } from "./cli-helpers.ts";
 
-const HARNESS = join(ROOT, "harness/cli.node.ts");
-const EXECUTOR = join(ROOT, "executor/cli.node.ts");
+const HARNESS = join(ROOT, "cli/harness.node.ts");
+const EXECUTOR = join(ROOT, "cli/executor.node.ts");
 const INFO = { os: "linux", arch: "x64", version: "1.0.0" };
 
 describe(

@@ -19,8 +19,8 @@ import { ExecutorClient } from "../../executor/node.ts";
 import { finished, ROOT, spawnTs } from "../helpers/runtime-command.ts";
 import { exitCodeAfterSignal, launchCli, type RunningCli, sendSignal } from "./cli-helpers.ts";
 
-const HARNESS = join(ROOT, "harness/cli.node.ts");
-const EXECUTOR = join(ROOT, "executor/cli.node.ts");
+const HARNESS = join(ROOT, "cli/harness.node.ts");
+const EXECUTOR = join(ROOT, "cli/executor.node.ts");
 const INFO = { os: "linux", arch: "x64", version: "1.0.0" };
 
 describe("bma-harness: flags", { timeout: 60_000 }, () => {

@@ -8,6 +8,7 @@
  * `crash` (an exception), `count <key> [<ms>]` (counts runs, for run-once checks).
  */
 import type * as Sdk from "../../node.ts";
+import type { McpMessageParams } from "../../protocol/mod.ts";
 import { serveAgent } from "../../agent/mod.ts";
 import type { Runtime } from "./rpc.ts";
 
@@ -139,7 +140,7 @@ export class ExecutorAgent {
         : { echo: m.method };
       client.notify("mcp.message", {
         channel_id,
-        message: { jsonrpc: "2.0", id: m.id, result } as Sdk.McpMessageParams["message"],
+        message: { jsonrpc: "2.0", id: m.id, result } as McpMessageParams["message"],
       });
     });
     client.onRequest("mcp.close", () => ({ closed: true }));

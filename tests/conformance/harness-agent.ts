@@ -46,7 +46,7 @@ interface Instance {
   platform: Agent.AgentPlatform | undefined;
   store: Sdk.HarnessStore | undefined;
   servers: Sdk.HarnessServer[];
-  links: Sdk.ExecutorLink[];
+  links: Sdk.DialedExecutorLink[];
   /** Every executor event, in order: `registered`, `reconnected`, `disconnected`, `gone`. */
   events: { type: string; id: string; name: string }[];
   /** The latest handle per executor name (kept after it is gone). */

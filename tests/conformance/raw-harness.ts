@@ -7,11 +7,11 @@ import {
   type CloseInfo,
   DialError,
   dialWebSocket,
-  type ExecutorRegisterParams,
   Peer,
   ProtocolMismatchError,
   type Transport,
 } from "../../node.ts";
+import type { ExecutorRegisterParams } from "../../protocol/mod.ts";
 
 /** What the raw harness saw. */
 export interface RawHarnessReport {

@@ -21,10 +21,10 @@ import {
   ExecutorConfigError,
   InvalidOutgoingParamsError,
   InvalidParamsError,
-  type ToolCallParams,
   ToolError,
   ToolResult,
 } from "../../executor/node.ts";
+import type { ToolCallParams } from "../../protocol/mod.ts";
 import { Harness, type HarnessServer } from "../../harness/node.ts";
 import { Fixtures, until } from "../helpers/executor-fixture.ts";
 import { ScriptedHarness } from "../helpers/scripted-harness.ts";

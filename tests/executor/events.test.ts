@@ -5,14 +5,12 @@
  */
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import {
-  ConflictError,
-  NotFoundError,
-  type SessionEventParams,
-  type SessionEventPayload,
-  type SessionEventResult,
-  UnavailableError,
-} from "../../executor/node.ts";
+import { ConflictError, NotFoundError, UnavailableError } from "../../executor/node.ts";
+import type {
+  SessionEventParams,
+  SessionEventPayload,
+  SessionEventResult,
+} from "../../protocol/mod.ts";
 import { ChaosProxy } from "../helpers/chaos-proxy.ts";
 import { Fixtures, until } from "../helpers/executor-fixture.ts";
 import { ScriptedHarness } from "../helpers/scripted-harness.ts";

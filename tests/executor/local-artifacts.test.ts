@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { ArtifactBlock, ContentBlock } from "../../mod.ts";
+import type { ArtifactBlock, ContentBlock } from "../../protocol/mod.ts";
 import {
   type Harness as NodeHarness,
   type HarnessServer,
@@ -123,7 +123,7 @@ describe("bma-executor --harness without BMA_BASE_URL", { timeout: 60_000 }, () 
       const env: Record<string, string> = { ...process.env as Record<string, string> };
       delete env.BMA_BASE_URL;
       delete env.BMA_HARNESS_URL;
-      const child = spawnTs(join(ROOT, "executor/cli.node.ts"), [
+      const child = spawnTs(join(ROOT, "cli/executor.node.ts"), [
         "--harness",
         server.url,
         "--workdir",

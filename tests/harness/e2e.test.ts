@@ -7,10 +7,10 @@ import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
   CapabilityNotAdvertisedError,
-  type FsMountParams,
   ManualClock,
   ResourceExhaustedError,
 } from "../../executor/node.ts";
+import type { FsMountParams } from "../../protocol/mod.ts";
 import { ToolOutcomeUnknownError } from "../../harness/node.ts";
 import { ChaosProxy } from "../helpers/chaos-proxy.ts";
 import { Fixtures, SECRETS, until } from "../helpers/executor-fixture.ts";

@@ -8,11 +8,11 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
   DEFAULT_MAX_SESSION_EVENTS,
-  EventLog,
   Harness,
   type HarnessServer,
   type SessionEventRecord,
 } from "../../harness/node.ts";
+import { EventLog } from "../../harness/event-log.ts";
 import { ExecutorPeer } from "../helpers/executor-peer.ts";
 
 describe("Harness: a session's event log is bounded", { timeout: 60_000 }, () => {

@@ -7,13 +7,12 @@ import { after, afterEach, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
   CapabilityNotAdvertisedError,
-  type FsMountStatus,
   InvalidResultError,
   NotFoundError,
   RequestAbortedError,
   ResourceExhaustedError,
-  type ToolCancelParams,
 } from "../../mod.ts";
+import type { FsMountStatus, ToolCancelParams } from "../../protocol/mod.ts";
 import {
   type ExecutorHandle,
   Harness,

@@ -12,7 +12,6 @@ import {
   Harness,
   type HarnessStore,
   type HolderIdentity,
-  holderIsLive,
   ManualClock,
   MemoryHarnessStore,
   StoreFencedError,
@@ -20,6 +19,7 @@ import {
   type StoreHolderRecord,
   type StoreOp,
 } from "../../node.ts";
+import { holderIsLive } from "../../harness/store/claim.ts";
 import { ExecutorPeer, registerParams } from "../helpers/executor-peer.ts";
 
 const RENEW = 1_000;

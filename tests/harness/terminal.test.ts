@@ -11,8 +11,8 @@ import {
   type HarnessServer,
   SessionEndedError,
   TerminalBusyError,
-  type TerminalReadParams,
 } from "../../harness/node.ts";
+import type { TerminalReadParams } from "../../protocol/mod.ts";
 import { ExecutorPeer, registerParams } from "../helpers/executor-peer.ts";
 
 const CAPABILITIES = { tools: [], process: true, terminal: true };

@@ -4,13 +4,12 @@
  */
 import {
   type Capabilities,
-  type ExecutorRegisterParams,
   type ExecutorRegisterResult,
   Peer,
   type PeerOptions,
-  type ToolCallParams,
   type Transport,
 } from "../../mod.ts";
+import type { ExecutorRegisterParams, ToolCallParams } from "../../protocol/mod.ts";
 import { dialWebSocket } from "../../transport/node.ts";
 
 /** The subprotocols an executor offers, preferred first. */

@@ -12,7 +12,7 @@ import type {
   McpMessageParams,
   McpOpenParams,
   McpOpenResult,
-} from "../../mod.ts";
+} from "../../protocol/mod.ts";
 
 /** The MCP server script of these tests (plain JavaScript). */
 export const ECHO_SERVER: string = fileURLToPath(new URL("./mcp-echo-server.mjs", import.meta.url));

@@ -6,7 +6,6 @@
  */
 import {
   type Clock,
-  type ExecutorRegisterParams,
   type JsonRpcId,
   MethodNotFoundError,
   Peer,
@@ -16,6 +15,7 @@ import {
   systemClock,
   type Transport,
 } from "../../mod.ts";
+import type { ExecutorRegisterParams } from "../../protocol/mod.ts";
 import { type RunningServer, serveWebSocket } from "../../transport/node.ts";
 
 /** One request the harness received. */

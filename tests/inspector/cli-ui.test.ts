@@ -20,7 +20,7 @@ describe("bma-harness --ui", { timeout: 60_000 }, () => {
   });
 
   it("serves the inspector behind a one-time URL, and closes it on quit", async () => {
-    const child = spawnTs("harness/cli.node.ts", ["--port", "0", "--ui"], {
+    const child = spawnTs("cli/harness.node.ts", ["--port", "0", "--ui"], {
       stdio: ["pipe", "pipe", "pipe"],
     });
     children.push(child);
@@ -122,7 +122,7 @@ describe("bma-harness --ui", { timeout: 60_000 }, () => {
   });
 
   it("refuses a bad --ui-port", async () => {
-    const child = spawnTs("harness/cli.node.ts", ["--port", "0", "--ui-port", "nope"]);
+    const child = spawnTs("cli/harness.node.ts", ["--port", "0", "--ui-port", "nope"]);
     children.push(child);
     const result = await finished(child);
     assert.equal(result.code, 2);

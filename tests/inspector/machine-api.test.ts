@@ -116,7 +116,7 @@ describe(`inspector machine routes (${RUNTIME})`, { timeout: 60_000 }, () => {
     assert.equal(input.status, 200);
     const first = await events(
       await api(`terminals/${view.id}/stream`),
-      (evs) => text(evs).includes("one-2\r\n"),
+      (evs) => evs.some((e) => e.event === "live") && text(evs).includes("one-2\r\n"),
     );
     const outputs = first.filter((e) => e.event === "output");
     const lastId = outputs.at(-1)!.id!;

@@ -22,7 +22,7 @@ import { environOf, parseEnviron, SECRETS, startMachine, until } from "./machine
 
 const MCP_SERVER = new URL("./mcp-test-server.mjs", import.meta.url).pathname;
 const GIT_PASSWORD = "ghp_SECRET_git_password_5e9d";
-const CLI = join(ROOT, "executor/cli.node.ts");
+const CLI = join(ROOT, "cli/executor.node.ts");
 
 /** Variables set in the executor's own environment for these tests. */
 const EXECUTOR_ENV: Record<string, string> = {

@@ -229,12 +229,12 @@ describe("publication", { timeout: 240_000, skip: !onNode && "runs from Node onl
     for (const path of ["dist/mod.js", "dist/mod.d.ts", "dist/node.js", "dist/deno.js"]) {
       assert.ok(files.includes(path), path);
     }
-    for (const path of ["dist/bun.js", "dist/workers.js", "dist/executor/cli.node.js"]) {
+    for (const path of ["dist/bun.js", "dist/workers.js", "dist/cli/executor.node.js"]) {
       assert.ok(files.includes(path), path);
     }
-    assert.ok(files.includes("dist/harness/cli.node.js"));
+    assert.ok(files.includes("dist/cli/harness.node.js"));
     const foreign = files.filter((f) =>
-      (/^(tests|scripts|node_modules|examples|protocol|executor|harness|transport)\//.test(f) &&
+      (/^(tests|scripts|node_modules|examples|protocol|executor|harness|transport|cli)\//.test(f) &&
         !/^protocol\/contract\/[^/]+\.(json|md)$|^protocol\/contract\/examples\/[^/]+\.json$/.test(
           f,
         ) &&
@@ -437,11 +437,11 @@ console.log(JSON.stringify(out));
       join(app, "check.ts"),
       `import { ExecutorClient, Harness, type HarnessSessionState } from "bma-executor-sdk/node";
 import { Peer, type ExecutorSessionState } from "bma-executor-sdk";
-import type { ExecutorLink } from "bma-executor-sdk/harness";
+import type { DialedExecutorLink } from "bma-executor-sdk/harness";
 import { type AgentServer, serveAgent } from "bma-executor-sdk/agent";
 const state: HarnessSessionState = "ready";
 const mine: ExecutorSessionState | undefined = undefined;
-const link: ExecutorLink | undefined = undefined;
+const link: DialedExecutorLink | undefined = undefined;
 const agent: AgentServer | undefined = undefined;
 void [state, mine, link, agent, ExecutorClient, Harness, Peer, serveAgent];
 `,

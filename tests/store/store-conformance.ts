@@ -9,12 +9,16 @@ import assert from "node:assert/strict";
 import {
   type HarnessStore,
   InvalidStoreRequestError,
-  isPromiseLike,
   type SqlDriver,
   StoreClosedError,
   StoreConditionError,
   type StoreOp,
 } from "../../mod.ts";
+
+/** Whether a store's answer is a promise (a thenable), not a value given synchronously. */
+function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as { then?: unknown } | null)?.then === "function";
+}
 
 /** What a case knows about the store under test. */
 export interface StoreSubject {

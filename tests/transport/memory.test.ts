@@ -2,11 +2,11 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
   createLinkedTransportPair,
-  isMessageTransport,
   type MessageTransport,
   Peer,
   TransportClosedError,
 } from "../../mod.ts";
+import { isMessageTransport } from "../../transport/transport.ts";
 
 const collect = (frames: string[]) => (frame: string) => void frames.push(frame);
 

@@ -29,7 +29,7 @@ function compile(dir: string, file: string): Promise<{ code: number | null; outp
     config,
     JSON.stringify({
       extends: join(ROOT, "tsconfig.base.json"),
-      compilerOptions: { lib: ["ES2022", "DOM"], types: [], noEmit: true },
+      compilerOptions: { lib: ["ES2022", "ESNext.Disposable", "DOM"], types: [], noEmit: true },
       files: [join(dir, file)],
     }),
   );

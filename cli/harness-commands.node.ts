@@ -1,325 +1,30 @@
-#!/usr/bin/env node
 /**
- * `bma-harness`: a local harness to drive executors by hand (or by script on stdin).
- *
- *   bma-harness --port 7700                 # then: bma-executor --harness ws://127.0.0.1:7700
- *   bma-harness --unix /tmp/bma.sock
- *
- * Commands are read one per line and run concurrently: a tool call, a stop or a drain runs while
- * the next command is read and answered. Only `wait` (the way a script sequences) and `attach`
- * (which takes the keyboard) hold the commands after them. Every output line starts with what it
- * is about (a call id, a session id, an executor id or the command's word), so interleaved output
- * stays readable; notes about the harness itself (signals, the end of input) go to stderr.
- * `help` lists the commands.
+ * The commands of `bma-harness`, run against its `Harness`: listings, sessions, tool calls,
+ * events, waiting, terminals, and stopping at the end. One command line in, its output lines out
+ * (through `harness-stdio.node.ts`, held while a terminal owns the screen). The entry point
+ * (`harness.node.ts`) reads the flags, starts the servers and feeds the lines in.
  */
-import { negativeValues } from "../protocol/argv.ts";
-import { parseArgs } from "node:util";
-import * as z from "zod";
-import { CONTRACT_VERSION, TOOL_SPECS } from "../protocol/generated/contract.ts";
-import { InvalidOutgoingParamsError, ProtocolError } from "../protocol/errors.ts";
-import { ShellWordsError, splitWords } from "./cli-words.ts";
-import { SDK_VERSION as VERSION } from "../executor/version.ts";
-import { AgentPlatform } from "../agent/platform.ts";
+import { TOOL_SPECS } from "../protocol/generated/contract.ts";
+import { ShellWordsError } from "./shell-words.ts";
+import { CommandError, words } from "./harness-command-line.ts";
+import {
+  builtInInputSchema,
+  describe,
+  describeCallError,
+  textOf,
+  tidySchema,
+} from "./harness-describe.ts";
+import { attach, type Input, note, writeOut } from "./harness-stdio.node.ts";
+import { USAGE } from "./harness-usage.ts";
 import {
   type ExecutorHandle,
-  Harness,
+  type Harness,
   type HarnessServer,
-  inspector,
-  randomInspectorToken,
-  serveInspector,
   type Session,
   type SessionEventRecord,
   type Terminal,
-  type ToolCallResult,
   ToolOutcomeUnknownError,
-} from "./node.ts";
-
-const USAGE =
-  `bma-harness ${VERSION} — a local harness of the BMA Executor Protocol (bma.executor.v1.1)
-
-Usage: bma-harness [--host 127.0.0.1] [--port 7700] [--unix /path.sock] [--heartbeat-ms 15000]
-
-Listens on 127.0.0.1 (and/or a Unix socket) without authentication, for executors on this
-machine; any other --host needs --insecure-no-auth. Reads commands from stdin, one per line.
-They run concurrently (a call runs while the next command is answered), except wait and attach,
-which hold the commands after them until they are done. A line is split into words as a shell
-splits it ('a b', "a b", a\\ b; nothing is expanded): attach ses_1 sh -c 'echo hi; exit 7'. The
-JSON of call and the command of bash are the rest of the line, as typed.
-
-Executors and sessions:
-  executors                          the executors the harness holds
-  sessions                           the live sessions
-  tools <executor|session>           the tools an executor advertises, with their input schemas
-  assign <executor> [session]        assign a session (<executor> "-": the first connected one;
-                                     the session id defaults to ses_<n>)
-  drain <executor>                   drain an executor (no new sessions)
-Tool calls:
-  call <session> <tool> <json>       call a tool; progress and the result print as they arrive
-  bash <session> <command...>        shorthand for call <session> bash {"command": ...}
-  cancel [<session>] <call_id>       cancel a running call
-  stop <session> [reason]            cancel the session's running calls, then stop it (the
-                                     executor kills its processes); prints when it has ended
-Events and terminals:
-  events <session> [--follow]        the session's durable events so far; --follow: and the new
-                                     ones as they arrive, until the session ends
-  attach <session> [--id <terminal_id>] [program args...]
-                                     attach this terminal to a terminal of the session (default:
-                                     the executor user's login shell); Ctrl-] detaches, and
-                                     attach --id <terminal_id> attaches again
-Waiting (holds the commands after it; the way a script sequences):
-  wait <n>                           until n executors are connected
-  wait <call_id|session>...          until these calls have ended and these sessions have ended
-  wait                               until every running call and command has ended
-  wait ... --timeout <ms>            give up after ms (an error line), then go on
-Other:
-  login-link                         a new one-time login URL of the inspector (--ui)
-  help                               this text
-  quit                               stop (as Ctrl-C does) and exit
-
-Output: one line per event, starting with what it is about: a call id ("call_1 started",
-"call_1 stdout| ...", "call_1 completed: {...}", "call_1 failed: ..."), a session id, an
-executor id, or the command's word ("assigned", "stopped", "ready", "waited", ...). A command
-that fails prints "error: <command>: <why>", with the contract's issue paths when the contract
-refuses what was given ("input.content: ..."). Empty lists say so ("no executors connected").
-
-Signals: Ctrl-C (SIGINT) or SIGTERM stops: running calls are canceled and the sessions stopped
-(their processes killed), then the harness exits 0; it says on stderr what it waits for, and a
-second Ctrl-C exits at once (130). The end of input (Ctrl-D, the end of a script) first waits
-for the running calls and commands, then stops the same way. The last line on stdout is
-"closed, exit code <n>".
-
-Options:
-  --host <address>       the address to listen on (default 127.0.0.1)
-  --port <n>             the TCP port (default 7700; 0: any free port)
-  --unix <path>          also listen on a Unix socket
-  --heartbeat-ms <n>     the heartbeat interval executors are given (default 15000)
-  --insecure-no-auth     allow a --host beyond loopback, still without authentication
-  --ui                   serve the inspector page on 127.0.0.1 (a port of its own) and print a
-                         one-time URL that opens it ("inspector http://127.0.0.1:<port>/login?...");
-                         agent executors' turns and approvals are served too
-  --ui-port <n>          the inspector's port (default 0: any free port; implies --ui)
-  --help                 this text
-  --version              the version (and the contract's)
-
-Exit codes: 0 after quit, the end of input or a signal; 1 it could not start (the port is in
-use, ...); 2 a bad flag; 130 a second signal.
-`;
-
-/** A command line that cannot work as typed: its error line, nothing run. */
-class CommandError extends Error {}
-
-/** An error as one line: its message, the JSON-RPC code, and the contract's issue paths. */
-function describe(error: unknown): string {
-  if (!(error instanceof Error)) return String(error);
-  let text = error.message;
-  if (error instanceof ProtocolError) {
-    text += ` (${error.code}${error.reason ? ` ${error.reason}` : ""})`;
-  }
-  const issues = (error as { issues?: unknown }).issues ??
-    (error as { data?: { issues?: unknown } }).data?.issues;
-  if (Array.isArray(issues) && issues.length) {
-    text += `: ${issues.slice(0, 8).map(describeIssue).join("; ")}`;
-  }
-  return text;
-}
-
-/** One issue of the contract's: `input.content: Invalid input: expected string, ...`. */
-function describeIssue(issue: unknown): string {
-  const { path, message } = (issue ?? {}) as { path?: unknown; message?: unknown };
-  const where = Array.isArray(path) && path.length
-    ? path.map((part, i) =>
-      typeof part === "number" || /^\d+$/.test(String(part))
-        ? `[${part}]`
-        : `${i ? "." : ""}${String(part)}`
-    ).join("")
-    : "(params)";
-  return `${where}: ${typeof message === "string" ? message : "invalid"}`;
-}
-
-/** A tool's input schema as JSON Schema: the contract's for a built-in tool. */
-function builtInInputSchema(tool: string): Record<string, unknown> | undefined {
-  const spec = TOOL_SPECS.get(tool);
-  if (!spec) return undefined;
-  return tidySchema(z.toJSONSchema(spec.input, { io: "input" })) as Record<string, unknown>;
-}
-
-/**
- * A JSON Schema without what says nothing to a reader: the bounds of a safe integer, and the
- * empty `additionalProperties` of an object that accepts members beyond its own.
- */
-function tidySchema(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(tidySchema);
-  if (value === null || typeof value !== "object") return value;
-  const out: Record<string, unknown> = {};
-  for (const [key, item] of Object.entries(value)) {
-    if (key === "$schema") continue;
-    if (key === "maximum" && item === Number.MAX_SAFE_INTEGER) continue;
-    if (key === "minimum" && item === Number.MIN_SAFE_INTEGER) continue;
-    if (key === "additionalProperties" && typeof item === "object" && item !== null) {
-      if (Object.keys(item).length === 0) continue;
-    }
-    out[key] = tidySchema(item);
-  }
-  return out;
-}
-
-/** The text blocks of a result, joined. */
-function textOf(result: ToolCallResult): string {
-  return (result.content ?? []).filter((b) => b.type === "text").map((b) =>
-    (b as { text: string }).text
-  ).join("");
-}
-
-/**
- * A command line split into words as a shell does (quotes, backslashes; nothing expanded). The
- * JSON of `call` and the command of `bash` are the rest of the line, as typed.
- */
-function words(line: string): { word: string | undefined; args: string[]; rest: string } {
-  const [word] = splitWords(line, 1).words;
-  // call <session> <tool> <json…>, bash <session> <command…>: the rest is not split.
-  const max = word === "call" ? 3 : word === "bash" ? 2 : Infinity;
-  const split = splitWords(line, max);
-  return { word, args: split.words.slice(1), rest: split.rest };
-}
-
-function writeOut(line: string): void {
-  process.stdout.write(`${line}\n`);
-}
-
-/** A note about the harness itself (signals, end of input): on stderr, beside the output. */
-function note(line: string): void {
-  process.stderr.write(`bma-harness: ${line}\n`);
-}
-
-/** The key that detaches from a terminal: Ctrl-], as in telnet. */
-const DETACH = 0x1d;
-
-/**
- * Standard input, as command lines or, while a terminal is attached, as raw bytes for it.
- * Bytes that follow an `attach` line (a script piped in) go to the terminal.
- */
-class Input {
-  #text = "";
-  #lines: string[] = [];
-  #ended = false;
-  #wake: (() => void) | undefined;
-  #raw: ((bytes: Uint8Array) => void) | undefined;
-  readonly #decoder = new TextDecoder();
-
-  constructor(stream: NodeJS.ReadStream) {
-    stream.on("data", (chunk: Uint8Array) => this.#take(chunk));
-    stream.on("end", () => {
-      this.#ended = true;
-      this.#wake?.();
-    });
-  }
-
-  /** The next command line; `undefined` at the end of input. */
-  async line(): Promise<string | undefined> {
-    for (;;) {
-      const line = this.#lines.shift();
-      if (line !== undefined) return line;
-      if (this.#ended) {
-        const rest = this.#text;
-        this.#text = "";
-        return rest === "" ? undefined : rest;
-      }
-      await new Promise<void>((resolve) => (this.#wake = resolve));
-      this.#wake = undefined;
-    }
-  }
-
-  /** Sends raw bytes to `sink` from now on (what was typed ahead first) until `release`. */
-  capture(sink: (bytes: Uint8Array) => void): void {
-    this.#raw = sink;
-    const ahead = [...this.#lines.map((line) => `${line}\n`), this.#text].join("");
-    this.#lines = [];
-    this.#text = "";
-    if (ahead) this.#take(new TextEncoder().encode(ahead));
-  }
-
-  /** Takes lines again; `rest` (what followed the detach key) is read as typed. */
-  release(rest?: Uint8Array): void {
-    this.#raw = undefined;
-    if (rest?.byteLength) this.#take(rest);
-  }
-
-  get ended(): boolean {
-    return this.#ended;
-  }
-
-  #take(chunk: Uint8Array): void {
-    const sink = this.#raw;
-    if (sink) {
-      sink(chunk);
-      return;
-    }
-    this.#text += this.#decoder.decode(chunk, { stream: true });
-    const parts = this.#text.split("\n");
-    this.#text = parts.pop()!;
-    this.#lines.push(...parts.map((line) => line.replace(/\r$/, "")));
-    this.#wake?.();
-  }
-}
-
-/**
- * Connects the user's terminal to `terminal`: raw mode, every key to the remote side, its output
- * to stdout, window size changes (SIGWINCH) as resizes. Ends when the program exits, the
- * session ends, or Ctrl-] is typed; the user's terminal is restored in every case.
- */
-async function attach(terminal: Terminal, input: Input): Promise<"exited" | "detached"> {
-  const stdin = process.stdin;
-  const tty = stdin.isTTY === true;
-  let detach!: () => void;
-  const detached = new Promise<"detached">((resolve) => (detach = () => resolve("detached")));
-  const stop = new AbortController();
-  let typing = Promise.resolve();
-  const type = (bytes: Uint8Array) => {
-    if (bytes.byteLength === 0) return;
-    // In order, one write at a time; a failed write is reported and the next ones still go.
-    typing = typing.then(() => terminal.write(bytes)).then(
-      () => {},
-      (error) => void process.stderr.write(`\r\nbma-harness: ${(error as Error).message}\r\n`),
-    );
-  };
-  const restore = () => {
-    if (tty) stdin.setRawMode(false);
-  };
-  const resize = () => {
-    const [cols, rows] = [process.stdout.columns, process.stdout.rows];
-    if (cols > 0 && rows > 0) void terminal.resize(cols, rows).catch(() => {});
-  };
-  if (tty) stdin.setRawMode(true);
-  process.on("exit", restore);
-  if (process.stdout.isTTY) {
-    process.on("SIGWINCH", resize);
-    resize();
-  }
-  input.capture((bytes) => {
-    const at = bytes.indexOf(DETACH);
-    if (at < 0) return type(bytes);
-    type(bytes.subarray(0, at));
-    input.release(bytes.subarray(at + 1));
-    detach();
-    stop.abort();
-  });
-  const shown = (async () => {
-    for await (const bytes of terminal.output({ signal: stop.signal })) {
-      process.stdout.write(bytes);
-    }
-    return "exited" as const;
-  })();
-  try {
-    return await Promise.race([shown, detached]);
-  } finally {
-    stop.abort();
-    await shown.catch(() => {});
-    input.release();
-    process.off("SIGWINCH", resize);
-    process.off("exit", restore);
-    restore();
-  }
-}
+} from "../harness/node.ts";
 
 /** A tool call started by a command. */
 interface CallJob {
@@ -344,7 +49,7 @@ interface Job {
 }
 
 /** The harness and the commands that drive it. */
-class Cli {
+export class Cli {
   readonly #harness: Harness;
   readonly #servers: HarnessServer[];
   readonly #input: Input;
@@ -706,36 +411,13 @@ class Cli {
           );
         } else {
           call.outcome = "failed";
-          this.#out(`${id} failed: ${this.#describeCallError(error, call)}`);
+          this.#out(`${id} failed: ${describeCallError(error, call)}`);
         }
       } finally {
         this.#jobs.delete(job);
         end();
       }
     })();
-  }
-
-  /**
-   * A tool call's failure in words. Input refused before it was sent names the tool, and whose
-   * schema refused it (the contract's for a built-in tool, the executor's own for its tools),
-   * with each refused field.
-   */
-  #describeCallError(error: unknown, call: CallJob): string {
-    if (error instanceof InvalidOutgoingParamsError && error.method === "tool.call") {
-      const inputIssues = error.issues.filter((issue) => {
-        const path = (issue as { path?: unknown }).path;
-        return Array.isArray(path) && path[0] === "input";
-      });
-      if (inputIssues.length === error.issues.length && inputIssues.length) {
-        const whose = TOOL_SPECS.has(call.tool)
-          ? "the contract's input schema of this built-in tool"
-          : "the input schema its executor advertised (see tools " + call.sessionId + ")";
-        return `the input of tool ${call.tool} does not match ${whose}: ${
-          inputIssues.slice(0, 8).map(describeIssue).join("; ")
-        }`;
-      }
-    }
-    return describe(error);
   }
 
   /** Cancels a call; a cancel the executor accepted makes the call canceled however it ends. */
@@ -940,156 +622,3 @@ class Cli {
     return this.#quitting;
   }
 }
-
-const OPTIONS = {
-  host: { type: "string" },
-  port: { type: "string" },
-  unix: { type: "string" },
-  "heartbeat-ms": { type: "string" },
-  "insecure-no-auth": { type: "boolean" },
-  ui: { type: "boolean" },
-  "ui-port": { type: "string" },
-  help: { type: "boolean" },
-  version: { type: "boolean" },
-} as const;
-
-async function main(): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: negativeValues(process.argv.slice(2), OPTIONS),
-      strict: true,
-      options: OPTIONS,
-    }));
-  } catch (error) {
-    process.stderr.write(`bma-harness: ${(error as Error).message.split("\n")[0]} (see --help)\n`);
-    return 2;
-  }
-  if (values.help) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
-  if (values.version) {
-    process.stdout.write(`bma-harness ${VERSION} (contract ${CONTRACT_VERSION})\n`);
-    return 0;
-  }
-  const host = values.host ?? "127.0.0.1";
-  const loopback = host === "127.0.0.1" || host === "::1" || host === "localhost";
-  if (!loopback && !values["insecure-no-auth"]) {
-    process.stderr.write(
-      "bma-harness: serving beyond loopback without authentication needs --insecure-no-auth (see --help)\n",
-    );
-    return 2;
-  }
-  const port = values.port === undefined ? 7700 : Number(values.port);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    process.stderr.write(`bma-harness: --port takes 0-65535, not "${values.port}" (see --help)\n`);
-    return 2;
-  }
-  const heartbeat = values["heartbeat-ms"];
-  const heartbeatMs = heartbeat === undefined ? undefined : Number(heartbeat);
-  if (heartbeatMs !== undefined && (!Number.isInteger(heartbeatMs) || heartbeatMs <= 0)) {
-    process.stderr.write(
-      `bma-harness: --heartbeat-ms must be a positive integer (milliseconds), not "${heartbeat}" (see --help)\n`,
-    );
-    return 2;
-  }
-  const withUi = values.ui === true || values["ui-port"] !== undefined;
-  const uiPort = values["ui-port"] === undefined ? 0 : Number(values["ui-port"]);
-  if (!Number.isInteger(uiPort) || uiPort < 0 || uiPort > 65535) {
-    process.stderr.write(
-      `bma-harness: --ui-port takes 0-65535, not "${values["ui-port"]}" (see --help)\n`,
-    );
-    return 2;
-  }
-  const harness = new Harness({
-    insecureNoAuth: true,
-    heartbeatIntervalMs: heartbeatMs,
-    // The page starts agent turns and answers their approvals.
-    ...(withUi ? { agent: new AgentPlatform() } : {}),
-  });
-  const servers: HarnessServer[] = [];
-  try {
-    servers.push(await harness.serve({ hostname: host, port }));
-    if (values.unix) servers.push(await harness.serveUnix(values.unix));
-  } catch (error) {
-    process.stderr.write(`bma-harness: cannot listen: ${(error as Error).message}\n`);
-    await harness.close();
-    return 1;
-  }
-  for (const server of servers) writeOut(`listening ${server.url}`);
-  let loginLink: (() => Promise<string>) | undefined;
-  if (withUi) {
-    // The page's token stays in this process: what is printed is a URL that works once.
-    const page = inspector(harness, {
-      token: randomInspectorToken(),
-      loginHint: "Type login-link in the terminal running bma-harness: it prints a new one.",
-    });
-    try {
-      const web = await serveInspector(page, { port: uiPort });
-      servers.push({
-        url: web.url,
-        httpUrl: web.url,
-        close: async () => {
-          page.close();
-          await web.close();
-        },
-      });
-      loginLink = () => page.loginUrl(web.url);
-      writeOut(`inspector ${await loginLink()}`);
-    } catch (error) {
-      process.stderr.write(
-        `bma-harness: cannot serve the inspector: ${(error as Error).message}\n`,
-      );
-      page.close();
-      for (const server of servers) await server.close();
-      await harness.close();
-      return 1;
-    }
-  }
-
-  const input = new Input(process.stdin);
-  const cli = new Cli(harness, servers, input);
-  cli.loginLink = loginLink;
-  const finish = (code: number) => {
-    writeOut(`closed, exit code ${code}`);
-    process.exit(code);
-  };
-  let signals = 0;
-  const onSignal = (signal: "SIGINT" | "SIGTERM") => {
-    if (++signals > 1) {
-      note(`${signal} again: exiting at once`);
-      finish(130);
-      return;
-    }
-    const again = signal === "SIGINT" ? "Ctrl-C again" : "another signal";
-    note(`${signal}: ${cli.describeQuit()}; ${again} exits at once`);
-    void cli.quit(signal).then(() => finish(0));
-  };
-  process.on("SIGINT", () => onSignal("SIGINT"));
-  process.on("SIGTERM", () => onSignal("SIGTERM"));
-
-  let quit = false;
-  for (let line = await input.line(); line !== undefined; line = await input.line()) {
-    if (cli.quitting) break;
-    const word = line.trim().split(/\s+/)[0];
-    if (word === "quit" || word === "exit") {
-      quit = true;
-      break;
-    }
-    await cli.run(line);
-  }
-  if (!quit) await cli.drainInput();
-  if (!cli.quitting) {
-    const what = cli.describeQuit();
-    if (what !== "closing (nothing runs)") note(what);
-  }
-  await cli.quit(quit ? "quit" : "end of input");
-  writeOut("closed, exit code 0");
-  return 0;
-}
-
-main().then((code) => process.exit(code), (error) => {
-  process.stderr.write(`bma-harness: ${(error as Error).message}\n`);
-  process.exit(1);
-});

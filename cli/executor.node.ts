@@ -14,27 +14,30 @@
  * second signal stops at once (running calls canceled, their processes killed), a third exits
  * without waiting.
  */
-import { negativeValues } from "../protocol/argv.ts";
+import { negativeValues } from "./argv.ts";
 import { accessSync, constants, statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { arch, platform } from "node:process";
 import { parseArgs } from "node:util";
-import { ExecutorClient } from "./node.ts";
-import { serveMachine } from "./machine/serve.node.ts";
-import { readMcpConfig } from "./machine/mcp.node.ts";
-import { ALWAYS_WITHHELD, type ChildEnvironmentOptions } from "./machine/child-env.node.ts";
-import { nodePty } from "./machine/pty.node.ts";
-import { bunPty } from "./machine/pty.bun.ts";
+import { ExecutorClient } from "../executor/node.ts";
+import { serveMachine } from "../executor/machine/serve.node.ts";
+import { readMcpConfig } from "../executor/machine/mcp.node.ts";
+import {
+  ALWAYS_WITHHELD,
+  type ChildEnvironmentOptions,
+} from "../executor/machine/child-env.node.ts";
+import { nodePty } from "../executor/machine/pty.node.ts";
+import { bunPty } from "../executor/machine/pty.bun.ts";
 import { type Logger, redact, redactUrls } from "../protocol/logger.ts";
 import { CONTRACT_VERSION } from "../protocol/generated/contract.ts";
-import type { ExecutorClosedInfo } from "./connection-loop.ts";
-import { SDK_VERSION as VERSION } from "./version.ts";
+import type { ExecutorClosedInfo } from "../executor/connection-loop.ts";
+import { SDK_VERSION as VERSION } from "../executor/version.ts";
 import { concatBytes } from "../transport/bytes.ts";
 import { dialWebSocket } from "../transport/node.ts";
 import { type Dialer, DialError } from "../transport/transport.ts";
-import { ExecutorConfigError } from "./errors.ts";
-import { displayUrl } from "./connection-loop.ts";
+import { ExecutorConfigError } from "../executor/errors.ts";
+import { displayUrl } from "../executor/connection-loop.ts";
 
 const USAGE =
   `bma-executor ${VERSION} — an executor of the BMA Executor Protocol (bma.executor.v1.1)

@@ -1,6 +1,7 @@
 /**
  * Command-line arguments as the two CLIs (`bma-executor`, `bma-harness`) read them with
- * `parseArgs` from `node:util`: pure string work, so it lives with the other runtime-free code.
+ * `parseArgs` from `node:util`. Pure string work without a runtime's name: only the CLIs read
+command-line flags, so it lives beside them and not in the library's `protocol/`.
  *
  * @module
  */

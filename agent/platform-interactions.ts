@@ -1,0 +1,346 @@
+/**
+ * The agent platform's interactions: one platform interaction per `interaction.request`,
+ * idempotent by `interaction_id` (an `appr_…` id is adopted as the platform id and names the
+ * same interaction after an executor restart; a conflicting reuse is refused with -32013 and
+ * leaves it unchanged; any other id gets an `int_…` id), the first answer of each kept and
+ * delivered to the executor that asked last until it answers, `expired` at `expires_at`, and
+ * every change reported to the listeners.
+ */
+import type { ExecutorHandle } from "../harness/handles.ts";
+import { CallbackDeadline } from "../harness/scheduler.ts";
+import { isPromiseLike, type MaybePromise } from "../harness/store/store.ts";
+import { BoundedSet } from "../protocol/bounded-set.ts";
+import { RequestAbortedError } from "../protocol/errors.ts";
+import type {
+  Ack,
+  InteractionCancelParams,
+  InteractionRequestParams,
+  InteractionRequestResult,
+  InteractionResponseParams,
+  InteractionResponseResult,
+} from "../protocol/generated/contract.ts";
+import { ConflictError, ForbiddenError } from "../protocol/generated/errors.ts";
+import { randomId } from "../protocol/ids.ts";
+import type { CallOptions, Disposable, ReplyHooks } from "../protocol/peer.ts";
+import { isApprovalId } from "./ids.ts";
+import type { PlatformContext } from "./platform-context.ts";
+import { deliver } from "./platform-delivery.ts";
+import { snapshot, type StoredInteraction } from "./platform-records.ts";
+import type { PlatformSessions } from "./platform-sessions.ts";
+import type { PersistedInteraction, PlatformStore } from "./platform-store.ts";
+import type {
+  InteractionChange,
+  PlatformAnswer,
+  PlatformInteraction,
+  WaitInteractionOptions,
+} from "./platform-types.ts";
+
+/** Every interaction the platform holds. */
+export class PlatformInteractions {
+  readonly #ctx: PlatformContext;
+  readonly #sessions: PlatformSessions;
+  readonly #store: PlatformStore;
+  /** By the key an executor names each by (see `#key`). */
+  readonly #interactions = new Map<string, StoredInteraction>();
+  readonly #byPlatformId = new Map<string, StoredInteraction>();
+  readonly #listeners = new Set<(change: InteractionChange) => void>();
+  /** Settled interactions, oldest first, for forgetting. */
+  readonly #settled: BoundedSet<StoredInteraction>;
+
+  constructor(ctx: PlatformContext, sessions: PlatformSessions, store: PlatformStore) {
+    this.#ctx = ctx;
+    this.#sessions = sessions;
+    this.#store = store;
+    this.#settled = new BoundedSet(ctx.options.remember ?? 10_000);
+    if (ctx.options.onInteraction) this.#listeners.add(ctx.options.onInteraction);
+  }
+
+  /** Every interaction the platform holds (snapshots), oldest first. */
+  all(): PlatformInteraction[] {
+    return [...this.#byPlatformId.values()].map(snapshot);
+  }
+
+  /** An interaction by its platform id. */
+  get(id: string): PlatformInteraction | undefined {
+    const stored = this.#byPlatformId.get(id);
+    return stored ? snapshot(stored) : undefined;
+  }
+
+  /** Calls `listener` on every interaction change. */
+  onInteraction(listener: (change: InteractionChange) => void): Disposable {
+    this.#listeners.add(listener);
+    return { dispose: () => void this.#listeners.delete(listener) };
+  }
+
+  /** Resolves with an open interaction matching `filter`: one held now, else the next opened. */
+  wait(options: WaitInteractionOptions = {}): Promise<PlatformInteraction> {
+    const filter = options.filter ?? (() => true);
+    const signal = options.signal;
+    return new Promise((resolve, reject) => {
+      for (const stored of this.#byPlatformId.values()) {
+        if (!stored.announced) continue;
+        const view = snapshot(stored);
+        if (view.status === "open" && filter(view)) return resolve(view);
+      }
+      if (signal?.aborted) {
+        return reject(new RequestAbortedError("waitInteraction", signal.reason));
+      }
+      const onAbort = () => {
+        sub.dispose();
+        reject(new RequestAbortedError("waitInteraction", signal!.reason));
+      };
+      const sub = this.onInteraction((change) => {
+        const view = change.interaction;
+        if (view.status !== "open" || !filter(view)) return;
+        sub.dispose();
+        signal?.removeEventListener("abort", onAbort);
+        resolve(view);
+      });
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
+  /**
+   * Answers an open interaction: the first answer wins (false for a settled or unknown one).
+   * The answer is kept in the harness's store, then goes to the executor that asked last
+   * (`interaction.response`), resent until it answers; after an executor restart, its repeat of
+   * an `appr_…` request gets it too, as after a restart of the harness.
+   */
+  respond(id: string, answer: PlatformAnswer): boolean {
+    const stored = this.#byPlatformId.get(id);
+    if (!stored || !this.#settle(stored, answer)) return false;
+    this.#deliverAnswer(stored);
+    return true;
+  }
+
+  #key(executor: ExecutorHandle, sessionId: string, interactionId: string): string {
+    // An approval id is the platform's own id; any other id is only this executor's key.
+    return isApprovalId(interactionId)
+      ? interactionId
+      : `${executor.id}\u0000${sessionId}\u0000${interactionId}`;
+  }
+
+  /**
+   * `interaction.request`: one platform interaction per request, idempotent by `interaction_id`
+   * (see the platform's module header); stored before the executor hears the platform id.
+   */
+  request(
+    executor: ExecutorHandle,
+    params: InteractionRequestParams,
+    reply: ReplyHooks,
+  ): MaybePromise<InteractionRequestResult> {
+    const turn = this.#sessions.activeTurn(executor, params.session_id, params.turn_id);
+    const key = this.#key(executor, params.session_id, params.interaction_id);
+    const epoch = this.#ctx.attached.epoch(executor.id);
+    const existing = this.#interactions.get(key);
+    if (existing) {
+      const sameEpoch = existing.executorId === executor.id && existing.executorEpoch === epoch;
+      if (
+        existing.kind !== params.kind || existing.sessionId !== params.session_id ||
+        (sameEpoch && existing.toolUseId !== params.tool_use_id)
+      ) {
+        throw new ConflictError("interaction_id names another interaction", {
+          reason: "interaction_mismatch",
+        });
+      }
+      // The same interaction, named again (a resend, or a restarted executor): route it here.
+      existing.executorId = executor.id;
+      existing.executorEpoch = epoch;
+      existing.turnId = turn.turnId;
+      existing.toolUseId = params.tool_use_id;
+      existing.requests++;
+      this.#store.keepInteraction(existing);
+      reply.afterReply(() => this.#notify("repeated", existing));
+      // A restarted executor waits for the answer it lost: send it again.
+      if (existing.status === "resolved") {
+        reply.afterReply(() => this.#deliverAnswer(existing));
+      }
+      return this.#requestResult(existing);
+    }
+    const id = isApprovalId(params.interaction_id) ? params.interaction_id : randomId("int_");
+    const stored: StoredInteraction = {
+      id,
+      key,
+      interactionId: params.interaction_id,
+      sessionId: params.session_id,
+      kind: params.kind,
+      turnId: turn.turnId,
+      toolUseId: params.tool_use_id,
+      title: params.title,
+      prompt: params.prompt,
+      options: params.options,
+      expiresAt: params.expires_at,
+      executorId: executor.id,
+      executorEpoch: epoch,
+      status: "open",
+      outcome: undefined,
+      answer: undefined,
+      message: undefined,
+      cancelReason: undefined,
+      requests: 1,
+      expiry: undefined,
+      announced: false,
+    };
+    // Kept before the executor hears the platform id: a harness started again knows it.
+    const kept = this.#store.keepInteraction(stored, true);
+    const opened = () => {
+      this.#interactions.set(key, stored);
+      this.#byPlatformId.set(id, stored);
+      this.#armExpiry(stored);
+      // Announced once the answer is on the wire, so an answer cannot overtake it.
+      reply.afterReply(() => {
+        stored.announced = true;
+        this.#notify("opened", stored);
+      });
+      return this.#requestResult(stored);
+    };
+    return isPromiseLike(kept) ? Promise.resolve(kept).then(opened) : opened();
+  }
+
+  /** Settles an interaction as expired when its `expires_at` passes. */
+  #armExpiry(stored: StoredInteraction): void {
+    if (stored.expiresAt === undefined || stored.status !== "open") return;
+    const host = this.#ctx.host;
+    if (!host) return;
+    const at = Date.parse(stored.expiresAt);
+    stored.expiry = new CallbackDeadline(() => {
+      stored.expiry = undefined;
+      if (this.#settle(stored, { outcome: "expired" })) this.#deliverAnswer(stored);
+    });
+    host.scheduler.set(stored.expiry, Number.isFinite(at) ? at : this.#ctx.clock.now());
+  }
+
+  #disarmExpiry(stored: StoredInteraction): void {
+    if (stored.expiry) this.#ctx.host?.scheduler.clear(stored.expiry);
+    stored.expiry = undefined;
+  }
+
+  #requestResult(stored: StoredInteraction): InteractionRequestResult {
+    return {
+      interaction_id: stored.interactionId,
+      platform_interaction_id: stored.id,
+      status: stored.status,
+    };
+  }
+
+  /** `interaction.cancel`: the executor withdraws an open interaction. */
+  cancel(executor: ExecutorHandle, params: InteractionCancelParams): Ack {
+    const stored = this.#interactions.get(
+      this.#key(executor, params.session_id, params.interaction_id),
+    );
+    if (!stored || stored.status !== "open") return { ok: true, duplicate: true };
+    if (stored.executorId !== executor.id) {
+      throw new ForbiddenError("the interaction belongs to another executor", {
+        reason: "forbidden",
+      });
+    }
+    stored.status = "canceled";
+    stored.outcome = "canceled";
+    stored.cancelReason = params.reason;
+    this.#disarmExpiry(stored);
+    this.#store.keepInteraction(stored);
+    this.#notify("canceled", stored);
+    this.#retire(stored);
+    return { ok: true };
+  }
+
+  /** Records the first answer (in the store too); false when the interaction was settled. */
+  #settle(stored: StoredInteraction, answer: PlatformAnswer): boolean {
+    if (stored.status !== "open") return false;
+    stored.status = answer.outcome === "expired"
+      ? "expired"
+      : answer.outcome === "canceled"
+      ? "canceled"
+      : "resolved";
+    stored.outcome = answer.outcome;
+    stored.answer = answer.answer;
+    stored.message = answer.message;
+    this.#disarmExpiry(stored);
+    this.#store.keepInteraction(stored);
+    this.#notify("settled", stored);
+    this.#retire(stored);
+    return true;
+  }
+
+  /** Remembers a settled interaction; the oldest beyond the limit are forgotten. */
+  #retire(stored: StoredInteraction): void {
+    const oldest = this.#settled.add(stored);
+    if (!oldest) return;
+    if (this.#interactions.get(oldest.key) === oldest) this.#interactions.delete(oldest.key);
+    if (this.#byPlatformId.get(oldest.id) === oldest) this.#byPlatformId.delete(oldest.id);
+    this.#store.dropInteraction(oldest.id);
+  }
+
+  #deliverAnswer(stored: StoredInteraction): void {
+    const params: InteractionResponseParams = {
+      session_id: stored.sessionId,
+      interaction_id: stored.interactionId,
+      outcome: stored.outcome!,
+      ...(stored.answer !== undefined ? { answer: stored.answer } : {}),
+      ...(stored.message !== undefined ? { message: stored.message } : {}),
+    };
+    const executor = this.#ctx.host?.executor(stored.executorId);
+    if (!executor) {
+      // Delivered when the executor asks again (a repeat names the interaction).
+      this.#ctx.logger.info("interaction answer kept for the executor's return", {
+        interaction_id: stored.id,
+      });
+      return;
+    }
+    deliver(this.#ctx, executor, "interaction.response", params, {}).catch((error) => {
+      this.#ctx.logger.info("interaction answer not delivered", {
+        interaction_id: stored.id,
+        error: String(error),
+      });
+    });
+  }
+
+  /** `respondInteraction` on an executor handle: recorded like {@linkcode respond}, then sent. */
+  sendResponse(
+    executor: ExecutorHandle,
+    params: InteractionResponseParams,
+    options: CallOptions,
+  ): Promise<InteractionResponseResult> {
+    const stored = this.#interactions.get(
+      this.#key(executor, params.session_id, params.interaction_id),
+    );
+    if (stored) this.#settle(stored, params);
+    return deliver(this.#ctx, executor, "interaction.response", params, options);
+  }
+
+  #notify(type: InteractionChange["type"], stored: StoredInteraction): void {
+    const change: InteractionChange = { type, interaction: snapshot(stored) };
+    for (const listener of [...this.#listeners]) {
+      try {
+        listener(change);
+      } catch (error) {
+        this.#ctx.logger.warn("interaction listener failed", { error: String(error) });
+      }
+    }
+    const host = this.#ctx.host;
+    if (host?.observing) {
+      host.observe({
+        type: "interaction",
+        at: this.#ctx.clock.now(),
+        change: type,
+        sessionId: stored.sessionId,
+        executorId: stored.executorId,
+        interactionId: stored.id,
+        status: stored.status,
+        interaction: change.interaction,
+      });
+    }
+  }
+
+  /** Adopts the interactions a previous run of the harness kept (see `platform-store.ts`). */
+  adopt(rows: [string, PersistedInteraction][]): void {
+    for (const [, persisted] of rows) {
+      if (this.#byPlatformId.has(persisted.id)) continue;
+      const stored: StoredInteraction = { ...persisted, expiry: undefined, announced: true };
+      this.#interactions.set(stored.key, stored);
+      this.#byPlatformId.set(stored.id, stored);
+      if (stored.status === "open") this.#armExpiry(stored);
+      else this.#settled.add(stored);
+    }
+  }
+}

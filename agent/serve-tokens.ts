@@ -1,0 +1,125 @@
+/**
+ * The model and tools tokens of the agent capability's turns on the executor end: what
+ * `turn.start` brought, refreshed from the harness (`model_token.refresh`,
+ * `tools_token.refresh`) when less than the lead time remains; a harness without the methods
+ * leaves the turn the token it has.
+ */
+import type { ExecutorClient } from "../executor/client.ts";
+import type { ExecutorExtensionHost } from "../executor/extension.ts";
+import { ProtocolError } from "../protocol/errors.ts";
+import { ErrorCode } from "../protocol/generated/errors.ts";
+import { TokenUnavailableError } from "./errors.ts";
+import { deliveryVerdict } from "./serve-delivery.ts";
+import {
+  ASSUMED_TOKEN_LIFETIME_MS,
+  rejected,
+  type SessionState,
+  type TokenCache,
+  type TokenView,
+  type TurnRun,
+} from "./serve-state.ts";
+
+/** The tokens of every turn the service runs. */
+export class TurnTokens {
+  readonly #client: ExecutorClient;
+  readonly #internals: ExecutorExtensionHost;
+  /** Refresh when less than this remains, in ms. */
+  readonly #leadMs: number;
+
+  constructor(client: ExecutorClient, internals: ExecutorExtensionHost, leadMs: number) {
+    this.#client = client;
+    this.#internals = internals;
+    this.#leadMs = leadMs;
+  }
+
+  get #logger() {
+    return this.#internals.logger;
+  }
+
+  get #clock() {
+    return this.#internals.clock;
+  }
+
+  /** The turn's model or tools token, refreshed first when less than the lead time remains. */
+  token(state: SessionState, run: TurnRun, kind: "model" | "tools"): Promise<TokenView> {
+    const cache = kind === "model" ? run.model : run.tools;
+    const now = this.#clock.now();
+    if (cache.token !== undefined && cache.expiresAt - now >= this.#leadMs) {
+      return Promise.resolve(view(cache));
+    }
+    if (cache.methodMissing) return this.#keep(cache, kind, "the harness issues no fresh token");
+    cache.inflight ??= this.#refresh(state, run, kind, cache).finally(() => {
+      cache.inflight = undefined;
+    });
+    return cache.inflight;
+  }
+
+  async #refresh(
+    state: SessionState,
+    run: TurnRun,
+    kind: "model" | "tools",
+    cache: TokenCache,
+  ): Promise<TokenView> {
+    const signal = run.controller.signal;
+    try {
+      if (kind === "model") {
+        const result = await this.#client.call("model_token.refresh", {
+          session_id: state.id,
+          turn_id: run.turnId,
+        }, { signal });
+        this.#store(cache, result.model_token, result.expires_at, result.model_base_url);
+      } else {
+        const result = await this.#client.call("tools_token.refresh", {
+          session_id: state.id,
+          turn_id: run.turnId,
+          ...(run.params.metadata?.epoch !== undefined ? { epoch: run.epoch } : {}),
+        }, { signal });
+        this.#store(cache, result.tools_mcp_token, result.expires_at, result.tools_mcp_url);
+      }
+      return view(cache);
+    } catch (error) {
+      if (error instanceof ProtocolError && error.code === ErrorCode.METHOD_NOT_FOUND) {
+        // A harness without the method: the executor keeps the token it has.
+        cache.methodMissing = true;
+        this.#logger.info("the harness does not refresh tokens: keeping the current one", {
+          kind,
+          session_id: state.id,
+        });
+        return this.#keep(cache, kind, "the harness does not refresh tokens (-32601)");
+      }
+      if (
+        deliveryVerdict(error) !== "fail" && cache.token !== undefined &&
+        cache.expiresAt > this.#clock.now()
+      ) {
+        return view(cache);
+      }
+      throw error;
+    }
+  }
+
+  #store(cache: TokenCache, token: string, expiresAt: string, url: string | undefined): void {
+    this.#internals.addSecret(token);
+    cache.token = token;
+    const parsed = Date.parse(expiresAt);
+    cache.expiresAt = Number.isFinite(parsed)
+      ? parsed
+      : this.#clock.now() + ASSUMED_TOKEN_LIFETIME_MS;
+    if (url !== undefined) cache.url = url;
+  }
+
+  #keep(cache: TokenCache, kind: "model" | "tools", why: string): Promise<TokenView> {
+    if (cache.token !== undefined && cache.expiresAt > this.#clock.now()) {
+      return Promise.resolve(view(cache));
+    }
+    const missing = cache.token === undefined ? "none came with turn.start" : "it has expired";
+    return rejected(new TokenUnavailableError(kind, `${missing}, and ${why}`));
+  }
+}
+
+function view(cache: TokenCache): TokenView {
+  return {
+    token: cache.token!,
+    expiresAt: cache.expiresAt,
+    ...(cache.url !== undefined ? { url: cache.url } : {}),
+  };
+}

@@ -1,0 +1,76 @@
+/**
+ * The text of `bma-harness --help` and of its `help` command: one copy, printed by both. Its own
+ * module so that the entry point and the commands read it without importing each other.
+ */
+import { SDK_VERSION as VERSION } from "../executor/version.ts";
+
+export const USAGE =
+  `bma-harness ${VERSION} — a local harness of the BMA Executor Protocol (bma.executor.v1.1)
+
+Usage: bma-harness [--host 127.0.0.1] [--port 7700] [--unix /path.sock] [--heartbeat-ms 15000]
+
+Listens on 127.0.0.1 (and/or a Unix socket) without authentication, for executors on this
+machine; any other --host needs --insecure-no-auth. Reads commands from stdin, one per line.
+They run concurrently (a call runs while the next command is answered), except wait and attach,
+which hold the commands after them until they are done. A line is split into words as a shell
+splits it ('a b', "a b", a\\ b; nothing is expanded): attach ses_1 sh -c 'echo hi; exit 7'. The
+JSON of call and the command of bash are the rest of the line, as typed.
+
+Executors and sessions:
+  executors                          the executors the harness holds
+  sessions                           the live sessions
+  tools <executor|session>           the tools an executor advertises, with their input schemas
+  assign <executor> [session]        assign a session (<executor> "-": the first connected one;
+                                     the session id defaults to ses_<n>)
+  drain <executor>                   drain an executor (no new sessions)
+Tool calls:
+  call <session> <tool> <json>       call a tool; progress and the result print as they arrive
+  bash <session> <command...>        shorthand for call <session> bash {"command": ...}
+  cancel [<session>] <call_id>       cancel a running call
+  stop <session> [reason]            cancel the session's running calls, then stop it (the
+                                     executor kills its processes); prints when it has ended
+Events and terminals:
+  events <session> [--follow]        the session's durable events so far; --follow: and the new
+                                     ones as they arrive, until the session ends
+  attach <session> [--id <terminal_id>] [program args...]
+                                     attach this terminal to a terminal of the session (default:
+                                     the executor user's login shell); Ctrl-] detaches, and
+                                     attach --id <terminal_id> attaches again
+Waiting (holds the commands after it; the way a script sequences):
+  wait <n>                           until n executors are connected
+  wait <call_id|session>...          until these calls have ended and these sessions have ended
+  wait                               until every running call and command has ended
+  wait ... --timeout <ms>            give up after ms (an error line), then go on
+Other:
+  login-link                         a new one-time login URL of the inspector (--ui)
+  help                               this text
+  quit                               stop (as Ctrl-C does) and exit
+
+Output: one line per event, starting with what it is about: a call id ("call_1 started",
+"call_1 stdout| ...", "call_1 completed: {...}", "call_1 failed: ..."), a session id, an
+executor id, or the command's word ("assigned", "stopped", "ready", "waited", ...). A command
+that fails prints "error: <command>: <why>", with the contract's issue paths when the contract
+refuses what was given ("input.content: ..."). Empty lists say so ("no executors connected").
+
+Signals: Ctrl-C (SIGINT) or SIGTERM stops: running calls are canceled and the sessions stopped
+(their processes killed), then the harness exits 0; it says on stderr what it waits for, and a
+second Ctrl-C exits at once (130). The end of input (Ctrl-D, the end of a script) first waits
+for the running calls and commands, then stops the same way. The last line on stdout is
+"closed, exit code <n>".
+
+Options:
+  --host <address>       the address to listen on (default 127.0.0.1)
+  --port <n>             the TCP port (default 7700; 0: any free port)
+  --unix <path>          also listen on a Unix socket
+  --heartbeat-ms <n>     the heartbeat interval executors are given (default 15000)
+  --insecure-no-auth     allow a --host beyond loopback, still without authentication
+  --ui                   serve the inspector page on 127.0.0.1 (a port of its own) and print a
+                         one-time URL that opens it ("inspector http://127.0.0.1:<port>/login?...");
+                         agent executors' turns and approvals are served too
+  --ui-port <n>          the inspector's port (default 0: any free port; implies --ui)
+  --help                 this text
+  --version              the version (and the contract's)
+
+Exit codes: 0 after quit, the end of input or a signal; 1 it could not start (the port is in
+use, ...); 2 a bad flag; 130 a second signal.
+`;

@@ -1,0 +1,168 @@
+/**
+ * What an {@linkcode ExecutorClient} is made with, and the handlers it takes: the public types
+ * of the client's face, kept apart so the face's file holds only its methods.
+ */
+import type {
+  Capabilities,
+  ExecutorInfo,
+  SessionAssignParams,
+  SessionStopParams,
+} from "../protocol/generated/contract.ts";
+import type { Clock } from "../protocol/clock.ts";
+import type { Logger } from "../protocol/logger.ts";
+import type { Dialer } from "../transport/transport.ts";
+import type { WebSocketServe } from "../transport/server.ts";
+import type { ToolResultLostHandler } from "./result-outbox.ts";
+import type { ExecutorSession } from "./sessions.ts";
+import type { BackoffPolicy } from "./timing.ts";
+
+/** What a custom {@linkcode TokenSource} returns. */
+export interface TokenSourceResult {
+  /** The executor JWT. */
+  token: string;
+  /** Its expiry: a Date, ms since the epoch, or an ISO 8601 string. */
+  expiresAt: Date | number | string;
+  /** The channel URL to dial with it. */
+  url: string;
+}
+
+/** A custom credential: returns a fresh token, carrying its own channel URL, on every call. */
+export type TokenSource = (options: { signal: AbortSignal }) => Promise<TokenSourceResult>;
+
+/** The fetch function the client uses (web-standard; injectable for tests and runtimes). */
+export type FetchFunction = (
+  input: string | URL | Request,
+  init?: RequestInit,
+) => Promise<Response>;
+
+/**
+ * Sends an HTTP request over a local socket (a Unix socket path or a Windows named pipe) and
+ * resolves with the response: runtime code, which the runtime presets inject
+ * (`fetchOverSocket` of `transport/http-socket.node.ts`).
+ */
+export type SocketFetch = (socketPath: string, request: Request) => Promise<Response>;
+
+/** Options of {@linkcode ExecutorClient}. */
+export interface ExecutorClientOptions {
+  /**
+   * The deployment origin: the token exchange posts to `{baseUrl}/v1/...` (a trailing `/api/v1`
+   * is dropped), and artifacts are uploaded there.
+   */
+  baseUrl?: string;
+  /** Environment credential (with `environmentId`). */
+  environmentKey?: string;
+  /** The environment the executor serves. */
+  environmentId?: string;
+  /** Machine credential (with `machineId`); the executor id is `exec_<machineId>`. */
+  machineToken?: string;
+  /** The machine the token belongs to. */
+  machineId?: string;
+  /** Your own credential: returns a fresh token with its channel URL on every call. */
+  tokenSource?: TokenSource;
+  /**
+   * A local harness (`ws://`, `wss://`, `unix:///path.sock`) reached without token exchange; or,
+   * with a credential, the URL to dial instead of the one the token endpoint names. Without
+   * `environmentId` or `machineId`, a local executor registers in environment `"local"`.
+   */
+  harnessUrl?: string;
+  /** What the executor is. */
+  executor: ExecutorInfo;
+  /** Most sessions held at once; beyond it `session.assign` gets -32009. */
+  maxSessions?: number;
+  /**
+   * Capabilities to advertise besides those derived from handlers, e.g.
+   * `{ shell: { enabled: false } }` to withdraw bash, or `{ mcp: { servers: ["echo"] } }`.
+   */
+  capabilities?: Capabilities;
+  /** Where diagnostics go (secrets are redacted). Default: nowhere. */
+  logger?: Logger;
+  /** Time and timers: heartbeats, backoff, token refresh, retries, grace periods. */
+  clock?: Clock;
+  /** Randomness for backoff jitter, 0 ≤ x < 1. Default `Math.random`. */
+  random?: () => number;
+  /** Opens connections. Required here; `executor/node.ts` provides the Node default. */
+  dial?: Dialer;
+  /**
+   * Serves the local socket of {@linkcode ExecutorClient.listen} (the brain dials the
+   * executor). The runtime presets (`executor/node.ts`, `deno.ts`, `bun.ts`) provide it.
+   */
+  server?: WebSocketServe;
+  /** HTTP for token exchange and artifact upload. Default: the global `fetch`. */
+  fetch?: FetchFunction;
+  /**
+   * HTTP over a local socket, for a `harnessUrl` of `unix:///path.sock`: artifacts are uploaded
+   * to that harness through its socket. The runtime presets (`executor/node.ts`, `deno.ts`,
+   * `bun.ts`) provide it; without it such an executor uploads nothing (results keep their
+   * preview).
+   */
+  socketFetch?: SocketFetch;
+  /** Reconnect backoff. Default 250 ms doubling to 30 s, jitter 0.5. */
+  reconnect?: BackoffPolicy;
+  /** Backoff of retried deliveries (`tool.result`, `session.ended`, events). Default 250 ms to 10 s. */
+  retry?: BackoffPolicy;
+  /** Refresh the JWT this long before it expires. Default 60 s. */
+  tokenRefreshLeadMs?: number;
+  /** Timeout of each request the client sends. Default 30 s. */
+  requestTimeoutMs?: number;
+  /** Frame size limit. Default 16 MiB. */
+  maxFrameBytes?: number;
+  /** Time between SIGTERM and SIGKILL for a session's cleanup, unless `session.stop` says. Default 5 s. */
+  sessionGraceMs?: number;
+  /** How long cleanup may outlast the grace period before the session ends anyway. Default 5 s. */
+  cleanupTimeoutMs?: number;
+  /**
+   * Durable events of one session (without `sequence`) in flight at once. Default 1: above it,
+   * a harness that refuses one event but accepts the next holds them out of order. Sequenced
+   * (agent) events are always pipelined: the harness's gap check keeps their order.
+   */
+  eventWindow?: number;
+  /** Inline limit of bash output. Default {@linkcode INLINE_RESULT_BYTES}. */
+  inlineResultBytes?: number;
+  /** Called with each tool result the client gave up on. */
+  onToolResultLost?: ToolResultLostHandler;
+}
+
+/** Decides on a `session.assign`: return to accept, throw (e.g. `ResourceExhaustedError`) to refuse. */
+export type SessionAssignHandler = (
+  session: ExecutorSession,
+  params: SessionAssignParams,
+) => void | Promise<void>;
+
+/** Runs when the harness stops a session, before its cleanup hooks. */
+export type SessionStopHandler = (
+  session: ExecutorSession,
+  params: SessionStopParams,
+) => void | Promise<void>;
+
+/** Why the executor is draining. */
+export interface DrainInfo {
+  /** A heartbeat result said `drain: true`, or the harness sent `executor.drain`. */
+  readonly source: "heartbeat" | "request";
+  /** The harness's reason, when it gave one. */
+  readonly reason?: string;
+  /** How long current work may take before the harness stops it. */
+  readonly deadlineMs?: number;
+}
+
+/** Runs once when draining begins. */
+export type DrainHandler = (info: DrainInfo) => void | Promise<void>;
+
+/** Per-call options of {@linkcode ExecutorClient.call}. */
+export interface ExecutorCallOptions {
+  /** Aborts waiting (for a connection, or for the answer). */
+  signal?: AbortSignal;
+  /** Timeout of one attempt, in ms. */
+  timeoutMs?: number;
+}
+
+/** Options of {@linkcode ExecutorClient.stop}. */
+export interface StopOptions {
+  /** Sent in `executor.close`. Default `"shutdown"`. */
+  reason?: string;
+  /**
+   * Let running tool calls finish and pending results and events reach the harness for up to
+   * this long before stopping. Default 0: stop at once (running calls are aborted). A later
+   * `stop()` with no grace (a second Ctrl-C) ends a grace period still running.
+   */
+  graceMs?: number;
+}

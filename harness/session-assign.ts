@@ -1,0 +1,177 @@
+/**
+ * How sessions begin, harness side: assignment (`session.assign`, held before the request since
+ * `session.ready` may arrive right behind the ack), a session opened by an agent turn, and
+ * readiness (`session.ready`, written to the store before its ack) and status.
+ *
+ * Part of the harness's sessions (sessions.ts).
+ */
+import type { CallOptions } from "../protocol/peer.ts";
+import type {
+  SessionAssignParams,
+  SessionMetadata,
+  SessionStatusParams,
+} from "../protocol/generated/contract.ts";
+import { SessionRefusedError } from "./errors.ts";
+import type { Session, SessionState } from "./handles.ts";
+import { request } from "./send.ts";
+import type { SessionEnds } from "./session-end.ts";
+import { sessionLog, type SessionLogDeps } from "./session-events.ts";
+import type { SessionRecords } from "./session-records.ts";
+import { type EntryServices, type ExecutorEntry, sessionEnded, SessionEntry } from "./state.ts";
+import { isPromiseLike, type MaybePromise } from "./store/store.ts";
+import { storeUnavailable } from "./tool-call-ledger.ts";
+
+/** What the beginnings of sessions need from the harness. */
+export interface SessionAssignmentsDeps extends SessionLogDeps {
+  readonly services: EntryServices;
+  readonly requestTimeoutMs: number | undefined;
+}
+
+/** Assigns, opens and readies the harness's sessions. */
+export class SessionAssignments {
+  readonly #deps: SessionAssignmentsDeps;
+  /** The harness's live sessions (a new one joins them). */
+  readonly #live: Map<string, SessionEntry>;
+  readonly #records: SessionRecords;
+  readonly #ends: SessionEnds;
+
+  constructor(
+    deps: SessionAssignmentsDeps,
+    live: Map<string, SessionEntry>,
+    records: SessionRecords,
+    ends: SessionEnds,
+  ) {
+    this.#deps = deps;
+    this.#live = live;
+    this.#records = records;
+    this.#ends = ends;
+  }
+
+  async assign(
+    executor: ExecutorEntry,
+    params: SessionAssignParams,
+    options: CallOptions,
+  ): Promise<Session> {
+    const id = params.session_id;
+    if (executor.gone || !executor.connection) {
+      throw new SessionRefusedError(id, "executor_unavailable");
+    }
+    if (executor.draining) throw new SessionRefusedError(id, "draining");
+    const assign: SessionAssignParams = {
+      ...params,
+      metadata: { source: "harness", ...params.metadata },
+    };
+    const existing = this.#live.get(id);
+    if (existing && existing.executor !== executor) {
+      throw new SessionRefusedError(id, "session_exists");
+    }
+    if (existing) {
+      // A repeat for a session the executor holds is accepted again (retry after a reconnect,
+      // or a restart of the harness).
+      await request(executor, "session.assign", assign, options, this.#deps.requestTimeoutMs);
+      return existing.view;
+    }
+    // Held before the request: session.ready may arrive right behind the ack.
+    const session = this.create(executor, id, assign.metadata ?? {}, "assigning", false);
+    try {
+      await this.#records.write(session);
+    } catch (error) {
+      this.#ends.end(session, "refused", "session_ended", "skip");
+      throw error;
+    }
+    try {
+      await request(executor, "session.assign", assign, options, this.#deps.requestTimeoutMs);
+    } catch (error) {
+      this.#ends.end(session, "refused", "session_ended", "forget");
+      throw error;
+    }
+    if (session.state === "assigning") this.#transition(session, "assigned");
+    return session.view;
+  }
+
+  /**
+   * The live session `id` of `executor`, or a new one opened by an agent turn (there is no
+   * `session.assign` or `session.ready` to wait for).
+   */
+  open(executor: ExecutorEntry, id: string): SessionEntry {
+    const existing = executor.sessions?.get(id);
+    if (existing && existing.state !== "ended") return existing;
+    const other = this.#live.get(id);
+    if (other && other.executor !== executor) throw new SessionRefusedError(id, "session_exists");
+    const session = this.create(executor, id, { source: "harness" }, "ready", true);
+    this.#records.safely(() => this.#records.write(session));
+    return session;
+  }
+
+  /**
+   * A live session of `executor`, held under it and by the harness; `reopened`: one a previous
+   * run of the harness left in the store (its log is read back, its state not told again).
+   */
+  create(
+    executor: ExecutorEntry,
+    id: string,
+    metadata: SessionMetadata,
+    state: SessionState,
+    agent: boolean,
+    reopened = false,
+  ): SessionEntry {
+    const session = new SessionEntry(
+      id,
+      executor,
+      metadata,
+      state,
+      agent,
+      sessionLog(id, executor, reopened, this.#deps),
+      this.#deps.services,
+    );
+    (executor.sessions ??= new Map()).set(id, session);
+    this.#live.set(id, session);
+    if (!reopened) this.#records.observeState(session);
+    return session;
+  }
+
+  ready(session: SessionEntry): Promise<void> {
+    if (session.state === "ready" || session.state === "stopping") return Promise.resolve();
+    if (session.state === "ended") return Promise.reject(sessionEnded(session));
+    return new Promise((resolve, reject) =>
+      (session.readyWaiters ??= []).push({ resolve, reject })
+    );
+  }
+
+  /** `session.ready` arrived: written before the ack; whether it was a repeat. */
+  markReady(session: SessionEntry): MaybePromise<boolean> {
+    if (session.state === "ready" || session.state === "stopping" || session.state === "ended") {
+      return true;
+    }
+    session.state = "ready";
+    let written: MaybePromise<void>;
+    try {
+      written = this.#records.write(session);
+    } catch {
+      // Not recorded, so not acknowledged: the executor sends session.ready again.
+      session.state = "assigned";
+      throw storeUnavailable("session");
+    }
+    const done = () => {
+      for (const waiter of session.readyWaiters?.splice(0) ?? []) waiter.resolve();
+      this.#records.observeState(session);
+      return false;
+    };
+    if (!isPromiseLike(written)) return done();
+    return Promise.resolve(written).then(done, () => {
+      if (session.state === "ready") session.state = "assigned";
+      return Promise.reject(storeUnavailable("session"));
+    });
+  }
+
+  /** A `session.status` notification. */
+  status(session: SessionEntry, params: SessionStatusParams): void {
+    session.reported = params;
+  }
+
+  #transition(session: SessionEntry, state: SessionState): void {
+    session.state = state;
+    this.#records.safely(() => this.#records.write(session));
+    this.#records.observeState(session);
+  }
+}

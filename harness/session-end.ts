@@ -1,0 +1,186 @@
+/**
+ * How sessions end, harness side: `session.stop` and the wait for `session.ended` after a stop
+ * or a close (bounded: an executor that never reports it does not hold the caller), the end by
+ * `session.ended`, and the end of sessions a reconnect did not resume (`lost`). An end fails the
+ * session's pending tool calls, ends its channels and terminals and finishes its readers.
+ *
+ * Part of the harness's sessions (sessions.ts).
+ */
+import { RequestAbortedError } from "../protocol/errors.ts";
+import type { Ack } from "../protocol/generated/contract.ts";
+import type { Clock } from "../protocol/clock.ts";
+import type { Logger } from "../protocol/logger.ts";
+import type { ToolOutcomeUnknownReason } from "./errors.ts";
+import type { SessionState, SessionStopOptions } from "./handles.ts";
+import { CallbackDeadline, type Scheduler } from "./scheduler.ts";
+import { request } from "./send.ts";
+import type { SessionRecords } from "./session-records.ts";
+import { type ExecutorEntry, hasEnded, sessionEnded, type SessionEntry } from "./state.ts";
+import type { ToolCalls } from "./tool-calls.ts";
+
+/** Waiting for `session.ended` beyond the executor's grace period, by default. */
+const STOP_SLACK_MS = 60_000;
+const DEFAULT_GRACE_MS = 5_000;
+
+/** What becomes of an ended session's records. */
+export type EndRecord =
+  /** Written: ended, remembered (its events and results stay readable). */
+  | "record"
+  /** Nothing written (the harness closes: the next one on the store takes the session up). */
+  | "skip"
+  /** Deleted: it never started (the executor refused it). */
+  | "forget";
+
+/** What the ends of sessions need from the harness. */
+export interface SessionEndsDeps {
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly scheduler: Scheduler;
+  readonly calls: ToolCalls;
+  readonly requestTimeoutMs: number | undefined;
+}
+
+/** Stops and ends the harness's sessions. */
+export class SessionEnds {
+  readonly #deps: SessionEndsDeps;
+  /** The harness's live sessions (an ended one leaves them). */
+  readonly #live: Map<string, SessionEntry>;
+  readonly #records: SessionRecords;
+
+  constructor(deps: SessionEndsDeps, live: Map<string, SessionEntry>, records: SessionRecords) {
+    this.#deps = deps;
+    this.#live = live;
+    this.#records = records;
+  }
+
+  /** `session.ended` from the executor. */
+  executorEnded(executor: ExecutorEntry, sessionId: string, reason: string | undefined): Ack {
+    const session = executor.sessions?.get(sessionId);
+    // A repeat, or a session the harness no longer knows, ends the executor's retry loop.
+    if (!session || session.state === "ended") return { ok: true, duplicate: true };
+    this.end(session, reason ?? "ended", "session_ended");
+    return { ok: true };
+  }
+
+  /**
+   * Stops the session (`session.stop`) and waits for `session.ended` (at most the timeout:
+   * then the harness ends it, `stop_timeout`).
+   */
+  async stop(
+    session: SessionEntry,
+    reason: string | undefined,
+    options: SessionStopOptions,
+  ): Promise<{ reason: string }> {
+    if (session.state === "ended") return { reason: session.endReason! };
+    const result = await request(
+      session.executor,
+      "session.stop",
+      {
+        session_id: session.id,
+        ...(reason !== undefined ? { reason } : {}),
+        ...(options.grace_ms !== undefined ? { grace_ms: options.grace_ms } : {}),
+      },
+      { signal: options.signal },
+      this.#deps.requestTimeoutMs,
+    );
+    if (!result.stopping) {
+      // The executor no longer holds it: there is no session.ended to wait for.
+      this.end(session, reason ?? "stopped", "session_ended");
+      return { reason: session.endReason! };
+    }
+    // session.ended may have arrived while the stop request was in flight.
+    if (hasEnded(session)) return await session.ended;
+    const waitMs = options.timeoutMs ?? (options.grace_ms ?? DEFAULT_GRACE_MS) + STOP_SLACK_MS;
+    this.awaitEnd(session, waitMs, "stop_timeout", "stopping");
+    return await this.#ended(session, options.signal, "session.stop");
+  }
+
+  /**
+   * Waits for `session.ended` after a stop or a close: every wait ends, an executor that never
+   * reports it does not hold the caller. Written with the session, so the wait survives a
+   * restart of the harness.
+   */
+  awaitEnd(
+    session: SessionEntry,
+    waitMs: number,
+    reason: string,
+    state: SessionState = session.state,
+  ): void {
+    if (session.state === "ended") return;
+    this.armEnd(session, this.#deps.clock.now() + waitMs, reason);
+    if (state !== session.state) {
+      session.state = state;
+      this.#records.observeState(session);
+    }
+    this.#records.safely(() => this.#records.write(session));
+  }
+
+  /** Ends the session with `reason` at `at` unless `session.ended` comes first. */
+  armEnd(session: SessionEntry, at: number, reason: string): void {
+    const deadline = session.endDeadline ??= new CallbackDeadline(() => {
+      this.#deps.logger.warn("session.ended did not arrive: ending the session", {
+        session_id: session.id,
+      });
+      this.end(session, session.endByReason ?? reason, "session_ended");
+    });
+    session.endByReason = reason;
+    this.#deps.scheduler.set(deadline, at);
+  }
+
+  /** `session.ended`, or the abort of `signal`. */
+  #ended(session: SessionEntry, signal: AbortSignal | undefined, method: string) {
+    if (!signal) return session.ended;
+    return new Promise<{ reason: string }>((resolve, reject) => {
+      const onAbort = () => reject(new RequestAbortedError(method, signal.reason));
+      if (signal.aborted) onAbort();
+      signal.addEventListener("abort", onAbort, { once: true });
+      session.ended.then((end) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(end);
+      });
+    });
+  }
+
+  /**
+   * Ends a session: its pending tool calls fail with `ToolOutcomeUnknownError(toolReason)`, its
+   * channels and terminals end, readers of its events finish. `record` says what the store
+   * keeps (see {@linkcode EndRecord}).
+   */
+  end(
+    session: SessionEntry,
+    reason: string,
+    toolReason: ToolOutcomeUnknownReason,
+    record: EndRecord = "record",
+  ): void {
+    if (session.state === "ended") return;
+    session.state = "ended";
+    session.endReason = reason;
+    session.log.close();
+    if (session.endDeadline) this.#deps.scheduler.clear(session.endDeadline);
+    this.#deps.calls.failPending({ sessionId: session.id }, toolReason, record !== "skip");
+    for (const channel of [...session.channels?.values() ?? []]) channel.end(reason);
+    session.channels = undefined;
+    for (const { output } of session.terminals?.values() ?? []) output.end();
+    session.terminals = undefined;
+    for (const waiter of session.readyWaiters?.splice(0) ?? []) {
+      waiter.reject(sessionEnded(session));
+    }
+    const executor = session.executor;
+    if (executor.sessions?.get(session.id) === session) executor.sessions.delete(session.id);
+    if (this.#live.get(session.id) === session) this.#live.delete(session.id);
+    if (record === "record") this.#records.recordEnd(session);
+    else if (record === "forget") this.#records.forget([session.id], executor.id);
+    this.#records.observeState(session, reason);
+    session.settleEnded(reason);
+  }
+
+  /** A reconnect did not resume these sessions of `executor`: they end (`lost`). */
+  lost(executor: ExecutorEntry, keep: ReadonlySet<string>): string[] {
+    const resumed: string[] = [];
+    for (const session of [...executor.sessions?.values() ?? []]) {
+      if (keep.has(session.id)) resumed.push(session.id);
+      else this.end(session, "lost", "session_lost");
+    }
+    return resumed;
+  }
+}

@@ -1,0 +1,88 @@
+/**
+ * A session's terminals, harness side: `terminal.open` (idempotent by `terminal_id`), the output
+ * each receives (`terminal.output`), and the lossy output read back after the executor
+ * reconnected and resumed the session. A terminal ends with its session.
+ *
+ * Part of the harness's sessions (sessions.ts): `Session.terminal`.
+ */
+import type { TerminalOutputParams } from "../protocol/generated/contract.ts";
+import type { Logger } from "../protocol/logger.ts";
+import { randomId } from "../protocol/ids.ts";
+import { request } from "./send.ts";
+import { type ExecutorEntry, hasEnded, sessionEnded, type SessionEntry } from "./state.ts";
+import {
+  closeOnAbort,
+  Terminal,
+  type TerminalHost,
+  type TerminalOptions,
+  TerminalOutput,
+} from "./terminal.ts";
+
+/** Opens a pseudo-terminal of the session (`terminal.open`, capability `terminal`). */
+export async function openTerminal(
+  session: SessionEntry,
+  options: TerminalOptions,
+  timeoutMs: number | undefined,
+  logger: Logger,
+): Promise<Terminal> {
+  if (session.state === "ended") throw sessionEnded(session);
+  const { signal, terminal_id, ...rest } = options;
+  const id = terminal_id ?? randomId("term_");
+  const terminals = session.terminals ??= new Map();
+  let known = terminals.get(id);
+  const fresh = !known;
+  if (!known) {
+    // Routed before the request: output may arrive ahead of the answer.
+    const host: TerminalHost = {
+      sessionId: session.id,
+      logger,
+      request: (method, params, callOptions) =>
+        request(session.executor, method, params, callOptions ?? {}, timeoutMs),
+    };
+    const entry = {} as { terminal: Terminal; output: TerminalOutput };
+    // Forgotten once its output has ended: no more notifications are needed for it.
+    entry.output = new TerminalOutput(id, host, () => {
+      if (session.terminals?.get(id) === entry) session.terminals.delete(id);
+    });
+    entry.terminal = new Terminal(id, host, entry.output);
+    terminals.set(id, known = entry);
+  }
+  const { terminal, output } = known;
+  try {
+    const result = await request(
+      session.executor,
+      "terminal.open",
+      {
+        session_id: session.id,
+        terminal_id: id,
+        ...rest,
+      },
+      { signal },
+      timeoutMs,
+    );
+    terminal.opened(result);
+    // Already open on the executor (a retry, or a handle made anew): read what it holds.
+    if (result.duplicate) output.resumed();
+  } catch (error) {
+    if (fresh) output.end();
+    throw error;
+  }
+  // The session may have ended while terminal.open was in flight.
+  if (hasEnded(session)) output.end();
+  if (signal) closeOnAbort(terminal, signal, logger);
+  return terminal;
+}
+
+/** A `terminal.output` notification. */
+export function terminalOutput(session: SessionEntry, params: TerminalOutputParams): void {
+  session.terminals?.get(params.terminal_id)?.output.deliver(params);
+}
+
+/** The executor reconnected and resumed `ids`: lossy output sent meanwhile is read back. */
+export function resumeTerminals(executor: ExecutorEntry, ids: readonly string[]): void {
+  for (const id of ids) {
+    for (const { output } of executor.sessions?.get(id)?.terminals?.values() ?? []) {
+      output.resumed();
+    }
+  }
+}

@@ -1,0 +1,173 @@
+/**
+ * The requests a peer has sent that await their response ({@linkcode PendingRequests}): each
+ * ends exactly once — answered (its result checked against the contract), timed out, aborted,
+ * or with the connection — and the ids of those given up on are remembered, so that their late
+ * responses are expected rather than reported as unknown.
+ */
+import { BoundedSet } from "./bounded-set.ts";
+import type { Clock, TimerHandle } from "./clock.ts";
+import { checked, Refused } from "./contract-check.ts";
+import {
+  ConnectionClosedError,
+  InvalidResultError,
+  RequestAbortedError,
+  RequestTimeoutError,
+} from "./errors.ts";
+import type { MethodSpec } from "./generated/contract.ts";
+import type { JsonRpcId } from "./jsonrpc.ts";
+
+interface Pending {
+  readonly method: string;
+  readonly spec: MethodSpec;
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (error: unknown) => void;
+  /**
+   * When a request on the peer's default timeout expires (0: it has its own timer, or none).
+   * These deadlines grow with insertion order, so one sweep timer serves them all.
+   */
+  readonly deadline: number;
+  timer: TimerHandle | undefined;
+  detach: (() => void) | undefined;
+}
+
+/** A peer's outgoing requests awaiting their response, by id. */
+export class PendingRequests {
+  readonly #clock: Clock;
+  /** The peer's default timeout, in ms; `0` waits forever. */
+  readonly #timeoutMs: number;
+  readonly #pending = new Map<JsonRpcId, Pending>();
+  /** Ids of requests given up on (timeout, abort), made when the first is. */
+  #abandoned: BoundedSet<JsonRpcId> | undefined;
+  /** The one timer that expires requests on the default timeout (see {@linkcode Pending}). */
+  #sweepTimer: TimerHandle | undefined;
+
+  constructor(clock: Clock, timeoutMs: number) {
+    this.#clock = clock;
+    this.#timeoutMs = timeoutMs;
+  }
+
+  /** How many requests await their response. */
+  get size(): number {
+    return this.#pending.size;
+  }
+
+  /** Whether request `id` awaits its response. */
+  has(id: JsonRpcId): boolean {
+    return this.#pending.has(id);
+  }
+
+  /** The method of request `id`, while it awaits its response. */
+  method(id: JsonRpcId): string | undefined {
+    return this.#pending.get(id)?.method;
+  }
+
+  /**
+   * Waits for the response to request `id`: `resolve` gets its result, `reject` its error,
+   * after `timeoutMs` (`0`: never) a {@linkcode RequestTimeoutError}, and once `signal` aborts a
+   * {@linkcode RequestAbortedError}.
+   */
+  add(
+    id: JsonRpcId,
+    method: string,
+    spec: MethodSpec,
+    resolve: (value: unknown) => void,
+    reject: (error: unknown) => void,
+    timeoutMs: number,
+    signal: AbortSignal | undefined,
+  ): void {
+    // A timer per request costs more than the request itself: requests on the default
+    // timeout share one sweep; only other timeouts get their own timer.
+    const swept = timeoutMs > 0 && timeoutMs === this.#timeoutMs;
+    const pending: Pending = {
+      method,
+      spec,
+      resolve,
+      reject,
+      deadline: swept ? this.#clock.now() + timeoutMs : 0,
+      timer: undefined,
+      detach: undefined,
+    };
+    if (swept) {
+      if (this.#sweepTimer === undefined) this.#armSweep(pending.deadline);
+    } else if (timeoutMs > 0) {
+      pending.timer = this.#clock.setTimeout(
+        () => this.settle(id, undefined, new RequestTimeoutError(method, timeoutMs)),
+        timeoutMs,
+      );
+    }
+    if (signal) {
+      const onAbort = () =>
+        this.settle(id, undefined, new RequestAbortedError(method, signal.reason));
+      signal.addEventListener("abort", onAbort, { once: true });
+      pending.detach = () => signal.removeEventListener("abort", onAbort);
+    }
+    this.#pending.set(id, pending);
+    this.#abandoned?.delete(id);
+  }
+
+  /** Ends a pending request exactly once: with `error`, else with `result` once checked. */
+  settle(id: JsonRpcId, result: unknown, error?: unknown): void {
+    const pending = this.#pending.get(id);
+    if (!pending) return;
+    this.#pending.delete(id);
+    if (pending.timer !== undefined) this.#clock.clearTimeout(pending.timer);
+    pending.detach?.();
+    if (error !== undefined) {
+      if (error instanceof RequestTimeoutError || error instanceof RequestAbortedError) {
+        this.#abandon(id);
+      }
+      pending.reject(error);
+      return;
+    }
+    const verdict = checked(pending.spec.acceptsResult!, pending.spec.result!, result);
+    if (verdict instanceof Refused) {
+      pending.reject(new InvalidResultError(pending.method, verdict.issues));
+    } else pending.resolve(verdict);
+  }
+
+  /** Whether `id` was given up on (a late response was expected): true once, then forgotten. */
+  abandoned(id: JsonRpcId): boolean {
+    return this.#abandoned?.delete(id) ?? false;
+  }
+
+  /** The connection ended: every request rejects with {@linkcode ConnectionClosedError}. */
+  end(code: number, reason: string): void {
+    if (this.#sweepTimer !== undefined) {
+      this.#clock.clearTimeout(this.#sweepTimer);
+      this.#sweepTimer = undefined;
+    }
+    for (const id of [...this.#pending.keys()]) {
+      this.settle(id, undefined, new ConnectionClosedError(code, reason));
+    }
+  }
+
+  #armSweep(at: number): void {
+    this.#sweepTimer = this.#clock.setTimeout(
+      () => this.#sweep(),
+      Math.max(0, at - this.#clock.now()),
+    );
+  }
+
+  /**
+   * Expires the requests on the default timeout whose deadline has passed, oldest first, and
+   * re-arms for the oldest that has not. Settled requests leave the sweep armed: it finds
+   * nothing, which is cheaper than a timer set and cleared per request.
+   */
+  #sweep(): void {
+    this.#sweepTimer = undefined;
+    const now = this.#clock.now();
+    for (const [id, pending] of this.#pending) {
+      if (pending.deadline === 0) continue;
+      if (pending.deadline > now) {
+        this.#armSweep(pending.deadline);
+        return;
+      }
+      this.settle(id, undefined, new RequestTimeoutError(pending.method, this.#timeoutMs));
+    }
+  }
+
+  /** Remembers ids whose late responses are expected, so they are not reported as unknown. */
+  #abandon(id: JsonRpcId): void {
+    (this.#abandoned ??= new BoundedSet(1024)).add(id);
+  }
+}
