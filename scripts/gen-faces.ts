@@ -335,8 +335,9 @@ function executorEntry(runtime: RuntimeEntries, lists: Lists): Entry {
     ...own.flatMap(lists.of),
   ];
   const face = lists.published(file)
-    ? "// The portable executor face (`mod.ts`), every name but those below.\n" +
-      reexport(lists.faceBut("executor/mod.ts", adds), "./mod.ts", true)
+    ? "// The portable executor face (`mod.ts`); the names declared or re-exported below take\n" +
+      "// the place of its own (a module's own export wins over one of `export *`).\n" +
+      'export * from "./mod.ts";\n'
     : "";
   const client = `
 /**
@@ -396,8 +397,9 @@ function harnessEntry(runtime: RuntimeEntries, lists: Lists): Entry | null {
   const file = `harness/${name}.ts`;
   const adds = [parse("Harness"), ...own.flatMap(lists.of)];
   const face = lists.published(file)
-    ? "// The portable harness face (`mod.ts`), every name but those below.\n" +
-      reexport(lists.faceBut("harness/mod.ts", adds), "./mod.ts", true)
+    ? "// The portable harness face (`mod.ts`); the names declared or re-exported below take\n" +
+      "// the place of its own (a module's own export wins over one of `export *`).\n" +
+      'export * from "./mod.ts";\n'
     : "";
   const body = `import { ${name}Runtime as runtime } from "../runtime/${name}.ts";
 import { harnessOptions } from "../runtime/runtime.ts";
@@ -422,8 +424,11 @@ export class Harness extends PortableHarness {
 function rootEntry(runtime: RuntimeEntries, ends: readonly Entry[], lists: Lists): string {
   const file = `${runtime.name}.ts`;
   const taken = [...ends.flatMap((e) => e.adds), ...runtime.root.flatMap(lists.of)];
-  const body = "// The portable API (`mod.ts`), every name but those below.\n" +
-    reexport(lists.faceBut("mod.ts", taken), "./mod.ts", true) +
+  void taken; // the names below shadow mod.ts's own
+  const body =
+    "// The portable API (`mod.ts`); the names re-exported below take the place of its\n" +
+    "// own (a module's own export wins over one of `export *`).\n" +
+    'export * from "./mod.ts";\n' +
     `// The ends on ${runtime.label}: their presets and the names of this runtime they add.\n` +
     ends.map((e) => reexport(e.adds, specifier(file, e.file))).join("") +
     ownNames(file, runtime.root, lists);
