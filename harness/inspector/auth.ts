@@ -13,7 +13,7 @@
  */
 import { type Clock, systemClock } from "../../protocol/clock.ts";
 import { LocalError } from "../../protocol/errors.ts";
-import { randomHex } from "../../protocol/ids.ts";
+import { hex, randomHex } from "../../protocol/ids.ts";
 import { bearer, sameBytes, sha256 } from "../bearer-auth.ts";
 
 // The comparison of tokens lives with the other bearer credentials' (the brain API's too).
@@ -110,14 +110,14 @@ export class InspectorAuth {
     }
     const session = cookieValue(headers.get("cookie"), this.cookieName);
     if (!session) return false;
-    return live(this.#sessions, hexOf(await sha256(session)), this.#clock.now());
+    return live(this.#sessions, hex(await sha256(session)), this.#clock.now());
   }
 
   /** A new one-time login code (valid once, for the code lifetime; at most 16 wait at once). */
   async issueCode(): Promise<string> {
     const code = randomHex(24);
     const now = this.#clock.now();
-    remember(this.#codes, hexOf(await sha256(code)), now, now + this.loginCodeTtlMs, MAX_CODES);
+    remember(this.#codes, hex(await sha256(code)), now, now + this.loginCodeTtlMs, MAX_CODES);
     return code;
   }
 
@@ -127,12 +127,12 @@ export class InspectorAuth {
    * their digest, so the lookup's timing says nothing about the codes themselves.
    */
   async redeem(code: string): Promise<string | undefined> {
-    const key = hexOf(await sha256(code));
+    const key = hex(await sha256(code));
     const now = this.#clock.now();
     if (!live(this.#codes, key, now)) return undefined;
     this.#codes.delete(key);
     const session = randomHex(32);
-    const sessionKey = hexOf(await sha256(session));
+    const sessionKey = hex(await sha256(session));
     remember(this.#sessions, sessionKey, now, now + this.sessionTtlMs, MAX_SESSIONS);
     return session;
   }
@@ -158,10 +158,4 @@ function remember(
   for (const [k, at] of entries) if (at <= now) entries.delete(k);
   entries.set(key, expires);
   while (entries.size > max) entries.delete(entries.keys().next().value!);
-}
-
-function hexOf(bytes: Uint8Array): string {
-  let out = "";
-  for (const b of bytes) out += b.toString(16).padStart(2, "0");
-  return out;
 }

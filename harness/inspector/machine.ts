@@ -9,7 +9,7 @@
  */
 import type { Context, Hono } from "hono";
 import { fromBase64, toBase64 } from "../../protocol/base64.ts";
-import { randomId } from "../../protocol/ids.ts";
+import { hex, randomId } from "../../protocol/ids.ts";
 import type { Logger } from "../../protocol/logger.ts";
 import type { Signal } from "../../protocol/generated/contract.ts";
 import type { Session } from "../handles.ts";
@@ -163,50 +163,41 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
     return json(200, await session.executor.request("process.list", { session_id: session.id }));
   });
 
-  app.get(at("/api/sessions/:id/processes/:pid/output"), (c) => {
+  app.get(at("/api/sessions/:id/processes/:pid/output"), async (c) => {
+    const { session, processId } = processOf(c);
     const stream = c.req.query("stream") ?? "stdout";
     if (stream !== "stdout" && stream !== "stderr") {
       throw new ApiError(400, "BadRequest", "stream must be stdout or stderr");
     }
     const wait = Math.min(offsetOf(c.req.query("wait_ms") ?? "0"), PROCESS_WAIT_MAX_MS);
-    return ofProcess(
-      c,
-      (session_id, process_id) =>
-        sessionOf(session_id).executor.request("process.read", {
-          session_id,
-          process_id,
-          stream,
-          offset: offsetOf(c.req.query("offset") ?? "0"),
-          max_bytes: PROCESS_READ_BYTES,
-          ...(wait > 0 ? { wait_ms: wait } : {}),
-        }, { signal: c.req.raw.signal }),
-    );
+    const read = await session.executor.request("process.read", {
+      session_id: session.id,
+      process_id: processId,
+      stream,
+      offset: offsetOf(c.req.query("offset") ?? "0"),
+      max_bytes: PROCESS_READ_BYTES,
+      ...(wait > 0 ? { wait_ms: wait } : {}),
+    }, { signal: c.req.raw.signal });
+    return json(200, read);
   });
 
   app.post(at("/api/sessions/:id/processes/:pid/signal"), async (c) => {
-    sessionOf(param(c, "id"));
+    const { session, processId } = processOf(c);
     const signal = (optionalString(await readBody(c), "signal") ?? "SIGTERM") as Signal;
     if (!SIGNALS.includes(signal)) {
       throw new ApiError(400, "BadRequest", `signal must be one of ${SIGNALS.join(", ")}`);
     }
-    return ofProcess(
-      c,
-      (session_id, process_id) =>
-        sessionOf(session_id).executor.request("process.signal", {
-          session_id,
-          process_id,
-          signal,
-        }),
-    );
+    const sent = await session.executor.request("process.signal", {
+      session_id: session.id,
+      process_id: processId,
+      signal,
+    });
+    return json(200, sent);
   });
 
-  /** Answers with what `request` gets of the route's session and process. */
-  async function ofProcess(
-    c: Context,
-    request: (sessionId: string, processId: string) => Promise<unknown>,
-  ): Promise<Response> {
-    const session = sessionOf(param(c, "id"));
-    return json(200, await request(session.id, param(c, "pid")));
+  /** The route's live session and the process it names. */
+  function processOf(c: Context): { session: Session; processId: string } {
+    return { session: sessionOf(param(c, "id")), processId: param(c, "pid") };
   }
 
   // ---- files ----
@@ -354,6 +345,5 @@ function attachment(path: string): string {
 }
 
 async function sha256Hex(bytes: Uint8Array<ArrayBuffer>): Promise<string> {
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
-  return [...digest].map((b) => b.toString(16).padStart(2, "0")).join("");
+  return hex(new Uint8Array(await crypto.subtle.digest("SHA-256", bytes)));
 }
