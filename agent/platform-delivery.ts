@@ -8,7 +8,8 @@ import type { ExecutorEvent, ExecutorHandle } from "../harness/handles.ts";
 import { ProtocolError, RequestAbortedError } from "../protocol/errors.ts";
 import type { HarnessRequestMethod, RequestMap } from "../protocol/generated/contract.ts";
 import { ErrorCode } from "../protocol/generated/errors.ts";
-import type { CallOptions } from "../protocol/peer.ts";
+import type { CallOptions, Disposable } from "../protocol/peer.ts";
+import { aborted, raceSignal, throwIfAborted } from "../protocol/abort.ts";
 import { retrying, type RetryVerdict, retryVerdict } from "../protocol/retry.ts";
 import { AgentPlatformDetachedError } from "./errors.ts";
 import type { PlatformContext } from "./platform-context.ts";
@@ -30,7 +31,7 @@ export function deliver<M extends HarnessRequestMethod>(
   const instead = Symbol("instead");
   let answer: RequestMap[M]["result"] | undefined;
   return retrying(async () => {
-    if (signal?.aborted) throw new RequestAbortedError(method, signal.reason);
+    throwIfAborted(signal, method);
     const early = stop?.();
     if (early !== undefined) {
       answer = early;
@@ -66,25 +67,25 @@ function reconnected(
 ): Promise<void> {
   const host = ctx.host;
   if (!host) return Promise.reject(new AgentPlatformDetachedError());
-  return new Promise((resolve, reject) => {
+  const refused = aborted(signal, method);
+  if (refused) return refused;
+  let sub!: Disposable;
+  const back = new Promise<void>((resolve, reject) => {
     const done = (settle: () => void) => {
       sub.dispose();
-      signal?.removeEventListener("abort", onAbort);
       settle();
     };
-    const onAbort = () => done(() => reject(new RequestAbortedError(method, signal!.reason)));
-    const sub = host.onExecutor((event: ExecutorEvent) => {
+    sub = host.onExecutor((event: ExecutorEvent) => {
       if (event.executor.id !== executor.id) return;
       if (event.type === "gone") {
         done(() => reject(new ExecutorUnavailableError(executor.id, "gone")));
       } else if (executor.connected) done(resolve);
     });
-    signal?.addEventListener("abort", onAbort, { once: true });
     // It may have come back (or gone) before the listener was in place.
-    if (signal?.aborted) onAbort();
-    else if (executor.gone) done(() => reject(new ExecutorUnavailableError(executor.id, "gone")));
+    if (executor.gone) done(() => reject(new ExecutorUnavailableError(executor.id, "gone")));
     else if (executor.connected) done(resolve);
   });
+  return raceSignal(back, signal, method, () => sub.dispose());
 }
 
 /** Thrown inside an attempt once the executor is back: the next attempt goes at once. */

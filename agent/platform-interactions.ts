@@ -10,7 +10,7 @@ import type { ExecutorHandle } from "../harness/handles.ts";
 import { CallbackDeadline } from "../harness/scheduler.ts";
 import { isPromiseLike, type MaybePromise } from "../harness/store/store.ts";
 import { BoundedSet } from "../protocol/bounded-set.ts";
-import { RequestAbortedError } from "../protocol/errors.ts";
+import { aborted, raceSignal } from "../protocol/abort.ts";
 import type {
   Ack,
   InteractionCancelParams,
@@ -76,28 +76,23 @@ export class PlatformInteractions {
   wait(options: WaitInteractionOptions = {}): Promise<PlatformInteraction> {
     const filter = options.filter ?? (() => true);
     const signal = options.signal;
-    return new Promise((resolve, reject) => {
-      for (const stored of this.#byPlatformId.values()) {
-        if (!stored.announced) continue;
-        const view = snapshot(stored);
-        if (view.status === "open" && filter(view)) return resolve(view);
-      }
-      if (signal?.aborted) {
-        return reject(new RequestAbortedError("waitInteraction", signal.reason));
-      }
-      const onAbort = () => {
-        sub.dispose();
-        reject(new RequestAbortedError("waitInteraction", signal!.reason));
-      };
-      const sub = this.onInteraction((change) => {
+    for (const stored of this.#byPlatformId.values()) {
+      if (!stored.announced) continue;
+      const view = snapshot(stored);
+      if (view.status === "open" && filter(view)) return Promise.resolve(view);
+    }
+    const refused = aborted(signal, "waitInteraction");
+    if (refused) return refused;
+    let sub!: Disposable;
+    const opened = new Promise<PlatformInteraction>((resolve) => {
+      sub = this.onInteraction((change) => {
         const view = change.interaction;
         if (view.status !== "open" || !filter(view)) return;
         sub.dispose();
-        signal?.removeEventListener("abort", onAbort);
         resolve(view);
       });
-      signal?.addEventListener("abort", onAbort, { once: true });
     });
+    return raceSignal(opened, signal, "waitInteraction", () => sub.dispose());
   }
 
   /**

@@ -25,15 +25,16 @@ export class AgentStreams {
     let set = this.#streams.get(sessionId);
     if (!set) this.#streams.set(sessionId, set = new Set());
     set.add(queue);
+    const signal = options.signal;
     const remove = () => {
       queue.end();
+      signal?.removeEventListener("abort", remove);
       const current = this.#streams.get(sessionId);
       current?.delete(queue);
       if (current?.size === 0) this.#streams.delete(sessionId);
     };
-    const signal = options.signal;
     if (signal?.aborted) remove();
-    signal?.addEventListener("abort", remove, { once: true });
+    else signal?.addEventListener("abort", remove, { once: true });
     const iterator: AsyncIterableIterator<AgentStreamEvent> = {
       next: () => queue.next(),
       return: () => {

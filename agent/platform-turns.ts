@@ -11,7 +11,8 @@ import type {
   TurnInputRequest,
 } from "../harness/handles.ts";
 import { hasCapability } from "../protocol/capabilities.ts";
-import { CapabilityNotAdvertisedError, RequestAbortedError } from "../protocol/errors.ts";
+import { raceSignal } from "../protocol/abort.ts";
+import { CapabilityNotAdvertisedError } from "../protocol/errors.ts";
 import type {
   Ack,
   AgentCustomToolResultParams,
@@ -155,15 +156,7 @@ export class PlatformTurns {
     }
     // Every wait ends: an executor that never sends session.ended does not hold the caller.
     host.awaitSessionEnd(sessionId, options.timeoutMs ?? 60_000, "close_timeout");
-    await new Promise<void>((resolve, reject) => {
-      const onAbort = () => reject(new RequestAbortedError("session.close", signal!.reason));
-      if (signal?.aborted) onAbort();
-      signal?.addEventListener("abort", onAbort, { once: true });
-      session.ended.then(() => {
-        signal?.removeEventListener("abort", onAbort);
-        resolve();
-      });
-    });
+    await raceSignal(session.ended, signal, "session.close");
     return result;
   }
 

@@ -14,6 +14,7 @@ import type {
   InteractionResponseParams,
   InteractionResponseResult,
 } from "../protocol/generated/contract.ts";
+import { RequestAbortedError } from "../protocol/errors.ts";
 import { randomId } from "../protocol/ids.ts";
 import type { ReplyHooks } from "../protocol/peer.ts";
 import { InteractionMismatchError, TurnEndedError } from "./errors.ts";
@@ -62,7 +63,9 @@ export class TurnInteractions {
   ): Promise<InteractionAnswer> {
     if (run.finished) return rejected(new TurnEndedError(run.turnId));
     if (run.controller.signal.aborted) return rejected(run.controller.signal.reason);
-    if (signal?.aborted) return rejected(signal.reason);
+    if (signal?.aborted) {
+      return rejected(new RequestAbortedError("interaction.request", signal.reason));
+    }
     const id = request.interaction_id ?? randomId("ix_");
     const existing = state.interactions.get(id);
     if (existing) {
@@ -110,7 +113,8 @@ export class TurnInteractions {
     }
     if (signal) {
       const onAbort = () => {
-        if (this.#settle(state, pending, undefined, signal.reason)) {
+        const error = new RequestAbortedError("interaction.request", signal.reason);
+        if (this.#settle(state, pending, undefined, error)) {
           this.#withdraw(state, id, "withdrawn");
         }
       };

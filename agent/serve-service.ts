@@ -29,6 +29,7 @@ import {
 } from "../protocol/generated/errors.ts";
 import type { Disposable, ReplyHooks } from "../protocol/peer.ts";
 import { BoundedSet, RecentIds } from "../protocol/bounded-set.ts";
+import { traceContextOf } from "../protocol/trace-context.ts";
 import { AgentTurnError, TurnCanceledError, TurnEndedError } from "./errors.ts";
 import { CustomTools } from "./serve-custom-tools.ts";
 import { TurnEvents } from "./serve-events.ts";
@@ -177,6 +178,15 @@ export class AgentService {
       state = this.#openState(params.session_id);
     }
     const run = new TurnRun(params, this.#clock.now());
+    run.trace = traceContextOf(params);
+    const telemetry = this.#internals.telemetry;
+    if (telemetry) {
+      run.span = telemetry.start("turn.start", "server", {
+        "bma.session_id": params.session_id,
+        "bma.turn_id": params.turn_id,
+      }, run.trace);
+      run.trace = run.span.trace ?? run.trace;
+    }
     run.turn = new AgentTurn(this.#parts, state, run, !state.opened);
     if (run.model.token) this.#internals.addSecret(run.model.token);
     if (run.tools.token) this.#internals.addSecret(run.tools.token);
@@ -194,6 +204,7 @@ export class AgentService {
       } catch (error) {
         if (state.run === run) state.run = undefined;
         run.state = "ended";
+        run.span?.end(error);
         run.accepted.reject(error);
         run.done.resolve();
         // A conversation that never opened is not held.
@@ -291,6 +302,10 @@ export class AgentService {
     if (state.run === run) state.run = undefined;
     this.#events.write(state, run, idle, {}, true);
     run.state = "ended";
+    if (run.span) {
+      run.span.set("bma.turn.outcome", (idle as { turn_outcome: string }).turn_outcome);
+      run.span.end(failed ? failure : undefined);
+    }
     run.done.resolve();
   }
 

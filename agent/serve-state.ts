@@ -13,6 +13,8 @@ import type {
   TurnStartResult,
 } from "../protocol/generated/contract.ts";
 import type { BoundedSet, RecentIds } from "../protocol/bounded-set.ts";
+import type { TracedSpan } from "../protocol/telemetry.ts";
+import type { TraceContext } from "../protocol/trace-context.ts";
 import { TurnCanceledError } from "./errors.ts";
 import { AsyncQueue } from "./queue.ts";
 import type {
@@ -102,6 +104,10 @@ export class TurnRun {
   epoch: number;
   state: RunState = "opening";
   turn!: Turn;
+  /** The turn's trace context (see `Turn.trace`). */
+  trace: TraceContext | undefined = undefined;
+  /** The turn's server span (`turn.start`, to the turn's end), with telemetry. */
+  span: TracedSpan | undefined = undefined;
 
   constructor(params: TurnStartParams, now: number) {
     this.params = params;

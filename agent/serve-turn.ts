@@ -8,11 +8,14 @@ import type {
   EventDelta,
   TurnMetadata,
 } from "../protocol/generated/contract.ts";
+import { aborted, raceSignal, throwIfAborted } from "../protocol/abort.ts";
+import { RequestAbortedError } from "../protocol/errors.ts";
 import { randomId } from "../protocol/ids.ts";
+import type { TraceContext } from "../protocol/trace-context.ts";
 import type { CustomTools } from "./serve-custom-tools.ts";
 import type { TurnEvents } from "./serve-events.ts";
 import type { TurnInteractions } from "./serve-interactions.ts";
-import type { SessionState, TurnRun } from "./serve-state.ts";
+import { rejected, type SessionState, type TurnRun } from "./serve-state.ts";
 import type { TurnTokens } from "./serve-tokens.ts";
 import type {
   CustomToolOptions,
@@ -47,6 +50,7 @@ export class AgentTurn implements Turn {
   readonly input: readonly ContentBlock[];
   readonly metadata: Readonly<TurnMetadata>;
   readonly executorSessionRef: string | undefined;
+  readonly trace: TraceContext | undefined;
   readonly first: boolean;
   readonly inputs: AsyncIterable<TurnInput>;
   readonly #parts: TurnParts;
@@ -64,6 +68,7 @@ export class AgentTurn implements Turn {
     const { model_token: _m, tools_mcp_token: _t, ...metadata } = params.metadata ?? {};
     this.metadata = Object.freeze(metadata);
     this.executorSessionRef = params.executor_session_ref;
+    this.trace = run.trace;
     this.first = first;
     const queue = run.inputs;
     // Leaving a `for await` early must not end the inputs for the rest of the turn.
@@ -88,7 +93,13 @@ export class AgentTurn implements Turn {
   }
 
   emit(event: AgentEvent, options: EmitOptions = {}): Promise<EmittedEvent> {
-    return this.#parts.events.emit(this.#state, this.#run, event, options);
+    const signal = options.signal;
+    if (signal?.aborted) return rejected(new RequestAbortedError("session.event", signal.reason));
+    return raceSignal(
+      this.#parts.events.emit(this.#state, this.#run, event, options),
+      signal,
+      "session.event",
+    );
   }
 
   delta(eventId: string, delta: EventDelta): void {
@@ -111,11 +122,22 @@ export class AgentTurn implements Turn {
     input: Record<string, unknown>,
     options: CustomToolOptions = {},
   ): Promise<CustomToolOutcome> {
-    return this.#parts.customTools.call(this.#state, this.#run, name, input, options);
+    const signal = options.signal;
+    if (signal?.aborted) return rejected(new RequestAbortedError("customTool", signal.reason));
+    return raceSignal(
+      this.#parts.customTools.call(this.#state, this.#run, name, input, options),
+      signal,
+      "customTool",
+    );
   }
 
-  async modelToken(): Promise<ModelCredential> {
-    const token = await this.#parts.tokens.token(this.#state, this.#run, "model");
+  async modelToken(options: { signal?: AbortSignal } = {}): Promise<ModelCredential> {
+    throwIfAborted(options.signal, "model_token.refresh");
+    const token = await raceSignal(
+      this.#parts.tokens.token(this.#state, this.#run, "model"),
+      options.signal,
+      "model_token.refresh",
+    );
     return {
       token: token.token,
       expiresAt: token.expiresAt,
@@ -123,7 +145,13 @@ export class AgentTurn implements Turn {
     };
   }
 
-  toolsToken(): Promise<ToolsCredential> {
-    return this.#parts.tokens.token(this.#state, this.#run, "tools");
+  toolsToken(options: { signal?: AbortSignal } = {}): Promise<ToolsCredential> {
+    const signal = options.signal;
+    return aborted(signal, "tools_token.refresh") ??
+      raceSignal(
+        this.#parts.tokens.token(this.#state, this.#run, "tools"),
+        signal,
+        "tools_token.refresh",
+      );
   }
 }

@@ -39,6 +39,8 @@ export interface AgentServer {
    * canceled and every agent session ends (`session.ended`). Resolves once they have.
    */
   dispose(): Promise<void>;
+  /** Stops serving as {@linkcode dispose} does: `await using agent = serveAgent(…)`. */
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 /**
@@ -71,6 +73,7 @@ export function serveAgent(
     },
     runningTurn: (sessionId) => service.runningTurn(sessionId),
     dispose: () => service.dispose(),
+    [Symbol.asyncDispose]: () => service.dispose(),
   };
 }
 

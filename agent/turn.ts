@@ -11,6 +11,7 @@ import type {
   InteractionOutcome,
   TurnMetadata,
 } from "../protocol/generated/contract.ts";
+import type { TraceContext } from "../protocol/trace-context.ts";
 
 /** One `turn.input` delivered to the running turn. */
 export interface TurnInput {
@@ -27,6 +28,11 @@ export interface EmitOptions {
    * Default: a fresh id. An id already emitted in the session is refused locally.
    */
   eventId?: string;
+  /**
+   * Stops waiting for the acknowledgement (rejects with `RequestAbortedError`): the event is
+   * delivered all the same. An already-aborted signal emits nothing.
+   */
+  signal?: AbortSignal;
 }
 
 /** A durable event the harness acknowledged. */
@@ -95,6 +101,11 @@ export interface CustomToolOptions {
   timeoutMs?: number;
   /** The `agent.custom_tool_use` event's id (the `tool_use_id`). Default: a fresh id. */
   eventId?: string;
+  /**
+   * Stops waiting for the result (rejects with `RequestAbortedError`); the call still ends by
+   * its result or its timeout. An already-aborted signal calls nothing.
+   */
+  signal?: AbortSignal;
 }
 
 /** How a custom tool call ended. */
@@ -141,6 +152,11 @@ export interface Turn {
   readonly metadata: Readonly<TurnMetadata>;
   /** The `executor_session_ref` the harness sent back: resume the local conversation from it. */
   readonly executorSessionRef: string | undefined;
+  /**
+   * The turn's W3C trace context: the one `turn.start` carried (`params._meta`), or with the
+   * client's `telemetry` the context of the turn's server span (a child of that one).
+   */
+  readonly trace: TraceContext | undefined;
   /** This turn opened the local conversation (the first turn, or the first after a restart). */
   readonly first: boolean;
   /** Aborted on `turn.cancel` and when the session closes or ends; the reason is a `TurnCanceledError`. */
@@ -172,8 +188,9 @@ export interface Turn {
    * a repeat while it is open joins it (the same id for another kind or `tool_use_id` rejects
    * with `InteractionMismatchError`).
    * Rejects with the turn's `TurnCanceledError` when the turn is canceled (the request is
-   * withdrawn with `turn_canceled`), with `signal`'s reason when it aborts, or with the
-   * harness's refusal (`ConflictError` -32013, `ForbiddenError`, `TurnInactiveError`).
+   * withdrawn with `turn_canceled`), with `RequestAbortedError` when `signal` aborts (the request
+   * is withdrawn, its `cause` the signal's reason), or with the harness's refusal
+   * (`ConflictError` -32013, `ForbiddenError`, `TurnInactiveError`).
    */
   requestInteraction(
     request: InteractionRequest,
@@ -202,11 +219,12 @@ export interface Turn {
    * (default 10 minutes) remains. A harness without the method (-32601) leaves the current
    * token in use; without any valid token that is `TokenUnavailableError`. The harness's
    * refusals come as its typed errors: `TurnInactiveError` (-32007), `ForbiddenError` (-32001),
-   * `CapabilityMissingError` (-32012, `model_token_unavailable`).
+   * `CapabilityMissingError` (-32012, `model_token_unavailable`). `options.signal` stops
+   * waiting for a refresh (rejects with `RequestAbortedError`).
    */
-  modelToken(): Promise<ModelCredential>;
+  modelToken(options?: { signal?: AbortSignal }): Promise<ModelCredential>;
   /** The turn's platform tools credential, like {@linkcode modelToken} (`tools_token.refresh`). */
-  toolsToken(): Promise<ToolsCredential>;
+  toolsToken(options?: { signal?: AbortSignal }): Promise<ToolsCredential>;
 }
 
 /** What `openTurn` may return. */

@@ -16,7 +16,7 @@ export interface ArtifactUpload {
   data: Uint8Array | ArrayBuffer | Blob | string;
   /** MIME type. Default `text/plain; charset=utf-8` for text, else `application/octet-stream`. */
   mimeType?: string;
-  /** Aborts the upload. */
+  /** Aborts the upload: it rejects with `RequestAbortedError`. */
   signal?: AbortSignal;
 }
 

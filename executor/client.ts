@@ -9,6 +9,7 @@
  *
  * Portable: the dialer and fetch are injected (`executor/node.ts` preconfigures the Node dialer).
  */
+import { aborted, raceSignal, throwIfAborted } from "../protocol/abort.ts";
 import { LocalError } from "../protocol/errors.ts";
 import type {
   Artifact,
@@ -250,6 +251,10 @@ export class ExecutorClient {
    *   with the acknowledgement).
    * - `tool.result`, `session.ready` and `session.ended` are delivered until accepted.
    * - Anything else waits for a connection and is sent once.
+   *
+   * `options.signal` stops the wait (rejects with `RequestAbortedError`): for a durable or
+   * delivered request only the wait, the request is still delivered; an already-aborted signal
+   * sends nothing.
    */
   call<M extends ExecutorRequestMethod>(
     method: M,
@@ -260,22 +265,32 @@ export class ExecutorClient {
       return Promise.reject(new LocalError(`${method} is sent by the client itself`));
     }
     if (this.#stopping) return Promise.reject(new ClientStoppedError());
+    const signal = options.signal;
+    const refused = aborted(signal, method);
+    if (refused) return refused;
     const core = this.#core;
     if (method === "session.event") {
-      return core.events.enqueue(params as SessionEventParams) as Promise<
+      const acked = core.events.enqueue(params as SessionEventParams) as Promise<
         RequestMap[M]["result"]
       >;
+      return raceSignal(acked, signal, method);
     }
     const timeoutMs = options.timeoutMs ?? core.requestTimeoutMs;
+    // The waits below end with the signal's own reason: raceSignal answers first, as the
+    // SDK's RequestAbortedError.
     if (DELIVERED_CALLS.has(method)) {
-      return deliver(core.link, method, params, {
-        ...core.delivery,
-        timeoutMs,
-        signal: options.signal,
-      });
+      return raceSignal(
+        deliver(core.link, method, params, { ...core.delivery, timeoutMs, signal }),
+        signal,
+        method,
+      );
     }
-    return core.link.whenConnected(options.signal).then((peer) =>
-      peer.call(method, params, { signal: options.signal, timeoutMs })
+    return raceSignal(
+      core.link.whenConnected(signal).then((peer) =>
+        peer.call(method, params, { signal, timeoutMs })
+      ),
+      signal,
+      method,
     );
   }
 
@@ -300,9 +315,15 @@ export class ExecutorClient {
     return this.#core.link.congested;
   }
 
-  /** Reports a session ready after its set-up (`session.ready`, delivered until accepted). */
-  sessionReady(sessionId: string): Promise<void> {
-    return this.#core.sessionReady(sessionId);
+  /**
+   * Reports a session ready after its set-up (`session.ready`, delivered until accepted).
+   * `options.signal` stops waiting for the harness's answer (rejects with
+   * `RequestAbortedError`); the report is still delivered.
+   */
+  sessionReady(sessionId: string, options: { signal?: AbortSignal } = {}): Promise<void> {
+    const signal = options.signal;
+    return aborted(signal, "session.ready") ??
+      raceSignal(this.#core.sessionReady(sessionId), signal, "session.ready");
   }
 
   /** Reports a session's status (`session.status`, lossy): `detail` is free-form context. */
@@ -316,17 +337,28 @@ export class ExecutorClient {
 
   /**
    * Ends a session from this side: aborts its tool calls, runs its cleanup hooks, delivers its
-   * events, then sends `session.ended` until accepted.
+   * events, then sends `session.ended` until accepted. `options.signal` stops waiting for that
+   * (rejects with `RequestAbortedError`); the session still ends.
    */
-  async sessionEnded(sessionId: string, reason = "ended"): Promise<void> {
+  async sessionEnded(
+    sessionId: string,
+    reason = "ended",
+    options: { signal?: AbortSignal } = {},
+  ): Promise<void> {
     const session = this.#core.sessions.get(sessionId);
     if (!session) throw new UnknownSessionError(sessionId);
-    await this.#core.endSession(session, reason, true);
+    throwIfAborted(options.signal, "session.ended");
+    await raceSignal(this.#core.endSession(session, reason, true), options.signal, "session.ended");
   }
 
-  /** Uploads an artifact (POST /v1/environments/{environment_id}/artifacts, legacy alias). */
+  /**
+   * Uploads an artifact (POST /v1/environments/{environment_id}/artifacts, legacy alias);
+   * `upload.signal` aborts it (rejects with `RequestAbortedError`).
+   */
   uploadArtifact(upload: ArtifactUpload): Promise<Artifact> {
-    return this.#core.artifacts.upload(upload);
+    const signal = upload.signal;
+    return aborted(signal, "artifact.upload") ??
+      raceSignal(this.#core.artifacts.upload(upload), signal, "artifact.upload");
   }
 
   // ---- life cycle ----------------------------------------------------------------------------
@@ -337,11 +369,16 @@ export class ExecutorClient {
    * refuses the registration (-32010 `ProtocolMismatchError`, -32012 `CapabilityMissingError`
    * with `data.reason` and `data.capability`), `CredentialRejectedError` when the token endpoint
    * refuses the credential, `ConnectionRefusedError` for a refused upgrade, or
-   * `ClientStoppedError` when stopped first.
+   * `ClientStoppedError` when stopped first. `options.signal` stops waiting (rejects with
+   * `RequestAbortedError`) while the client goes on connecting (`stop()` ends that); an
+   * already-aborted signal starts nothing.
    */
-  start(): Promise<ExecutorRegisterResult> {
+  start(startOptions: { signal?: AbortSignal } = {}): Promise<ExecutorRegisterResult> {
     if (this.#stopping) return Promise.reject(new ClientStoppedError());
-    if (this.#started) return this.#started;
+    const signal = startOptions.signal;
+    const refused = aborted(signal, "start");
+    if (refused) return refused;
+    if (this.#started) return raceSignal(this.#started, signal, "start");
     const { missingCredential, credentials, options } = this.#core;
     if (missingCredential) return Promise.reject(missingCredential);
     if (!options.dial) {
@@ -351,7 +388,7 @@ export class ExecutorClient {
         ),
       );
     }
-    return this.#run(credentials, options.dial);
+    return raceSignal(this.#run(credentials, options.dial), signal, "start");
   }
 
   /**
@@ -425,11 +462,15 @@ export class ExecutorClient {
    * what still runs, runs the sessions' cleanup hooks, sends `executor.close` and closes with
    * 1000. Results not delivered by then go to `onToolResultLost`. Calling it again returns the
    * same promise, and without `graceMs` cuts a grace period still running short.
+   * `options.signal` stops waiting (rejects with `RequestAbortedError`), not the stop.
    */
   stop(options: StopOptions = {}): Promise<ExecutorClosedInfo> {
+    const signal = options.signal;
+    const refused = aborted(signal, "stop");
+    if (refused) return refused;
     if (!this.#stopping) this.#stopping = this.#shutdown({ reason: "stopped" }, options);
     else if (!options.graceMs) this.#graceCut?.abort();
-    return this.#stopping;
+    return raceSignal(this.#stopping, signal, "stop");
   }
 
   /** Stops the client as {@linkcode stop} does: `await using client = new ExecutorClient(…)`. */

@@ -35,6 +35,8 @@ import {
   type SharedRequestHandler,
 } from "../protocol/peer.ts";
 import { randomHex } from "../protocol/ids.ts";
+import { type Telemetry, telemetryOf, type TracedSpan } from "../protocol/telemetry.ts";
+import { traceContextOf } from "../protocol/trace-context.ts";
 import { ArtifactUploader } from "./artifacts.ts";
 import { computeCapabilities, sameCapabilities } from "./capabilities.ts";
 import {
@@ -96,6 +98,8 @@ export class ExecutorCore implements SessionWork, ServedTools {
   readonly results: ResultOutbox;
   readonly sessions: SessionTable;
   readonly calls: ToolCallRunner;
+  /** Opens the client's spans; absent without the `telemetry` option. */
+  readonly telemetry: Telemetry | undefined;
   /** What each method the harness sends does, on every connection. */
   readonly handlers: PeerHandlers<ClientConnection>;
   /** What `extend` hands a capability built on top of the client. */
@@ -134,6 +138,10 @@ export class ExecutorCore implements SessionWork, ServedTools {
     this.delivery = { clock, random, retry, timeoutMs: requestTimeoutMs };
     if (options.onToolResultLost) this.lostHandlers.add(options.onToolResultLost);
 
+    const telemetry = this.telemetry = telemetryOf(
+      options.telemetry,
+      "bma-executor-sdk/executor",
+    );
     const link = this.link = new ClientLink(logger);
     this.tokens = new TokenCache(credentials, clock);
     this.registry = new ToolRegistry(() => this.capabilitiesChanged());
@@ -180,6 +188,7 @@ export class ExecutorCore implements SessionWork, ServedTools {
       artifacts: this.artifacts,
       inlineBytes: options.inlineResultBytes ?? INLINE_RESULT_BYTES,
       sessionGraceMs,
+      ...(telemetry ? { telemetry } : {}),
     });
     this.handlers = this.#serve();
     this.extensionHost = this.#extensionHost();
@@ -191,7 +200,14 @@ export class ExecutorCore implements SessionWork, ServedTools {
   #serve(): PeerHandlers<ClientConnection> {
     const { sessions, calls, logger } = this;
     const table = new PeerHandlers<ClientConnection>();
-    table.onRequest("session.assign", (params, context) => this.#assign(params, context));
+    table.onRequest("session.assign", (params, context) => {
+      const telemetry = this.telemetry;
+      if (!telemetry) return this.#assign(params, context);
+      const span = telemetry.start("session.assign", "server", {
+        "bma.session_id": params.session_id,
+      }, traceContextOf(params));
+      return ended(span, () => this.#assign(params, context));
+    });
     table.onRequest("session.stop", (params) => this.#stopSession(params));
     table.onRequest("tool.call", (params, context) => calls.call(params, context));
     table.onRequest("tool.cancel", (params) => calls.cancel(params));
@@ -465,8 +481,31 @@ export class ExecutorCore implements SessionWork, ServedTools {
       },
       addSecret: (secret) => scrubber.add(secret),
       scrub: (text) => scrubber.scrub(text),
+      telemetry: this.telemetry,
     };
   }
+}
+
+/** What `fn` returns (or its promise), ending `span` when it is known; thrown errors end it too. */
+function ended<T>(span: TracedSpan, fn: () => T | Promise<T>): T | Promise<T> {
+  let value: T | Promise<T>;
+  try {
+    value = fn();
+  } catch (error) {
+    span.end(error);
+    throw error;
+  }
+  if (!(value instanceof Promise)) {
+    span.end();
+    return value;
+  }
+  return value.then((result) => {
+    span.end();
+    return result;
+  }, (error) => {
+    span.end(error);
+    throw error;
+  });
 }
 
 function checkOptions(options: ExecutorClientOptions): void {

@@ -10,6 +10,7 @@ import type { Clock } from "../protocol/clock.ts";
 import type { Capabilities } from "../protocol/generated/contract.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { Disposable } from "../protocol/peer.ts";
+import type { Telemetry } from "../protocol/telemetry.ts";
 import type { ExecutorSession } from "./sessions.ts";
 import type { BackoffPolicy } from "./timing.ts";
 
@@ -43,6 +44,8 @@ export interface ExecutorExtensionHost {
   addSecret(secret: string): void;
   /** `text` with every known secret replaced. */
   scrub(text: string): string;
+  /** The client's OpenTelemetry (its `telemetry` option); absent without one. */
+  readonly telemetry: Telemetry | undefined;
 }
 
 /**

@@ -57,7 +57,8 @@ export class ExecutorClient extends PortableExecutorClient {
  * `process.*`, `terminal.*` (PTYs of {@linkcode nodePty} unless `options.pty` names
  * others; `pty: false` leaves terminals out), file transfer, `skill.install`,
  * `git.credentials`, `workspace.backup` and, with `mcpServers`, the MCP relay. Each
- * advertises its capability. Dispose to withdraw them.
+ * advertises its capability. Dispose to withdraw them: `dispose()` ends the machine's
+ * processes in the background, `await using` waits until they are gone.
  *
  * ```ts
  * import { ExecutorClient, serveMachine } from "bma-executor-sdk/node";
@@ -74,6 +75,6 @@ export class ExecutorClient extends PortableExecutorClient {
 export function serveMachine(
   client: PortableExecutorClient,
   options: ServeMachineOptions,
-): Disposable {
+): Disposable & AsyncDisposable {
   return serveMachineWith(client, { pty: runtime.pty, ...options });
 }

@@ -10,6 +10,7 @@ import type {
 } from "../protocol/generated/contract.ts";
 import type { Clock } from "../protocol/clock.ts";
 import type { Logger } from "../protocol/logger.ts";
+import type { TelemetryOption } from "../protocol/telemetry.ts";
 import type { Dialer } from "../transport/transport.ts";
 import type { WebSocketServe } from "../transport/server.ts";
 import type { ToolResultLostHandler } from "./result-outbox.ts";
@@ -120,6 +121,16 @@ export interface ExecutorClientOptions {
   inlineResultBytes?: number;
   /** Called with each tool result the client gave up on. */
   onToolResultLost?: ToolResultLostHandler;
+  /**
+   * OpenTelemetry tracing: the `@opentelemetry/api` module (`import * as otel from
+   * "@opentelemetry/api"`; spans go to its global provider), or `{ api, tracerProvider }` for a
+   * provider of this client's own. The client then opens server spans `session.assign`,
+   * `tool.call <name>` and `turn.start`, each a child of the context the request carried
+   * (`params._meta.traceparent`), and hands the span's own context to the handler
+   * (`ctx.trace`) and the commands it runs (`TRACEPARENT`). Default: none — the SDK never
+   * loads `@opentelemetry/api` itself.
+   */
+  telemetry?: TelemetryOption;
 }
 
 /** Decides on a `session.assign`: return to accept, throw (e.g. `ResourceExhaustedError`) to refuse. */
@@ -149,7 +160,7 @@ export type DrainHandler = (info: DrainInfo) => void | Promise<void>;
 
 /** Per-call options of {@linkcode ExecutorClient.call}. */
 export interface ExecutorCallOptions {
-  /** Aborts waiting (for a connection, or for the answer). */
+  /** Aborts waiting (for a connection, or for the answer): rejects with `RequestAbortedError`. */
   signal?: AbortSignal;
   /** Timeout of one attempt, in ms. */
   timeoutMs?: number;
@@ -165,4 +176,9 @@ export interface StopOptions {
    * `stop()` with no grace (a second Ctrl-C) ends a grace period still running.
    */
   graceMs?: number;
+  /**
+   * Stops waiting for the stop to finish (rejects with `RequestAbortedError`); the client still
+   * stops (`closed` settles when it has). An already-aborted signal starts no stop.
+   */
+  signal?: AbortSignal;
 }

@@ -25,6 +25,8 @@ import {
 import type { Logger } from "../protocol/logger.ts";
 import type { ReplyHooks } from "../protocol/peer.ts";
 import { RecentIds } from "../protocol/bounded-set.ts";
+import type { Telemetry, TracedSpan } from "../protocol/telemetry.ts";
+import { type TraceContext, traceContext } from "../protocol/trace-context.ts";
 import type { ArtifactUpload } from "./artifacts.ts";
 import type { ResultOutbox } from "./result-outbox.ts";
 import type { SecretScrubber } from "./secrets.ts";
@@ -104,6 +106,7 @@ class CallContext implements ToolContext {
   readonly tool: string;
   readonly session: ExecutorSession;
   readonly timeoutMs: number | undefined;
+  readonly trace: TraceContext | undefined;
   readonly progress: (update: string | ToolProgressUpdate) => void;
   readonly #abort: CallAbort;
 
@@ -113,6 +116,7 @@ class CallContext implements ToolContext {
     this.tool = call.params.tool;
     this.session = call.session;
     this.timeoutMs = call.params.timeout_ms;
+    this.trace = call.trace;
     this.progress = progress;
     this.#abort = call.abort;
   }
@@ -130,6 +134,10 @@ interface RunningCall {
   readonly abort: CallAbort;
   /** When it was acknowledged (the clock's ms), for its log line; 0 when calls are not logged. */
   readonly startedAt: number;
+  /** Its trace context (see {@linkcode ToolContext.trace}). */
+  readonly trace: TraceContext | undefined;
+  /** Its server span, with telemetry. */
+  readonly span: TracedSpan | undefined;
   /** Reporting: the handler is done; the result is on its way. */
   reporting: boolean;
   /** Finished: the result is delivered (or given up on). */
@@ -170,6 +178,8 @@ export interface ToolCallRunnerDeps {
   inlineBytes: number;
   /** The grace period of a one-shot session's end, which follows its call's report. */
   sessionGraceMs: number;
+  /** Opens each call's server span (`tool.call <name>`); absent without telemetry. */
+  telemetry?: Telemetry;
 }
 
 /** Runs the tool calls of one client. */
@@ -235,12 +245,27 @@ export class ToolCallRunner {
         new NotFoundError("unknown session", { reason: "unknown_session" }),
       );
     }
+    // One property test each on the common path: no `_meta`, no telemetry.
+    const meta = (params as { _meta?: unknown })._meta;
+    let trace = meta === undefined ? undefined : traceContext(meta);
+    const telemetry = this.#deps.telemetry;
+    let span: TracedSpan | undefined;
+    if (telemetry !== undefined) {
+      span = telemetry.start(`tool.call ${params.tool}`, "server", {
+        "bma.tool": params.tool,
+        "bma.tool_call_id": id,
+        "bma.session_id": params.session_id,
+      }, trace);
+      trace = span.trace ?? trace;
+    }
     const call: RunningCall = {
       params,
       input,
       session,
       abort: new CallAbort(),
       startedAt: log ? this.#deps.clock.now() : 0,
+      trace,
+      span,
       reporting: false,
       done: false,
       waiters: undefined,
@@ -321,6 +346,8 @@ export class ToolCallRunner {
     const { session } = call;
     this.#running.delete(call.params.tool_call_id);
     this.#remember(call.params.tool_call_id);
+    // Ended with the report; a runner that failed before it reported ends it here.
+    call.span?.end("the call ended without a report");
     set.delete(call);
     if (set.size === 0) this.#perSession.delete(session.id);
     call.done = true;
@@ -403,6 +430,7 @@ export class ToolCallRunner {
       call.reporting = true;
       const log = this.#deps.callLog;
       if (log) this.#ended(call, result, log);
+      if (call.span) endSpan(call.span, result);
       return this.#deps.results.send(result);
     };
     const context = new CallContext(call, (update) => this.#progress(call, update));
@@ -627,4 +655,11 @@ function parsedOutput(tool: string, schema: zc.$ZodType, value: unknown): Record
   throw new InvalidToolOutputError(
     `the ${tool} handler returned a result its output schema refuses (${issues.join("; ")})`,
   );
+}
+
+/** Ends a call's server span with the outcome it reports. */
+function endSpan(span: TracedSpan, result: ToolResultParams): void {
+  span.set("bma.tool.outcome", result.outcome);
+  if (result.is_error) span.set("bma.tool.is_error", true);
+  span.end(result.outcome === "completed" ? undefined : result.error?.message ?? result.outcome);
 }

@@ -15,6 +15,7 @@ import type {
 } from "../protocol/generated/contract.ts";
 import { TOOL_NAMES, TOOL_SPECS } from "../protocol/generated/contract.ts";
 import type { Disposable } from "../protocol/peer.ts";
+import type { TraceContext } from "../protocol/trace-context.ts";
 import { ExecutorConfigError } from "./errors.ts";
 import type { ExecutorSession } from "./sessions.ts";
 import type { ToolOutput, ToolResult } from "./tool-results.ts";
@@ -43,6 +44,13 @@ export interface ToolContext {
   readonly session: ExecutorSession;
   /** `timeout_ms` of the call, when the harness set one (the client enforces it). */
   readonly timeoutMs: number | undefined;
+  /**
+   * The call's W3C trace context: the one `tool.call` carried (`params._meta`), or with the
+   * client's `telemetry` the context of its server span (a child of that one). The built-in
+   * `bash` tool passes it to the command as `TRACEPARENT` / `TRACESTATE`; `undefined` when the
+   * call carried none (or an invalid one) and there is no span.
+   */
+  readonly trace: TraceContext | undefined;
   /**
    * Aborted when the call is canceled (`tool.cancel`), times out, its session stops, or the
    * client stops. Kill what the handler started when it fires.

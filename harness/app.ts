@@ -1,12 +1,13 @@
 /**
  * The harness's HTTP side as a hono app (http.md): the self-hosted token endpoints, artifact
- * uploads and the WebSocket connect endpoint. Web-standard `Request` in, `Response` out, so it
- * mounts in any server.
+ * uploads, the WebSocket connect endpoint and, when asked for, `GET /metrics`. Web-standard
+ * `Request` in, `Response` out, so it mounts in any server.
  */
 import { Hono } from "hono";
 import { type ArtifactStore, ArtifactStoreFullError } from "./artifacts.ts";
 import { type Authenticate, bearerToken, type Principal } from "./principal.ts";
 import type { TokenIssuer } from "./token-endpoint.ts";
+import { type MetricsRoute, serveMetrics } from "./metrics-endpoint.ts";
 import type { WebSocketLike } from "../transport/websocket.ts";
 import type { Logger } from "../protocol/logger.ts";
 
@@ -38,6 +39,8 @@ export interface HarnessAppDeps {
   readonly logger: Logger;
   /** Handles a WebSocket connect request. */
   connect(request: Request, options: FetchOptions): Promise<Response>;
+  /** `GET <path>` answers the metrics (opt-in: none, no route). */
+  readonly metrics?: MetricsRoute & { readonly path: string };
 }
 
 type Env = { Bindings: FetchOptions };
@@ -151,6 +154,9 @@ export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
     (c) => upload(c.req.raw, c.req.param("environment_id")),
   );
   app.post("/v1/executors/artifacts", (c) => upload(c.req.raw, undefined));
+
+  const metrics = deps.metrics;
+  if (metrics) app.get(metrics.path, (c) => serveMetrics(c.req.raw, metrics, deps.logger));
 
   for (const path of CONNECT_PATHS) {
     app.get(path, (c) => deps.connect(c.req.raw, c.env ?? {}));

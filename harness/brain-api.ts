@@ -9,7 +9,8 @@
  * `stop`, ...), so what that API keeps across reconnects and restarts, the HTTP API keeps too: a
  * tool call repeated with its `tool_call_id` answers the stored result, and events are read from
  * an explicit position. Bodies are checked with the contract's schemas of the request they
- * become, before anything is sent.
+ * become, before anything is sent. A request's W3C `traceparent` and `tracestate` headers go
+ * with the call it makes (`session.assign`, `tool.call`, `turn.start`).
  *
  * Portable: web-standard APIs and hono only.
  */
@@ -26,6 +27,7 @@ import {
   RequestTimeoutError,
 } from "../protocol/errors.ts";
 import { randomId } from "../protocol/ids.ts";
+import type { TraceContext } from "../protocol/trace-context.ts";
 import { type Logger, silentLogger } from "../protocol/logger.ts";
 import {
   type Capabilities,
@@ -179,6 +181,17 @@ export class BrainApiTokenError extends LocalError {
 }
 
 /**
+ * The W3C trace context of a request's `traceparent` and `tracestate` headers, as call options
+ * (`{ trace }`); none without a `traceparent` (an invalid one is ignored further on).
+ */
+function traceOf(headers: Headers): { trace?: TraceContext } {
+  const traceparent = headers.get("traceparent");
+  if (traceparent === null) return {};
+  const tracestate = headers.get("tracestate");
+  return { trace: tracestate === null ? { traceparent } : { traceparent, tracestate } };
+}
+
+/**
  * An `authorize` that admits requests carrying `Authorization: Bearer <token>`, compared in time
  * that does not depend on where a presented token differs. Throws
  * {@linkcode BrainApiTokenError} for a token shorter than 16 characters.
@@ -298,7 +311,10 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     const { executor_id: executorId, ...rest } = checked(AssignTarget, input);
     const params = checked(SessionAssignParamsSchema, rest);
     const executor = executorId !== undefined ? executorById(executorId) : available();
-    const session = await executor.assignSession(params, { signal: c.req.raw.signal });
+    const session = await executor.assignSession(params, {
+      signal: c.req.raw.signal,
+      ...traceOf(c.req.raw.headers),
+    });
     return json(201, await sessionView(session));
   });
 
@@ -337,7 +353,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
       input: params.input,
       tool_call_id: params.tool_call_id,
       ...(params.timeout_ms !== undefined ? { timeout_ms: params.timeout_ms } : {}),
-    });
+    }, traceOf(c.req.raw.headers));
     return await callAnswer(params.tool_call_id, session.id, call, query, c.req.raw.signal);
   });
 
@@ -394,7 +410,10 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
       ...input,
       turn_id: input.turn_id ?? randomId("turn_"),
     });
-    const result = await executor.startTurn(params, { signal: c.req.raw.signal });
+    const result = await executor.startTurn(params, {
+      signal: c.req.raw.signal,
+      ...traceOf(c.req.raw.headers),
+    });
     return json(201, { session_id: params.session_id, ...result });
   });
 

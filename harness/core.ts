@@ -9,9 +9,13 @@
  * still pending; event logs are read back per session on first use.
  */
 import { PeerHandlers, type ReplyHooks } from "../protocol/peer.ts";
+import { ProtocolError } from "../protocol/errors.ts";
 import type { Clock } from "../protocol/clock.ts";
 import type { Logger } from "../protocol/logger.ts";
 import { reportingStore } from "./store/reporting.ts";
+import type { Telemetry } from "../protocol/telemetry.ts";
+import { tracedStore } from "./tracing.ts";
+import { meteredStore } from "./store/metered.ts";
 import type { Disposable } from "../protocol/peer.ts";
 import type { Transport } from "../transport/transport.ts";
 import type { ProtocolVersion } from "../protocol/generated/contract.ts";
@@ -24,6 +28,7 @@ import { Executors, type RecoveredLeases } from "./executors.ts";
 import type { ExecutorEvent, Session } from "./handles.ts";
 import { Leases } from "./lease.ts";
 import { then } from "./maybe.ts";
+import { HarnessMetrics, type HarnessMetricsSnapshot } from "./metrics.ts";
 import { type HarnessObserver, Observers } from "./observe.ts";
 import type { SessionEventRecord } from "./records.ts";
 import { CallbackDeadline, Scheduler } from "./scheduler.ts";
@@ -70,6 +75,8 @@ export interface CoreOptions {
   readonly onConnectionChange:
     | ((transport: Transport, snapshot: ConnectionSnapshot) => void)
     | undefined;
+  /** Opens the harness's spans (`session.assign`, `tool.call`, `turn.start`, `store.write`). */
+  readonly telemetry?: Telemetry | undefined;
 }
 
 /** A connection admitted before any socket existed (or accepted as it is). */
@@ -91,6 +98,8 @@ export class HarnessCore {
   readonly executors: Executors;
   readonly sessions: Sessions;
   readonly calls: ToolCalls;
+  /** The harness's counters and histograms (gauges: {@linkcode HarnessCore.metricsSnapshot}). */
+  readonly metrics: HarnessMetrics;
   /** Open connections. */
   readonly connections = new Set<ExecutorConnection>();
   /** Connections that have not registered yet (and upgrades being authenticated). */
@@ -108,6 +117,7 @@ export class HarnessCore {
   #failure: Error | undefined;
   /** This harness's claim on its store (none without a store, or on a single-writer one). */
   readonly #claim: StoreClaim | undefined;
+  readonly #ledger: ToolCallLedger;
   #closed = false;
 
   constructor(options: CoreOptions) {
@@ -132,7 +142,12 @@ export class HarnessCore {
     this.#claim = claim;
     // Claimed before anything is read back: a store held by a live harness throws here.
     const claimed = claim?.claim();
-    const store = options.store && reportingStore(claim?.store ?? options.store, logger, clock);
+    const metrics = new HarnessMetrics(clock);
+    this.metrics = metrics;
+    const reporting = options.store &&
+      reportingStore(meteredStore(claim?.store ?? options.store, metrics), logger, clock);
+    const telemetry = options.telemetry;
+    const store = reporting && telemetry ? tracedStore(reporting, telemetry) : reporting;
     this.clock = clock;
     this.logger = logger;
     this.store = store;
@@ -142,7 +157,12 @@ export class HarnessCore {
     const ledger = new ToolCallLedger({
       ...(options.rememberToolCalls !== undefined ? { remember: options.rememberToolCalls } : {}),
       ...(store ? { store } : {}),
+      now: metrics.now,
       onSettled: (entry, result, error) => {
+        metrics.toolCallSettled(
+          entry.startedAt,
+          result ? result.outcome : error instanceof ProtocolError ? "refused" : "unknown",
+        );
         if (!observers.active) return;
         observers.emit({
           type: "tool.settled",
@@ -154,6 +174,7 @@ export class HarnessCore {
         });
       },
     });
+    this.#ledger = ledger;
     // The handles' operations: filled in below, as each part exists.
     const services = { agent: undefined } as unknown as {
       -readonly [K in keyof EntryServices]: EntryServices[K];
@@ -165,6 +186,7 @@ export class HarnessCore {
       logger,
       observers,
       requestTimeoutMs: options.requestTimeoutMs,
+      ...(telemetry ? { telemetry } : {}),
     });
     this.sessions = new Sessions({
       clock,
@@ -179,6 +201,8 @@ export class HarnessCore {
       maxSessionEvents: options.maxSessionEvents,
       maxSessionEventBytes: options.maxSessionEventBytes,
       rememberEnded: options.rememberEndedSessions ?? DEFAULT_REMEMBER_ENDED_SESSIONS,
+      metrics,
+      ...(telemetry ? { telemetry } : {}),
     });
     this.executors = new Executors({
       clock,
@@ -194,6 +218,7 @@ export class HarnessCore {
       fileServiceUrl: options.fileServiceUrl,
       recoveredLeases: options.recoveredLeases ?? "fresh",
       emit: (event) => this.emit(event),
+      ...(telemetry ? { telemetry } : {}),
     });
     services.executors = this.executors;
     services.sessions = this.sessions;
@@ -392,6 +417,18 @@ export class HarnessCore {
     if (this.#failure instanceof StoreFencedError) return "another harness took the store over";
     if (this.#failure instanceof StoreHeldError) return "another harness holds the store";
     return "harness shutting down";
+  }
+
+  /** The metrics now: the counters and histograms, and the gauges counted from the tables. */
+  metricsSnapshot(): HarnessMetricsSnapshot {
+    let connected = 0;
+    for (const executor of this.executors.byId.values()) if (executor.connection) connected++;
+    return this.metrics.snapshot({
+      executorsConnected: connected,
+      executorsHeld: this.executors.byId.size,
+      sessionsLive: this.sessions.live.size,
+      toolCallsInFlight: this.#ledger.inFlight,
+    });
   }
 
   /** Whether the core was closed. */

@@ -6,6 +6,7 @@
  * code forbids it (the contract's `reconnect: false` codes: 1000 after `executor.close`, 1008,
  * 4002, 4003, 4004) or the link or harness was closed.
  */
+import { raceSignal } from "../protocol/abort.ts";
 import type { Clock, TimerHandle } from "../protocol/clock.ts";
 import { PROTOCOLS } from "../protocol/generated/contract.ts";
 import { CLOSE_CODES } from "../protocol/generated/errors.ts";
@@ -24,6 +25,11 @@ export interface HarnessDialOptions {
   maxRedialDelayMs?: number;
   /** Dial only once: no redial after the connection ends. Default false. */
   once?: boolean;
+  /**
+   * Aborts the first dial: `dial` rejects with `RequestAbortedError` and the link ends (no
+   * redial). Later redials are not tied to it: `close()` ends the link.
+   */
+  signal?: AbortSignal;
 }
 
 /** A harness's link to a listening executor, as {@linkcode Harness.dial} returns it. */
@@ -39,6 +45,8 @@ export interface DialedExecutorLink {
   readonly closed: Promise<CloseInfo>;
   /** Stops redialing and closes the open connection with 1000 (the executor reconnects on its own only by being dialed again). */
   close(): Promise<void>;
+  /** Closes it as `close` does: `await using link = await harness.dial(…)`. */
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 /** What a link needs from the harness (internal). */
@@ -74,10 +82,16 @@ export class DialLink implements DialedExecutorLink {
     return this.#transport !== undefined;
   }
 
-  /** The first dial: rejects (and ends the link) when it fails. */
-  async start(): Promise<void> {
+  /** The first dial: rejects (and ends the link) when it fails or `signal` aborts. */
+  async start(signal?: AbortSignal): Promise<void> {
     try {
-      await this.#connect();
+      // An aborted first dial ends the link: its caller never gets it to close.
+      await raceSignal(
+        this.#connect(),
+        signal,
+        "dial",
+        () => this.#end({ code: 1006, reason: "dial aborted" }),
+      );
     } catch (error) {
       this.#end({ code: 1006, reason: "dial failed" });
       throw error;
@@ -94,6 +108,10 @@ export class DialLink implements DialedExecutorLink {
       // Already closing.
     }
     return transport.closed.then(() => {});
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   async #connect(): Promise<void> {

@@ -102,8 +102,9 @@ export class EventLog {
   #bytes = 0;
   readonly #maxRecords: number;
   readonly #maxBytes: number;
-  readonly #rpcIds: RecentIds<string>;
-  readonly #eventIds: RecentIds<string>;
+  #rpcIds: RecentIds<string>;
+  #eventIds: RecentIds<string>;
+  readonly #remember: number;
   readonly #sink: SessionEventSink | undefined;
   readonly #store: HarnessStore | undefined;
   readonly #onAccepted: ((record: SessionEventRecord) => void) | undefined;
@@ -111,6 +112,11 @@ export class EventLog {
   #ackedSequence = 0;
   /** The request being applied when it waits for a sink or a store; later ones queue behind. */
   #busy: Promise<unknown> | undefined;
+  /**
+   * The promise `#apply` just returned waits only for the store to make the event durable (group
+   * commit): the log holds the event already, so the next request need not queue behind it.
+   */
+  #decided = false;
   /** The kept events still have to be read back from the store. */
   #pendingLoad = false;
   /** The read-back under way, with a store that answers later. */
@@ -126,8 +132,9 @@ export class EventLog {
     this.#store = options.store;
     this.#onAccepted = options.onAccepted;
     this.#now = options.now ?? Date.now;
-    this.#rpcIds = new RecentIds(options.remember ?? 10_000);
-    this.#eventIds = new RecentIds(options.remember ?? 10_000);
+    this.#remember = options.remember ?? 10_000;
+    this.#rpcIds = new RecentIds(this.#remember);
+    this.#eventIds = new RecentIds(this.#remember);
     this.#maxRecords = Math.max(1, options.maxRecords ?? DEFAULT_MAX_SESSION_EVENTS);
     this.#maxBytes = options.maxBytes ?? DEFAULT_MAX_SESSION_EVENT_BYTES;
   }
@@ -194,7 +201,8 @@ export class EventLog {
       if (isPromiseLike(ready)) return this.#queue(ready, params, rpcId, size);
     }
     const applied = this.#apply(params, rpcId, size);
-    if (isPromiseLike(applied)) this.#track(applied);
+    if (this.#decided) this.#decided = false;
+    else if (isPromiseLike(applied)) this.#track(applied);
     return applied;
   }
 
@@ -241,7 +249,11 @@ export class EventLog {
     rpcId: JsonRpcId,
     size: number,
   ): Promise<SessionEventResult> {
-    const applied = ready.then(() => this.#apply(params, rpcId, size));
+    const applied = ready.then(() => {
+      const result = this.#apply(params, rpcId, size);
+      this.#decided = false;
+      return result;
+    });
     this.#track(applied);
     return applied;
   }
@@ -333,6 +345,9 @@ export class EventLog {
     for (let i = 0; i < drop; i++) {
       batch.push({ delete: keys.event(this.sessionId, this.#records[this.#head + i]!.index) });
     }
+    if (store.writeGrouped !== undefined) {
+      return this.#persistGrouped(store, batch, record, rpc, size, params, drop);
+    }
     let written: MaybePromise<void>;
     try {
       written = store.write(batch);
@@ -345,6 +360,52 @@ export class EventLog {
       () => this.#keep(record, rpc, size, params, drop),
       () => Promise.reject(storeRefused()),
     );
+  }
+
+  /**
+   * Group commit: the event is kept at once (so the requests behind it are decided on it), its
+   * readers woken and its ACK sent once the store has made it durable. When that transaction
+   * fails, every event of it is refused and the log reads back what the store holds.
+   */
+  #persistGrouped(
+    store: HarnessStore,
+    batch: StoreOp[],
+    record: SessionEventRecord,
+    rpc: string,
+    size: number,
+    params: SessionEventParams,
+    drop: number,
+  ): Promise<SessionEventResult> {
+    let durable: Promise<void>;
+    try {
+      durable = store.writeGrouped!(batch);
+    } catch {
+      throw storeRefused();
+    }
+    const ack = this.#keep(record, rpc, size, params, drop, false);
+    this.#decided = true;
+    return durable.then(() => {
+      if (this.#waiters) this.#wake();
+      this.#onAccepted?.(record);
+      return ack;
+    }, () => {
+      this.#forget();
+      return Promise.reject(storeRefused());
+    });
+  }
+
+  /** Forgets what the log holds, to read it back from the store on next use. */
+  #forget(): void {
+    if (this.#pendingLoad) return;
+    this.#records = [];
+    this.#sizes = [];
+    this.#head = 0;
+    this.#dropped = 0;
+    this.#bytes = 0;
+    this.#ackedSequence = 0;
+    this.#rpcIds = new RecentIds(this.#remember);
+    this.#eventIds = new RecentIds(this.#remember);
+    this.#pendingLoad = true;
   }
 
   /** How many of the oldest kept events must go to add one of `bytes`. */
@@ -367,6 +428,7 @@ export class EventLog {
     size: number,
     params: SessionEventParams,
     drop: number,
+    announce = true,
   ): SessionEventResult {
     const records = this.#records;
     records.push(record);
@@ -387,8 +449,10 @@ export class EventLog {
     this.#rpcIds.add(rpc);
     if (params.event_id !== undefined) this.#eventIds.add(params.event_id);
     if (params.sequence !== undefined) this.#ackedSequence = params.sequence;
-    if (this.#waiters) this.#wake();
-    this.#onAccepted?.(record);
+    if (announce) {
+      if (this.#waiters) this.#wake();
+      this.#onAccepted?.(record);
+    }
     return this.#ackedSequence > 0 ? { acked_sequence: this.#ackedSequence } : {};
   }
 
@@ -402,14 +466,21 @@ export class EventLog {
   #changed(signal: AbortSignal | undefined): Promise<void> {
     return new Promise<void>((resolve) => {
       if (signal?.aborted) return resolve();
-      const onAbort = () => resolve();
-      signal?.addEventListener("abort", onAbort, { once: true });
-      (this.#waiters ??= []).push({
+      const waiter: Waiter = {
         resolve: () => {
           signal?.removeEventListener("abort", onAbort);
           resolve();
         },
-      });
+      };
+      // An aborted reader leaves the waiters at once: readers that come and go on a quiet
+      // session (a brain API client reconnecting) must not pile up until its next event.
+      const onAbort = () => {
+        const at = this.#waiters?.indexOf(waiter) ?? -1;
+        if (at >= 0) this.#waiters!.splice(at, 1);
+        resolve();
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      (this.#waiters ??= []).push(waiter);
     });
   }
 

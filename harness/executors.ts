@@ -35,8 +35,15 @@ import {
 import type { Clock } from "../protocol/clock.ts";
 import type { Logger } from "../protocol/logger.ts";
 import { randomId } from "../protocol/ids.ts";
+import type { Telemetry } from "../protocol/telemetry.ts";
+import { traceContext } from "../protocol/trace-context.ts";
 import type { ToolOutcomeUnknownReason } from "./errors.ts";
-import type { ExecutorEvent, ExecutorGoneReason, ExecutorOps } from "./handles.ts";
+import type {
+  ExecutorEvent,
+  ExecutorGoneReason,
+  ExecutorOps,
+  TracedCallOptions,
+} from "./handles.ts";
 import type { Leases } from "./lease.ts";
 import { then } from "./maybe.ts";
 import type { Observers } from "./observe.ts";
@@ -58,6 +65,7 @@ import {
 import { type HarnessStore, isPromiseLike, type MaybePromise } from "./store/store.ts";
 import type { ToolCalls } from "./tool-calls.ts";
 import { storeUnavailable } from "./tool-call-ledger.ts";
+import { ending, outgoing, traced } from "./tracing.ts";
 
 /**
  * How a harness started on a store sets the leases of the executors it reads back:
@@ -102,6 +110,8 @@ export interface ExecutorsDeps {
   readonly recoveredLeases: RecoveredLeases;
   /** Reports an executor change to `onExecutor` listeners. */
   readonly emit: (event: ExecutorEvent) => void;
+  /** Opens the client spans of traced requests (`turn.start`); absent without telemetry. */
+  readonly telemetry?: Telemetry;
 }
 
 /** The executors of one harness. */
@@ -331,9 +341,45 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
     executor: ExecutorEntry,
     method: M,
     params: RequestMap[M]["params"],
-    options: CallOptions = {},
+    options: TracedCallOptions = {},
   ): Promise<RequestMap[M]["result"]> {
+    if (options.trace !== undefined) {
+      // Only a context the caller gave: a request of the harness's own carries none.
+      const { trace, ...rest } = options;
+      return request(
+        executor,
+        method,
+        traced(params, traceContext(trace)),
+        rest,
+        this.#deps.requestTimeoutMs,
+      );
+    }
     return request(executor, method, params, options, this.#deps.requestTimeoutMs);
+  }
+
+  traced<P extends object, T>(
+    executor: ExecutorEntry,
+    name: string,
+    params: P,
+    options: TracedCallOptions,
+    send: (params: P, options: CallOptions) => Promise<T>,
+  ): Promise<T> {
+    const telemetry = this.#deps.telemetry;
+    if (options.trace === undefined && !telemetry) return send(params, options);
+    const { trace, ...rest } = options;
+    const attributes: Record<string, string> = { "bma.executor_id": executor.id };
+    const ids = params as { session_id?: unknown; turn_id?: unknown };
+    if (typeof ids.session_id === "string") attributes["bma.session_id"] = ids.session_id;
+    if (typeof ids.turn_id === "string") attributes["bma.turn_id"] = ids.turn_id;
+    const out = outgoing(telemetry, name, attributes, trace);
+    let sent: Promise<T>;
+    try {
+      sent = send(traced(params, out.trace), rest);
+    } catch (error) {
+      out.span?.end(error);
+      throw error;
+    }
+    return ending(out.span, sent);
   }
 
   notify<M extends HarnessNotificationMethod>(

@@ -11,6 +11,8 @@
  * are generic over the entries they are given back.
  */
 import type { CallOptions } from "../protocol/peer.ts";
+import type { TraceContext } from "../protocol/trace-context.ts";
+import { aborted, raceSignal } from "../protocol/abort.ts";
 import { InvalidResultError, LocalError } from "../protocol/errors.ts";
 import {
   type Ack,
@@ -111,6 +113,17 @@ export interface CloseAgentSessionOptions {
   timeoutMs?: number;
 }
 
+/** Options of a request the harness sends, with the trace context it carries. */
+export interface TracedCallOptions extends CallOptions {
+  /**
+   * The W3C trace context the request carries (`params._meta.traceparent` and `tracestate`);
+   * an invalid `traceparent` is ignored, a `tracestate` beyond its bounds dropped. With the
+   * harness's `telemetry`, `session.assign` and `turn.start` carry their client span's context
+   * instead, that span a child of this one (default: of the active context).
+   */
+  trace?: TraceContext;
+}
+
 /** A `turn.input` as `sendTurnInput` takes it: `input_id` is generated when absent. */
 export type TurnInputRequest = Omit<TurnInputParams, "input_id"> & { input_id?: string };
 
@@ -135,6 +148,13 @@ export interface ToolCallOptions {
   signal?: AbortSignal;
   /** Receives the call's `tool.progress` notifications (lossy). */
   onProgress?: (progress: ToolProgressParams) => void;
+  /**
+   * The W3C trace context the call carries to the executor (`params._meta`): its handler gets
+   * it, and the commands it runs see it as `TRACEPARENT`. An invalid `traceparent` is ignored.
+   * With the harness's `telemetry`, the call carries the context of its client span
+   * (`tool.call <name>`), a child of this one (default: of the active context).
+   */
+  trace?: TraceContext;
 }
 
 /** Options of a typed tool slot's `call`. */
@@ -238,8 +258,19 @@ export interface ExecutorOps<E extends ExecutorEntryShape = ExecutorEntryShape> 
     executor: E,
     method: M,
     params: RequestMap[M]["params"],
-    options?: CallOptions,
+    options?: TracedCallOptions,
   ): Promise<RequestMap[M]["result"]>;
+  /**
+   * Runs `send` with `params` carrying the call's trace context, inside a client span `name`
+   * with telemetry (what `startTurn` sends through the agent capability).
+   */
+  traced<P extends object, T>(
+    executor: E,
+    name: string,
+    params: P,
+    options: TracedCallOptions,
+    send: (params: P, options: CallOptions) => Promise<T>,
+  ): Promise<T>;
   notify<M extends HarnessNotificationMethod>(
     executor: E,
     method: M,
@@ -261,14 +292,14 @@ export interface SessionOps<
   assign(
     executor: E,
     params: SessionAssignParams,
-    options: CallOptions,
+    options: TracedCallOptions,
   ): Promise<Session>;
-  ready(session: S): Promise<void>;
+  ready(session: S, signal: AbortSignal | undefined): Promise<void>;
   events(
     session: S,
     options: SessionEventsOptions,
   ): AsyncGenerator<SessionEventRecord, void, undefined>;
-  mcp(session: S, server: string): Promise<McpChannel>;
+  mcp(session: S, server: string, options: CallOptions): Promise<McpChannel>;
   terminal(session: S, options: TerminalOptions): Promise<Terminal>;
   stop(session: S, reason: string | undefined, options: SessionStopOptions): Promise<
     SessionEnd
@@ -286,6 +317,7 @@ export interface CallOps<S extends SessionEntryShape = SessionEntryShape> {
     session: S,
     toolCallId: string,
     reason: string | undefined,
+    options?: CallOptions,
   ): Promise<ToolCancelResult>;
 }
 
@@ -433,7 +465,7 @@ export class ExecutorHandle {
    * its typed error (-32009 `ResourceExhaustedError`, -32012 `CapabilityMissingError`,
    * -32004 `UnavailableError`); a local refusal with `SessionRefusedError`.
    */
-  assignSession(params: SessionAssignParams, options: CallOptions = {}): Promise<Session> {
+  assignSession(params: SessionAssignParams, options: TracedCallOptions = {}): Promise<Session> {
     return this.#services.sessions.assign(this.#entry, params, options);
   }
 
@@ -487,7 +519,7 @@ export class ExecutorHandle {
   request<M extends HarnessRequestMethod>(
     method: M,
     params: RequestMap[M]["params"],
-    options: CallOptions = {},
+    options: TracedCallOptions = {},
   ): Promise<RequestMap[M]["result"]> {
     return this.#services.executors.request(this.#entry, method, params, options);
   }
@@ -499,10 +531,14 @@ export class ExecutorHandle {
 
   /**
    * Closes the executor for good: `executor.close`, then close code 1000. Its sessions end and
-   * pending tool calls fail with `ToolOutcomeUnknownError`.
+   * pending tool calls fail with `ToolOutcomeUnknownError`. Resolves once the connection has
+   * closed; `signal` stops that wait (rejects with `RequestAbortedError`), the close goes on,
+   * and an already-aborted one closes nothing.
    */
-  close(reason = "closed"): Promise<void> {
-    return this.#services.executors.close(this.#entry, reason);
+  close(reason = "closed", options: { signal?: AbortSignal } = {}): Promise<void> {
+    const signal = options.signal;
+    return aborted(signal, "executor.close") ??
+      raceSignal(this.#services.executors.close(this.#entry, reason), signal, "executor.close");
   }
 
   // ---- the agent capability (needs `new Harness({ agent })`) ---------------------------------
@@ -515,8 +551,16 @@ export class ExecutorHandle {
    * `ConflictError` (a turn is running: use `sendTurnInput`), -32009 `ResourceExhaustedError`
    * (beyond `agent.max_sessions`), -32004 `UnavailableError` (draining).
    */
-  startTurn(params: TurnStartParams, options: CallOptions = {}): Promise<TurnStartResult> {
-    return this.#agent((agent) => agent.startTurn(this, params, options));
+  startTurn(params: TurnStartParams, options: TracedCallOptions = {}): Promise<TurnStartResult> {
+    return this.#agent((agent) =>
+      this.#services.executors.traced(
+        this.#entry,
+        "turn.start",
+        params,
+        options,
+        (traced, rest) => agent.startTurn(this, traced, rest),
+      )
+    );
   }
 
   /**
@@ -621,9 +665,13 @@ export class Session {
       : undefined;
   }
 
-  /** Resolves once the executor has reported the session ready (`session.ready`). */
-  ready(): Promise<void> {
-    return this.#services.sessions.ready(this.#entry);
+  /**
+   * Resolves once the executor has reported the session ready (`session.ready`); rejects with
+   * `SessionEndedError` when it ends first. `signal` stops waiting (rejects with
+   * `RequestAbortedError`).
+   */
+  ready(options: { signal?: AbortSignal } = {}): Promise<void> {
+    return this.#services.sessions.ready(this.#entry, options.signal);
   }
 
   /**
@@ -640,9 +688,16 @@ export class Session {
     return this.#services.calls.callTool(this.#entry, request, options);
   }
 
-  /** Asks the executor to cancel a running call; the call then ends with outcome `canceled`. */
-  cancelTool(toolCallId: string, reason?: string): Promise<ToolCancelResult> {
-    return this.#services.calls.cancelTool(this.#entry, toolCallId, reason);
+  /**
+   * Asks the executor to cancel a running call (`tool.cancel`); the call then ends with outcome
+   * `canceled`. `options.signal` aborts the request (rejects with `RequestAbortedError`).
+   */
+  cancelTool(
+    toolCallId: string,
+    reason?: string,
+    options: CallOptions = {},
+  ): Promise<ToolCancelResult> {
+    return this.#services.calls.cancelTool(this.#entry, toolCallId, reason, options);
   }
 
   /**
@@ -673,9 +728,11 @@ export class Session {
   /**
    * Opens a channel (`mcp.open`) to the session's MCP server `name` and returns it as a
    * transport the MCP TypeScript SDK's `Client` can `connect` to. Gated by capability `mcp`.
+   * `options.signal` aborts `mcp.open` (rejects with `RequestAbortedError`); a channel the
+   * executor opened meanwhile ends with the session.
    */
-  mcp(name: string): Promise<McpChannel> {
-    return this.#services.sessions.mcp(this.#entry, name);
+  mcp(name: string, options: CallOptions = {}): Promise<McpChannel> {
+    return this.#services.sessions.mcp(this.#entry, name, options);
   }
 
   /**

@@ -11,9 +11,10 @@ import type { Hono } from "hono";
 import { type Clock, systemClock } from "../protocol/clock.ts";
 import { type Logger, redactingLogger, silentLogger } from "../protocol/logger.ts";
 import { DEFAULT_MAX_FRAME_BYTES, type Disposable } from "../protocol/peer.ts";
+import { telemetryOf, type TelemetryOption } from "../protocol/telemetry.ts";
 import { PROTOCOLS } from "../protocol/generated/contract.ts";
 import { CloseCode } from "../protocol/generated/errors.ts";
-import { RequestAbortedError } from "../protocol/errors.ts";
+import { aborted, raceSignal, throwIfAborted } from "../protocol/abort.ts";
 import type { Dialer, Transport } from "../transport/transport.ts";
 import type { RunningServer, UpgradeDecision, WebSocketServe } from "../transport/server.ts";
 import { isUpgradeRequest, offeredProtocols } from "../transport/server.ts";
@@ -34,7 +35,10 @@ import type { SessionEventSink } from "./event-log.ts";
 import type { RecoveredLeases } from "./executors.ts";
 import type { AgentExtension } from "./extension.ts";
 import type { ExecutorEvent, ExecutorHandle, Session } from "./handles.ts";
+import { type HarnessMetricsSnapshot, METRICS_OF } from "./metrics.ts";
+import { METRICS_PATH, type MetricsEndpointOptions } from "./metrics-endpoint.ts";
 import type { HarnessObserver } from "./observe.ts";
+import { labelPairs, OPENMETRICS_CONTENT_TYPE, renderOpenMetrics } from "./openmetrics.ts";
 import {
   type Authenticate,
   bearerToken,
@@ -196,6 +200,21 @@ export interface HarnessOptions {
    * gives it back to {@linkcode Harness.restore} after an eviction.
    */
   onConnectionChange?: (transport: Transport, snapshot: ConnectionSnapshot) => void;
+  /**
+   * OpenTelemetry tracing: the `@opentelemetry/api` module (`import * as otel from
+   * "@opentelemetry/api"`; spans go to its global provider), or `{ api, tracerProvider }` for a
+   * provider of this harness's own. The harness then opens client spans `session.assign`,
+   * `tool.call <name>` and `turn.start` (under the call's `trace`, else the active context) and
+   * sends their context to the executor, and a span per store write (`store.write`). Default:
+   * none — the SDK never loads `@opentelemetry/api` itself.
+   */
+  telemetry?: TelemetryOption;
+  /**
+   * Serves the harness's metrics ({@linkcode Harness.metrics}) as OpenMetrics text at
+   * `GET /metrics` on its HTTP side (`serve`, `fetch`), each scrape judged by `authorize`
+   * (`metricsBearer(token)`; refused: 401). Default: not served (404).
+   */
+  metricsEndpoint?: MetricsEndpointOptions;
 }
 
 /** Where to listen with {@linkcode Harness.serve}. */
@@ -251,6 +270,9 @@ export class Harness {
 
   /** A harness; it serves nothing until `serve`, `serveUnix`, `accept` or `dial`. */
   constructor(options: HarnessOptions = {}) {
+    const endpoint = options.metricsEndpoint;
+    // Label names are checked first: a mistake fails here, not at the first scrape.
+    const labels = endpoint && labelPairs(endpoint.labels);
     const clock = options.clock ?? systemClock;
     const logger = redactingLogger(options.logger ?? silentLogger);
     const heartbeatIntervalMs = options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS;
@@ -294,8 +316,13 @@ export class Harness {
       storeRenewMs: options.storeRenewMs ?? DEFAULT_STORE_RENEW_MS,
       agent: options.agent,
       onConnectionChange: options.onConnectionChange,
+      telemetry: telemetryOf(options.telemetry, "bma-executor-sdk/harness"),
     });
     if (options.deadlines) this.#core.scheduler.drive(options.deadlines);
+    const core = this.#core;
+    // For `meterHarness` (metrics-otel.ts), which only an application that reports to
+    // OpenTelemetry imports: a bundle without it carries none of it.
+    METRICS_OF.set(this, core.metrics);
     this.#app = createHarnessApp({
       tokens: this.#tokens,
       authenticate: this.#authenticate,
@@ -303,6 +330,12 @@ export class Harness {
       maxArtifactBytes: options.maxArtifactBytes ?? DEFAULT_MAX_ARTIFACT_BYTES,
       logger,
       connect: (request, fetchOptions) => this.#connectViaFetch(request, fetchOptions),
+      metrics: endpoint && {
+        path: METRICS_PATH,
+        authorize: (request) => endpoint.authorize(request),
+        text: () => renderOpenMetrics(core.metricsSnapshot(), labels!),
+        contentType: OPENMETRICS_CONTENT_TYPE,
+      },
     });
   }
 
@@ -363,6 +396,16 @@ export class Harness {
     return Promise.resolve(this.#core.calls.status(id));
   }
 
+  /**
+   * The harness's metrics now: executors connected and held, live sessions, tool calls in
+   * flight and settled (by outcome), their durations, durable events accepted, store write
+   * durations and failures. What `GET /metrics` shows (`metricsEndpoint`), and
+   * `openMetricsText(harness.metrics)` writes.
+   */
+  get metrics(): HarnessMetricsSnapshot {
+    return this.#core.metricsSnapshot();
+  }
+
   /** Calls `listener` on every change of the executors (registered, reconnected, disconnected, gone). */
   onExecutor(listener: (event: ExecutorEvent) => void): Disposable {
     return this.#core.onExecutor(listener);
@@ -384,16 +427,17 @@ export class Harness {
   waitExecutor(options: WaitExecutorOptions = {}): Promise<ExecutorHandle> {
     const filter = options.filter ?? ((e: ExecutorHandle) => e.connected && !e.draining);
     const signal = options.signal;
-    return new Promise((resolve, reject) => {
-      if (this.#closed) return reject(new HarnessClosedError());
-      if (signal?.aborted) return reject(new RequestAbortedError("waitExecutor", signal.reason));
-      for (const executor of this.#core.executors.byId.values()) {
-        if (filter(executor.handle)) return resolve(executor.handle);
-      }
-      const done = () => {
+    if (this.#closed) return Promise.reject(new HarnessClosedError());
+    const refused = aborted(signal, "waitExecutor");
+    if (refused) return refused;
+    for (const executor of this.#core.executors.byId.values()) {
+      if (filter(executor.handle)) return Promise.resolve(executor.handle);
+    }
+    let done!: () => void;
+    const arrived = new Promise<ExecutorHandle>((resolve, reject) => {
+      done = () => {
         subscription.dispose();
         this.#closeWaiters.delete(onClose);
-        signal?.removeEventListener("abort", onAbort);
       };
       const subscription = this.#core.onExecutor((event: ExecutorEvent) => {
         const arrived = event.type === "registered" || event.type === "reconnected";
@@ -402,17 +446,13 @@ export class Harness {
           resolve(event.executor);
         }
       });
-      const onAbort = () => {
-        done();
-        reject(new RequestAbortedError("waitExecutor", signal!.reason));
-      };
       const onClose = () => {
         done();
         reject(new HarnessClosedError());
       };
       this.#closeWaiters.add(onClose);
-      signal?.addEventListener("abort", onAbort, { once: true });
     });
+    return raceSignal(arrived, signal, "waitExecutor", () => done());
   }
 
   /**
@@ -457,6 +497,7 @@ export class Harness {
     if (this.#closed) throw new HarnessClosedError();
     const dial = this.#dialer;
     if (!dial) throw new NoDialerError();
+    throwIfAborted(options.signal, "dial");
     const link = new DialLink(url, {
       dial,
       clock: this.#core.clock,
@@ -478,7 +519,7 @@ export class Harness {
     }, options);
     this.#links.add(link);
     link.closed.then(() => this.#links.delete(link));
-    await link.start();
+    await link.start(options.signal);
     return link;
   }
 

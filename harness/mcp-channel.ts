@@ -10,6 +10,7 @@
  * The harness holds each channel's {@linkcode McpChannelState} (messages from the executor go
  * in there, and the end); the {@linkcode McpChannel} given to the MCP client is its view.
  */
+import { raceSignal, throwIfAborted } from "../protocol/abort.ts";
 import { McpChannelClosedError } from "./errors.ts";
 
 /** One MCP JSON-RPC message (request, notification or response), relayed unchanged. */
@@ -138,12 +139,23 @@ export class McpChannel {
     }
   }
 
-  /** Closes the channel (`mcp.close`): the executor stops the server. */
-  async close(): Promise<void> {
+  /**
+   * Closes the channel (`mcp.close`): the executor stops the server. Resolves once the executor
+   * has answered (or the connection is gone). `options.signal` stops that wait (rejects with
+   * `RequestAbortedError`): the channel is closed on this side all the same; an already-aborted
+   * one closes nothing.
+   */
+  async close(options: { signal?: AbortSignal } = {}): Promise<void> {
     const state = this.#state;
     if (state.closeReason !== undefined) return;
+    throwIfAborted(options.signal, "mcp.close");
     state.end("closed");
-    await state.link.close("closed");
+    await raceSignal(state.link.close("closed"), options.signal, "mcp.close");
+  }
+
+  /** Closes it as {@linkcode close} does: `await using channel = await session.mcp(…)`. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
   }
 
   #dispatch(message: McpMessage): void {

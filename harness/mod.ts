@@ -74,6 +74,7 @@ export {
   MethodUnavailableError,
   NotFoundError,
   ParseError,
+  parseTraceparent,
   ProtocolError,
   ProtocolMismatchError,
   PROTOCOLS,
@@ -84,7 +85,9 @@ export {
   ResourceExhaustedError,
   silentLogger,
   systemClock,
+  Telemetry,
   TOOL_NAMES,
+  TracedSpan,
   TurnInactiveError,
   UnavailableError,
 } from "../protocol/core.ts";
@@ -131,6 +134,12 @@ export type {
   NotificationHandler,
   NotificationMap,
   NotificationMethod,
+  OtelApi,
+  OtelContext,
+  OtelSpan,
+  OtelSpanContext,
+  OtelTracer,
+  OtelTracerProvider,
   ParamsOf,
   ProtocolVersion,
   ReadInput,
@@ -147,6 +156,8 @@ export type {
   SessionEventPayload,
   SessionMetadata,
   SessionStatus,
+  SpanRole,
+  TelemetryOption,
   TerminalCloseResult,
   TerminalResizeResult,
   TimerHandle,
@@ -157,6 +168,8 @@ export type {
   ToolProgressParams,
   ToolsTokenRefreshParams,
   ToolsTokenRefreshResult,
+  TraceContext,
+  Traceparent,
   TurnCancelParams,
   TurnCancelResult,
   TurnInputParams,
@@ -194,6 +207,7 @@ export {
   type ToolCallOptions,
   type ToolCallRequest,
   type ToolSlot,
+  type TracedCallOptions,
   type TurnInputRequest,
   type TypedToolCallOptions,
 } from "./handles.ts";
@@ -272,6 +286,30 @@ export {
   type BrainToolCallView,
   MIN_BRAIN_API_TOKEN_LENGTH,
 } from "./brain-api.ts";
+export {
+  type HarnessMetricsSnapshot,
+  type HistogramSnapshot,
+  METRICS_DURATION_BUCKETS,
+  type ToolCallOutcomeLabel,
+} from "./metrics.ts";
+export {
+  MetricsLabelError,
+  OPENMETRICS_CONTENT_TYPE,
+  type OpenMetricsOptions,
+  openMetricsText,
+} from "./openmetrics.ts";
+export {
+  metricsBearer,
+  type MetricsEndpointOptions,
+  MetricsTokenError,
+  MIN_METRICS_TOKEN_LENGTH,
+} from "./metrics-endpoint.ts";
+export {
+  meterHarness,
+  type OtelBatchObservableResult,
+  type OtelInstrumentOptions,
+  type OtelMeter,
+} from "./metrics-otel.ts";
 export {
   DEFAULT_MAX_STREAM_QUEUE_BYTES,
   type Inspector,

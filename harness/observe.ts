@@ -123,6 +123,8 @@ export interface ToolDispatchedObservation extends ObservationBase {
   readonly input: Readonly<Record<string, unknown>>;
   /** The call's own timeout (`timeout_ms`), when it has one. */
   readonly timeoutMs?: number;
+  /** The trace id of the trace context the call carries (`params._meta`), when it has one. */
+  readonly traceId?: string;
 }
 
 /** The executor acknowledged a tool call (it runs). */

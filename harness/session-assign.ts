@@ -5,14 +5,15 @@
  *
  * Part of the harness's sessions (sessions.ts).
  */
-import type { CallOptions } from "../protocol/peer.ts";
+import { aborted, raceSignal } from "../protocol/abort.ts";
+import type { Telemetry } from "../protocol/telemetry.ts";
 import type {
   SessionAssignParams,
   SessionMetadata,
   SessionStatusParams,
 } from "../protocol/generated/contract.ts";
 import { SessionRefusedError } from "./errors.ts";
-import type { Session, SessionState } from "./handles.ts";
+import type { Session, SessionState, TracedCallOptions } from "./handles.ts";
 import { request } from "./send.ts";
 import type { SessionEnds } from "./session-end.ts";
 import { sessionLog, type SessionLogDeps } from "./session-events.ts";
@@ -20,11 +21,14 @@ import type { SessionRecords } from "./session-records.ts";
 import { type EntryServices, type ExecutorEntry, sessionEnded, SessionEntry } from "./state.ts";
 import { isPromiseLike, type MaybePromise } from "./store/store.ts";
 import { storeUnavailable } from "./tool-call-ledger.ts";
+import { type Outgoing, outgoing, traced } from "./tracing.ts";
 
 /** What the beginnings of sessions need from the harness. */
 export interface SessionAssignmentsDeps extends SessionLogDeps {
   readonly services: EntryServices;
   readonly requestTimeoutMs: number | undefined;
+  /** Opens the client span of each `session.assign`; absent without telemetry. */
+  readonly telemetry?: Telemetry;
 }
 
 /** Assigns, opens and readies the harness's sessions. */
@@ -50,17 +54,40 @@ export class SessionAssignments {
   async assign(
     executor: ExecutorEntry,
     params: SessionAssignParams,
-    options: CallOptions,
+    options: TracedCallOptions,
+  ): Promise<Session> {
+    const telemetry = this.#deps.telemetry;
+    if (options.trace === undefined && !telemetry) return this.#assign(executor, params, options);
+    const out = outgoing(telemetry, "session.assign", {
+      "bma.session_id": params.session_id,
+      "bma.executor_id": executor.id,
+    }, options.trace);
+    const { trace: _given, ...rest } = options;
+    try {
+      const session = await this.#assign(executor, params, rest, out);
+      out.span?.end();
+      return session;
+    } catch (error) {
+      out.span?.end(error);
+      throw error;
+    }
+  }
+
+  async #assign(
+    executor: ExecutorEntry,
+    params: SessionAssignParams,
+    options: TracedCallOptions,
+    out?: Outgoing,
   ): Promise<Session> {
     const id = params.session_id;
     if (executor.gone || !executor.connection) {
       throw new SessionRefusedError(id, "executor_unavailable");
     }
     if (executor.draining) throw new SessionRefusedError(id, "draining");
-    const assign: SessionAssignParams = {
+    const assign: SessionAssignParams = traced({
       ...params,
       metadata: { source: "harness", ...params.metadata },
-    };
+    }, out?.trace);
     const existing = this.#live.get(id);
     if (existing && existing.executor !== executor) {
       throw new SessionRefusedError(id, "session_exists");
@@ -74,7 +101,10 @@ export class SessionAssignments {
     // Held before the request: session.ready may arrive right behind the ack.
     const session = this.create(executor, id, assign.metadata ?? {}, "assigning", false);
     try {
-      await this.#records.write(session);
+      const span = out?.span;
+      await (span
+        ? this.#deps.telemetry!.within(span, () => this.#records.write(session))
+        : this.#records.write(session));
     } catch (error) {
       this.#ends.end(session, "refused", "session_ended", "skip");
       throw error;
@@ -130,12 +160,22 @@ export class SessionAssignments {
     return session;
   }
 
-  ready(session: SessionEntry): Promise<void> {
+  ready(session: SessionEntry, signal: AbortSignal | undefined): Promise<void> {
+    const refused = aborted(signal, "session.ready");
+    if (refused) return refused;
     if (session.state === "ready" || session.state === "stopping") return Promise.resolve();
     if (session.state === "ended") return Promise.reject(sessionEnded(session));
-    return new Promise((resolve, reject) =>
-      (session.readyWaiters ??= []).push({ resolve, reject })
-    );
+    let waiter!: { resolve(): void; reject(error: unknown): void };
+    const ready = new Promise<void>((resolve, reject) => {
+      waiter = { resolve, reject };
+      (session.readyWaiters ??= []).push(waiter);
+    });
+    // An abandoned wait leaves the session's waiters: a caller that retries holds nothing.
+    return raceSignal(ready, signal, "session.ready", () => {
+      const waiters = session.readyWaiters;
+      const at = waiters?.indexOf(waiter) ?? -1;
+      if (at >= 0) waiters!.splice(at, 1);
+    });
   }
 
   /** `session.ready` arrived: written before the ack; whether it was a repeat. */

@@ -6,7 +6,7 @@
  *
  * Part of the harness's sessions (sessions.ts).
  */
-import { RequestAbortedError } from "../protocol/errors.ts";
+import { raceSignal, throwIfAborted } from "../protocol/abort.ts";
 import type { Ack } from "../protocol/generated/contract.ts";
 import type { Clock } from "../protocol/clock.ts";
 import type { Logger } from "../protocol/logger.ts";
@@ -71,6 +71,7 @@ export class SessionEnds {
     reason: string | undefined,
     options: SessionStopOptions,
   ): Promise<{ reason: string }> {
+    throwIfAborted(options.signal, "session.stop");
     if (session.state === "ended") return { reason: session.endReason! };
     const result = await request(
       session.executor,
@@ -92,7 +93,7 @@ export class SessionEnds {
     if (hasEnded(session)) return await session.ended;
     const waitMs = options.timeoutMs ?? (options.grace_ms ?? DEFAULT_GRACE_MS) + STOP_SLACK_MS;
     this.awaitEnd(session, waitMs, "stop_timeout", "stopping");
-    return await this.#ended(session, options.signal, "session.stop");
+    return await raceSignal(session.ended, options.signal, "session.stop");
   }
 
   /**
@@ -125,20 +126,6 @@ export class SessionEnds {
     });
     session.endByReason = reason;
     this.#deps.scheduler.set(deadline, at);
-  }
-
-  /** `session.ended`, or the abort of `signal`. */
-  #ended(session: SessionEntry, signal: AbortSignal | undefined, method: string) {
-    if (!signal) return session.ended;
-    return new Promise<{ reason: string }>((resolve, reject) => {
-      const onAbort = () => reject(new RequestAbortedError(method, signal.reason));
-      if (signal.aborted) onAbort();
-      signal.addEventListener("abort", onAbort, { once: true });
-      session.ended.then((end) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(end);
-      });
-    });
   }
 
   /**

@@ -8,6 +8,7 @@
  */
 import type { Clock } from "../protocol/clock.ts";
 import { EventLog, type SessionEventSink } from "./event-log.ts";
+import type { HarnessMetrics } from "./metrics.ts";
 import type { Observers } from "./observe.ts";
 import type { SessionEventRecord } from "./records.ts";
 import type { ExecutorEntry } from "./state.ts";
@@ -22,6 +23,8 @@ export interface SessionLogDeps {
   readonly eventSink: SessionEventSink | undefined;
   readonly maxSessionEvents: number | undefined;
   readonly maxSessionEventBytes: number | undefined;
+  /** Counts the accepted events. */
+  readonly metrics?: HarnessMetrics;
 }
 
 /** The event log of session `id` of `executor`: read back from the store when `reopened`. */
@@ -32,6 +35,7 @@ export function sessionLog(
   deps: SessionLogDeps,
 ): EventLog {
   const observers = deps.observers;
+  const metrics = deps.metrics;
   const options = {
     sink: deps.eventSink,
     now: () => deps.clock.now(),
@@ -39,6 +43,7 @@ export function sessionLog(
     ...(deps.maxSessionEventBytes !== undefined ? { maxBytes: deps.maxSessionEventBytes } : {}),
     ...(deps.store ? { store: deps.store } : {}),
     onAccepted: (record: SessionEventRecord) => {
+      metrics?.eventStored();
       if (!observers.active) return;
       observers.emit({
         type: "session.event",

@@ -5,7 +5,9 @@
  *
  * Part of the harness's sessions (sessions.ts): `Session.mcp`.
  */
+import { throwIfAborted } from "../protocol/abort.ts";
 import type { Logger } from "../protocol/logger.ts";
+import type { CallOptions } from "../protocol/peer.ts";
 import { type McpChannel, McpChannelState } from "./mcp-channel.ts";
 import { request, unavailable, withTimeout } from "./send.ts";
 import { hasEnded, sessionEnded, type SessionEntry } from "./state.ts";
@@ -14,9 +16,11 @@ import { hasEnded, sessionEnded, type SessionEntry } from "./state.ts";
 export async function openMcpChannel(
   session: SessionEntry,
   server: string,
+  options: CallOptions,
   timeoutMs: number | undefined,
   logger: Logger,
 ): Promise<McpChannel> {
+  throwIfAborted(options.signal, "mcp.open");
   if (session.state === "ended") throw sessionEnded(session);
   const executor = session.executor;
   const { channel_id } = await request(
@@ -26,7 +30,7 @@ export async function openMcpChannel(
       session_id: session.id,
       server,
     },
-    {},
+    options,
     timeoutMs,
   );
   const connection = executor.connection;

@@ -6,8 +6,10 @@
  * Part of the harness's sessions (sessions.ts): `Session.terminal`.
  */
 import type { TerminalOutputParams } from "../protocol/generated/contract.ts";
+import { throwIfAborted } from "../protocol/abort.ts";
 import type { Logger } from "../protocol/logger.ts";
 import { randomId } from "../protocol/ids.ts";
+import { traceContext } from "../protocol/trace-context.ts";
 import { request } from "./send.ts";
 import { type ExecutorEntry, hasEnded, sessionEnded, type SessionEntry } from "./state.ts";
 import {
@@ -17,6 +19,7 @@ import {
   type TerminalOptions,
   TerminalOutput,
 } from "./terminal.ts";
+import { traced } from "./tracing.ts";
 
 /** Opens a pseudo-terminal of the session (`terminal.open`, capability `terminal`). */
 export async function openTerminal(
@@ -25,8 +28,9 @@ export async function openTerminal(
   timeoutMs: number | undefined,
   logger: Logger,
 ): Promise<Terminal> {
+  const { signal, terminal_id, trace, ...rest } = options;
+  throwIfAborted(signal, "terminal.open");
   if (session.state === "ended") throw sessionEnded(session);
-  const { signal, terminal_id, ...rest } = options;
   const id = terminal_id ?? randomId("term_");
   const terminals = session.terminals ??= new Map();
   let known = terminals.get(id);
@@ -52,11 +56,11 @@ export async function openTerminal(
     const result = await request(
       session.executor,
       "terminal.open",
-      {
+      traced({
         session_id: session.id,
         terminal_id: id,
         ...rest,
-      },
+      }, trace === undefined ? undefined : traceContext(trace)),
       { signal },
       timeoutMs,
     );

@@ -10,7 +10,6 @@
  * Ended sessions are remembered in the store (their record and events) until `rememberEnded`
  * newer ones have ended.
  */
-import type { CallOptions } from "../protocol/peer.ts";
 import type {
   Ack,
   SessionAssignParams,
@@ -20,8 +19,10 @@ import type {
   TerminalOutputParams,
 } from "../protocol/generated/contract.ts";
 import type { Clock } from "../protocol/clock.ts";
+import type { CallOptions } from "../protocol/peer.ts";
 import type { JsonRpcId } from "../protocol/jsonrpc.ts";
 import type { Logger } from "../protocol/logger.ts";
+import type { Telemetry } from "../protocol/telemetry.ts";
 import type { ToolOutcomeUnknownReason } from "./errors.ts";
 import type { SessionEventSink } from "./event-log.ts";
 import type {
@@ -30,8 +31,10 @@ import type {
   SessionOps,
   SessionState,
   SessionStopOptions,
+  TracedCallOptions,
 } from "./handles.ts";
 import type { McpChannel } from "./mcp-channel.ts";
+import type { HarnessMetrics } from "./metrics.ts";
 import type { Observers } from "./observe.ts";
 import type { SessionEventRecord } from "./records.ts";
 import type { Scheduler } from "./scheduler.ts";
@@ -67,6 +70,10 @@ export interface SessionsDeps {
   readonly maxSessionEventBytes: number | undefined;
   /** Ended sessions remembered in the store. */
   readonly rememberEnded: number;
+  /** Opens the client span of each `session.assign`; absent without telemetry. */
+  readonly telemetry?: Telemetry;
+  /** Counts the accepted durable events. */
+  readonly metrics?: HarnessMetrics;
 }
 
 /**
@@ -99,7 +106,7 @@ export class Sessions implements SessionOps<ExecutorEntry, SessionEntry> {
   assign(
     executor: ExecutorEntry,
     params: SessionAssignParams,
-    options: CallOptions,
+    options: TracedCallOptions,
   ): Promise<Session> {
     return this.#assignments.assign(executor, params, options);
   }
@@ -109,8 +116,8 @@ export class Sessions implements SessionOps<ExecutorEntry, SessionEntry> {
     return this.#assignments.open(executor, id);
   }
 
-  ready(session: SessionEntry): Promise<void> {
-    return this.#assignments.ready(session);
+  ready(session: SessionEntry, signal: AbortSignal | undefined): Promise<void> {
+    return this.#assignments.ready(session, signal);
   }
 
   /** `session.ready` arrived: written before the ack; whether it was a repeat. */
@@ -144,8 +151,8 @@ export class Sessions implements SessionOps<ExecutorEntry, SessionEntry> {
 
   // ---- MCP channels and terminals (session-mcp.ts, session-terminals.ts) -----------------------
 
-  mcp(session: SessionEntry, server: string): Promise<McpChannel> {
-    return openMcpChannel(session, server, this.#deps.requestTimeoutMs, this.#deps.logger);
+  mcp(session: SessionEntry, server: string, options: CallOptions): Promise<McpChannel> {
+    return openMcpChannel(session, server, options, this.#deps.requestTimeoutMs, this.#deps.logger);
   }
 
   terminal(session: SessionEntry, options: TerminalOptions): Promise<Terminal> {

@@ -22,6 +22,7 @@ import type {
 } from "../protocol/generated/contract.ts";
 import type { Logger } from "../protocol/logger.ts";
 import { fromBase64, toBase64 } from "../protocol/base64.ts";
+import type { TraceContext } from "../protocol/trace-context.ts";
 
 /** Options of `session.terminal(...)` (`terminal.open`). */
 export interface TerminalOptions {
@@ -37,6 +38,11 @@ export interface TerminalOptions {
   cols?: number;
   /** Rows. Default 24. */
   rows?: number;
+  /**
+   * The W3C trace context `terminal.open` carries (`params._meta`): the terminal's program sees
+   * it as `TRACEPARENT` (and `TRACESTATE`). An invalid `traceparent` is ignored.
+   */
+  trace?: TraceContext;
   /**
    * Aborts `terminal.open` while it is pending (rejects with `RequestAbortedError`); once the
    * terminal is open, aborting closes it.

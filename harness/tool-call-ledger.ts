@@ -13,6 +13,7 @@ import type { ToolCallParams, ToolResultParams } from "../protocol/generated/con
 import { ProtocolError } from "../protocol/errors.ts";
 import { protocolErrorFromWire, UnavailableError } from "../protocol/generated/errors.ts";
 import { BoundedSet, RecentMap } from "../protocol/bounded-set.ts";
+import { traceIdOf } from "../protocol/trace-context.ts";
 import { ToolOutcomeUnknownError, type ToolOutcomeUnknownReason } from "./errors.ts";
 import { then } from "./maybe.ts";
 import { type CallRecord, keys, type StoredFailure, type ToolCallResult } from "./records.ts";
@@ -43,9 +44,16 @@ export class ToolCallEntry {
   readonly executorId: string;
   /** The tool's name. */
   readonly tool: string;
+  /** The trace id of the trace context `tool.call` carries (`params._meta`), if it carries one. */
+  readonly traceId: string | undefined;
   state: ToolCallState = "queued";
   /** The connection the latest `tool.call` went out on. */
   dispatchedOn: object | undefined = undefined;
+  /**
+   * When `callTool` made it (the ledger's `now`, for the duration metric); `NaN` for a call
+   * read back from the store, whose start this harness did not see.
+   */
+  startedAt = NaN;
   /** The result or failure, once settled. */
   readonly outcome: Promise<ToolCallResult>;
   /**
@@ -63,6 +71,8 @@ export class ToolCallEntry {
     this.sessionId = params.session_id;
     this.executorId = executorId;
     this.tool = params.tool;
+    const meta = (params as { _meta?: { traceparent?: unknown } | null })._meta;
+    this.traceId = meta === undefined ? undefined : traceIdOf(meta?.traceparent);
     this.outcome = new Promise((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
@@ -124,6 +134,8 @@ export interface ToolCallLedgerOptions {
   store?: HarnessStore;
   /** Told of each call that settles (with its result, or why it failed). */
   onSettled?: (entry: ToolCallEntry, result: ToolCallResult | undefined, error: unknown) => void;
+  /** Stamps each new call's {@linkcode ToolCallEntry.startedAt}. Default: none (`NaN`). */
+  now?: () => number;
 }
 
 /** The harness-wide ledger of tool calls. */
@@ -136,15 +148,22 @@ export class ToolCallLedger {
   readonly #stored: BoundedSet<string> | undefined;
   readonly #store: HarnessStore | undefined;
   readonly #onSettled: ToolCallLedgerOptions["onSettled"];
+  readonly #now: (() => number) | undefined;
 
   constructor(options: ToolCallLedgerOptions | number = {}) {
-    const { remember = 10_000, store, onSettled } = typeof options === "number"
+    const { remember = 10_000, store, onSettled, now } = typeof options === "number"
       ? { remember: options } as ToolCallLedgerOptions
       : options;
     this.#settled = remember >= 1 ? new RecentMap(remember) : undefined;
     this.#store = store;
     this.#onSettled = onSettled;
+    this.#now = now;
     this.#stored = store && remember >= 1 ? new BoundedSet(remember) : undefined;
+  }
+
+  /** How many calls are not settled yet. */
+  get inFlight(): number {
+    return this.#live.size;
   }
 
   /** The entry for a call id held in memory, live or remembered. */
@@ -190,6 +209,7 @@ export class ToolCallLedger {
    */
   add(params: ToolCallParams, executorId: string): MaybePromise<ToolCallEntry> {
     const entry = new ToolCallEntry(params, executorId);
+    if (this.#now) entry.startedAt = this.#now();
     const store = this.#store;
     if (!store) {
       this.#live.set(entry.id, entry);

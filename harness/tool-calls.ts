@@ -5,13 +5,13 @@
  * once); a call the executor refused fails with its error; a call whose session or executor
  * ends fails with `ToolOutcomeUnknownError`.
  */
+import { raceSignal } from "../protocol/abort.ts";
 import type { CallOptions } from "../protocol/peer.ts";
 import {
   CapabilityNotAdvertisedError,
   ConnectionClosedError,
   InvalidOutgoingParamsError,
   ProtocolError,
-  RequestAbortedError,
 } from "../protocol/errors.ts";
 import { servesTool } from "../protocol/capabilities.ts";
 import {
@@ -27,6 +27,8 @@ import { NotFoundError } from "../protocol/generated/errors.ts";
 import type { Clock } from "../protocol/clock.ts";
 import type { Logger } from "../protocol/logger.ts";
 import { randomId } from "../protocol/ids.ts";
+import type { Telemetry, TracedSpan } from "../protocol/telemetry.ts";
+import { traceContext } from "../protocol/trace-context.ts";
 import { ToolOutcomeUnknownError, type ToolOutcomeUnknownReason } from "./errors.ts";
 import type { CallOps, ToolCallOptions, ToolCallRequest } from "./handles.ts";
 import { type ExecutorEntry, type ExecutorLink, sessionEnded, type SessionEntry } from "./state.ts";
@@ -52,6 +54,8 @@ export interface ToolCallStatus {
   readonly tool: string;
   /** Where the call was when it was looked up. */
   readonly state: ToolCallState;
+  /** The trace id of the trace context the call carried, if it carried one. */
+  readonly trace_id?: string;
   /** Resolves with its result, or rejects as `callTool` would. */
   readonly outcome: Promise<ToolCallResult>;
 }
@@ -63,6 +67,8 @@ export interface ToolCallsDeps {
   readonly logger: Logger;
   readonly observers: Observers;
   readonly requestTimeoutMs: number | undefined;
+  /** Opens the calls' client spans (`tool.call <name>`); absent without telemetry. */
+  readonly telemetry?: Telemetry;
 }
 
 /** The harness's tool calls. */
@@ -72,6 +78,7 @@ export class ToolCalls implements CallOps<SessionEntry> {
   readonly #logger: Logger;
   readonly #observers: Observers;
   readonly #timeoutMs: number | undefined;
+  readonly #telemetry: Telemetry | undefined;
   /** What `tool.call` is sent with: checked when the call was made; the harness's timeout. */
   readonly #dispatchOptions: CallOptions;
 
@@ -81,6 +88,7 @@ export class ToolCalls implements CallOps<SessionEntry> {
     this.#logger = deps.logger;
     this.#observers = deps.observers;
     this.#timeoutMs = deps.requestTimeoutMs;
+    this.#telemetry = deps.telemetry;
     this.#dispatchOptions = withTimeout({ prevalidated: true }, deps.requestTimeoutMs);
   }
 
@@ -110,6 +118,7 @@ export class ToolCalls implements CallOps<SessionEntry> {
     session: SessionEntry,
     toolCallId: string,
     reason: string | undefined,
+    options: CallOptions = {},
   ): Promise<ToolCancelResult> {
     if (session.state === "ended") return Promise.reject(sessionEnded(session));
     return request(
@@ -120,7 +129,7 @@ export class ToolCalls implements CallOps<SessionEntry> {
         session_id: session.id,
         ...(reason !== undefined ? { reason } : {}),
       },
-      {},
+      options,
       this.#timeoutMs,
     );
   }
@@ -135,6 +144,7 @@ export class ToolCalls implements CallOps<SessionEntry> {
         tool: entry.tool,
         state: entry.state,
         outcome: entry.outcome,
+        ...(entry.traceId !== undefined ? { trace_id: entry.traceId } : {}),
       });
   }
 
@@ -161,6 +171,7 @@ export class ToolCalls implements CallOps<SessionEntry> {
         tool: entry.tool,
         input: params.input,
         ...(params.timeout_ms !== undefined ? { timeoutMs: params.timeout_ms } : {}),
+        ...(entry.traceId !== undefined ? { traceId: entry.traceId } : {}),
       });
     }
     connection.peer.call("tool.call", entry.params, this.#dispatchOptions).then(
@@ -299,6 +310,54 @@ export class ToolCalls implements CallOps<SessionEntry> {
       input: request.input,
     };
     if (request.timeout_ms !== undefined) params.timeout_ms = request.timeout_ms;
+    // Two tests on the common path: no trace context given, no telemetry.
+    if (options.trace === undefined && this.#telemetry === undefined) {
+      return this.#checkAndAdd(session, executor, params, request, options, undefined);
+    }
+    const span = this.#traced(params, options, executor.id);
+    try {
+      return this.#checkAndAdd(session, executor, params, request, options, span);
+    } catch (error) {
+      span?.end(error);
+      throw error;
+    }
+  }
+
+  /**
+   * Puts the call's trace context into `params._meta`: the given one, or with telemetry the
+   * context of the call's client span (opened here, under the given context or the active one).
+   */
+  #traced(
+    params: ToolCallParams,
+    options: ToolCallOptions,
+    executorId: string,
+  ): TracedSpan | undefined {
+    const given = options.trace === undefined ? undefined : traceContext(options.trace);
+    const telemetry = this.#telemetry;
+    const span = telemetry?.start(`tool.call ${params.tool}`, "client", {
+      "bma.tool": params.tool,
+      "bma.tool_call_id": params.tool_call_id,
+      "bma.session_id": params.session_id,
+      "bma.executor_id": executorId,
+    }, given);
+    const trace = telemetry ? span!.trace : given;
+    if (trace) {
+      (params as { _meta?: unknown })._meta = trace.tracestate === undefined
+        ? { traceparent: trace.traceparent }
+        : { traceparent: trace.traceparent, tracestate: trace.tracestate };
+    }
+    return span;
+  }
+
+  /** Checks and records a new call, then sends it (`span`: its client span, ended with it). */
+  #checkAndAdd(
+    session: SessionEntry,
+    executor: ExecutorEntry,
+    params: ToolCallParams,
+    request: ToolCallRequest,
+    options: ToolCallOptions,
+    span: TracedSpan | undefined,
+  ): Promise<ToolCallResult> {
     // Checked now, not at dispatch: a call queued for a reconnect must not fail later.
     const checked = isToolCallParams(params) ? undefined : TOOL_CALL_PARAMS.safeParse(params);
     if (checked && !checked.success) {
@@ -315,7 +374,13 @@ export class ToolCalls implements CallOps<SessionEntry> {
       request.input,
     );
     if (issues) throw new InvalidOutgoingParamsError("tool.call", issues);
-    const added = this.#ledger.add(params, executor.id);
+    const added = span
+      ? this.#telemetry!.within(span, () => this.#ledger.add(params, executor.id))
+      : this.#ledger.add(params, executor.id);
+    if (span) {
+      if (isPromiseLike(added)) added.then((entry) => endWith(span, entry), (e) => span.end(e));
+      else endWith(span, added);
+    }
     if (!isPromiseLike(added)) {
       this.dispatch(added, executor);
       return this.#await(session, added, options);
@@ -349,27 +414,22 @@ export class ToolCalls implements CallOps<SessionEntry> {
     }
     const signal = options.signal;
     if (!signal) return entry.outcome;
-    return new Promise<ToolCallResult>((resolve, reject) => {
-      const onAbort = () => {
-        reject(new RequestAbortedError("tool.call", signal.reason));
-        if (entry.state !== "settled" && session.state !== "ended") {
-          this.cancelTool(session, id, "aborted").catch((error) =>
-            this.#logger.debug("tool.cancel after abort failed", { error: String(error) })
-          );
-        }
-      };
-      if (signal.aborted) return onAbort();
-      signal.addEventListener("abort", onAbort, { once: true });
-      entry.outcome.then(
-        (result) => {
-          signal.removeEventListener("abort", onAbort);
-          resolve(result);
-        },
-        (error) => {
-          signal.removeEventListener("abort", onAbort);
-          reject(error);
-        },
-      );
+    // Aborting also asks the executor to cancel the call: the wait is not all that stops.
+    return raceSignal(entry.outcome, signal, "tool.call", () => {
+      if (entry.state !== "settled" && session.state !== "ended") {
+        this.cancelTool(session, id, "aborted").catch((error) =>
+          this.#logger.debug("tool.cancel after abort failed", { error: String(error) })
+        );
+      }
     });
   }
+}
+
+/** Ends a call's client span with its outcome. */
+function endWith(span: TracedSpan, entry: ToolCallEntry): void {
+  entry.outcome.then((result) => {
+    span.set("bma.tool.outcome", result.outcome);
+    if (result.is_error) span.set("bma.tool.is_error", true);
+    span.end(result.outcome === "completed" ? undefined : result.error?.message ?? result.outcome);
+  }, (error) => span.end(error));
 }

@@ -93,6 +93,19 @@ export { hasCapability } from "./capabilities.ts";
 export { type Clock, ManualClock, systemClock, type TimerHandle } from "./clock.ts";
 export { type LogFields, type Logger, REDACTED, redactingLogger, silentLogger } from "./logger.ts";
 export type { BackoffPolicy } from "./retry.ts";
+export { parseTraceparent, type TraceContext, type Traceparent } from "./trace-context.ts";
+export {
+  type OtelApi,
+  type OtelContext,
+  type OtelSpan,
+  type OtelSpanContext,
+  type OtelTracer,
+  type OtelTracerProvider,
+  type SpanRole,
+  Telemetry,
+  type TelemetryOption,
+  TracedSpan,
+} from "./telemetry.ts";
 // faces: executor (the wire types of what only an executor sends or serves)
 export type {
   ExecutorNotificationMethod,

@@ -27,6 +27,7 @@ export {
   LocalError,
   ManualClock,
   MethodUnavailableError,
+  parseTraceparent,
   Peer,
   ProtocolError,
   REDACTED,
@@ -35,6 +36,8 @@ export {
   RequestTimeoutError,
   silentLogger,
   systemClock,
+  Telemetry,
+  TracedSpan,
 } from "./core.ts";
 export type {
   BackoffPolicy,
@@ -46,11 +49,21 @@ export type {
   LogFields,
   Logger,
   NotificationHandler,
+  OtelApi,
+  OtelContext,
+  OtelSpan,
+  OtelSpanContext,
+  OtelTracer,
+  OtelTracerProvider,
   PeerOptions,
   ReplyHooks,
   RequestContext,
   RequestHandler,
+  SpanRole,
+  TelemetryOption,
   TimerHandle,
+  TraceContext,
+  Traceparent,
   ValidationIssue,
 } from "./core.ts";
 // </core-names>
@@ -77,6 +90,18 @@ export {
 export { randomId } from "./ids.ts";
 export { isRetryable } from "./retry.ts";
 export { isSecretField, redact, redactUrls } from "./logger.ts";
+export {
+  boundedTracestate,
+  formatTraceparent,
+  MAX_TRACESTATE_CHARS,
+  MAX_TRACESTATE_MEMBERS,
+  traceContext,
+  traceContextOf,
+  traceEnvironment,
+  traceIdOf,
+  withTraceContext,
+} from "./trace-context.ts";
+export { telemetryOf } from "./telemetry.ts";
 
 // The generated modules' names, listed by `npm run gen` (scripts/gen-contract.ts): change the
 // contract, not these lines.

@@ -357,7 +357,8 @@ export class ExecutorClient extends PortableExecutorClient {
  * \`process.*\`, \`terminal.*\` (PTYs of {@linkcode ${machine.pty}} unless \`options.pty\` names
  * others; \`pty: false\` leaves terminals out), file transfer, \`skill.install\`,
  * \`git.credentials\`, \`workspace.backup\` and, with \`mcpServers\`, the MCP relay. Each
- * advertises its capability. Dispose to withdraw them.
+ * advertises its capability. Dispose to withdraw them: \`dispose()\` ends the machine's
+ * processes in the background, \`await using\` waits until they are gone.
  *
  * \`\`\`ts
  * import { ExecutorClient, serveMachine } from "bma-executor-sdk/${name}";
@@ -371,7 +372,10 @@ export class ExecutorClient extends PortableExecutorClient {
  * // machine.dispose() withdraws it all and ends the terminals.
  * \`\`\`
  */
-export function serveMachine(client: PortableExecutorClient, options: ServeMachineOptions): Disposable {
+export function serveMachine(
+  client: PortableExecutorClient,
+  options: ServeMachineOptions,
+): Disposable & AsyncDisposable {
   return serveMachineWith(client, { pty: runtime.pty, ...options });
 }
 `;

@@ -5,6 +5,7 @@
 import {
   closeAll,
   decideRequest,
+  disposableServer,
   isLocalSocketUrl,
   isNamedPipe,
   localSocketPath,
@@ -121,7 +122,9 @@ export function dialWebSocket(url: string, options: DialOptions = {}): Promise<T
  * no hook before a request is complete, so `handshakeTimeoutMs` is not honoured here: serve with
  * `transport/node.ts` (on Bun too) for a shorter deadline.
  */
-export function serveWebSocket(options: ServeWebSocketOptions): Promise<RunningServer> {
+export function serveWebSocket(
+  options: ServeWebSocketOptions,
+): Promise<RunningServer & AsyncDisposable> {
   // A Windows named pipe takes the node:net path the Unix socket tests cover.
   if (options.path && isNamedPipe(options.path)) return serveWithWs(options);
   let runtime: BunRuntime;
@@ -168,12 +171,12 @@ export function serveWebSocket(options: ServeWebSocketOptions): Promise<RunningS
   const hostname = options.hostname ?? "127.0.0.1";
   const host = hostname.includes(":") ? `[${hostname}]` : hostname;
   const url = options.path ? `unix://${options.path}` : `ws://${host}:${server.port}`;
-  return Promise.resolve({
+  return Promise.resolve(disposableServer({
     url,
     httpUrl: options.path ? url : `http://${host}:${server.port}`,
     close: async () => {
       await closeAll(open);
       server.stop(true);
     },
-  });
+  }));
 }

@@ -10,6 +10,7 @@ import { DEFAULT_MAX_FRAME_BYTES } from "./bytes.ts";
 import {
   closeAll,
   decideRequest,
+  disposableServer,
   isNamedPipe,
   type RunningServer,
   type ServeWebSocketOptions,
@@ -64,7 +65,9 @@ export function dialWebSocket(url: string, options: DialOptions = {}): Promise<T
  * TCP with `transport/node.ts` (which honours it); on a Unix socket, served here, the socket's
  * permissions decide who may connect at all.
  */
-export async function serveWebSocket(options: ServeWebSocketOptions): Promise<RunningServer> {
+export async function serveWebSocket(
+  options: ServeWebSocketOptions,
+): Promise<RunningServer & AsyncDisposable> {
   // A Windows named pipe takes the node:net path the Unix socket tests cover (`Deno.serve`
   // listens on Unix sockets only).
   if (options.path && isNamedPipe(options.path)) return await serveWithWs(options);
@@ -103,7 +106,7 @@ export async function serveWebSocket(options: ServeWebSocketOptions): Promise<Ru
     url = `ws://${host}:${server.addr.port}`;
     httpUrl = `http://${host}:${server.addr.port}`;
   }
-  return {
+  return disposableServer({
     url,
     httpUrl,
     close: async () => {
@@ -111,5 +114,5 @@ export async function serveWebSocket(options: ServeWebSocketOptions): Promise<Ru
       await server.shutdown();
       if (options.path) await runtime.remove(options.path).catch(() => {});
     },
-  };
+  });
 }

@@ -12,6 +12,7 @@ import { WebSocket, WebSocketServer } from "ws";
 import { DialError, type DialOptions, SocketTransport, type Transport } from "./transport.ts";
 import {
   DEFAULT_HANDSHAKE_TIMEOUT_MS,
+  disposableServer,
   isLocalSocketUrl,
   isNamedPipe,
   localSocketPath,
@@ -220,7 +221,9 @@ function redactUrl(url: string): string {
  * HTTP until its headers are in), or it is destroyed: a socket that sends part of a request and
  * holds still costs the server nothing for long.
  */
-export async function serveWebSocket(options: ServeWebSocketOptions): Promise<RunningServer> {
+export async function serveWebSocket(
+  options: ServeWebSocketOptions,
+): Promise<RunningServer & AsyncDisposable> {
   const maxPayload = (options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES) + 1024;
   const handshakeMs = options.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS;
   const chosen = new WeakMap<IncomingMessage, string>();
@@ -283,7 +286,7 @@ export async function serveWebSocket(options: ServeWebSocketOptions): Promise<Ru
     base = `http://${host}:${address.port}`;
     url = `ws://${host}:${address.port}`;
   }
-  return {
+  return disposableServer({
     url,
     httpUrl: options.path ? url : base,
     close: async () => {
@@ -301,7 +304,7 @@ export async function serveWebSocket(options: ServeWebSocketOptions): Promise<Ru
         await unlink(options.path).catch(() => {});
       }
     },
-  };
+  });
 }
 
 function destroySocket(this: Duplex): void {

@@ -50,6 +50,15 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/**
+ * `server` with `Symbol.asyncDispose`, closing it as `close` does: what each runtime's
+ * `serveWebSocket` returns, so that `await using server = await serveWebSocket(…)` closes it.
+ */
+export function disposableServer(server: RunningServer): RunningServer & AsyncDisposable {
+  const close = () => server.close();
+  return { url: server.url, httpUrl: server.httpUrl, close, [Symbol.asyncDispose]: close };
+}
+
 /** Starts a WebSocket server (one implementation per runtime). */
 export type WebSocketServe = (options: ServeWebSocketOptions) => Promise<RunningServer>;
 

@@ -19,6 +19,7 @@ import type { Clock } from "../../protocol/clock.ts";
 import type { HarnessRequestMethod, RequestMap } from "../../protocol/generated/contract.ts";
 import { NotFoundError } from "../../protocol/generated/errors.ts";
 import type { Disposable, RequestContext } from "../../protocol/peer.ts";
+import { traceContextOf, traceEnvironment } from "../../protocol/trace-context.ts";
 import type { ExecutorClient } from "../client.ts";
 import { clientInternals } from "../extension.ts";
 import type { ExecutorSession } from "../sessions.ts";
@@ -131,8 +132,26 @@ function cgroupScope(cgroup: Cgroup): TerminalScope {
   };
 }
 
-/** Registers the machine tools and the process capability; dispose to withdraw them. */
-export function serveMachine(client: ExecutorClient, options: ServeMachineOptions): Disposable {
+/**
+ * `process.start` params whose `env` holds the request's own trace context (`TRACEPARENT`,
+ * `TRACESTATE` from `params._meta`) under the requested variables; the params as they are
+ * without one.
+ */
+function withTraceEnv<P extends { env?: Record<string, string> }>(params: P): P {
+  const trace = traceEnvironment(traceContextOf(params));
+  return trace ? { ...params, env: { ...trace, ...params.env } } : params;
+}
+
+/**
+ * Registers the machine tools and the process capability; dispose to withdraw them. `dispose()`
+ * withdraws them and ends every process, terminal and MCP server of the machine in the
+ * background; `await using machine = serveMachine(…)` (`Symbol.asyncDispose`) does the same and
+ * resolves once they are gone.
+ */
+export function serveMachine(
+  client: ExecutorClient,
+  options: ServeMachineOptions,
+): Disposable & AsyncDisposable {
   const internals = clientInternals(client);
   const logger = internals.logger;
   const workdir = new Workdir(options.workdir);
@@ -233,7 +252,11 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
           signal: ctx.signal,
           graceMs,
           clock: options.clock,
-          env: envFor(ctx.sessionId, input.env),
+          // The call's own trace context, under the command's own `env` (which wins).
+          env: envFor(
+            ctx.sessionId,
+            ctx.trace ? { ...traceEnvironment(ctx.trace), ...input.env } : input.env,
+          ),
           onOutput: (stream, text) => ctx.progress({ output: { stream, text } }),
         });
       } catch (error) {
@@ -260,7 +283,7 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
     client.tools.grep.handle((input, ctx) =>
       asToolError(grepTool(input, workdir, limits, ctx.signal))
     ),
-    serve("process.start", true, (params, { table }) => table.start(params)),
+    serve("process.start", true, (params, { table }) => table.start(withTraceEnv(params))),
     serve("process.write", false, (params, { table }) => table.write(params)),
     serve("process.read", false, (params, { table }, ctx) => table.read(params, ctx.signal)),
     serve("process.signal", false, (params, { table }) => table.signal(params)),
@@ -335,15 +358,25 @@ export function serveMachine(client: ExecutorClient, options: ServeMachineOption
       client.onRequest("mcp.close", (params) => relay.close(params)),
     );
   }
+  /** Withdraws everything once; resolves when the machine's processes are gone. */
+  let withdrawn: Promise<void> | undefined;
+  const withdraw = (): Promise<void> => {
+    if (withdrawn) return withdrawn;
+    for (const registration of registrations) registration.dispose();
+    const machinesLeft = [...machines.values()];
+    machines.clear();
+    withdrawn = Promise.all(machinesLeft.map((machine) => {
+      const sessionId = machine.session.id;
+      return Promise.all([mcp?.closeSession(sessionId), machine.processes.end(graceMs)]);
+    })).finally(() => git.close()).then(() => {});
+    return withdrawn;
+  };
   return {
     dispose: () => {
-      for (const registration of registrations) registration.dispose();
-      const machinesLeft = [...machines.values()];
-      machines.clear();
-      void Promise.all(machinesLeft.map((machine) => {
-        const sessionId = machine.session.id;
-        return Promise.all([mcp?.closeSession(sessionId), machine.processes.end(graceMs)]);
-      })).finally(() => git.close());
+      withdraw().catch((error) =>
+        logger.debug("ending the machine's processes failed", { error: String(error) })
+      );
     },
+    [Symbol.asyncDispose]: withdraw,
   };
 }

@@ -28,6 +28,7 @@ import {
   ResourceExhaustedError,
 } from "../../protocol/generated/errors.ts";
 import type { Disposable } from "../../protocol/peer.ts";
+import { traceContextOf, traceEnvironment } from "../../protocol/trace-context.ts";
 import type { ExecutorClient } from "../client.ts";
 import { decodeChunk, encodeChunk, OutputBuffer, utf8Boundary } from "./output-buffer.ts";
 import { MAX_TIMER_MS } from "../../protocol/clock.ts";
@@ -253,7 +254,12 @@ export class TerminalTable {
   async #start(id: string, params: TerminalOpenParams): Promise<TerminalOpenResult> {
     const options = this.#options;
     const cwd = await options.resolveCwd(params.cwd ?? ".");
-    const env = options.env({ TERM: "xterm-256color", ...params.env });
+    // The request's own trace context (`params._meta`), under its own `env` (which wins).
+    const env = options.env({
+      TERM: "xterm-256color",
+      ...traceEnvironment(traceContextOf(params)),
+      ...params.env,
+    });
     const buffer = new OutputBuffer(options.bufferBytes);
     let pending = new Uint8Array(0); // an incomplete UTF-8 character held for the next chunk
     // The entry exists once spawn() returned; what the PTY reports before that waits for it.

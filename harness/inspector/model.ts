@@ -209,6 +209,7 @@ export class InspectorModel {
             tool: String(clip(o.tool, 200)),
             input: clip(o.input, this.#limits.valueChars),
             ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}),
+            ...(o.traceId !== undefined ? { traceId: o.traceId } : {}),
             state: "dispatched",
             dispatchedAt: o.at,
             dispatches: 0,
@@ -222,6 +223,7 @@ export class InspectorModel {
           dispatchedAt: call.view.dispatchedAt ?? o.at,
           dispatches: call.view.dispatches + 1,
           ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}),
+          ...(o.traceId !== undefined ? { traceId: o.traceId } : {}),
         });
         return;
       }

@@ -542,6 +542,7 @@ function progressText(p) {
 function callDetails(c) {
   const output = state.output.get(c.id) || [];
   const parts = [h("div", { class: "meta" }, "input"), h("pre", { class: "input" }, json(c.input === undefined ? null : c.input))];
+  if (c.traceId) parts.unshift(h("div", { class: "meta trace" }, "trace id ", h("span", { class: "mono", "data-trace-id": c.traceId }, c.traceId)));
   if (output.length) parts.push(h("div", { class: "meta" }, "output"), h("pre", { class: "output" }, output.map((chunk) => h("span", { class: chunk.stream }, chunk.text))));
   if (c.result) {
     const text = (c.result.content || []).filter((b) => b && b.type === "text").map((b) => b.text).join("");

@@ -87,6 +87,8 @@ export interface CallView {
   readonly tool: string;
   readonly input?: unknown;
   readonly timeoutMs?: number;
+  /** The trace id of the W3C trace context the call carried, when it carried one. */
+  readonly traceId?: string;
   /** `requested` (made from the page, not sent yet), `dispatched`, `acknowledged`, `settled`, `refused`. */
   readonly state: string;
   readonly requestedAt?: number;

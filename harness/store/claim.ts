@@ -166,6 +166,7 @@ export class StoreClaim {
       get: (key) => store.get(key),
       list: (prefix, list) => store.list(prefix, list),
       write: (batch) => this.#write(batch),
+      ...(store.writeGrouped ? { writeGrouped: (batch) => this.#writeGrouped(batch) } : {}),
       ...(store.close ? { close: () => store.close!() } : {}),
     };
   }
@@ -265,8 +266,20 @@ export class StoreClaim {
     return written.then(undefined, (error) => this.#failed(error));
   }
 
+  #writeGrouped(batch: readonly StoreOp[]): Promise<void> {
+    if (this.#fenced) throw this.#fenced;
+    const fenced = [{ check: keys.epoch, value: this.epoch }, ...batch];
+    let written: Promise<void>;
+    try {
+      written = this.#raw.writeGrouped!(fenced);
+    } catch (error) {
+      return this.#failed(error);
+    }
+    return written.then(undefined, (error) => this.#failed(error));
+  }
+
   /** A failed write: a failed epoch check means another harness holds the store now. */
-  #failed(error: unknown): MaybePromise<never> {
+  #failed(error: unknown): never | Promise<never> {
     if (!(error instanceof StoreConditionError) || error.key !== keys.epoch) throw error;
     if (this.#fenced) throw this.#fenced;
     const fence = (holder: StoreHolderRecord | undefined): never => {

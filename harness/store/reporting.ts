@@ -63,10 +63,24 @@ export function reportingStore(store: HarnessStore, logger: Logger, clock: Clock
       throw error;
     });
   };
+  const writeGrouped = (batch: readonly StoreOp[]): Promise<void> => {
+    let written: Promise<void>;
+    try {
+      written = store.writeGrouped!(batch);
+    } catch (error) {
+      fail(error);
+      throw error;
+    }
+    return written.then(succeed, (error) => {
+      fail(error);
+      throw error;
+    });
+  };
   return {
     get: (key) => store.get(key),
     list: (prefix, options) => store.list(prefix, options),
     write,
+    ...(store.writeGrouped ? { writeGrouped } : {}),
     ...(store.close ? { close: () => store.close!() } : {}),
     ...(store.singleWriter ? { singleWriter: true } : {}),
   };

@@ -48,6 +48,15 @@ export interface SqlDriver {
   all(sql: string, params: readonly SqlValue[]): SqlRow[];
   /** Runs `body` in a transaction: committed when it returns, rolled back when it throws. */
   transaction(body: () => void): void;
+  /**
+   * Opens a transaction that {@linkcode SqlDriver.commit} or {@linkcode SqlDriver.rollback}
+   * ends (with all three, the store commits batches in groups: `writeGrouped`).
+   */
+  begin?(): void;
+  /** Commits the transaction {@linkcode SqlDriver.begin} opened. */
+  commit?(): void;
+  /** Rolls back the transaction {@linkcode SqlDriver.begin} opened (a no-op when it is gone). */
+  rollback?(): void;
   /** Closes the connection. */
   close?(): void;
 }
@@ -58,6 +67,11 @@ export interface SqlHarnessStoreOptions {
   readonly table?: string;
   /** Sets {@linkcode HarnessStore.singleWriter}: only one harness can reach this database. */
   readonly singleWriter?: boolean;
+  /**
+   * Commits the batches of `writeGrouped` written in one turn of the event loop in one
+   * transaction (group commit), when the driver can hold a transaction open. Default true.
+   */
+  readonly groupCommit?: boolean;
 }
 
 /** The table a {@linkcode SqlHarnessStore} uses unless told otherwise. */
@@ -80,7 +94,18 @@ const EXCLUSIVE_LOW = 1;
 const HAS_HIGH = 2;
 const REVERSE = 4;
 
-/** A {@linkcode HarnessStore} over one SQLite table. Every method answers synchronously. */
+/** The batches of one transaction of group commit: they are durable, or lost, together. */
+interface CommitGroup {
+  readonly done: Promise<void>;
+  resolve(): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * A {@linkcode HarnessStore} over one SQLite table. Every method answers synchronously but
+ * `writeGrouped`, whose batches are applied at once and committed together at the end of the
+ * event loop's turn.
+ */
 export class SqlHarnessStore implements HarnessStore {
   readonly #driver: SqlDriver;
   readonly #get: string;
@@ -90,6 +115,33 @@ export class SqlHarnessStore implements HarnessStore {
   readonly #deleteFrom: string;
   readonly #lists: string[] = [];
   readonly singleWriter: boolean;
+  /** Group commit (the driver can hold a transaction open, and it was not turned off). */
+  readonly writeGrouped?: (batch: readonly StoreOp[]) => Promise<void>;
+  /** The transaction open for group commit, and the batches in it. */
+  #group: CommitGroup | undefined;
+  /**
+   * The conditions the open group's transaction has seen hold, by key, with the text held: the
+   * transaction has the write lock, so they hold until one of its own writes changes the key
+   * (a harness's epoch check then costs one read per group, not one per batch).
+   */
+  #held: Map<string, string | undefined> | undefined;
+  /**
+   * A group committed in this turn of the event loop: more batches are arriving in a burst (a
+   * runtime that hands over each frame in a task of its own), so the next group waits for the
+   * turn's end to take them all. Otherwise a group commits once its own task's microtasks ran,
+   * adding no wait to one batch alone.
+   */
+  #burst = false;
+  readonly #burstEnded = () => {
+    this.#burst = false;
+  };
+  /**
+   * Why the last group's commit failed, until every microtask has run: its writers reset what
+   * they decided on its batches in their rejection handlers, and no batch may be decided on
+   * that state before.
+   */
+  #failure: { error: unknown } | undefined;
+  readonly #flush = () => this.#commitGroup();
   #closed = false;
 
   /** Uses `driver`, creating the table when it is missing. */
@@ -103,6 +155,12 @@ export class SqlHarnessStore implements HarnessStore {
     }
     this.#driver = driver;
     this.singleWriter = options.singleWriter === true;
+    if (
+      options.groupCommit !== false && driver.begin !== undefined &&
+      driver.commit !== undefined && driver.rollback !== undefined
+    ) {
+      this.writeGrouped = (batch) => this.#writeGrouped(batch);
+    }
     driver.exec(
       `CREATE TABLE IF NOT EXISTS ${table} (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID`,
     );
@@ -166,6 +224,12 @@ export class SqlHarnessStore implements HarnessStore {
     if (batch.length === 0) return;
     // Every key and value is checked (and serialized) before the transaction starts.
     const { texts, checks } = batchTexts(batch);
+    if (this.#group !== undefined) {
+      // Joins the batches waiting in the open transaction, and commits them all now.
+      this.#applyInGroup(batch, texts, checks);
+      this.#commitGroup(true);
+      return;
+    }
     if (batch.length === 1 && checks === undefined) {
       // One statement is atomic on its own.
       this.#apply(batch[0], texts[0]);
@@ -183,8 +247,121 @@ export class SqlHarnessStore implements HarnessStore {
 
   close(): void {
     if (this.#closed) return;
+    if (this.#group !== undefined) {
+      try {
+        this.#commitGroup(true);
+      } catch {
+        // The waiting batches were refused to their writers.
+      }
+    }
     this.#closed = true;
     this.#driver.close?.();
+  }
+
+  #writeGrouped(batch: readonly StoreOp[]): Promise<void> {
+    this.#open();
+    if (this.#failure !== undefined) throw this.#failure.error;
+    checkBatch(batch);
+    const { texts, checks } = batchTexts(batch);
+    let group = this.#group;
+    if (group === undefined) {
+      this.#driver.begin!();
+      let resolve!: () => void;
+      let reject!: (error: unknown) => void;
+      const done = new Promise<void>((yes, no) => {
+        resolve = yes;
+        reject = no;
+      });
+      group = this.#group = { done, resolve, reject };
+      if (this.#burst) afterTurn(this.#flush);
+      else Promise.resolve().then(this.#flush);
+    }
+    this.#applyInGroup(batch, texts, checks);
+    return group.done;
+  }
+
+  /**
+   * Applies a batch in the open group's transaction: a failed condition refuses it alone
+   * (checked before anything of it is written); a failure midway rolls the whole group back.
+   */
+  #applyInGroup(
+    batch: readonly StoreOp[],
+    texts: (string | undefined)[],
+    checks: number[] | undefined,
+  ): void {
+    if (checks) {
+      for (const i of checks) {
+        const { check } = batch[i] as CheckOp;
+        const held = this.#held;
+        if (held !== undefined && held.has(check) && held.get(check) === texts[i]) continue;
+        this.#check(batch[i] as CheckOp, texts[i]);
+        (this.#held ??= new Map()).set(check, texts[i]);
+      }
+    }
+    try {
+      for (let i = 0; i < batch.length; i++) {
+        const op = batch[i];
+        if (checks !== undefined && "check" in op) continue;
+        const held = this.#held;
+        if (held !== undefined) {
+          if ("put" in op) held.delete(op.put);
+          else if ("delete" in op) held.delete(op.delete);
+          else held.clear();
+        }
+        this.#apply(op, texts[i]);
+      }
+    } catch (error) {
+      this.#abortGroup(error);
+      throw error;
+    }
+  }
+
+  /** Commits the open group (if still open); `rethrow`: a failed commit throws here too. */
+  #commitGroup(rethrow = false): void {
+    const group = this.#group;
+    if (group === undefined) return;
+    this.#group = undefined;
+    this.#held = undefined;
+    if (!this.#burst) {
+      this.#burst = true;
+      afterTurn(this.#burstEnded);
+    }
+    try {
+      this.#driver.commit!();
+    } catch (error) {
+      this.#rollback();
+      this.#failed(group, error);
+      if (rethrow) throw error;
+      return;
+    }
+    group.resolve();
+  }
+
+  #abortGroup(error: unknown): void {
+    const group = this.#group;
+    if (group === undefined) return;
+    this.#group = undefined;
+    this.#held = undefined;
+    this.#rollback();
+    this.#failed(group, error);
+  }
+
+  #failed(group: CommitGroup, error: unknown): void {
+    const failure = { error };
+    this.#failure = failure;
+    // A timer runs after the microtasks, the group's rejection handlers among them.
+    setTimeout(() => {
+      if (this.#failure === failure) this.#failure = undefined;
+    }, 0);
+    group.reject(error);
+  }
+
+  #rollback(): void {
+    try {
+      this.#driver.rollback!();
+    } catch {
+      // The transaction is already gone (SQLite rolled it back itself).
+    }
   }
 
   #apply(op: StoreOp, text: string | undefined): void {
@@ -210,6 +387,15 @@ export class SqlHarnessStore implements HarnessStore {
   #open(): void {
     if (this.#closed) throw new StoreClosedError();
   }
+}
+
+const setImmediateOf = (globalThis as { setImmediate?: (run: () => void) => unknown })
+  .setImmediate;
+
+/** Runs `run` once this turn of the event loop has handled its I/O (Node's, Deno's, Bun's `setImmediate`). */
+function afterTurn(run: () => void): void {
+  if (setImmediateOf !== undefined) setImmediateOf(run);
+  else setTimeout(run, 0);
 }
 
 /** How a SQLite file store syncs to disk (SQLite's `synchronous` pragma, in WAL mode). */
@@ -299,6 +485,15 @@ export function preparingDriver(db: PreparingDatabaseLike): SqlDriver {
         }
         throw error;
       }
+    },
+    begin() {
+      statement("BEGIN IMMEDIATE").run();
+    },
+    commit() {
+      statement("COMMIT").run();
+    },
+    rollback() {
+      statement("ROLLBACK").run();
     },
     close() {
       statements.clear();

@@ -98,6 +98,15 @@ export interface HarnessStore {
   list<T = unknown>(prefix: string, options?: ListOptions): MaybePromise<[string, T][]>;
   /** Applies `batch` atomically, in order. An empty batch does nothing. */
   write(batch: readonly StoreOp[]): MaybePromise<void>;
+  /**
+   * Group commit (optional): applies `batch` now, in order with every other write (a refused
+   * batch throws now and changes nothing; this store's reads see the batch at once), and
+   * resolves once it is durable, committed in one transaction with the batches written beside
+   * it (those of one turn of the event loop). A rejection means that none of that transaction's
+   * batches was kept: whatever was decided on them must be read back from the store. A `write`
+   * while batches wait joins them and commits them all before it returns.
+   */
+  writeGrouped?(batch: readonly StoreOp[]): Promise<void>;
   /** Releases the store (closes the database file). Later calls throw `StoreClosedError`. */
   close?(): MaybePromise<void>;
   /**

@@ -4,6 +4,11 @@
  */
 import { brainApiBearer, type BrainApiOptions, MIN_BRAIN_API_TOKEN_LENGTH } from "../brain-api.ts";
 import type { Harness, HarnessOptions } from "../harness.ts";
+import {
+  metricsBearer,
+  type MetricsEndpointOptions,
+  MIN_METRICS_TOKEN_LENGTH,
+} from "../metrics-endpoint.ts";
 import type { ExecutorCredential } from "../token-endpoint.ts";
 import type { DurableObjectNamespaceLike } from "./types.ts";
 
@@ -42,6 +47,12 @@ export interface HarnessEnv {
   BMA_CREDENTIALS?: string;
   /** Bearer token of the brain API; without it the brain API answers 401 to everyone. */
   BMA_BRAIN_TOKEN?: string;
+  /**
+   * Bearer token of each object's `GET /v1/harness/<object name>/metrics` (OpenMetrics text);
+   * without it there is no such route (404), and a too short one (under 16 characters) admits
+   * nobody.
+   */
+  BMA_METRICS_TOKEN?: string;
   /** Heartbeat interval handed to executors, ms (the lease is twice that). Default 15000. */
   BMA_HEARTBEAT_INTERVAL_MS?: string;
   /** Lifetime of issued executor tokens, s. Default 300. */
@@ -66,8 +77,8 @@ export interface HarnessEnv {
 /**
  * The options the environment describes: the token endpoint and its JWT check
  * (`BMA_JWT_SECRET`, `BMA_CREDENTIALS`, ...), heartbeat, frame and request limits,
- * `insecureNoAuth`, and the brain API behind `BMA_BRAIN_TOKEN`. Throws on malformed
- * credentials.
+ * `insecureNoAuth`, the brain API behind `BMA_BRAIN_TOKEN` and the metrics behind
+ * `BMA_METRICS_TOKEN`. Throws on malformed credentials.
  */
 export function harnessOptionsFromEnv(env: HarnessEnv): HarnessObjectOptions {
   const secret = env.BMA_JWT_SECRET;
@@ -84,6 +95,9 @@ export function harnessOptionsFromEnv(env: HarnessEnv): HarnessObjectOptions {
     ...(requestTimeoutMs ? { requestTimeoutMs } : {}),
     ...(env.BMA_INSECURE_NO_AUTH === "true" ? { insecureNoAuth: true } : {}),
     brainApi: { authorize: brainToken(env.BMA_BRAIN_TOKEN) },
+    ...(env.BMA_METRICS_TOKEN !== undefined
+      ? { metricsEndpoint: { authorize: metricsToken(env.BMA_METRICS_TOKEN) } }
+      : {}),
     ...(typeof secret === "string" && secret !== ""
       ? {
         tokens: {
@@ -115,6 +129,12 @@ function parseCredentials(text: string | undefined): ExecutorCredential[] {
       "each credential needs environmentId + environmentKey or machineId + machineToken",
     );
   });
+}
+
+/** The metrics endpoint's `authorize`: the bearer `token`; a too short one admits nobody. */
+function metricsToken(token: string): MetricsEndpointOptions["authorize"] {
+  if (typeof token !== "string" || token.length < MIN_METRICS_TOKEN_LENGTH) return () => false;
+  return metricsBearer(token);
 }
 
 /** The brain API's `authorize`: the bearer `token`; none (or a too short one) admits nobody. */

@@ -24,6 +24,11 @@ import {
 
 /** The object's path prefix of the brain API (the Worker strips `/v1/harness/<name>`). */
 export const BRAIN_PATH = "/_brain";
+/**
+ * `/v1/harness/<name>/metrics` as the object receives it: answered by the harness's own
+ * `GET /metrics` (`metricsEndpoint`), so each object is scraped at a URL that names it.
+ */
+const METRICS_VIA_BRAIN_PATH = `${BRAIN_PATH}/metrics`;
 
 /** What a socket's attachment holds: its id, and the connection's latest snapshot. */
 interface Attachment {
@@ -92,11 +97,15 @@ export class HarnessObject {
 
   /**
    * Executor upgrades (decided by the harness before any socket: 400, 401, 404, 503), the
-   * brain API under {@linkcode BRAIN_PATH}, and the rest of the harness's HTTP side (token
-   * endpoint).
+   * brain API under {@linkcode BRAIN_PATH} (its `metrics` being the harness's metrics), and
+   * the rest of the harness's HTTP side (token endpoint, `GET /metrics`).
    */
   async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url);
+    if (url.pathname === METRICS_VIA_BRAIN_PATH) {
+      url.pathname = "/metrics";
+      return settled(request, await this.harness.fetch(new Request(url, request)));
+    }
     if (url.pathname === BRAIN_PATH || url.pathname.startsWith(`${BRAIN_PATH}/`)) {
       if (!this.#brainApi) return json(404, { error: "not_found" });
       return settled(request, await this.#brainApi.fetch(request));

@@ -1,15 +1,16 @@
 /**
  * The child of the store benchmark (store.ts), on one runtime: for each store it is given,
- * writes durable events' batches one after another — the batch an accepted `session.event`
- * needs: the record, its dedup key, the acknowledged sequence — for `durationMs` after a
- * warm-up, and prints the rate as one JSON line.
+ * writes durable events' batches — the batch an accepted `session.event` needs: the harness's
+ * epoch check and the stored event — for `durationMs` after a warm-up, and prints the rate as
+ * one JSON line. One batch after another (`write`), or, with `:grouped`, 64 batches per turn of
+ * the event loop through `writeGrouped` (group commit), as a windowed executor sends them.
  *
- *   <runtime> store-child.ts <durationMs> <warmupMs> <runs> <label=kind[:driver[:synchronous]]>...
+ *   <runtime> store-child.ts <durationMs> <warmupMs> <runs> <label=kind[:driver[:synchronous[:grouped]]]>...
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type HarnessStore, MemoryHarnessStore } from "../../mod.ts";
+import { type HarnessStore, MemoryHarnessStore, type StoreOp } from "../../mod.ts";
 // Each runtime's opener; they load their driver only when called, so all three import anywhere.
 import { openSqliteStore as openOnBun } from "../../harness/store/sqlite.bun.ts";
 import { openSqliteStore as openOnDeno } from "../../harness/store/sqlite.deno.ts";
@@ -44,31 +45,51 @@ async function open(spec: string, run: string): Promise<HarnessStore> {
   });
 }
 
+/** The batch of the `count`th event: the epoch check, the stored event (as the harness writes them). */
+function eventBatch(count: number, run: string): StoreOp[] {
+  const session = `ses_${run}_${Math.floor(count / PER_SESSION)}`;
+  const index = (count % PER_SESSION) + 1;
+  const record = {
+    index,
+    session_id: session,
+    event: { type: "text", text: "the tool printed a line of output" },
+    turn_id: "turn_1",
+    event_id: `evt_${count}`,
+    sequence: index,
+    received_at: 1764547200000 + count,
+  };
+  return [
+    { check: "w/epoch", value: 1 },
+    {
+      put: `ev/${session}/${String(index).padStart(10, "0")}`,
+      value: { record, rpc: `string:evt_${count}`, bytes: 180 },
+    },
+  ];
+}
+
 /** Writes events for `ms`; the number written. */
-function writeEvents(store: HarnessStore, ms: number, run: string): { count: number; ms: number } {
+async function writeEvents(
+  store: HarnessStore,
+  ms: number,
+  run: string,
+  grouped: boolean,
+): Promise<{ count: number; ms: number }> {
+  store.write([{ put: "w/epoch", value: 1 }]);
   const started = performance.now();
   const end = started + ms;
   let count = 0;
+  const durable: Promise<void>[] = [];
   while (count < MAX_EVENTS) {
-    const session = `ses_${run}_${Math.floor(count / PER_SESSION)}`;
-    const index = (count % PER_SESSION) + 1;
-    const record = {
-      index,
-      session_id: session,
-      event: { type: "text", text: "the tool printed a line of output" },
-      turn_id: "turn_1",
-      event_id: `evt_${count}`,
-      sequence: index,
-      received_at: 1764547200000 + count,
-    };
-    store.write([
-      { put: `e:${session}:${String(index).padStart(10, "0")}`, value: record },
-      { put: `ee:${session}:evt_${count}`, value: index },
-      { put: `s:${session}:acked`, value: index },
-    ]);
+    if (grouped) {
+      durable.push(store.writeGrouped!(eventBatch(count, run)));
+      if (durable.length === 64) await Promise.all(durable.splice(0));
+    } else {
+      store.write(eventBatch(count, run));
+    }
     count++;
     if ((count & 63) === 0 && performance.now() >= end) break;
   }
+  await Promise.all(durable);
   return { count, ms: performance.now() - started };
 }
 
@@ -76,12 +97,13 @@ const results: Record<string, number[]> = {};
 for (const spec of specs) {
   const [label, kind] = spec.split("=");
   results[label] = [];
+  const grouped = kind.endsWith(":grouped");
   const warm = await open(kind, `${label}-warm`);
-  writeEvents(warm, warmupMs, "w");
+  await writeEvents(warm, warmupMs, "w", grouped);
   await warm.close?.();
   for (let r = 0; r < runs; r++) {
     const store = await open(kind, `${label}-${r}`);
-    const { count, ms } = writeEvents(store, durationMs, String(r));
+    const { count, ms } = await writeEvents(store, durationMs, String(r), grouped);
     await store.close?.();
     results[label].push((count / ms) * 1000);
   }

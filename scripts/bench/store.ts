@@ -1,9 +1,9 @@
 /**
  * The harness store's cost per durable event: the batch an accepted `session.event` writes (the
- * record, its dedup key, the acknowledged sequence) into the memory store and into the SQLite
- * file store (each driver of each runtime; WAL, `synchronous` NORMAL and FULL), one batch after
- * another, in a child process per runtime (store-child.ts). Ratios are against the memory store
- * of the same child.
+ * harness's epoch check and the stored event) into the memory store and into the SQLite file
+ * store (each driver of each runtime; WAL, `synchronous` NORMAL and FULL), one batch after
+ * another, and with group commit (64 batches a turn), in a child process per runtime
+ * (store-child.ts). Ratios are against the memory store of the same child.
  */
 import { spawn } from "node:child_process";
 import { join } from "node:path";
@@ -19,18 +19,21 @@ export const STORE_CASES: Record<Runtime, Record<string, string>> = {
     memory: "memory",
     "sqlite (libsql)": "sqlite:libsql",
     "sqlite, full sync (default driver)": "sqlite:libsql:full",
+    "sqlite, group commit of 64 (default driver)": "sqlite:libsql:normal:grouped",
   },
   deno: {
     memory: "memory",
     "sqlite (node:sqlite)": "sqlite:node",
     "sqlite (libsql)": "sqlite:libsql",
     "sqlite, full sync (default driver)": "sqlite:node:full",
+    "sqlite, group commit of 64 (default driver)": "sqlite:node:normal:grouped",
   },
   bun: {
     memory: "memory",
     "sqlite (bun:sqlite)": "sqlite:bun",
     "sqlite (libsql)": "sqlite:libsql",
     "sqlite, full sync (default driver)": "sqlite:bun:full",
+    "sqlite, group commit of 64 (default driver)": "sqlite:bun:normal:grouped",
   },
 };
 

@@ -1,0 +1,61 @@
+/**
+ * The SDK's one way for a wait to honour an `AbortSignal`: every public call that waits (on a
+ * peer, a connection, a process or a timer) and takes a `signal` rejects with
+ * {@linkcode RequestAbortedError} once it aborts, the signal's reason as the error's `cause`. An
+ * already-aborted signal rejects at once and nothing is started. Aborting stops the wait only:
+ * what was already sent or started goes on (a caller that must undo it, as a tool call's
+ * `tool.cancel`, says so with `onAbort`).
+ */
+import { RequestAbortedError } from "./errors.ts";
+
+/** Throws {@linkcode RequestAbortedError} for `method` when `signal` has aborted. */
+export function throwIfAborted(signal: AbortSignal | undefined, method: string): void {
+  if (signal?.aborted) throw new RequestAbortedError(method, signal.reason);
+}
+
+/**
+ * A promise rejected with {@linkcode RequestAbortedError} for `method` when `signal` has aborted,
+ * else `undefined`: `return aborted(signal, method) ?? start()` starts nothing once aborted.
+ */
+export function aborted(
+  signal: AbortSignal | undefined,
+  method: string,
+): Promise<never> | undefined {
+  return signal?.aborted
+    ? Promise.reject(new RequestAbortedError(method, signal.reason))
+    : undefined;
+}
+
+/**
+ * `promise`, unless `signal` aborts first: then it rejects with {@linkcode RequestAbortedError}
+ * for `method` and `onAbort` runs (to withdraw a waiter, or cancel what the wait was for).
+ * Without a signal it is `promise` itself, so a call given none pays nothing for this. The
+ * abort listener is removed once `promise` settles, and `promise`'s own rejection is handled
+ * either way (an abandoned wait must not report an unhandled rejection).
+ */
+export function raceSignal<T>(
+  promise: Promise<T>,
+  signal: AbortSignal | undefined,
+  method: string,
+  onAbort?: () => void,
+): Promise<T> {
+  if (!signal) return promise;
+  return new Promise<T>((resolve, reject) => {
+    const abort = () => {
+      reject(new RequestAbortedError(method, signal.reason));
+      onAbort?.();
+    };
+    promise.then(
+      (value) => {
+        signal.removeEventListener("abort", abort);
+        resolve(value);
+      },
+      (error) => {
+        signal.removeEventListener("abort", abort);
+        reject(error);
+      },
+    );
+    if (signal.aborted) abort();
+    else signal.addEventListener("abort", abort, { once: true });
+  });
+}
