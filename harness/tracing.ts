@@ -7,12 +7,7 @@
  */
 import type { Telemetry, TracedSpan } from "../protocol/telemetry.ts";
 import { type TraceContext, traceContext, withTraceContext } from "../protocol/trace-context.ts";
-import {
-  type HarnessStore,
-  isPromiseLike,
-  type MaybePromise,
-  type StoreOp,
-} from "./store/store.ts";
+import { type HarnessStore, watchedStore } from "./store/store.ts";
 
 /** What a traced request goes out with. */
 export interface Outgoing {
@@ -60,32 +55,9 @@ export function ending<T>(span: TracedSpan | undefined, promise: Promise<T>): Pr
  * span current when the write is made (a tool call's, a session assignment's).
  */
 export function tracedStore(store: HarnessStore, telemetry: Telemetry): HarnessStore {
-  const write = (batch: readonly StoreOp[]): MaybePromise<void> => {
-    const span = telemetry.start(
-      "store.write",
-      "internal",
-      { "bma.store.ops": batch.length },
-      undefined,
-    );
-    let written: MaybePromise<void>;
-    try {
-      written = store.write(batch);
-    } catch (error) {
-      span.end(error);
-      throw error;
-    }
-    if (!isPromiseLike(written)) {
-      span.end();
-      return written;
-    }
-    return ending(span, Promise.resolve(written));
-  };
-  const traced: HarnessStore = {
-    get: (key) => store.get(key),
-    list: (prefix, options) => store.list(prefix, options),
-    write,
-    ...(store.close ? { close: () => store.close!() } : {}),
-    ...(store.singleWriter !== undefined ? { singleWriter: store.singleWriter } : {}),
-  };
-  return traced;
+  return watchedStore<TracedSpan>(store, {
+    start: (batch) =>
+      telemetry.start("store.write", "internal", { "bma.store.ops": batch.length }, undefined),
+    end: (span, failed, error) => failed ? span.end(error) : span.end(),
+  });
 }

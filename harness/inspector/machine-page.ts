@@ -184,11 +184,16 @@ function attach(view) {
   page.terminal = t;
   $("terminal-close").disabled = view.exited;
   container.dataset.terminal = view.id;
+  // The size shown, and the size the program was last told: equal once a resize has landed.
+  container.dataset.size = container.dataset.sent = view.cols + "x" + view.rows;
   term.onData((data) => { t.pending += data; flushInput(t); });
   term.onResize(({ cols, rows }) => {
+    container.dataset.size = cols + "x" + rows;
     clearTimeout(t.resizeTimer);
     t.resizeTimer = setTimeout(() => {
-      if (!t.exited) post("api/terminals/" + enc(t.id) + "/resize", { cols, rows }).catch((e) => showError("terminal-error", e));
+      if (!t.exited) post("api/terminals/" + enc(t.id) + "/resize", { cols, rows })
+        .then(() => { if (page.terminal === t) container.dataset.sent = cols + "x" + rows; })
+        .catch((e) => showError("terminal-error", e));
     }, 100);
   });
   addEventListener("resize", t.onWindowResize);

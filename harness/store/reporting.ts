@@ -7,7 +7,7 @@
  */
 import type { Clock } from "../../protocol/clock.ts";
 import type { Logger } from "../../protocol/logger.ts";
-import { type HarnessStore, isPromiseLike, type MaybePromise, type StoreOp } from "./store.ts";
+import { type HarnessStore, watchedStore } from "./store.ts";
 import { StoreFencedError } from "./claim.ts";
 
 /** Failures after the first are summed up at most this often. */
@@ -46,44 +46,10 @@ export function reportingStore(store: HarnessStore, logger: Logger, clock: Clock
     total = 0;
     unsaid = 0;
   };
-  const write = (batch: readonly StoreOp[]): MaybePromise<void> => {
-    let written: MaybePromise<void>;
-    try {
-      written = store.write(batch);
-    } catch (error) {
-      fail(error);
-      throw error;
-    }
-    if (!isPromiseLike(written)) {
-      succeed();
-      return written;
-    }
-    return Promise.resolve(written).then(succeed, (error) => {
-      fail(error);
-      throw error;
-    });
-  };
-  const writeGrouped = (batch: readonly StoreOp[]): Promise<void> => {
-    let written: Promise<void>;
-    try {
-      written = store.writeGrouped!(batch);
-    } catch (error) {
-      fail(error);
-      throw error;
-    }
-    return written.then(succeed, (error) => {
-      fail(error);
-      throw error;
-    });
-  };
-  return {
-    get: (key) => store.get(key),
-    list: (prefix, options) => store.list(prefix, options),
-    write,
-    ...(store.writeGrouped ? { writeGrouped } : {}),
-    ...(store.close ? { close: () => store.close!() } : {}),
-    ...(store.singleWriter ? { singleWriter: true } : {}),
-  };
+  return watchedStore<undefined>(store, {
+    start: () => undefined,
+    end: (_, failed, error) => failed ? fail(error) : succeed(),
+  });
 }
 
 function describe(error: unknown): string {

@@ -351,3 +351,53 @@ export function batchTexts(
   }
   return { texts, checks };
 }
+
+/** What a {@linkcode watchedStore} is told of each write: `start` before it, `end` once it is over. */
+export interface WriteWatcher<T> {
+  /** A write of `batch` begins (`write` or `writeGrouped`); returns what `end` is given. */
+  start(batch: readonly StoreOp[]): T;
+  /** It is over: stored (`failed` false) or refused, thrown or rejected with `error`. */
+  end(started: T, failed: boolean, error?: unknown): void;
+}
+
+/**
+ * `store` with each write shown to `watcher` (a synchronous answer at once, a promise when it
+ * settles; a refusal still reaches the caller), its reads, `close`, `singleWriter` and group
+ * commit passed through: the one shape of the harness's store wrappers (failure reports,
+ * metrics, spans).
+ */
+export function watchedStore<T>(store: HarnessStore, watcher: WriteWatcher<T>): HarnessStore {
+  const watch = (
+    batch: readonly StoreOp[],
+    write: (batch: readonly StoreOp[]) => MaybePromise<void>,
+  ): MaybePromise<void> => {
+    const started = watcher.start(batch);
+    let written: MaybePromise<void>;
+    try {
+      written = write(batch);
+    } catch (error) {
+      watcher.end(started, true, error);
+      throw error;
+    }
+    if (!isPromiseLike(written)) {
+      watcher.end(started, false);
+      return written;
+    }
+    return Promise.resolve(written).then(() => watcher.end(started, false), (error) => {
+      watcher.end(started, true, error);
+      throw error;
+    });
+  };
+  const plain = (batch: readonly StoreOp[]) => store.write(batch);
+  const grouped = (batch: readonly StoreOp[]) => store.writeGrouped!(batch);
+  return {
+    get: (key) => store.get(key),
+    list: (prefix, options) => store.list(prefix, options),
+    write: (batch) => watch(batch, plain),
+    ...(store.writeGrouped
+      ? { writeGrouped: (batch) => watch(batch, grouped) as Promise<void> }
+      : {}),
+    ...(store.close ? { close: () => store.close!() } : {}),
+    ...(store.singleWriter ? { singleWriter: true } : {}),
+  };
+}

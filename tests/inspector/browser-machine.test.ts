@@ -148,14 +148,28 @@ describe("inspector in Chromium: the machine of a session", {
     assert.ok(!(await screen()).includes("term-$((6*7))term-42"), "the output is its own line");
   });
 
+  /** The terminal's size once the program was told the size shown (the page's fit landed). */
+  async function settledSize(): Promise<{ cols: number; rows: number }> {
+    const handle = await page.waitForFunction(() => {
+      const box = document.getElementById("terminal")!;
+      return box.dataset.size !== undefined && box.dataset.size === box.dataset.sent &&
+        box.dataset.size;
+    });
+    const [cols, rows] = String(await handle.jsonValue()).split("x").map(Number);
+    return { cols, rows };
+  }
+
   it("follows the window's size: the program sees the new rows and columns", async () => {
-    const [before] = await terminals();
+    const before = await settledSize();
+    assert.equal((await terminals())[0].cols, before.cols);
     await page.setViewportSize({ width: 760, height: 900 });
-    let resized = before;
-    for (let i = 0; i < 200 && resized.cols === before.cols; i++) {
-      await page.waitForTimeout(50);
-      [resized] = await terminals();
-    }
+    await page.waitForFunction((cols) => {
+      const box = document.getElementById("terminal")!;
+      return box.dataset.size !== `${cols.cols}x${cols.rows}`;
+    }, before);
+    const shown = await settledSize();
+    const [resized] = await terminals();
+    assert.deepEqual({ cols: resized.cols, rows: resized.rows }, shown);
     assert.ok(resized.cols < before.cols, `narrower: ${before.cols} -> ${resized.cols} columns`);
     await type("stty size");
     await screenShows(`${resized.rows} ${resized.cols}`);
