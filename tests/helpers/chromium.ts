@@ -22,3 +22,16 @@ export const CHROMIUM_ARGS: readonly string[] = [
   "--disable-component-update",
   "--disable-sync",
 ];
+
+/**
+ * Chromium's environment: this process's, in a UTF-8 locale. In the C locale (a bare machine's, or
+ * a runner that passes no `LANG`), Chromium cannot name a download that has a non-ASCII name and
+ * calls it after its URL instead.
+ */
+export function chromiumEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (value !== undefined) env[key] = value;
+  }
+  return { ...env, LANG: "C.UTF-8", LC_ALL: "C.UTF-8" };
+}

@@ -31,7 +31,7 @@ import {
   serveMachine,
   type Session,
 } from "../../node.ts";
-import { CHROMIUM_ARGS, chromiumPath } from "../helpers/chromium.ts";
+import { CHROMIUM_ARGS, chromiumEnv, chromiumPath } from "../helpers/chromium.ts";
 
 const RUNTIME = "Deno" in globalThis ? "deno" : "Bun" in globalThis ? "bun" : "node";
 const SCREENSHOT = fileURLToPath(new URL("../../docs/inspector-machine.png", import.meta.url));
@@ -78,6 +78,7 @@ describe("inspector in Chromium: the machine of a session", {
     browser = await chromium.launch({
       executablePath: await chromiumPath(),
       args: [...CHROMIUM_ARGS],
+      env: chromiumEnv(),
     });
     page = await browser.newPage({ viewport: { width: 1200, height: 900 }, acceptDownloads: true });
     page.setDefaultTimeout(20_000);

@@ -28,7 +28,7 @@ import {
   serveInspector,
 } from "../../node.ts";
 import * as z from "zod";
-import { CHROMIUM_ARGS, chromiumPath } from "../helpers/chromium.ts";
+import { CHROMIUM_ARGS, chromiumEnv, chromiumPath } from "../helpers/chromium.ts";
 
 const RUNTIME = "Deno" in globalThis ? "deno" : "Bun" in globalThis ? "bun" : "node";
 const NARROW_SCREENSHOT = fileURLToPath(
@@ -110,6 +110,7 @@ describe("inspector in Chromium: coming back to it", {
     browser = await chromium.launch({
       executablePath: await chromiumPath(),
       args: [...CHROMIUM_ARGS],
+      env: chromiumEnv(),
     });
     context = await browser.newContext({ viewport: { width: 1360, height: 900 } });
     context.setDefaultTimeout(20_000);

@@ -31,7 +31,7 @@ import {
 } from "../../node.ts";
 import { createBashAgent } from "../../agent/examples/bash-agent.node.ts";
 import * as z from "zod";
-import { CHROMIUM_ARGS, chromiumPath } from "../helpers/chromium.ts";
+import { CHROMIUM_ARGS, chromiumEnv, chromiumPath } from "../helpers/chromium.ts";
 
 const RUNTIME = "Deno" in globalThis ? "deno" : "Bun" in globalThis ? "bun" : "node";
 const SCREENSHOT = fileURLToPath(new URL("../../docs/inspector.png", import.meta.url));
@@ -67,6 +67,7 @@ describe("inspector in Chromium", {
     browser = await chromium.launch({
       executablePath: await chromiumPath(),
       args: [...CHROMIUM_ARGS],
+      env: chromiumEnv(),
     });
     page = await browser.newPage({ viewport: { width: 1360, height: 900 } });
     page.setDefaultTimeout(20_000);
