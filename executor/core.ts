@@ -35,7 +35,7 @@ import {
   type SharedRequestHandler,
 } from "../protocol/peer.ts";
 import { randomHex } from "../protocol/ids.ts";
-import { type Telemetry, telemetryOf, type TracedSpan } from "../protocol/telemetry.ts";
+import { spanning, type Telemetry, telemetryOf } from "../protocol/telemetry.ts";
 import { traceContextOf } from "../protocol/trace-context.ts";
 import { ArtifactUploader } from "./artifacts.ts";
 import { computeCapabilities, sameCapabilities } from "./capabilities.ts";
@@ -206,7 +206,7 @@ export class ExecutorCore implements SessionWork, ServedTools {
       const span = telemetry.start("session.assign", "server", {
         "bma.session_id": params.session_id,
       }, traceContextOf(params));
-      return ended(span, () => this.#assign(params, context));
+      return spanning(span, () => this.#assign(params, context));
     });
     table.onRequest("session.stop", (params) => this.#stopSession(params));
     table.onRequest("tool.call", (params, context) => calls.call(params, context));
@@ -484,28 +484,6 @@ export class ExecutorCore implements SessionWork, ServedTools {
       telemetry: this.telemetry,
     };
   }
-}
-
-/** What `fn` returns (or its promise), ending `span` when it is known; thrown errors end it too. */
-function ended<T>(span: TracedSpan, fn: () => T | Promise<T>): T | Promise<T> {
-  let value: T | Promise<T>;
-  try {
-    value = fn();
-  } catch (error) {
-    span.end(error);
-    throw error;
-  }
-  if (!(value instanceof Promise)) {
-    span.end();
-    return value;
-  }
-  return value.then((result) => {
-    span.end();
-    return result;
-  }, (error) => {
-    span.end(error);
-    throw error;
-  });
 }
 
 function checkOptions(options: ExecutorClientOptions): void {

@@ -430,7 +430,7 @@ export class ToolCallRunner {
       call.reporting = true;
       const log = this.#deps.callLog;
       if (log) this.#ended(call, result, log);
-      if (call.span) endSpan(call.span, result);
+      call.span?.endWithOutcome(result);
       return this.#deps.results.send(result);
     };
     const context = new CallContext(call, (update) => this.#progress(call, update));
@@ -655,11 +655,4 @@ function parsedOutput(tool: string, schema: zc.$ZodType, value: unknown): Record
   throw new InvalidToolOutputError(
     `the ${tool} handler returned a result its output schema refuses (${issues.join("; ")})`,
   );
-}
-
-/** Ends a call's server span with the outcome it reports. */
-function endSpan(span: TracedSpan, result: ToolResultParams): void {
-  span.set("bma.tool.outcome", result.outcome);
-  if (result.is_error) span.set("bma.tool.is_error", true);
-  span.end(result.outcome === "completed" ? undefined : result.error?.message ?? result.outcome);
 }

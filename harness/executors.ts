@@ -35,7 +35,7 @@ import {
 import type { Clock } from "../protocol/clock.ts";
 import type { Logger } from "../protocol/logger.ts";
 import { randomId } from "../protocol/ids.ts";
-import type { Telemetry } from "../protocol/telemetry.ts";
+import { spanning, type Telemetry } from "../protocol/telemetry.ts";
 import { traceContext } from "../protocol/trace-context.ts";
 import type { ToolOutcomeUnknownReason } from "./errors.ts";
 import type {
@@ -65,7 +65,7 @@ import {
 import { type HarnessStore, isPromiseLike, type MaybePromise } from "./store/store.ts";
 import type { ToolCalls } from "./tool-calls.ts";
 import { storeUnavailable } from "./tool-call-ledger.ts";
-import { ending, outgoing, traced } from "./tracing.ts";
+import { outgoing, traced } from "./tracing.ts";
 
 /**
  * How a harness started on a store sets the leases of the executors it reads back:
@@ -372,14 +372,7 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
     if (typeof ids.session_id === "string") attributes["bma.session_id"] = ids.session_id;
     if (typeof ids.turn_id === "string") attributes["bma.turn_id"] = ids.turn_id;
     const out = outgoing(telemetry, name, attributes, trace);
-    let sent: Promise<T>;
-    try {
-      sent = send(traced(params, out.trace), rest);
-    } catch (error) {
-      out.span?.end(error);
-      throw error;
-    }
-    return ending(out.span, sent);
+    return spanning(out.span, () => send(traced(params, out.trace), rest)) as Promise<T>;
   }
 
   notify<M extends HarnessNotificationMethod>(

@@ -6,7 +6,7 @@
  * Part of the harness's sessions (sessions.ts).
  */
 import { aborted, raceSignal } from "../protocol/abort.ts";
-import type { Telemetry } from "../protocol/telemetry.ts";
+import { spanning, type Telemetry } from "../protocol/telemetry.ts";
 import type {
   SessionAssignParams,
   SessionMetadata,
@@ -63,14 +63,7 @@ export class SessionAssignments {
       "bma.executor_id": executor.id,
     }, options.trace);
     const { trace: _given, ...rest } = options;
-    try {
-      const session = await this.#assign(executor, params, rest, out);
-      out.span?.end();
-      return session;
-    } catch (error) {
-      out.span?.end(error);
-      throw error;
-    }
+    return await spanning(out.span, () => this.#assign(executor, params, rest, out));
   }
 
   async #assign(

@@ -427,9 +427,5 @@ export class ToolCalls implements CallOps<SessionEntry> {
 
 /** Ends a call's client span with its outcome. */
 function endWith(span: TracedSpan, entry: ToolCallEntry): void {
-  entry.outcome.then((result) => {
-    span.set("bma.tool.outcome", result.outcome);
-    if (result.is_error) span.set("bma.tool.is_error", true);
-    span.end(result.outcome === "completed" ? undefined : result.error?.message ?? result.outcome);
-  }, (error) => span.end(error));
+  entry.outcome.then((result) => span.endWithOutcome(result), (error) => span.end(error));
 }

@@ -38,18 +38,6 @@ export function traced<P extends object>(params: P, trace: TraceContext | undefi
   return trace ? withTraceContext(params, trace) : params;
 }
 
-/** `promise`, ending `span` when it settles (an error status when it rejects). */
-export function ending<T>(span: TracedSpan | undefined, promise: Promise<T>): Promise<T> {
-  if (!span) return promise;
-  return promise.then((value) => {
-    span.end();
-    return value;
-  }, (error) => {
-    span.end(error);
-    throw error;
-  });
-}
-
 /**
  * `store` whose writes are `store.write` spans (the batch's size in `bma.store.ops`), under the
  * span current when the write is made (a tool call's, a session assignment's).

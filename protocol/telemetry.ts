@@ -152,6 +152,46 @@ export class TracedSpan {
     }
     this.#span.end();
   }
+
+  /** Ends the span with a tool call's outcome: an error status unless it completed. */
+  endWithOutcome(result: {
+    readonly outcome: string;
+    readonly is_error?: boolean;
+    readonly error?: { readonly message: string };
+  }): void {
+    this.set("bma.tool.outcome", result.outcome);
+    if (result.is_error) this.set("bma.tool.is_error", true);
+    this.end(result.outcome === "completed" ? undefined : result.error?.message ?? result.outcome);
+  }
+}
+
+/**
+ * What `run` returns (or its promise), `span` ended once that is known: with the error when
+ * `run` throws or its promise rejects. Without a span, `run()` itself.
+ */
+export function spanning<T>(
+  span: TracedSpan | undefined,
+  run: () => T | Promise<T>,
+): T | Promise<T> {
+  if (!span) return run();
+  let value: T | Promise<T>;
+  try {
+    value = run();
+  } catch (error) {
+    span.end(error);
+    throw error;
+  }
+  if (!(value instanceof Promise)) {
+    span.end();
+    return value;
+  }
+  return value.then((result) => {
+    span.end();
+    return result;
+  }, (error) => {
+    span.end(error);
+    throw error;
+  });
 }
 
 /** One instance's OpenTelemetry: its tracer, and the parent a new span takes. */
@@ -202,16 +242,13 @@ export class Telemetry {
     const tracestate = own.traceState?.serialize() || parent?.tracestate;
     // A span of no tracer (a no-op provider's, with no parent) has an invalid context: what goes
     // on then is the parent's context as it came, or none.
-    const trace = traceContext({
+    const mine = traceContext({
       traceparent: formatTraceparent(own.traceId, own.spanId, own.traceFlags),
       tracestate,
-    }) ?? parent;
-    return new TracedSpan(
-      span,
-      trace,
-      trace && parseTraceparent(trace.traceparent)?.traceId,
-      api.trace.setSpan(base, span),
-    );
+    });
+    const trace = mine ?? parent;
+    const traceId = mine ? own.traceId : remote ? remote.traceId : undefined;
+    return new TracedSpan(span, trace, traceId, api.trace.setSpan(base, span));
   }
 
   /**
