@@ -13,10 +13,13 @@
  * synchronous one) an event is decided within the request's own turn, without a microtask.
  *
  * The log keeps the most recent events, within a count and a size
- * ({@linkcode EventLogOptions.maxRecords}, {@linkcode EventLogOptions.maxBytes}), in memory and
- * in the store alike: older ones are dropped (the sink has every one of them), and a reader that
- * falls behind continues at the oldest record still kept, the jump in
- * {@linkcode SessionEventRecord.index} showing what it missed. Deduplication does not depend on
+ * ({@linkcode EventLogOptions.maxRecords}, {@linkcode EventLogOptions.maxBytes}): older ones are
+ * dropped (the sink has every one of them), and a reader that falls behind continues at the
+ * oldest record still kept, the jump in {@linkcode SessionEventRecord.index} showing what it
+ * missed. The store lets go of dropped events a block of {@linkcode EVENT_BLOCK} indexes at a
+ * time (one prefix delete once the whole block is dropped, instead of a delete in every event's
+ * batch: that row write cost as much as the event's own), and of a large one at once, so it holds
+ * at most a block more than the log, and reads back only the log's bounds. Deduplication does not depend on
  * what is kept: its windows of JSON-RPC ids and event ids are bounded on their own (`remember`).
  * A log opened again on a store (the harness restarted) reads its kept events back on first use
  * and rebuilds its windows from them.
@@ -34,7 +37,7 @@ import {
   UnavailableError,
 } from "../protocol/generated/errors.ts";
 import { RecentIds } from "../protocol/bounded-set.ts";
-import { keys, type SessionEventRecord, type StoredEvent } from "./records.ts";
+import { EVENT_BLOCK, keys, type SessionEventRecord, type StoredEvent } from "./records.ts";
 import {
   type HarnessStore,
   isPromiseLike,
@@ -54,6 +57,14 @@ export type SessionEventSink = (record: SessionEventRecord) => void | Promise<vo
 export const DEFAULT_MAX_SESSION_EVENTS = 10_000;
 /** The default size of the events a session's log keeps: 32 MiB of their frames. */
 export const DEFAULT_MAX_SESSION_EVENT_BYTES = 32 * 1024 * 1024;
+
+/**
+ * A dropped event larger than this share of the byte bound is deleted from the store at once,
+ * not with its block: what the store holds beyond the bound stays within a block of small ones.
+ */
+const AT_ONCE_SHARE = 1 / 1024;
+/** The most block deletes one event's batch carries (a store left with many catches up later). */
+const MAX_BLOCKS_PER_BATCH = 16;
 
 /** Options of an {@linkcode EventLog}. */
 export interface EventLogOptions {
@@ -99,6 +110,10 @@ export class EventLog {
   #head = 0;
   /** How many events were dropped from the front: the position of the oldest kept one. */
   #dropped = 0;
+  /** The store holds no event below this index (its blocks below are deleted). */
+  #storedFrom = 1;
+  /** What `#storedFrom` becomes once the batch being written is accepted. */
+  #nextStoredFrom = 1;
   #bytes = 0;
   readonly #maxRecords: number;
   readonly #maxBytes: number;
@@ -342,9 +357,7 @@ export class EventLog {
     if (!store) return this.#keep(record, rpc, size, params, drop);
     const stored: StoredEvent = { record, rpc, bytes: size };
     const batch: StoreOp[] = [{ put: keys.event(this.sessionId, record.index), value: stored }];
-    for (let i = 0; i < drop; i++) {
-      batch.push({ delete: keys.event(this.sessionId, this.#records[this.#head + i]!.index) });
-    }
+    if (drop > 0) this.#trim(batch, record, drop);
     if (store.writeGrouped !== undefined) {
       return this.#persistGrouped(store, batch, record, rpc, size, params, drop);
     }
@@ -408,6 +421,27 @@ export class EventLog {
     this.#pendingLoad = true;
   }
 
+  /**
+   * Adds to `batch` the deletes that dropping the `drop` oldest kept events (to keep `record`)
+   * calls for: each large one, and every block now wholly below the oldest event kept.
+   */
+  #trim(batch: StoreOp[], record: SessionEventRecord, drop: number): void {
+    const atOnce = this.#maxBytes * AT_ONCE_SHARE;
+    for (let i = 0; i < drop; i++) {
+      if (this.#sizes[this.#head + i] > atOnce) {
+        batch.push({ delete: keys.event(this.sessionId, this.#records[this.#head + i]!.index) });
+      }
+    }
+    const kept = this.#records.length - this.#head - drop;
+    const oldest = kept > 0 ? this.#records[this.#head + drop]!.index : record.index;
+    let block = Math.floor(this.#storedFrom / EVENT_BLOCK);
+    const last = Math.min(Math.floor(oldest / EVENT_BLOCK), block + MAX_BLOCKS_PER_BATCH);
+    for (; block < last; block++) {
+      batch.push({ deletePrefix: keys.eventBlock(this.sessionId, block) });
+    }
+    this.#nextStoredFrom = Math.max(this.#storedFrom, block * EVENT_BLOCK);
+  }
+
   /** How many of the oldest kept events must go to add one of `bytes`. */
   #overflow(bytes: number): number {
     let count = this.#records.length - this.#head + 1;
@@ -433,6 +467,7 @@ export class EventLog {
     const records = this.#records;
     records.push(record);
     this.#sizes.push(size);
+    if (drop > 0) this.#storedFrom = this.#nextStoredFrom;
     this.#bytes += size;
     for (let i = 0; i < drop; i++) {
       this.#bytes -= this.#sizes[this.#head];
@@ -511,16 +546,18 @@ export class EventLog {
     if (!this.#pendingLoad) return this.#loading;
     this.#pendingLoad = false;
     let listed: MaybePromise<[string, StoredEvent][]>;
+    // The oldest event stored: below the bounds' window when the last run's trimming lagged
+    // (or its bounds were wider), and where this run's trimming starts.
+    let first: MaybePromise<[string, StoredEvent][]>;
     try {
-      listed = this.#store!.list<StoredEvent>(keys.events(this.sessionId), {
-        reverse: true,
-        limit: this.#maxRecords,
-      });
+      const prefix = keys.events(this.sessionId);
+      listed = this.#store!.list<StoredEvent>(prefix, { reverse: true, limit: this.#maxRecords });
+      first = this.#store!.list<StoredEvent>(prefix, { limit: 1 });
     } catch {
       this.#pendingLoad = true;
       throw storeRefused();
     }
-    const adopt = (rows: [string, StoredEvent][]) => {
+    const adopt = ([rows, oldest]: [string, StoredEvent][][]) => {
       this.#loading = undefined;
       const events: StoredEvent[] = [];
       let bytes = 0;
@@ -536,6 +573,7 @@ export class EventLog {
       this.#head = 0;
       this.#bytes = bytes;
       this.#dropped = last - events.length;
+      this.#storedFrom = this.#nextStoredFrom = oldest[0]?.[1].record.index ?? last + 1;
       for (const { record, rpc } of events) {
         this.#rpcIds.add(rpc);
         if (record.event_id !== undefined) this.#eventIds.add(record.event_id);
@@ -544,11 +582,11 @@ export class EventLog {
         }
       }
     };
-    if (!isPromiseLike(listed)) {
-      adopt(listed);
+    if (!isPromiseLike(listed) && !isPromiseLike(first)) {
+      adopt([listed, first]);
       return undefined;
     }
-    this.#loading = listed.then(adopt, () => {
+    this.#loading = Promise.all([listed, first]).then(adopt, () => {
       this.#loading = undefined;
       this.#pendingLoad = true;
       return Promise.reject(storeRefused());

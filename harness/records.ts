@@ -164,6 +164,11 @@ export interface CallRecord {
 /** The width numbers are padded to in keys (up to 10^15: ms timestamps, indexes). */
 const WIDTH = 15;
 
+/** The digits of an event's index that its block's key prefix leaves out. */
+const EVENT_BLOCK_DIGITS = 2;
+/** How many consecutive event indexes share a key prefix ({@linkcode keys}`.eventBlock`). */
+export const EVENT_BLOCK = 10 ** EVENT_BLOCK_DIGITS;
+
 /** `n` zero-padded to the keys' width. */
 export function padded(n: number): string {
   return String(n).padStart(WIDTH, "0");
@@ -182,6 +187,12 @@ export const keys = {
   endedOrder: "se/",
   event: (sessionId: string, index: number): string => `ev/${sessionId}/${padded(index)}`,
   events: (sessionId: string): string => `ev/${sessionId}/`,
+  /**
+   * The prefix of the events of `sessionId` numbered `block * EVENT_BLOCK` to
+   * `(block + 1) * EVENT_BLOCK - 1`: the padded index but its last digits.
+   */
+  eventBlock: (sessionId: string, block: number): string =>
+    `ev/${sessionId}/${padded(block * EVENT_BLOCK).slice(0, -EVENT_BLOCK_DIGITS)}`,
   call: (id: string): string => `c/${id}`,
   calls: "c/",
   /** The store's holder record (`harness/store/claim.ts`). */

@@ -53,7 +53,13 @@ export interface CallSuiteOptions {
 }
 
 /** The cases of the SDK (not the raw baselines): twinned by `--compare`. */
-export const SDK_CASES: readonly string[] = ["tool-ws", "tool-unix", "tool-memory", "events"];
+export const SDK_CASES: readonly string[] = [
+  "tool-ws",
+  "tool-unix",
+  "tool-memory",
+  "events",
+  "events-sqlite",
+];
 
 /** How many durable events the heap figure fills a session with, and the longer run after. */
 export const HEAP_EVENTS = 10_000;
@@ -224,14 +230,12 @@ export async function runCallSuite(
   if (options.cases) specs = specs.filter((s) => options.cases!.includes(s.id));
   if (options.compare) {
     // The twins share their group with the cases they are compared with, so the turns
-    // interleave them; Unix socket paths get their own names.
+    // interleave them; Unix socket paths and SQLite files get their own names.
     const twins = specs.filter((s) => SDK_CASES.includes(s.id)).map((s): CaseSpec => ({
       ...s,
       id: `${s.id}@base`,
       root: options.compare,
-      first: s.first.map((arg) =>
-        arg.endsWith(".sock") ? arg.replace(/\.sock$/, "-base.sock") : arg
-      ),
+      first: s.first.map((arg) => arg.replace(/\.(sock|db)$/, "-base.$1")),
       firstFlags: undefined,
     }));
     specs = specs.flatMap((s) => [s, ...twins.filter((t) => t.id === `${s.id}@base`)]);

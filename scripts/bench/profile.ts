@@ -4,9 +4,9 @@
  *
  *   npx tsx scripts/bench/profile.ts PROFILE.cpuprofile [--top 40] [--filter text]
  *
- * To profile one case: `npx tsx scripts/bench/profile.ts --run memory|tool-ws [--ms 3000]`
- * runs the in-memory tool-call case (or the WebSocket case: harness and executor in two
- * processes) on Node under `--cpu-prof`, pinned to CPU 0, and prints every profile's summary.
+ * To profile one case: `npx tsx scripts/bench/profile.ts --run memory|tool-ws|events|events-sqlite
+ * [--ms 3000]` runs the in-memory tool-call case (or the WebSocket case: harness and executor in
+ * two processes; or durable events, without a store or with a SQLite file) on Node under `--cpu-prof`, pinned to CPU 0, and prints every profile's summary.
  * `INFLIGHT=64` keeps 64 calls in flight; `PROFILE_DIR=dir` keeps the .cpuprofile files (open
  * them in Chrome DevTools, or read their line ticks).
  */
@@ -101,6 +101,32 @@ async function profileCase(which: string, ms: number, top: number): Promise<void
       driver = await Child.start("node", ["memory"], { runtimeFlags: flags, cpu: 0 });
       children.push(driver);
       await driver.ready;
+    } else if (which === "events" || which === "events-sqlite") {
+      const harnessArgs = which === "events" ? [] : [join(dir, "events.db"), "normal"];
+      const harness = await Child.start("node", ["events-harness", ...harnessArgs], {
+        runtimeFlags: flags,
+        cpu: 0,
+      });
+      children.push(harness);
+      const { url } = await harness.ready;
+      driver = await Child.start("node", ["events-executor", String(url)], {
+        runtimeFlags: flags,
+        cpu: 0,
+      });
+      children.push(driver);
+      await driver.ready;
+      const inflight = Number(process.env.INFLIGHT ?? 1);
+      const client = `events-w${inflight === 1 ? 1 : 64}`;
+      for (const length of [2000, ms]) {
+        const { sessions } = await harness.send("fresh", { executors: 2 });
+        const session = (sessions as Record<string, string>)[client];
+        const reply = await driver.send("run", { inflight, ms: length, client, session });
+        if (length === ms) {
+          console.log(
+            `${which}: ${((Number(reply.count) / Number(reply.ms)) * 1000).toFixed(0)} events/s`,
+          );
+        }
+      }
     } else {
       driver = await Child.start("node", ["tool-harness", "tcp"], { runtimeFlags: flags, cpu: 0 });
       children.push(driver);
@@ -112,12 +138,14 @@ async function profileCase(which: string, ms: number, top: number): Promise<void
       children.push(executor);
       await executor.ready;
     }
-    const inflight = Number(process.env.INFLIGHT ?? 1);
-    await driver.send("run", { inflight, ms: 2000 });
-    const reply = await driver.send("run", { inflight, ms });
-    console.log(
-      `${which}: ${((Number(reply.count) / Number(reply.ms)) * 1000).toFixed(0)} calls/s`,
-    );
+    if (!which.startsWith("events")) {
+      const inflight = Number(process.env.INFLIGHT ?? 1);
+      await driver.send("run", { inflight, ms: 2000 });
+      const reply = await driver.send("run", { inflight, ms });
+      console.log(
+        `${which}: ${((Number(reply.count) / Number(reply.ms)) * 1000).toFixed(0)} calls/s`,
+      );
+    }
   } finally {
     for (const child of children) await child.stop(10_000);
   }
