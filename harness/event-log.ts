@@ -17,10 +17,9 @@
  * dropped (the sink has every one of them), and a reader that falls behind continues at the
  * oldest record still kept, the jump in {@linkcode SessionEventRecord.index} showing what it
  * missed. The store lets go of dropped events a block of {@linkcode EVENT_BLOCK} indexes at a
- * time (one prefix delete once the whole block is dropped, instead of a delete in every event's
- * batch: that row write cost as much as the event's own), and of a large one at once, so it holds
- * at most a block more than the log, and reads back only the log's bounds. Deduplication does not depend on
- * what is kept: its windows of JSON-RPC ids and event ids are bounded on their own (`remember`).
+ * time (one prefix delete once the whole block is dropped, instead of a second row write in every
+ * event's batch), and of a large one at once, so it holds at most a block more than the log, and
+ * reads back only the log's bounds. Deduplication does not depend on what is kept: its windows of JSON-RPC ids and event ids are bounded on their own (`remember`).
  * A log opened again on a store (the harness restarted) reads its kept events back on first use
  * and rebuilds its windows from them.
  */

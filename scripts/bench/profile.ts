@@ -6,7 +6,8 @@
  *
  * To profile one case: `npx tsx scripts/bench/profile.ts --run memory|tool-ws|events|events-sqlite
  * [--ms 3000]` runs the in-memory tool-call case (or the WebSocket case: harness and executor in
- * two processes; or durable events, without a store or with a SQLite file) on Node under `--cpu-prof`, pinned to CPU 0, and prints every profile's summary.
+ * two processes; or durable events, without a store or with a SQLite file) on Node under
+ * `--cpu-prof`, pinned to CPU 0, and prints every profile's summary.
  * `INFLIGHT=64` keeps 64 calls in flight; `PROFILE_DIR=dir` keeps the .cpuprofile files (open
  * them in Chrome DevTools, or read their line ticks).
  */
@@ -95,6 +96,9 @@ async function profileCase(which: string, ms: number, top: number): Promise<void
   const dir = mkdtempSync(join(tmpdir(), "bma-prof-"));
   const flags = ["--cpu-prof", `--cpu-prof-dir=${dir}`];
   const children: Child[] = [];
+  const inflight = Number(process.env.INFLIGHT ?? 1);
+  let unit = "calls";
+  let runParams = (): Promise<Record<string, unknown>> => Promise.resolve({});
   try {
     let driver: Child;
     if (which === "memory") {
@@ -115,18 +119,13 @@ async function profileCase(which: string, ms: number, top: number): Promise<void
       });
       children.push(driver);
       await driver.ready;
-      const inflight = Number(process.env.INFLIGHT ?? 1);
+      // The executor drives, each run in a fresh session (as in the bench).
       const client = `events-w${inflight === 1 ? 1 : 64}`;
-      for (const length of [2000, ms]) {
+      unit = "events";
+      runParams = async () => {
         const { sessions } = await harness.send("fresh", { executors: 2 });
-        const session = (sessions as Record<string, string>)[client];
-        const reply = await driver.send("run", { inflight, ms: length, client, session });
-        if (length === ms) {
-          console.log(
-            `${which}: ${((Number(reply.count) / Number(reply.ms)) * 1000).toFixed(0)} events/s`,
-          );
-        }
-      }
+        return { client, session: (sessions as Record<string, string>)[client] };
+      };
     } else {
       driver = await Child.start("node", ["tool-harness", "tcp"], { runtimeFlags: flags, cpu: 0 });
       children.push(driver);
@@ -138,14 +137,11 @@ async function profileCase(which: string, ms: number, top: number): Promise<void
       children.push(executor);
       await executor.ready;
     }
-    if (!which.startsWith("events")) {
-      const inflight = Number(process.env.INFLIGHT ?? 1);
-      await driver.send("run", { inflight, ms: 2000 });
-      const reply = await driver.send("run", { inflight, ms });
-      console.log(
-        `${which}: ${((Number(reply.count) / Number(reply.ms)) * 1000).toFixed(0)} calls/s`,
-      );
-    }
+    await driver.send("run", { inflight, ms: 2000, ...(await runParams()) });
+    const reply = await driver.send("run", { inflight, ms, ...(await runParams()) });
+    console.log(
+      `${which}: ${((Number(reply.count) / Number(reply.ms)) * 1000).toFixed(0)} ${unit}/s`,
+    );
   } finally {
     for (const child of children) await child.stop(10_000);
   }
