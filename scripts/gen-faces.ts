@@ -12,7 +12,7 @@
  * - `mod.ts`: `protocol/core.ts` whole and each end face but its protocol part, a name two ends
  *   define (`SessionState`) under each end's prefix ({@linkcode JOINED});
  *
- * and for each runtime of {@linkcode RUNTIMES},
+ * and for each runtime of {@linkcode RUNTIMES} (`runtime/runtimes.ts`, the one list of them),
  *
  * - `executor/<runtime>.ts`: the executor face, its `ExecutorClient` preset with the runtime's
  *   record (`runtime/<runtime>.ts`) and, on a runtime with a machine, `serveMachine` and the
@@ -20,139 +20,32 @@
  * - `harness/<runtime>.ts` (where the runtime has one): the harness face and its `Harness`
  *   preset with the record, and the runtime's own harness names;
  * - `<runtime>.ts`: the whole portable API (`mod.ts`), the two ends' presets and own names from
- *   the files above, and the runtime's own names (its transport, its SQLite store).
+ *   the files above, and the runtime's own names (its transport, its SQLite store);
+ *
+ * and the lists that name the runtimes ({@linkcode MANIFESTS}): the runtimes' subpaths in
+ * `deno.json`'s and `package.json`'s exports (npm's are deno.json's, mapped to `dist/`; the
+ * portable faces, the `mod.ts` files, are kept as they stand), the runtimes' root entries in
+ * `deno.json`'s `publish.include`, and `tsconfig.core.json`'s exclusion of every file named for a
+ * runtime (`<runtime>.ts`, `*.<runtime>.ts`).
  *
  * A file's leading doc comment (the module's documentation, which `deno doc` shows and whose
  * examples `npm run check` type-checks) is written by hand and kept, and so is a face's text
  * outside its block; the rest is generated. `--check` fails when a file differs from what would
  * be written (run by `npm run check`); `npm run gen` rewrites them. Adding a runtime: write its
  * record in `runtime/<runtime>.ts`, add it to {@linkcode RUNTIMES}, run `npm run gen`, then write
- * the new files' doc comments and add the subpaths to `deno.json` and `package.json`.
+ * the new entry points' doc comments.
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, relative, resolve } from "node:path";
+import { basename, dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { API } from "typescript/unstable/sync";
 import { SyntaxKind } from "typescript/unstable/ast";
 import { isExportDeclaration, isNamedExports, isStringLiteral } from "typescript/unstable/ast/is";
+import { MACHINE, type Names, type RuntimeEntries, RUNTIMES } from "../runtime/runtimes.ts";
 
 const root = resolve(fileURLToPath(new URL("..", import.meta.url)));
-
-/** Names an entry point takes from a module (paths from the root): `"type X"` for a type. */
-interface Names {
-  readonly from: string;
-  /** `"all"`: every name the module exports (a face of its own, with an explicit list). */
-  readonly names: readonly string[] | "all";
-}
-
-/** What a runtime's entry points add to the portable faces. */
-interface RuntimeEntries {
-  /** Its record is `runtime/<name>.ts`'s `<name>Runtime`; its entries are named `<name>.ts`. */
-  readonly name: string;
-  /** The runtime in prose. */
-  readonly label: string;
-  /** The PTY host the runtime's `serveMachine` uses by default; null: it serves no machine. */
-  readonly machine: { readonly pty: string; readonly from: string } | null;
-  /** The harness entry's own names beside its `Harness`; null: no harness entry (no preset). */
-  readonly harness: readonly Names[] | null;
-  /** The root entry's own names, beside the portable API and the ends' entries. */
-  readonly root: readonly Names[];
-}
-
-/** What every runtime with a machine adds to the executor face (`executor/machine/`). */
-const MACHINE: readonly Names[] = [
-  { from: "executor/machine/child-env.node.ts", names: ["type ChildEnvironmentOptions"] },
-  { from: "executor/machine/limits.ts", names: ["type MachineLimits"] },
-  { from: "executor/machine/mcp-config.ts", names: ["type McpServerConfig"] },
-  {
-    from: "executor/machine/pty.ts",
-    names: [
-      "type Pty",
-      "type PtyEvents",
-      "type PtyExit",
-      "type PtyHost",
-      "PtySpawnError",
-      "type PtySpawnOptions",
-    ],
-  },
-  { from: "executor/machine/serve.node.ts", names: ["type ServeMachineOptions"] },
-];
-
-/** The inspector's server (`node:http`, which Node, Deno and Bun run). */
-const INSPECTOR: readonly Names[] = [{
-  from: "harness/inspector/serve.node.ts",
-  names: ["type InspectorServer", "serveInspector", "type ServeInspectorOptions"],
-}];
-
-/** The runtimes, each with what its entry points export beside the portable faces. */
-const RUNTIMES: readonly RuntimeEntries[] = [
-  {
-    name: "node",
-    label: "Node",
-    machine: { pty: "nodePty", from: "executor/machine/pty.node.ts" },
-    harness: INSPECTOR,
-    root: [
-      { from: "transport/node.ts", names: ["dialWebSocket", "serveWebSocket"] },
-      { from: "runtime/node.ts", names: ["openSqliteStore"] },
-      {
-        from: "harness/store/sqlite.node.ts",
-        names: ["type NodeSqliteDriver", "type NodeSqliteStoreOptions"],
-      },
-    ],
-  },
-  {
-    name: "deno",
-    label: "Deno",
-    machine: { pty: "nodePty", from: "executor/machine/pty.node.ts" },
-    harness: INSPECTOR,
-    root: [
-      { from: "transport/deno.ts", names: ["dialWebSocket", "serveWebSocket"] },
-      {
-        from: "harness/store/sqlite.deno.ts",
-        names: ["type DenoSqliteDriver", "type DenoSqliteStoreOptions", "openSqliteStore"],
-      },
-    ],
-  },
-  {
-    name: "bun",
-    label: "Bun",
-    machine: { pty: "bunPty", from: "executor/machine/pty.bun.ts" },
-    harness: INSPECTOR,
-    root: [
-      { from: "transport/bun.ts", names: ["dialWebSocket", "serveWebSocket"] },
-      {
-        from: "harness/store/sqlite.bun.ts",
-        names: ["type BunSqliteDriver", "type BunSqliteStoreOptions", "openSqliteStore"],
-      },
-    ],
-  },
-  {
-    name: "workers",
-    label: "Cloudflare Workers",
-    machine: null,
-    // The harness on Workers is the portable one, hosted by a Durable Object.
-    harness: null,
-    root: [
-      { from: "transport/workers.ts", names: ["dialWebSocket"] },
-      { from: "harness/workers/mod.ts", names: "all" },
-      {
-        from: "harness/store/durable-object.workers.ts",
-        names: [
-          "DurableObjectKvStore",
-          "type DurableObjectListOptions",
-          "durableObjectSqlDriver",
-          "type DurableObjectSqlLike",
-          "type DurableObjectStoreOptions",
-          "type DurableObjectStoreStorage",
-          "type DurableObjectTransactionLike",
-          "openDurableObjectStore",
-        ],
-      },
-    ],
-  },
-];
 
 /** One exported name. */
 interface Name {
@@ -563,10 +456,7 @@ function generate(): Map<string, string> {
   const whole = RUNTIMES.flatMap((r) => r.root.filter((n) => n.names === "all").map((n) => n.from));
   const read = exportLists([CORE, ...JOINED.map((j) => j.face), ...whole]);
   const { files, names } = faces(read);
-  const exports: Record<string, string> = JSON.parse(
-    readFileSync(join(root, "deno.json"), "utf8"),
-  ).exports;
-  const published = new Set(Object.values(exports).map((path) => relative(".", path)));
+  const published = new Set(RUNTIMES.flatMap(subpathFiles));
   const lists: Lists = {
     of: (n) => n.names === "all" ? read.get(n.from)! : n.names.map(parse),
     faceBut: (face, taken) => {
@@ -582,6 +472,87 @@ function generate(): Map<string, string> {
     files.set(`${runtime.name}.ts`, rootEntry(runtime, ends, lists));
   }
   return files;
+}
+
+/** The files beside the entry points that name the runtimes, which this script writes. */
+const MANIFESTS = { deno: "deno.json", npm: "package.json", core: "tsconfig.core.json" } as const;
+
+/**
+ * The entry points of `runtime` that are public subpaths (from the root): `<runtime>.ts`, and
+ * where the runtime publishes them, its ends' (`executor/<runtime>.ts`, `harness/<runtime>.ts`).
+ */
+function subpathFiles(runtime: RuntimeEntries): string[] {
+  const ends = runtime.endSubpaths ? ["executor", ...(runtime.harness ? ["harness"] : [])] : [];
+  return [`${runtime.name}.ts`, ...ends.map((end) => `${end}/${runtime.name}.ts`)];
+}
+
+/**
+ * `deno.json`'s exports: the portable faces (the `mod.ts` files) as they stand, each followed by
+ * the runtimes' entry points in its folder (`./executor` by `./executor/node`, …; the root by
+ * `./node`, …), in the order of {@linkcode RUNTIMES}.
+ */
+function denoExports(current: Readonly<Record<string, string>>): Record<string, string> {
+  const files = RUNTIMES.flatMap(subpathFiles);
+  const exports: Record<string, string> = {};
+  const placed = new Set<string>();
+  for (const [subpath, target] of Object.entries(current)) {
+    const file = relative(".", target);
+    if (basename(file) !== "mod.ts") continue; // a runtime's entry point: written below
+    exports[subpath] = target;
+    for (const entry of files.filter((f) => dirname(f) === dirname(file))) {
+      exports[`./${entry.slice(0, -".ts".length)}`] = `./${entry}`;
+      placed.add(entry);
+    }
+  }
+  const homeless = files.filter((f) => !placed.has(f));
+  if (homeless.length) {
+    throw new Error(`${MANIFESTS.deno}: no face (mod.ts) beside ${homeless.join(", ")}`);
+  }
+  return exports;
+}
+
+/** `text` of a JSON file as `deno fmt` keeps it (two spaces, a final newline). */
+const json = (value: unknown) => JSON.stringify(value, null, 2) + "\n";
+
+/**
+ * The manifests with their runtimes' lists written from {@linkcode RUNTIMES}: `deno.json`'s
+ * exports and the root entries of its `publish.include`, `package.json`'s exports (deno.json's,
+ * each as its compiled `dist/` files) and `tsconfig.core.json`'s excludes. Each is formatted as
+ * `deno fmt` keeps it.
+ */
+function manifests(): Map<string, string> {
+  const read = (file: string) => readFileSync(join(root, file), "utf8");
+  const deno = JSON.parse(read(MANIFESTS.deno));
+  deno.exports = denoExports(deno.exports);
+  // The root's modules are `mod.ts` and the runtimes' entries, which follow it.
+  const rootModule = (p: string) => /^[^/]+\.ts$/.test(p);
+  const include: string[] = deno.publish.include;
+  const at = Math.max(0, include.findIndex(rootModule));
+  deno.publish.include = include.filter((p) => !rootModule(p));
+  deno.publish.include.splice(at, 0, "mod.ts", ...RUNTIMES.map((r) => `${r.name}.ts`));
+  const npm = JSON.parse(read(MANIFESTS.npm));
+  npm.exports = Object.fromEntries(
+    Object.entries(deno.exports as Record<string, string>).map(([subpath, target]) => {
+      const compiled = `./dist/${relative(".", target).slice(0, -".ts".length)}`;
+      return [subpath, { types: `${compiled}.d.ts`, default: `${compiled}.js` }];
+    }),
+  );
+  // The portable core compiles without a runtime's types: every file named for one is left out.
+  const exclude = [
+    "**/*.test.ts",
+    ...RUNTIMES.flatMap((r) => [`**/${r.name}.ts`, `**/*.${r.name}.ts`]),
+  ];
+  const core = read(MANIFESTS.core);
+  const list = /"exclude": \[[^\]]*\]/;
+  if (!list.test(core)) throw new Error(`${MANIFESTS.core}: no "exclude" list`);
+  const excludeText = `"exclude": [\n${
+    exclude.map((p) => `    ${JSON.stringify(p)}`).join(",\n")
+  }\n  ]`;
+  return new Map([
+    [MANIFESTS.deno, json(deno)],
+    [MANIFESTS.npm, json(npm)],
+    [MANIFESTS.core, core.replace(list, excludeText)],
+  ]);
 }
 
 /** `files` formatted as `deno fmt` formats the repository. */
@@ -607,12 +578,12 @@ function formatted(files: Map<string, string>): Map<string, string> {
 function main(): void {
   const check = process.argv.includes("--check");
   let stale = false;
-  for (const [file, text] of formatted(generate())) {
+  for (const [file, text] of [...formatted(generate()), ...manifests()]) {
     const path = join(root, file);
     const current = existsSync(path) ? readFileSync(path, "utf8") : "";
     if (current === text) continue;
     if (check) {
-      console.error(`${file} is out of date with the faces it joins: run npm run gen`);
+      console.error(`${file} is out of date with what scripts/gen-faces.ts writes: run npm run gen`);
       stale = true;
     } else {
       writeFileSync(path, text);
@@ -620,7 +591,7 @@ function main(): void {
     }
   }
   if (stale) process.exit(1);
-  if (check) console.log("the runtime entry points and the joined faces match the faces");
+  if (check) console.log("the runtime entry points, the joined faces and the manifests match");
 }
 
 main();
