@@ -12,9 +12,10 @@
  *   schemas and predicates: an editor offered `FooSchema` where it was no value);
  * - the contract's schemas and predicates (and its method and tool tables) are values of
  *   `/protocol` alone;
- * - `/node`, `/deno`, `/bun` and `/workers` export the same names, each apart from its runtime's
- *   own ({@linkcode RUNTIME_OWN}), and all of the portable root's; `/executor/{node,deno,bun}`
- *   agree apart from their PTY, `/harness/{node,deno,bun}` agree entirely.
+ * - the runtimes' entry points (`/node`, `/deno`, `/bun`, `/workers`: `runtime/runtimes.ts`'s
+ *   list) export the same names, each apart from its runtime's own as that table lists them
+ *   ({@linkcode runtimeOwn}), and all of the portable root's; their `/executor/<runtime>` agree
+ *   apart from their PTY, their `/harness/<runtime>` agree entirely.
  *
  * The type checker's part runs from Node only: the compiler API (`typescript/unstable/sync`)
  * reads the `tsgo` process's pipes synchronously through their file descriptors, which Deno
@@ -28,6 +29,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { MACHINE, type Names, RUNTIMES } from "../../runtime/runtimes.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const SNAPSHOT = join(ROOT, "tests/publication/surface.snapshot.txt");
@@ -45,57 +47,25 @@ const SDK_FACES = Object.keys(EXPORTS).filter((face) => face !== "./protocol");
 /** The contract's values any face may export: its version and its method and tool names. */
 const CONTRACT_CONSTANTS = new Set(["CONTRACT_VERSION", "methods", "PROTOCOLS", "TOOL_NAMES"]);
 
-/** What Node, Deno and Bun serve that a Worker cannot: this machine, a listening socket, a file. */
-const PROCESS_RUNTIME = [
-  "ChildEnvironmentOptions",
-  "InspectorServer",
-  "MachineLimits",
-  "McpServerConfig",
-  "openSqliteStore",
-  "Pty",
-  "PtyEvents",
-  "PtyExit",
-  "PtyHost",
-  "PtySpawnError",
-  "PtySpawnOptions",
-  "serveInspector",
-  "ServeInspectorOptions",
-  "serveMachine",
-  "ServeMachineOptions",
-  "serveWebSocket",
-];
+/** The modules a runtime's root entry exports whole (`names: "all"`), read beside the faces. */
+const WHOLE = RUNTIMES.flatMap((r) => r.root.filter((n) => n.names === "all").map((n) => n.from));
 
-/** Each runtime entry point's own names: the others export the rest alike. */
-const RUNTIME_OWN: Record<string, readonly string[]> = {
-  "./node": [...PROCESS_RUNTIME, "nodePty", "NodeSqliteDriver", "NodeSqliteStoreOptions"],
-  "./deno": [...PROCESS_RUNTIME, "nodePty", "DenoSqliteDriver", "DenoSqliteStoreOptions"],
-  "./bun": [...PROCESS_RUNTIME, "bunPty", "BunSqliteDriver", "BunSqliteStoreOptions"],
-  "./workers": [
-    "BRAIN_API_PREFIX",
-    "createHarnessWorker",
-    "DurableObjectIdLike",
-    "DurableObjectKvStore",
-    "DurableObjectListOptions",
-    "DurableObjectNamespaceLike",
-    "durableObjectSqlDriver",
-    "DurableObjectSqlLike",
-    "DurableObjectStateLike",
-    "DurableObjectStorageLike",
-    "DurableObjectStoreOptions",
-    "DurableObjectStoreStorage",
-    "DurableObjectStubLike",
-    "DurableObjectTransactionLike",
-    "HarnessEnv",
-    "HarnessObject",
-    "HarnessObjectOptions",
-    "harnessOptionsFromEnv",
-    "HarnessWorker",
-    "HarnessWorkerOptions",
-    "openDurableObjectStore",
-    "routeOfToken",
-    "WorkersWebSocket",
-  ],
-};
+/**
+ * Each runtime entry point's own names, as `runtime/runtimes.ts` lists them (the list the entry
+ * points are generated from): the others export the rest alike. `modules` has the names of the
+ * modules a list takes whole.
+ */
+function runtimeOwn(modules: Surface): Map<string, string[]> {
+  const names = (n: Names) =>
+    n.names === "all"
+      ? [...modules.get(n.from)!.keys()]
+      : n.names.map((name) => name.replace(/^type /, ""));
+  return new Map(RUNTIMES.map((r) => [`./${r.name}`, [
+    ...r.root.flatMap(names),
+    ...(r.harness ?? []).flatMap(names),
+    ...(r.machine ? [...MACHINE.flatMap(names), r.machine.pty, "serveMachine"] : []),
+  ]]));
+}
 
 /** How a face exports a name. */
 interface Exported {
@@ -119,7 +89,7 @@ const byName = (a: string, b: string) => {
  * the face unless using it as one fails to compile (what `export type` makes of a value), which
  * a probe module that touches each such name on each face's namespace shows.
  */
-async function readSurface(): Promise<Surface> {
+async function readSurface(faces: Readonly<Record<string, string>>): Promise<Surface> {
   const { API, SymbolFlags } = await import("typescript/unstable/sync");
   const dir = mkdtempSync(join(tmpdir(), "bma-surface-"));
   try {
@@ -135,7 +105,7 @@ async function readSurface(): Promise<Surface> {
           types: ["node"],
           typeRoots: [join(ROOT, "node_modules/@types")],
         },
-        files: [...Object.values(EXPORTS).map((file) => join(ROOT, file)), probe],
+        files: [...Object.values(faces).map((file) => join(ROOT, file)), probe],
       }),
     );
     const api = new API({ cwd: ROOT });
@@ -145,7 +115,7 @@ async function readSurface(): Promise<Surface> {
       const surface: Surface = new Map();
       const probed: { at: number; face: string; name: string }[] = [];
       let text = "";
-      for (const [i, [face, file]] of Object.entries(EXPORTS).entries()) {
+      for (const [i, [face, file]] of Object.entries(faces).entries()) {
         const source = project.program.getSourceFile(join(ROOT, file));
         assert.ok(source, `${file} is in the program`);
         const module = project.checker.getSymbolAtLocation(source);
@@ -216,8 +186,14 @@ describe("the public surface", {
   skip: !onNode && "the compiler API's synchronous pipes run on Node only",
 }, () => {
   let surface: Surface;
+  /** The names of the modules of {@linkcode WHOLE}, which are no faces. */
+  const modules: Surface = new Map();
   before(async () => {
-    surface = await readSurface();
+    surface = await readSurface({ ...EXPORTS, ...Object.fromEntries(WHOLE.map((f) => [f, f])) });
+    for (const file of WHOLE) {
+      modules.set(file, surface.get(file)!);
+      surface.delete(file);
+    }
   });
   after(() => {
     if (UPDATE && surface) writeFileSync(SNAPSHOT, render(surface));
@@ -265,16 +241,22 @@ describe("the public surface", {
     assert.equal(protocol.get("Ack")?.kind, "type");
   });
 
-  it("/node, /deno, /bun and /workers export the same names apart from their runtime's own", () => {
-    const runtimes = Object.keys(RUNTIME_OWN);
+  it("the runtime entry points export the same names apart from their runtime's own", () => {
+    const own = runtimeOwn(modules);
+    const runtimes = [...own.keys()];
+    assert.deepEqual(
+      runtimes.filter((face) => !surface.has(face)),
+      [],
+      "each runtime of runtime/runtimes.ts is a face",
+    );
     for (const face of runtimes) {
       const names = surface.get(face)!;
-      const missing = RUNTIME_OWN[face].filter((name) => !names.has(name));
-      assert.deepEqual(missing, [], `${face} exports its own names (or the allow-list is stale)`);
+      const missing = own.get(face)!.filter((name) => !names.has(name));
+      assert.deepEqual(missing, [], `${face} exports its own names (or runtimes.ts is stale)`);
     }
-    const common = namesOf(surface, runtimes[0], RUNTIME_OWN[runtimes[0]]);
+    const common = namesOf(surface, runtimes[0], own.get(runtimes[0]));
     for (const face of runtimes.slice(1)) {
-      assert.deepEqual(namesOf(surface, face, RUNTIME_OWN[face]), common, `${face} vs /node`);
+      assert.deepEqual(namesOf(surface, face, own.get(face)), common, `${face} vs ${runtimes[0]}`);
     }
     // The runtime entry points export the whole portable API (the root), presets included.
     const root = namesOf(surface, ".");
@@ -283,18 +265,27 @@ describe("the public surface", {
   });
 
   it("the runtime presets of /executor and /harness agree with each other", () => {
-    const pty: Record<string, string[]> = {
-      "./executor/node": ["nodePty"],
-      "./executor/deno": ["nodePty"],
-      "./executor/bun": ["bunPty"],
-    };
-    const executor = namesOf(surface, "./executor/node", pty["./executor/node"]);
-    for (const face of ["./executor/deno", "./executor/bun"]) {
-      assert.deepEqual(namesOf(surface, face, pty[face]), executor, `${face} vs /executor/node`);
+    const published = RUNTIMES.filter((r) => r.endSubpaths);
+    const pty = (r: (typeof RUNTIMES)[number]) => r.machine ? [r.machine.pty] : [];
+    const [first, ...rest] = published;
+    const executor = namesOf(surface, `./executor/${first.name}`, pty(first));
+    for (const r of rest) {
+      const face = `./executor/${r.name}`;
+      assert.deepEqual(
+        namesOf(surface, face, pty(r)),
+        executor,
+        `${face} vs ./executor/${first.name}`,
+      );
     }
-    const harness = namesOf(surface, "./harness/node");
-    for (const face of ["./harness/deno", "./harness/bun"]) {
-      assert.deepEqual(namesOf(surface, face), harness, `${face} vs /harness/node`);
+    const [harnessFirst, ...harnessRest] = published.filter((r) => r.harness);
+    const harness = namesOf(surface, `./harness/${harnessFirst.name}`);
+    for (const r of harnessRest) {
+      const face = `./harness/${r.name}`;
+      assert.deepEqual(
+        namesOf(surface, face),
+        harness,
+        `${face} vs ./harness/${harnessFirst.name}`,
+      );
     }
   });
 });
