@@ -2,10 +2,15 @@
  * What the SDK's two ends take from the platform they run on, as one value per runtime: a
  * {@linkcode Runtime} record, built once in `runtime/<platform>.ts` (`nodeRuntime`,
  * `denoRuntime`, `bunRuntime`, `workersRuntime`) and handed to the portable classes by the
- * runtime entry points, which `scripts/gen-faces.ts` writes from the portable faces' lists.
- * Adding a runtime means writing its record (and naming its entries in that script's table).
+ * runtime entry points, which `scripts/gen-faces.ts` writes from the portable faces' lists and
+ * the table of runtimes (`runtime/runtimes.ts`). Adding a runtime means writing its record and
+ * adding it to that table.
  *
- * This module is portable (types and plain functions): the records import the platform.
+ * This module is portable (types and plain functions): the records import the platform. The
+ * dependency runs one way: `runtime/` imports the ends (their faces' types here, their
+ * runtime pieces in the records), and of the ends only the runtime entry points written into
+ * their folders (`executor/<runtime>.ts`, `harness/<runtime>.ts`) import `runtime/`
+ * (`npm run check` holds the rest to it).
  *
  * @module
  */

@@ -5,8 +5,9 @@
  * everything, JSR's publish checks (slow types included), the documentation of every
  * export of every entry point (`deno doc --lint`, JSR's rule), the examples in the entry points'
  * doc comments (`deno check --doc-only`, with the package's public specifiers mapped to the
- * sources), the runtime-import guard, and no import cycles (`dpdm`, type imports included,
- * over every module the entry points and the CLIs reach).
+ * sources), the runtime-import guard, the direction of `runtime/` (the ends do not import it)
+ * and no import cycles (`dpdm`, type imports included, over every module the entry points and
+ * the CLIs reach).
  */
 import { spawnSync } from "node:child_process";
 import {
@@ -21,6 +22,7 @@ import {
 import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { RUNTIMES } from "../runtime/runtimes.ts";
 
 const root = resolve(fileURLToPath(new URL("..", import.meta.url)));
 const bin = (name: string) => join(root, "node_modules/.bin", name);
@@ -39,7 +41,8 @@ const steps: [string, string, string[]][] = [
 
 /** Runtime-specific imports may appear only in files named for their runtime. */
 function runtimeImportGuard(): string[] {
-  const runtimeNamed = /(^|[/._-])(node|bun|deno|workers|cloudflare)([/._-]|$)/;
+  const names = RUNTIMES.map((r) => r.name).join("|");
+  const runtimeNamed = new RegExp(`(^|[/._-])(${names})([/._-]|$)`);
   const bad: string[] = [];
   const walk = (dir: string) => {
     for (const entry of readdirSync(dir)) {
@@ -62,6 +65,43 @@ function runtimeImportGuard(): string[] {
   }
   if (/from\s+["'](node:|ws["'])/.test(readFileSync(join(root, "mod.ts"), "utf8"))) {
     bad.push("mod.ts");
+  }
+  return bad;
+}
+
+/** The library's folders below `runtime/`: the ends, the transports, the protocol. */
+const LIBRARY_BELOW_RUNTIME = ["protocol", "transport", "executor", "harness", "agent"];
+
+/**
+ * `runtime/` imports the ends (its records hand their pieces to the portable classes); the ends
+ * do not import it, apart from the runtime entry points that `scripts/gen-faces.ts` writes into
+ * their folders (`executor/<runtime>.ts`, `harness/<runtime>.ts`), which hand a record to their
+ * end's classes. The files that break the rule.
+ */
+function runtimeDirectionGuard(): string[] {
+  const entries = new Set(
+    RUNTIMES.flatMap((r) => [`executor/${r.name}.ts`, `harness/${r.name}.ts`]),
+  );
+  const specifiers = /(?:from\s+|import\()["'](\.{1,2}\/[^"']+)["']/g;
+  const bad: string[] = [];
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir)) {
+      const path = join(dir, entry);
+      if (statSync(path).isDirectory()) walk(path);
+      else if (path.endsWith(".ts") && !path.endsWith(".test.ts")) {
+        const rel = relative(root, path);
+        if (entries.has(rel)) continue;
+        for (const [, specifier] of readFileSync(path, "utf8").matchAll(specifiers)) {
+          if (relative(root, resolve(dir, specifier)).startsWith("runtime/")) {
+            bad.push(rel);
+            break;
+          }
+        }
+      }
+    }
+  };
+  for (const dir of LIBRARY_BELOW_RUNTIME) {
+    if (existsSync(join(root, dir))) walk(join(root, dir));
   }
   return bad;
 }
@@ -203,6 +243,13 @@ if (bad.length) {
   failed = true;
   console.log(`FAIL runtime imports outside runtime-named files: ${bad.join(", ")}`);
 } else console.log("ok   runtime-import guard");
+const upward = runtimeDirectionGuard();
+if (upward.length) {
+  failed = true;
+  console.log(
+    `FAIL runtime/ imported below it (only runtime entry points may): ${upward.join(", ")}`,
+  );
+} else console.log("ok   runtime/ imported only by the runtime entry points");
 if (failed) {
   console.log("check failed");
   process.exit(1);

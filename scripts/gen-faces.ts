@@ -583,7 +583,9 @@ function main(): void {
     const current = existsSync(path) ? readFileSync(path, "utf8") : "";
     if (current === text) continue;
     if (check) {
-      console.error(`${file} is out of date with what scripts/gen-faces.ts writes: run npm run gen`);
+      console.error(
+        `${file} is out of date with what scripts/gen-faces.ts writes: run npm run gen`,
+      );
       stale = true;
     } else {
       writeFileSync(path, text);

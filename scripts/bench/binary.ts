@@ -1,6 +1,6 @@
 /**
  * Suite 4: the single-file executor. Builds it as `npm run compile` does (`bun build --compile
- * --minify cli/executor.node.ts`, into a temporary folder so the `dist/bma-executor` other work
+ * --minify cli/executor.bun.ts`, into a temporary folder so the `dist/bma-executor` other work
  * uses is left alone), then measures its size and, several times, the time from spawning it to
  * its registration at a local harness (harness/node.ts in this process, on 127.0.0.1).
  */
@@ -26,7 +26,7 @@ export async function runBinarySuite(starts: number): Promise<BinaryResult> {
   const built = performance.now();
   const build = spawnSync(
     bin("bun"),
-    ["build", "--compile", "--minify", "cli/executor.node.ts", "--outfile", out],
+    ["build", "--compile", "--minify", "cli/executor.bun.ts", "--outfile", out],
     { cwd: ROOT, encoding: "utf8" },
   );
   const buildMs = performance.now() - built;

@@ -572,7 +572,7 @@ if (suites.has("scale")) {
 
 if (suites.has("binary")) {
   print();
-  print("4. The compiled executor (bun build --compile --minify cli/executor.node.ts)");
+  print("4. The compiled executor (bun build --compile --minify cli/executor.bun.ts)");
   const starts = quick ? 3 : 7;
   let result: BinaryResult | undefined;
   try {

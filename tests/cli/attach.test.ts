@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { nodePty } from "../../node.ts";
 import { bunPty } from "../../bun.ts";
 import type { Pty, PtyExit } from "../../node.ts";
-import { ROOT, RUNTIME, spawnTs, tsCommand } from "../helpers/runtime-command.ts";
+import { EXECUTOR_CLI, ROOT, RUNTIME, spawnTs, tsCommand } from "../helpers/runtime-command.ts";
 
 const host = RUNTIME === "bun" ? bunPty : nodePty;
 
@@ -86,7 +86,7 @@ describe(`bma-harness attach on ${RUNTIME}`, { timeout: 90_000 }, () => {
     const cli = onPty([command, ...args], { ...env, TERM: "xterm-256color" });
     ptys.push(cli.pty);
     const [, url] = await cli.expect(/listening (ws:\/\/\S+)/);
-    const executor = spawnTs(join(ROOT, "cli/executor.node.ts"), [
+    const executor = spawnTs(EXECUTOR_CLI, [
       "--harness",
       url,
       "--workdir",

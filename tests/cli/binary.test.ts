@@ -29,7 +29,7 @@ describe("bma-executor single-file binary", { timeout: 120_000, skip: RUNTIME !=
         "build",
         "--compile",
         "--minify",
-        join(ROOT, "cli/executor.node.ts"),
+        join(ROOT, "cli/executor.bun.ts"),
         "--outfile",
         binary,
       ], {

@@ -12,14 +12,14 @@ import { Client } from "@modelcontextprotocol/sdk/client";
 import { Harness, type HarnessServer } from "../../harness/node.ts";
 import { ECHO_SERVER } from "../helpers/mcp-stdio-servers.ts";
 import {
+  EXECUTOR_CLI,
   exitCodeAfterSigterm,
   finished,
   printed,
-  ROOT,
   spawnTs,
 } from "../helpers/runtime-command.ts";
 
-const CLI = join(ROOT, "cli/executor.node.ts");
+const CLI = EXECUTOR_CLI;
 const text = (content: { type: string; text?: string }[]) =>
   content.filter((b) => b.type === "text").map((b) => b.text).join("");
 

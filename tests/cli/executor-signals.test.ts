@@ -14,7 +14,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Harness, type HarnessServer } from "../../harness/node.ts";
-import { ROOT } from "../helpers/runtime-command.ts";
+import { EXECUTOR_CLI } from "../helpers/runtime-command.ts";
 import {
   exitCodeAfterSignal,
   jsonLogs,
@@ -23,7 +23,7 @@ import {
   sendSignal,
 } from "./cli-helpers.ts";
 
-const CLI = join(ROOT, "cli/executor.node.ts");
+const CLI = EXECUTOR_CLI;
 const SIGNALS = ["SIGTERM", "SIGINT"] as const;
 
 /** The environment without any harness or credential variable of the caller's. */

@@ -16,12 +16,12 @@ import { join } from "node:path";
 import * as z from "zod";
 import { ExecutorClient } from "../../executor/node.ts";
 import { Harness } from "../../harness/node.ts";
-import { finished, ROOT, spawnTs } from "../helpers/runtime-command.ts";
+import { EXECUTOR_CLI, finished, ROOT, spawnTs } from "../helpers/runtime-command.ts";
 import { ExecutorPeer } from "../helpers/executor-peer.ts";
 import { exitCodeAfterSignal, launchCli, type RunningCli, sendSignal } from "./cli-helpers.ts";
 
 const HARNESS = join(ROOT, "cli/harness.node.ts");
-const EXECUTOR = join(ROOT, "cli/executor.node.ts");
+const EXECUTOR = EXECUTOR_CLI;
 const INFO = { os: "linux", arch: "x64", version: "1.0.0" };
 
 describe(

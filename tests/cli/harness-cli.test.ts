@@ -16,11 +16,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as z from "zod";
 import { ExecutorClient } from "../../executor/node.ts";
-import { finished, ROOT, spawnTs } from "../helpers/runtime-command.ts";
+import { EXECUTOR_CLI, finished, ROOT, spawnTs } from "../helpers/runtime-command.ts";
 import { exitCodeAfterSignal, launchCli, type RunningCli, sendSignal } from "./cli-helpers.ts";
 
 const HARNESS = join(ROOT, "cli/harness.node.ts");
-const EXECUTOR = join(ROOT, "cli/executor.node.ts");
+const EXECUTOR = EXECUTOR_CLI;
 const INFO = { os: "linux", arch: "x64", version: "1.0.0" };
 
 describe("bma-harness: flags", { timeout: 60_000 }, () => {

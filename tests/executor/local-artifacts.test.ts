@@ -18,7 +18,7 @@ import {
 } from "../../harness/node.ts";
 import type { ExecutorClient as NodeExecutorClient } from "../../executor/node.ts";
 import { localHarnessOrigin } from "../../executor/credentials.ts";
-import { printed, ROOT, spawnTs } from "../helpers/runtime-command.ts";
+import { EXECUTOR_CLI, printed, spawnTs } from "../helpers/runtime-command.ts";
 
 const RUNTIME = "Deno" in globalThis ? "deno" : "Bun" in globalThis ? "bun" : "node";
 const { Harness } = await import(`../../harness/${RUNTIME}.ts`) as {
@@ -123,7 +123,7 @@ describe("bma-executor --harness without BMA_BASE_URL", { timeout: 60_000 }, () 
       const env: Record<string, string> = { ...process.env as Record<string, string> };
       delete env.BMA_BASE_URL;
       delete env.BMA_HARNESS_URL;
-      const child = spawnTs(join(ROOT, "cli/executor.node.ts"), [
+      const child = spawnTs(EXECUTOR_CLI, [
         "--harness",
         server.url,
         "--workdir",

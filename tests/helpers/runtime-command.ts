@@ -12,6 +12,11 @@ export const RUNTIME: "node" | "deno" | "bun" = "Deno" in globalThis
   ? "bun"
   : "node";
 
+/** `bma-executor` for this runtime: the CLI's entry that injects this runtime's record. */
+export const EXECUTOR_CLI: string = fileURLToPath(
+  new URL(`../../cli/executor.${RUNTIME}.ts`, import.meta.url),
+);
+
 /** The command line that runs `script` (a .ts file) with `args` on this runtime. */
 export function tsCommand(script: string, args: string[] = []): [string, string[]] {
   if (RUNTIME === "deno") return [process.execPath, ["run", "-A", "--quiet", script, ...args]];

@@ -17,12 +17,12 @@ import type { McpMessage } from "../../harness/node.ts";
 import type { ChildEnvironmentOptions } from "../../executor/machine/child-env.node.ts";
 import { Fixtures } from "../helpers/executor-fixture.ts";
 import { runScript } from "../helpers/mcp-stdio-servers.ts";
-import { finished, printed, ROOT, spawnTs } from "../helpers/runtime-command.ts";
+import { EXECUTOR_CLI, finished, printed, spawnTs } from "../helpers/runtime-command.ts";
 import { environOf, parseEnviron, SECRETS, startMachine, until } from "./machine-fixture.ts";
 
 const MCP_SERVER = new URL("./mcp-test-server.mjs", import.meta.url).pathname;
 const GIT_PASSWORD = "ghp_SECRET_git_password_5e9d";
-const CLI = join(ROOT, "cli/executor.node.ts");
+const CLI = EXECUTOR_CLI;
 
 /** Variables set in the executor's own environment for these tests. */
 const EXECUTOR_ENV: Record<string, string> = {
