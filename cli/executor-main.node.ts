@@ -15,7 +15,7 @@
  * second signal stops at once (running calls canceled, their processes killed), a third exits
  * without waiting.
  */
-import { negativeValues } from "./argv.ts";
+import { argOptions, negativeValues } from "./argv.ts";
 import { accessSync, constants, statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { hostname } from "node:os";
@@ -171,24 +171,22 @@ function nameValue(flag: string, pairs: string[] | undefined): Record<string, st
   return out;
 }
 
-const OPTIONS = {
-  harness: { type: "string" },
-  workdir: { type: "string" },
-  name: { type: "string" },
-  "max-sessions": { type: "string" },
-  "mcp-config": { type: "string" },
-  "grace-ms": { type: "string" },
-  "drain-ms": { type: "string" },
-  "log-level": { type: "string" },
-  "log-format": { type: "string" },
-  "credential-file": { type: "string" },
-  "env-keep": { type: "string", multiple: true },
-  "env-drop": { type: "string", multiple: true },
-  "env-set": { type: "string", multiple: true },
-  "env-clear": { type: "boolean" },
-  help: { type: "boolean" },
-  version: { type: "boolean" },
-} as const;
+const OPTIONS = argOptions({
+  values: [
+    "harness",
+    "workdir",
+    "name",
+    "max-sessions",
+    "mcp-config",
+    "grace-ms",
+    "drain-ms",
+    "log-level",
+    "log-format",
+    "credential-file",
+  ],
+  lists: ["env-keep", "env-drop", "env-set"],
+  switches: ["env-clear", "help", "version"],
+});
 
 /**
  * The work directory, refused at start when the tools could not use it: missing (the message

@@ -19,7 +19,7 @@
  * schemas as text (`harness-describe.ts`) and the help text (`harness-usage.ts`).
  */
 import { parseArgs } from "node:util";
-import { negativeValues } from "./argv.ts";
+import { argOptions, negativeValues } from "./argv.ts";
 import { CONTRACT_VERSION } from "../protocol/generated/contract.ts";
 import { SDK_VERSION as VERSION } from "../executor/version.ts";
 // The inspector page's agent turns and approvals (--ui). The application imports agent/ and hands
@@ -36,17 +36,10 @@ import { Cli } from "./harness-commands.node.ts";
 import { Input, note, writeOut } from "./harness-stdio.node.ts";
 import { USAGE } from "./harness-usage.ts";
 
-const OPTIONS = {
-  host: { type: "string" },
-  port: { type: "string" },
-  unix: { type: "string" },
-  "heartbeat-ms": { type: "string" },
-  "insecure-no-auth": { type: "boolean" },
-  ui: { type: "boolean" },
-  "ui-port": { type: "string" },
-  help: { type: "boolean" },
-  version: { type: "boolean" },
-} as const;
+const OPTIONS = argOptions({
+  values: ["host", "port", "unix", "heartbeat-ms", "ui-port"],
+  switches: ["insecure-no-auth", "ui", "help", "version"],
+});
 
 async function main(): Promise<number> {
   let values;

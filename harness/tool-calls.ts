@@ -148,6 +148,15 @@ export class ToolCalls implements CallOps<SessionEntry> {
       });
   }
 
+  /** What every event of a tool call says: when, and which call of which session and executor. */
+  #about(
+    toolCallId: string,
+    sessionId: string,
+    executorId: string,
+  ): { at: number; toolCallId: string; sessionId: string; executorId: string } {
+    return { at: this.#clock.now(), toolCallId, sessionId, executorId };
+  }
+
   /**
    * Sends `tool.call` for an entry now, or leaves it queued until the executor is connected
    * (a settled entry is never sent).
@@ -164,10 +173,7 @@ export class ToolCalls implements CallOps<SessionEntry> {
       const params = entry.params;
       this.#observers.emit({
         type: "tool.dispatched",
-        at: this.#clock.now(),
-        toolCallId: entry.id,
-        sessionId: entry.sessionId,
-        executorId: entry.executorId,
+        ...this.#about(entry.id, entry.sessionId, entry.executorId),
         tool: entry.tool,
         input: params.input,
         ...(params.timeout_ms !== undefined ? { timeoutMs: params.timeout_ms } : {}),
@@ -182,10 +188,7 @@ export class ToolCalls implements CallOps<SessionEntry> {
         if (this.#observers.active) {
           this.#observers.emit({
             type: "tool.acknowledged",
-            at: this.#clock.now(),
-            toolCallId: entry.id,
-            sessionId: entry.sessionId,
-            executorId: entry.executorId,
+            ...this.#about(entry.id, entry.sessionId, entry.executorId),
           });
         }
       },
@@ -237,10 +240,7 @@ export class ToolCalls implements CallOps<SessionEntry> {
     if (this.#observers.active) {
       this.#observers.emit({
         type: "tool.progress",
-        at: this.#clock.now(),
-        toolCallId: params.tool_call_id,
-        sessionId: session.id,
-        executorId: session.executor.id,
+        ...this.#about(params.tool_call_id, session.id, session.executor.id),
         progress: params,
       });
     }

@@ -639,12 +639,7 @@ export class Peer {
 
   #send(response: JsonRpcResponse): void {
     if (this.#direct) {
-      if (this.#closeInfo) return;
-      try {
-        this.#direct.sendMessage(response);
-      } catch (error) {
-        this.#logger.debug("response not sent: transport closed", { error: describeError(error) });
-      }
+      this.#deliver(response);
       return;
     }
     let text = JSON.stringify(response);
@@ -662,14 +657,23 @@ export class Peer {
   }
 
   #sendText(text: string): void {
-    if (this.#closeInfo) return;
+    if (this.#deliver(text)) this.#bound();
+  }
+
+  /**
+   * Hands a response to the transport (its text) or to a direct link (the message itself)
+   * unless the connection closed; returns whether it went (a transport closing meanwhile throws).
+   */
+  #deliver(response: string | JsonRpcResponse): boolean {
+    if (this.#closeInfo) return false;
     try {
-      this.#transport.send(text);
+      if (typeof response === "string") this.#transport.send(response);
+      else this.#direct!.sendMessage(response);
+      return true;
     } catch (error) {
       this.#logger.debug("response not sent: transport closed", { error: describeError(error) });
-      return;
+      return false;
     }
-    this.#bound();
   }
 
   #shutdown(info: CloseInfo): void {

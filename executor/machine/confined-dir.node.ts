@@ -51,6 +51,23 @@ export function errorCode(error: unknown): string | undefined {
   return typeof code === "string" ? code : undefined;
 }
 
+/**
+ * Runs one removal: true when the entry is gone (removed, or missing already), false when it
+ * failed with one of the codes `again` names (the caller tries another way); any other failure
+ * is thrown.
+ */
+async function removed(remove: () => Promise<void>, again: readonly string[]): Promise<boolean> {
+  try {
+    await remove();
+    return true;
+  } catch (error) {
+    const code = errorCode(error);
+    if (code === "ENOENT") return true;
+    if (code === undefined || !again.includes(code)) throw error;
+    return false;
+  }
+}
+
 /** What a directory entry is, as `readdir` reports it (a symlink is never resolved). */
 export type EntryKind = "file" | "directory" | "symlink" | "other";
 
@@ -132,14 +149,8 @@ export class ConfinedDir {
 
   /** Opens the child directory `name`; a symlink is refused (`ENOTDIR` or `ELOOP`). */
   async openDirectory(name: string): Promise<ConfinedDir> {
-    const handle = await open(this.at(name), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
-    try {
-      await this.#verify(handle, name);
-      return new ConfinedDir(handle, this.pathOf(name), this.relativeOf(name), this.#addressing);
-    } catch (error) {
-      await handle.close();
-      throw error;
-    }
+    const opened = await this.openChild(name, O_RDONLY | O_DIRECTORY, true);
+    return (opened as { dir: ConfinedDir }).dir;
   }
 
   /**
@@ -240,15 +251,8 @@ export class ConfinedDir {
    */
   async removeTree(name: string): Promise<void> {
     for (let attempt = 0; attempt < 4; attempt++) {
-      try {
-        await unlink(this.at(name));
-        return;
-      } catch (error) {
-        const code = errorCode(error);
-        if (code === "ENOENT") return;
-        // A directory: EISDIR on Linux, EPERM elsewhere, ENOTEMPTY from Deno's unlink.
-        if (code !== "EISDIR" && code !== "EPERM" && code !== "ENOTEMPTY") throw error;
-      }
+      // A directory: EISDIR on Linux, EPERM elsewhere, ENOTEMPTY from Deno's unlink.
+      if (await removed(() => unlink(this.at(name)), ["EISDIR", "EPERM", "ENOTEMPTY"])) return;
       let child: ConfinedDir;
       try {
         child = await this.openDirectory(name);
@@ -265,14 +269,8 @@ export class ConfinedDir {
       } finally {
         await child.close();
       }
-      try {
-        await rmdir(this.at(name));
-        return;
-      } catch (error) {
-        const code = errorCode(error);
-        if (code === "ENOENT") return;
-        if (code !== "ENOTEMPTY" && code !== "EEXIST") throw error;
-      }
+      // Not empty: something was created in it meanwhile; another round.
+      if (await removed(() => rmdir(this.at(name)), ["ENOTEMPTY", "EEXIST"])) return;
     }
     throw new FsError("EBUSY", `could not remove ${this.relativeOf(name)}`);
   }

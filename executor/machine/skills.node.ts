@@ -23,7 +23,7 @@ import { createHash } from "node:crypto";
 import { mkdir } from "node:fs/promises";
 import { isAbsolute, relative, resolve } from "node:path";
 import { Buffer } from "node:buffer";
-import { createTarDecoder, type ParsedTarEntry } from "modern-tar";
+import { createTarDecoder } from "modern-tar";
 import type { FileHandle } from "node:fs/promises";
 import type {
   SkillFile,
@@ -411,26 +411,15 @@ async function fetchAndUnpack(
     const hash = createHash("sha256");
     let size = 0;
     try {
-      const reader = response.body.getReader();
-      try {
-        for (;;) {
-          let next: ReadableStreamReadResult<Uint8Array>;
-          try {
-            next = await reader.read();
-          } catch {
-            throw unavailable(); // the timeout, or the connection dropped
-          }
-          if (next.done) break;
-          size += next.value.length;
-          if (size > limits.skillArchiveBytes) throw tooLarge();
-          hash.update(next.value);
-          for (let at = 0; at < next.value.length;) {
-            const { bytesWritten } = await temp.file.write(next.value, at);
-            at += bytesWritten;
-          }
+      // A failed read is the timeout, or the connection dropped.
+      for await (const chunk of chunksOf(response.body.getReader(), unavailable)) {
+        size += chunk.length;
+        if (size > limits.skillArchiveBytes) throw tooLarge();
+        hash.update(chunk);
+        for (let at = 0; at < chunk.length;) {
+          const { bytesWritten } = await temp.file.write(chunk, at);
+          at += bytesWritten;
         }
-      } finally {
-        reader.cancel().catch(() => {});
       }
     } finally {
       await temp.file.close();
@@ -454,17 +443,9 @@ async function unpack(archive: ReadableStream<Uint8Array>, writer: SkillWriter):
   const decoder = createTarDecoder({ strict: true });
   const bad = () => invalid("not a tar.gz archive", "/source");
   const piping = gunzip(archive).pipeTo(decoder.writable).catch(() => {});
-  const entries = decoder.readable.getReader();
   try {
-    for (;;) {
-      let next: ReadableStreamReadResult<ParsedTarEntry>;
-      try {
-        next = await entries.read();
-      } catch {
-        throw bad();
-      }
-      if (next.done) break;
-      const { header, body } = next.value;
+    // Leaving the loop cancels the entries, which stops the pipe above them too.
+    for await (const { header, body } of chunksOf(decoder.readable.getReader(), bad)) {
       const type = header.type ?? "file";
       if (type === "file") {
         await writer.regular(header.name, body, header.mode);
@@ -476,11 +457,32 @@ async function unpack(archive: ReadableStream<Uint8Array>, writer: SkillWriter):
       else if (type === "pax-global-header") continue;
       else throw invalid(`unsupported archive member (${type}): ${header.name}`, "/source");
     }
-  } catch (error) {
-    await entries.cancel(error).catch(() => {}); // stops the pipe above it too
-    throw error;
   } finally {
     await piping;
+  }
+}
+
+/**
+ * The chunks `reader` reads, a failed read thrown as `failure()`; leaving the loop early (a
+ * break, a throw) cancels the reader, and the cancel is awaited.
+ */
+async function* chunksOf<T>(
+  reader: ReadableStreamDefaultReader<T>,
+  failure: () => Error,
+): AsyncGenerator<T, void, undefined> {
+  try {
+    for (;;) {
+      let next: ReadableStreamReadResult<T>;
+      try {
+        next = await reader.read();
+      } catch {
+        throw failure();
+      }
+      if (next.done) return;
+      yield next.value;
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
   }
 }
 

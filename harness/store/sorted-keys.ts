@@ -111,7 +111,7 @@ export class SortedKeys {
     while (ci < chunks.length) {
       const chunk = chunks[ci];
       let end = chunk.length;
-      if (high !== undefined && chunk[end - 1] >= high) end = firstAtLeast(chunk, high, i);
+      if (high !== undefined && chunk[end - 1] >= high) end = firstAtOrAfter(chunk, high, false, i);
       const stopsHere = end < chunk.length;
       for (let j = i; j < end; j++) removed.push(chunk[j]);
       if (end > i) chunk.splice(i, end - i);
@@ -126,27 +126,13 @@ export class SortedKeys {
   /** The chunk and position of the first key `>= key` (`> key` when `strict`). */
   #seek(key: string, strict: boolean): [number, number] {
     const lasts = this.#lasts;
-    let lo = 0;
-    let hi = lasts.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (strict ? lasts[mid] <= key : lasts[mid] < key) lo = mid + 1;
-      else hi = mid;
-    }
+    const lo = firstAtOrAfter(lasts, key, strict);
     if (lo === lasts.length) {
       // Past every key: the end of the last chunk.
       const last = lo - 1;
       return last < 0 ? [0, 0] : [last, this.#chunks[last].length];
     }
-    const chunk = this.#chunks[lo];
-    let a = 0;
-    let b = chunk.length;
-    while (a < b) {
-      const mid = (a + b) >>> 1;
-      if (strict ? chunk[mid] <= key : chunk[mid] < key) a = mid + 1;
-      else b = mid;
-    }
-    return [lo, a];
+    return [lo, firstAtOrAfter(this.#chunks[lo], key, strict)];
   }
 
   #split(ci: number): void {
@@ -170,14 +156,17 @@ export class SortedKeys {
   }
 }
 
-/** The first position at or after `from` in sorted `chunk` whose key is `>= key`. */
-function firstAtLeast(chunk: string[], key: string, from: number): number {
-  let a = from;
-  let b = chunk.length;
-  while (a < b) {
-    const mid = (a + b) >>> 1;
-    if (chunk[mid] < key) a = mid + 1;
-    else b = mid;
+/**
+ * The first position at or after `from` in sorted `keys` whose key is `>= key` (`> key` when
+ * `strict`); `keys.length` when there is none.
+ */
+function firstAtOrAfter(keys: readonly string[], key: string, strict: boolean, from = 0): number {
+  let lo = from;
+  let hi = keys.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (strict ? keys[mid] <= key : keys[mid] < key) lo = mid + 1;
+    else hi = mid;
   }
-  return a;
+  return lo;
 }

@@ -21,7 +21,8 @@ import type { ExecutorAgent } from "./executor-agent.ts";
 import { HarnessAgent } from "./harness-agent.ts";
 import { type Cell, type CellResult, CELLS, externalCells, renderTable } from "./matrix.ts";
 import { AgentProcess, local, type Remote, type Runtime } from "./rpc.ts";
-import { type Eviction, scenarioContext, SCENARIOS } from "./scenarios.ts";
+import { type Eviction, scenarioContext } from "./scenario-context.ts";
+import { SCENARIOS } from "./scenarios.ts";
 
 const onNode = !("Deno" in globalThis) && !("Bun" in globalThis);
 

@@ -25,7 +25,7 @@ import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import type { HarnessAgent } from "./harness-agent.ts";
 import type { Remote, Runtime } from "./rpc.ts";
-import type { Direction, Eviction } from "./scenarios.ts";
+import type { Direction, Eviction } from "./scenario-context.ts";
 
 /** One column of the matrix. */
 export interface Cell {
