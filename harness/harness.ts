@@ -32,13 +32,11 @@ import {
   NoServerFactoryError,
 } from "./errors.ts";
 import type { ExecutorEvent, ExecutorHandle, Session } from "./handles.ts";
+import type { HarnessOptions, ServeOptions, WaitExecutorOptions } from "./harness-options.ts";
 import {
   DEFAULT_HEARTBEAT_INTERVAL_MS,
   DEFAULT_MAX_ARTIFACT_BYTES,
   DEFAULT_MAX_UNREGISTERED_CONNECTIONS,
-  type HarnessOptions,
-  type ServeOptions,
-  type WaitExecutorOptions,
 } from "./harness-options.ts";
 import { type HarnessMetricsSnapshot, METRICS_OF } from "./metrics.ts";
 import { METRICS_PATH } from "./metrics-endpoint.ts";
