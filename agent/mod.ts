@@ -90,7 +90,7 @@ export {
   type ToolsTokenGrant,
   type WaitInteractionOptions,
 } from "./platform.ts";
-export type { CloseAgentSessionOptions, TurnInputRequest } from "../harness/handles.ts";
+export type { CloseAgentSessionOptions, TurnInputRequest } from "../harness/handle-options.ts";
 export { NoAgentPlatformError } from "../harness/errors.ts";
 export type {
   AgentEvent,

@@ -5,11 +5,8 @@
  * pending once started, canceled once a cancel is sent, and the session's close awaited.
  */
 import { ExecutorUnavailableError } from "../harness/errors.ts";
-import type {
-  CloseAgentSessionOptions,
-  ExecutorHandle,
-  TurnInputRequest,
-} from "../harness/handles.ts";
+import type { CloseAgentSessionOptions, TurnInputRequest } from "../harness/handle-options.ts";
+import type { ExecutorHandle } from "../harness/handles.ts";
 import { hasCapability } from "../protocol/capabilities.ts";
 import { raceSignal } from "../protocol/abort.ts";
 import { CapabilityNotAdvertisedError } from "../protocol/errors.ts";

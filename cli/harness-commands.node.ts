@@ -549,7 +549,7 @@ export class Cli {
         ? { cols: process.stdout.columns, rows: process.stdout.rows }
         : {};
       terminal = await session.terminal({
-        ...(id ? { terminal_id: id } : {}),
+        ...(id ? { terminalId: id } : {}),
         ...(argv.length ? { argv } : {}),
         ...size,
       });

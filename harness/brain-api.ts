@@ -54,7 +54,8 @@ import {
   SessionRefusedError,
   ToolOutcomeUnknownError,
 } from "./errors.ts";
-import type { ExecutorHandle, Session, SessionState } from "./handles.ts";
+import type { ExecutorHandle, Session } from "./handles.ts";
+import type { SessionState } from "./lifecycle.ts";
 import type { Harness } from "./harness.ts";
 import type { SessionEventRecord, ToolCallResult } from "./records.ts";
 import { normalizeBasePath } from "./base-path.ts";
@@ -389,7 +390,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     });
     const stopping = session.stop(
       params.reason,
-      params.grace_ms !== undefined ? { grace_ms: params.grace_ms } : {},
+      params.grace_ms !== undefined ? { graceMs: params.grace_ms } : {},
     );
     // A stop the executor refuses within the wait is the answer; a later failure is logged
     // (the session then ends on the harness's own deadline).

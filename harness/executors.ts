@@ -38,15 +38,13 @@ import { randomId } from "../protocol/ids.ts";
 import { spanning, type Telemetry } from "../protocol/telemetry.ts";
 import { traceContext } from "../protocol/trace-context.ts";
 import type { ToolOutcomeUnknownReason } from "./errors.ts";
-import type {
-  ExecutorEvent,
-  ExecutorGoneReason,
-  ExecutorOps,
-  TracedCallOptions,
-} from "./handles.ts";
+import type { TracedCallOptions } from "./handle-options.ts";
+import type { ExecutorOps } from "./handle-services.ts";
+import type { ExecutorEvent } from "./handles.ts";
+import type { ExecutorGoneReason } from "./lifecycle.ts";
 import type { Leases } from "./lease.ts";
 import { then } from "./maybe.ts";
-import type { Observers } from "./observe.ts";
+import type { HarnessObservation, Observers } from "./observe.ts";
 import { type Principal, registrationClaim, samePrincipal } from "./principal.ts";
 import {
   type ExecutorRecord,
@@ -273,17 +271,9 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
 
   /** `executor.heartbeat`: renews the lease. */
   heartbeat(executor: ExecutorEntry): ExecutorHeartbeatResult {
-    const at = executor.lease!.renew();
-    const observers = this.#deps.observers;
-    if (observers.active) {
-      observers.emit({
-        type: "executor.lease",
-        at: this.#deps.clock.now(),
-        executorId: executor.id,
-        expiresAt: at,
-      });
-    }
-    return { drain: executor.draining, lease_expires_at: new Date(at).toISOString() };
+    const expiresAt = executor.lease!.renew();
+    this.#observe((at) => ({ type: "executor.lease", at, executorId: executor.id, expiresAt }));
+    return { drain: executor.draining, lease_expires_at: new Date(expiresAt).toISOString() };
   }
 
   /** `executor.capabilities.update`. */
@@ -291,15 +281,12 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
     executor.capabilities = capabilities;
     if (executor.connection) executor.connection.peer.capabilities = capabilities;
     this.#safely(() => this.#write(executor));
-    const observers = this.#deps.observers;
-    if (observers.active) {
-      observers.emit({
-        type: "executor.capabilities",
-        at: this.#deps.clock.now(),
-        executorId: executor.id,
-        capabilities,
-      });
-    }
+    this.#observe((at) => ({
+      type: "executor.capabilities",
+      at,
+      executorId: executor.id,
+      capabilities,
+    }));
   }
 
   /**
@@ -323,15 +310,12 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
     // The lease runs on without heartbeats: what a store-backed edge harness needs to expire
     // it after an eviction.
     this.#safely(() => this.#write(executor, true));
-    const observers = this.#deps.observers;
-    if (observers.active) {
-      observers.emit({
-        type: "executor.disconnected",
-        at: this.#deps.clock.now(),
-        executorId: executor.id,
-        leaseExpiresAt: executor.lease?.expiresAt,
-      });
-    }
+    this.#observe((at) => ({
+      type: "executor.disconnected",
+      at,
+      executorId: executor.id,
+      leaseExpiresAt: executor.lease?.expiresAt,
+    }));
     this.#deps.emit({ type: "disconnected", executor: executor.handle });
   }
 
@@ -357,13 +341,14 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
     return request(executor, method, params, options, this.#deps.requestTimeoutMs);
   }
 
-  traced<P extends object, T>(
-    executor: ExecutorEntry,
-    name: string,
-    params: P,
-    options: TracedCallOptions,
-    send: (params: P, options: CallOptions) => Promise<T>,
-  ): Promise<T> {
+  // Typed by the interface, its signature not written twice.
+  readonly traced: ExecutorOps<ExecutorEntry>["traced"] = (
+    executor,
+    name,
+    params,
+    options,
+    send,
+  ) => {
     const telemetry = this.#deps.telemetry;
     if (options.trace === undefined && !telemetry) return send(params, options);
     const { trace, ...rest } = options;
@@ -372,8 +357,10 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
     if (typeof ids.session_id === "string") attributes["bma.session_id"] = ids.session_id;
     if (typeof ids.turn_id === "string") attributes["bma.turn_id"] = ids.turn_id;
     const out = outgoing(telemetry, name, attributes, trace);
-    return spanning(out.span, () => send(traced(params, out.trace), rest)) as Promise<T>;
-  }
+    return spanning(out.span, () => send(traced(params, out.trace), rest)) as ReturnType<
+      typeof send
+    >;
+  };
 
   notify<M extends HarnessNotificationMethod>(
     executor: ExecutorEntry,
@@ -391,14 +378,11 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
     if (!executor.draining) {
       executor.draining = true;
       this.#safely(() => this.#write(executor));
-      const observers = this.#deps.observers;
-      if (observers.active) {
-        observers.emit({
-          type: "executor.draining",
-          at: this.#deps.clock.now(),
-          executorId: executor.id,
-        });
-      }
+      this.#observe((at) => ({
+        type: "executor.draining",
+        at,
+        executorId: executor.id,
+      }));
     }
     return this.request(executor, "executor.drain", params, options);
   }
@@ -450,15 +434,12 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
       );
     }
     this.#deps.logger.info("executor gone", { executor_id: executor.id, reason });
-    const observers = this.#deps.observers;
-    if (observers.active) {
-      observers.emit({
-        type: "executor.gone",
-        at: this.#deps.clock.now(),
-        executorId: executor.id,
-        reason,
-      });
-    }
+    this.#observe((at) => ({
+      type: "executor.gone",
+      at,
+      executorId: executor.id,
+      reason,
+    }));
     this.#deps.emit({ type: "gone", executor: executor.handle, reason });
     executor.settleClosed(reason);
   }
@@ -562,24 +543,28 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
     }
   }
 
+  /** Tells the observers, when any listen: only then is the observation built. */
+  #observe(observation: (at: number) => HarnessObservation): void {
+    const observers = this.#deps.observers;
+    if (observers.active) observers.emit(observation(this.#deps.clock.now()));
+  }
+
   #observeArrival(
     executor: ExecutorEntry,
     known: boolean,
     resumed: readonly string[],
     expiresAt: number,
   ): void {
-    const observers = this.#deps.observers;
-    if (!observers.active) return;
-    observers.emit({
+    this.#observe((at) => ({
       type: known ? "executor.reconnected" : "executor.registered",
-      at: this.#deps.clock.now(),
+      at,
       executorId: executor.id,
       protocol: executor.register.protocol,
       info: executor.register.executor,
       capabilities: executor.capabilities,
       resumedSessions: resumed,
       leaseExpiresAt: expiresAt,
-    });
+    }));
   }
 }
 

@@ -1,72 +1,65 @@
 /**
- * What the brain holds of the harness's executors and sessions: {@linkcode ExecutorHandle} and
- * {@linkcode Session}, the types of their operations, and what they hand those operations to.
+ * The brain's views of the harness's executors and sessions: {@linkcode ExecutorHandle} and
+ * {@linkcode Session}, what the harness tells of its executors ({@linkcode ExecutorEvent}), and
+ * what an agent capability does with a handle ({@linkcode AgentOps}).
  *
  * A handle is a view: it reads its entry (the state behind it: `ExecutorEntry`, `SessionEntry`
- * of state.ts, internal) and hands every operation to the harness's services
- * ({@linkcode HarnessServices}, given to its constructor), which own the rules. An entry makes
- * its handle, so state.ts imports this module and this module does not import state.ts back (a
- * cycle, type imports included): it names the shapes a handle reads
- * ({@linkcode ExecutorEntryShape}, {@linkcode SessionEntryShape}), and the services' operations
- * are generic over the entries they are given back.
+ * of state.ts, in the shapes of handle-entries.ts) and hands every operation to the harness's
+ * services (handle-services.ts, given to its constructor), which own the rules. What the
+ * operations take is in handle-options.ts, the typed tool slots in tool-slots.ts.
+ *
+ * @module
  */
 import type { CallOptions } from "../protocol/peer.ts";
-import type { TraceContext } from "../protocol/trace-context.ts";
 import { aborted, raceSignal } from "../protocol/abort.ts";
-import { InvalidResultError, LocalError } from "../protocol/errors.ts";
-import {
-  type Ack,
-  type AgentCustomToolResultParams,
-  type Capabilities,
-  type CustomToolResultResult,
-  type ExecutorDrainParams,
-  type ExecutorDrainResult,
-  type ExecutorInfo,
-  type FsMountResult,
-  type FsUnmountResult,
-  type FsView,
-  type HarnessNotificationMethod,
-  type HarnessRequestMethod,
-  type InteractionResponseParams,
-  type InteractionResponseResult,
-  type NotificationMap,
-  type ProtocolVersion,
-  type RequestMap,
-  type SessionAssignParams,
-  type SessionCloseResult,
-  type SessionMetadata,
-  type SessionStatus,
-  type SessionStatusParams,
-  TOOL_NAMES,
-  TOOL_SPECS,
-  type ToolCancelResult,
-  type ToolMap,
-  type ToolName,
-  type ToolProgressParams,
-  type TurnCancelParams,
-  type TurnCancelResult,
-  type TurnInputParams,
-  type TurnStartParams,
-  type TurnStartResult,
+import { LocalError } from "../protocol/errors.ts";
+import type {
+  Ack,
+  AgentCustomToolResultParams,
+  Capabilities,
+  CustomToolResultResult,
+  ExecutorDrainParams,
+  ExecutorDrainResult,
+  ExecutorInfo,
+  FsMountResult,
+  FsUnmountResult,
+  FsView,
+  HarnessNotificationMethod,
+  HarnessRequestMethod,
+  InteractionResponseParams,
+  InteractionResponseResult,
+  NotificationMap,
+  ProtocolVersion,
+  RequestMap,
+  SessionAssignParams,
+  SessionCloseResult,
+  SessionMetadata,
+  SessionStatus,
+  ToolCancelResult,
+  TurnCancelParams,
+  TurnCancelResult,
+  TurnStartParams,
+  TurnStartResult,
 } from "../protocol/generated/contract.ts";
 import { NoAgentPlatformError } from "./errors.ts";
-import type { EventLog } from "./event-log.ts";
-import type { Lease } from "./lease.ts";
+import type { ExecutorEntryShape, SessionEntryShape } from "./handle-entries.ts";
+import type {
+  CloseAgentSessionOptions,
+  MountOptions,
+  SessionEventsOptions,
+  SessionStopOptions,
+  ToolCallOptions,
+  ToolCallRequest,
+  TracedCallOptions,
+  TurnInputRequest,
+} from "./handle-options.ts";
+import type { HarnessServices } from "./handle-services.ts";
+import type { ExecutorEnd, ExecutorGoneReason, SessionEnd, SessionState } from "./lifecycle.ts";
 import type { McpChannel } from "./mcp-channel.ts";
 import type { Principal } from "./principal.ts";
-import type { SessionEventRecord, StoredRegistration, ToolCallResult } from "./records.ts";
+import type { SessionEventRecord, ToolCallResult } from "./records.ts";
 import type { Terminal, TerminalOptions } from "./terminal.ts";
-
-// ---- public types --------------------------------------------------------------------------------
-
-/** Why an executor is gone. */
-export type ExecutorGoneReason = "lease_expired" | "closed" | "harness_closed";
-
-/** How an executor ended. */
-export interface ExecutorEnd {
-  /** Why it is gone. */
-  readonly reason: ExecutorGoneReason;
-}
+import { type SessionTools, toolSlots } from "./tool-slots.ts";
 
 /** What happened to an executor, as reported by {@linkcode ExecutorEvent}. */
 export type ExecutorEventType =
@@ -90,235 +83,6 @@ export interface ExecutorEvent {
   readonly executor: ExecutorHandle;
   /** `gone`: why. */
   readonly reason?: ExecutorGoneReason;
-}
-
-/** Options of {@linkcode ExecutorHandle.mount}. */
-export interface MountOptions {
-  /** The bma-file service URL. Default: the harness's `fileServiceUrl`. */
-  serviceUrl?: string;
-  /** Aborts the request. */
-  signal?: AbortSignal;
-}
-
-/** Options of `ExecutorHandle.closeAgentSession`. */
-export interface CloseAgentSessionOptions {
-  /** Sent in `session.close`. */
-  reason?: string;
-  /** Stops waiting (rejects with `RequestAbortedError`). */
-  signal?: AbortSignal;
-  /**
-   * How long to wait for `session.ended` after the executor accepted the close; then the harness
-   * ends the session itself (reason `close_timeout`). Default 60 s.
-   */
-  timeoutMs?: number;
-}
-
-/** Options of a request the harness sends, with the trace context it carries. */
-export interface TracedCallOptions extends CallOptions {
-  /**
-   * The W3C trace context the request carries (`params._meta.traceparent` and `tracestate`);
-   * an invalid `traceparent` is ignored, a `tracestate` beyond its bounds dropped. With the
-   * harness's `telemetry`, `session.assign` and `turn.start` carry their client span's context
-   * instead, that span a child of this one (default: of the active context).
-   */
-  trace?: TraceContext;
-}
-
-/** A `turn.input` as `sendTurnInput` takes it: `input_id` is generated when absent. */
-export type TurnInputRequest = Omit<TurnInputParams, "input_id"> & { input_id?: string };
-
-/** A tool call as `callTool` takes it; `tool_call_id` is generated when absent. */
-export interface ToolCallRequest {
-  /** Tool name, e.g. `bash`. */
-  tool: string;
-  /**
-   * Tool input; for built-in tools it must match the tool's input schema, for a tool of the
-   * executor's own the input schema it advertised (`capabilities.tool_definitions`).
-   */
-  input: Record<string, unknown>;
-  /** The idempotency key: calling again with the same id returns the same outcome. */
-  tool_call_id?: string;
-  /** The executor ends the call with outcome `timed_out` after this long. */
-  timeout_ms?: number;
-}
-
-/** Options of a tool call. */
-export interface ToolCallOptions {
-  /** Stops waiting (rejects with `RequestAbortedError`) and asks the executor to cancel the call. */
-  signal?: AbortSignal;
-  /** Receives the call's `tool.progress` notifications (lossy). */
-  onProgress?: (progress: ToolProgressParams) => void;
-  /**
-   * The W3C trace context the call carries to the executor (`params._meta`): its handler gets
-   * it, and the commands it runs see it as `TRACEPARENT`. An invalid `traceparent` is ignored.
-   * With the harness's `telemetry`, the call carries the context of its client span
-   * (`tool.call <name>`), a child of this one (default: of the active context).
-   */
-  trace?: TraceContext;
-}
-
-/** Options of a typed tool slot's `call`. */
-export interface TypedToolCallOptions extends ToolCallOptions {
-  /** The idempotency key; generated when absent. */
-  tool_call_id?: string;
-  /** The executor ends the call with outcome `timed_out` after this long. */
-  timeout_ms?: number;
-}
-
-/** A typed slot for one built-in tool: `session.tools.bash.call({ command: "ls" })`. */
-export interface ToolSlot<N extends ToolName> {
-  /** The tool's name. */
-  readonly name: N;
-  /**
-   * Calls the tool. `structured_content` of the result is checked against the tool's result
-   * schema (a mismatch rejects with `InvalidResultError`).
-   */
-  call(
-    input: ToolMap[N]["input"],
-    options?: TypedToolCallOptions,
-  ): Promise<ToolCallResult<ToolMap[N]["result"]>>;
-}
-
-/** The typed slots of the built-in tools. */
-export type SessionTools = { readonly [N in ToolName]: ToolSlot<N> };
-
-/** Where a session is, as the harness sees it. */
-export type SessionState = "assigning" | "assigned" | "ready" | "stopping" | "ended";
-
-/** How a session ended. */
-export interface SessionEnd {
-  /** `session.ended`'s reason from the executor, or the harness's: `lease_expired`, `lost`, ... */
-  readonly reason: string;
-}
-
-/** Options of {@linkcode Session.stop}. */
-export interface SessionStopOptions {
-  /** Time between SIGTERM and SIGKILL on the executor. */
-  grace_ms?: number;
-  /** Stops waiting for `session.ended` (rejects with `RequestAbortedError`). */
-  signal?: AbortSignal;
-  /**
-   * How long to wait for `session.ended` after the executor accepted the stop; then the harness
-   * ends the session on its own (reason `stop_timeout`). Default: `grace_ms` (or 5 s) plus 60 s.
-   */
-  timeoutMs?: number;
-}
-
-/** Options of {@linkcode Session.events}. */
-export interface SessionEventsOptions {
-  /** The 0-based position to start at (a reader's own count of records it has taken). */
-  from?: number;
-  /** Ends the iteration (quietly). */
-  signal?: AbortSignal;
-}
-
-// ---- what the handles read (the state behind them, state.ts) ------------------------------------
-
-/**
- * What an executor's handle reads of its entry (internal): state.ts's `ExecutorEntry` has this
- * shape. Named here, not imported: state.ts imports this module (an entry makes its handle).
- */
-export interface ExecutorEntryShape {
-  readonly id: string;
-  readonly principal: Principal;
-  readonly register: StoredRegistration;
-  readonly capabilities: Capabilities;
-  readonly draining: boolean;
-  readonly gone: ExecutorGoneReason | undefined;
-  /** The registered connection while one is open (a handle reads only whether there is one). */
-  readonly connection: object | undefined;
-  readonly lease: Lease | undefined;
-  readonly sessions: ReadonlyMap<string, SessionEntryShape> | undefined;
-  readonly handle: ExecutorHandle;
-  readonly closed: Promise<ExecutorEnd>;
-}
-
-/** What a session's view reads of its entry (internal): state.ts's `SessionEntry`. */
-export interface SessionEntryShape {
-  readonly id: string;
-  readonly executor: ExecutorEntryShape;
-  readonly metadata: SessionMetadata;
-  readonly log: EventLog;
-  readonly state: SessionState;
-  readonly reported: SessionStatusParams | undefined;
-  readonly ended: Promise<SessionEnd>;
-  readonly view: Session;
-}
-
-// ---- what the handles call (implemented by the harness's services) -------------------------------
-//
-// Generic over the entries they are given back: a handle gives back only its own entry, so
-// services written over state.ts's entries serve handles typed with the shapes above.
-
-/** The executor operations of the harness (internal). */
-export interface ExecutorOps<E extends ExecutorEntryShape = ExecutorEntryShape> {
-  /** The harness's default bma-file service URL. */
-  readonly fileServiceUrl: string | undefined;
-  request<M extends HarnessRequestMethod>(
-    executor: E,
-    method: M,
-    params: RequestMap[M]["params"],
-    options?: TracedCallOptions,
-  ): Promise<RequestMap[M]["result"]>;
-  /**
-   * Runs `send` with `params` carrying the call's trace context, inside a client span `name`
-   * with telemetry (what `startTurn` sends through the agent capability).
-   */
-  traced<P extends object, T>(
-    executor: E,
-    name: string,
-    params: P,
-    options: TracedCallOptions,
-    send: (params: P, options: CallOptions) => Promise<T>,
-  ): Promise<T>;
-  notify<M extends HarnessNotificationMethod>(
-    executor: E,
-    method: M,
-    params: NotificationMap[M],
-  ): void;
-  drain(
-    executor: E,
-    params: ExecutorDrainParams,
-    options: CallOptions,
-  ): Promise<ExecutorDrainResult>;
-  close(executor: E, reason: string): Promise<void>;
-}
-
-/** The session operations of the harness (internal). */
-export interface SessionOps<
-  E extends ExecutorEntryShape = ExecutorEntryShape,
-  S extends SessionEntryShape = SessionEntryShape,
-> {
-  assign(
-    executor: E,
-    params: SessionAssignParams,
-    options: TracedCallOptions,
-  ): Promise<Session>;
-  ready(session: S, signal: AbortSignal | undefined): Promise<void>;
-  events(
-    session: S,
-    options: SessionEventsOptions,
-  ): AsyncGenerator<SessionEventRecord, void, undefined>;
-  mcp(session: S, server: string, options: CallOptions): Promise<McpChannel>;
-  terminal(session: S, options: TerminalOptions): Promise<Terminal>;
-  stop(session: S, reason: string | undefined, options: SessionStopOptions): Promise<
-    SessionEnd
-  >;
-}
-
-/** The tool-call operations of the harness (internal). */
-export interface CallOps<S extends SessionEntryShape = SessionEntryShape> {
-  callTool(
-    session: S,
-    request: ToolCallRequest,
-    options: ToolCallOptions,
-  ): Promise<ToolCallResult>;
-  cancelTool(
-    session: S,
-    toolCallId: string,
-    reason: string | undefined,
-    options?: CallOptions,
-  ): Promise<ToolCancelResult>;
 }
 
 /**
@@ -364,29 +128,24 @@ export interface AgentOps {
   ): Promise<CustomToolResultResult>;
 }
 
-/** Everything a handle hands its operations to: one object per harness (internal). */
-export interface HarnessServices<
-  E extends ExecutorEntryShape = ExecutorEntryShape,
-  S extends SessionEntryShape = SessionEntryShape,
-> {
-  readonly executors: ExecutorOps<E>;
-  readonly sessions: SessionOps<E, S>;
-  readonly calls: CallOps<S>;
-  /** Set when the harness was given an agent capability. */
-  agent: AgentOps | undefined;
-}
+/** An executor's entry, as its handle reads it (internal). */
+type ExecutorShape = ExecutorEntryShape<ExecutorHandle, Session>;
 
-// ---- the handles -----------------------------------------------------------------------------------
+/** A session's entry, as its view reads it (internal). */
+type SessionShape = SessionEntryShape<ExecutorHandle, Session>;
+
+/** What a handle hands its operations to: the harness's services (internal). */
+export type HandleServices = HarnessServices<ExecutorShape, SessionShape, AgentOps>;
 
 /** An executor registered with the harness. */
 export class ExecutorHandle {
   /** The executor id (`exec_<machine_id>` for a machine credential). */
   readonly id: string;
-  readonly #entry: ExecutorEntryShape;
-  readonly #services: HarnessServices;
+  readonly #entry: ExecutorShape;
+  readonly #services: HandleServices;
 
   /** Handles are made by the harness when executors register (or when it recovers them). */
-  constructor(entry: ExecutorEntryShape, services: HarnessServices) {
+  constructor(entry: ExecutorShape, services: HandleServices) {
     this.id = entry.id;
     this.#entry = entry;
     this.#services = services;
@@ -634,17 +393,17 @@ export class Session {
   readonly ended: Promise<SessionEnd>;
   /** The typed tool slots: `session.tools.bash.call({ command: "ls" })`. */
   readonly tools: SessionTools;
-  readonly #entry: SessionEntryShape;
-  readonly #services: HarnessServices;
+  readonly #entry: SessionShape;
+  readonly #services: HandleServices;
 
   /** Sessions are made by the harness (`assignSession`, an agent's first turn, a recovery). */
-  constructor(entry: SessionEntryShape, services: HarnessServices) {
+  constructor(entry: SessionShape, services: HandleServices) {
     this.id = entry.id;
     this.metadata = entry.metadata;
     this.ended = entry.ended;
     this.#entry = entry;
     this.#services = services;
-    this.tools = slots(this);
+    this.tools = toolSlots((request, options) => this.callTool(request, options));
   }
 
   /** The executor running it. */
@@ -738,7 +497,7 @@ export class Session {
   /**
    * Opens a pseudo-terminal on the executor (`terminal.open`, capability `terminal`): the
    * user's login shell unless `argv` says otherwise, 80x24 unless `cols`/`rows` do. Idempotent by
-   * `terminal_id` (generated when absent): opening again answers the same terminal. Its output
+   * `terminalId` (generated when absent): opening again answers the same terminal. Its output
    * survives reconnects within the lease, each byte once and in order, while the executor still
    * holds it; the terminal ends with the session.
    *
@@ -765,41 +524,4 @@ export class Session {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }
-}
-
-/** The typed tool slots of a session. */
-function slots(session: Session): SessionTools {
-  const out: Record<string, ToolSlot<ToolName>> = {};
-  for (const name of TOOL_NAMES) out[name] = slot(session, name);
-  return out as unknown as SessionTools;
-}
-
-function slot<N extends ToolName>(session: Session, name: N): ToolSlot<N> {
-  const spec = TOOL_SPECS.get(name)!;
-  return {
-    name,
-    call: async (input, options = {}) => {
-      const { tool_call_id, timeout_ms, ...callOptions } = options;
-      const result = await session.callTool({
-        tool: name,
-        input: input as unknown as Record<string, unknown>,
-        ...(tool_call_id !== undefined ? { tool_call_id } : {}),
-        ...(timeout_ms !== undefined ? { timeout_ms } : {}),
-      }, callOptions);
-      if (result.structured_content !== undefined && spec.result) {
-        const checked = spec.result.safeParse(result.structured_content);
-        if (!checked.success) {
-          throw new InvalidResultError(
-            "tool.result",
-            checked.error.issues.map((i) => ({
-              path: ["structured_content", ...i.path.map(String)],
-              message: i.message,
-              code: i.code,
-            })),
-          );
-        }
-      }
-      return result as unknown as ToolCallResult<ToolMap[N]["result"]>;
-    },
-  };
 }

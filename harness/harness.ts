@@ -8,10 +8,10 @@
  * runtime that evicts the harness while its sockets live on). The rules live in `core.ts`.
  */
 import type { Hono } from "hono";
-import { type Clock, systemClock } from "../protocol/clock.ts";
-import { type Logger, redactingLogger, silentLogger } from "../protocol/logger.ts";
+import { systemClock } from "../protocol/clock.ts";
+import { redactingLogger, silentLogger } from "../protocol/logger.ts";
 import { DEFAULT_MAX_FRAME_BYTES, type Disposable } from "../protocol/peer.ts";
-import { telemetryOf, type TelemetryOption } from "../protocol/telemetry.ts";
+import { telemetryOf } from "../protocol/telemetry.ts";
 import { PROTOCOLS } from "../protocol/generated/contract.ts";
 import { CloseCode } from "../protocol/generated/errors.ts";
 import { aborted, raceSignal, throwIfAborted } from "../protocol/abort.ts";
@@ -31,12 +31,15 @@ import {
   NoDialerError,
   NoServerFactoryError,
 } from "./errors.ts";
-import type { SessionEventSink } from "./event-log.ts";
-import type { RecoveredLeases } from "./executors.ts";
-import type { AgentExtension } from "./extension.ts";
 import type { ExecutorEvent, ExecutorHandle, Session } from "./handles.ts";
+import type { HarnessOptions, ServeOptions, WaitExecutorOptions } from "./harness-options.ts";
+import {
+  DEFAULT_HEARTBEAT_INTERVAL_MS,
+  DEFAULT_MAX_ARTIFACT_BYTES,
+  DEFAULT_MAX_UNREGISTERED_CONNECTIONS,
+} from "./harness-options.ts";
 import { type HarnessMetricsSnapshot, METRICS_OF } from "./metrics.ts";
-import { METRICS_PATH, type MetricsEndpointOptions } from "./metrics-endpoint.ts";
+import { METRICS_PATH } from "./metrics-endpoint.ts";
 import type { HarnessObserver } from "./observe.ts";
 import { labelPairs, OPENMETRICS_CONTENT_TYPE, renderOpenMetrics } from "./openmetrics.ts";
 import {
@@ -46,184 +49,9 @@ import {
   expiryOf,
   type Principal,
 } from "./principal.ts";
-import type { SchedulerDriver } from "./scheduler.ts";
-import type { HarnessStore } from "./store/store.ts";
-import {
-  DEFAULT_STORE_RENEW_MS,
-  type HolderIdentity,
-  StoreFencedError,
-  UNKNOWN_HOLDER,
-} from "./store/claim.ts";
-import { type TokenEndpointOptions, TokenIssuer } from "./token-endpoint.ts";
+import { DEFAULT_STORE_RENEW_MS, StoreFencedError, UNKNOWN_HOLDER } from "./store/claim.ts";
+import { TokenIssuer } from "./token-endpoint.ts";
 import type { ToolCallStatus } from "./tool-calls.ts";
-
-/** The default heartbeat interval handed to executors: 15 s (the lease is twice that). */
-export const DEFAULT_HEARTBEAT_INTERVAL_MS = 15_000;
-/** The default largest artifact upload: 64 MiB. */
-export const DEFAULT_MAX_ARTIFACT_BYTES = 64 * 1024 * 1024;
-/** The default most connections that have not registered yet (authenticating included): 4,096. */
-export const DEFAULT_MAX_UNREGISTERED_CONNECTIONS = 4_096;
-
-/** Options of a {@linkcode Harness}. */
-export interface HarnessOptions {
-  /**
-   * Decides on each connection before the upgrade (refusal: HTTP 401, no socket), and verifies
-   * refreshed tokens. The principal it returns is the executor's identity: what it may register
-   * as is bound to it (see {@linkcode Authenticate} and {@linkcode Principal}). Default: verify
-   * the JWTs of the self-hosted token endpoint when `tokens` is set, else none — which only
-   * `serveUnix`, `accept` and `insecureNoAuth` allow, and where what executors register as is
-   * believed.
-   */
-  authenticate?: Authenticate;
-  /** Serve TCP without `authenticate`: only on a network you trust completely. */
-  insecureNoAuth?: boolean;
-  /** Runs the self-hosted token endpoint (`POST /v1/.../token`) and verifies its JWTs. */
-  tokens?: TokenEndpointOptions;
-  /** Time and timers for leases, heartbeats and token deadlines. Default: the system clock. */
-  clock?: Clock;
-  /** Where diagnostics go (secret-named fields are redacted). Default: nowhere. */
-  logger?: Logger;
-  /** The heartbeat interval given to executors; two missed heartbeats expire the lease. */
-  heartbeatIntervalMs?: number;
-  /** Frames over this many bytes close the connection with 1009. Default 16 MiB. */
-  maxFrameBytes?: number;
-  /**
-   * Frames nested deeper than this many levels of arrays and objects are refused (-32600
-   * `too_deep`) and the connection stays. Default 128.
-   */
-  maxFrameDepth?: number;
-  /** Timeout of requests the harness sends (session.assign, tool.call acks, ...). Default 60 s. */
-  requestTimeoutMs?: number;
-  /** How long a connection may stay without `executor.register`. Default: two heartbeat intervals. */
-  registerTimeoutMs?: number;
-  /** Requests refused as `not_registered` before the connection is closed with 1008. Default 16. */
-  maxUnregisteredRequests?: number;
-  /**
-   * Most connections that have not registered yet, counting upgrades being authenticated:
-   * beyond it an upgrade is refused with HTTP 503 (`retry-after: 1`; executors retry with
-   * backoff) before `authenticate` runs, while registered executors go on as before. Connections
-   * from `accept` and `dial` count but are never refused. Default 4,096.
-   */
-  maxUnregisteredConnections?: number;
-  /**
-   * How long an accepted connection has to complete its request (an upgrade until its 101 is
-   * out, an HTTP request until its headers are in) before the server closes it. Default 10 s.
-   * Honoured by the `node:http` server (`harness/node.ts` on every runtime, and the TCP server
-   * of `harness/deno.ts`); `Bun.serve` closes such connections after about 10 s by itself, and
-   * `Deno.serve` (Unix sockets of `harness/deno.ts`) has no such deadline.
-   */
-  handshakeTimeoutMs?: number;
-  /** The server factory used by `serve` / `serveUnix` (e.g. `serveWebSocket` of transport/node.ts). */
-  server?: WebSocketServe;
-  /** Opens connections for {@linkcode Harness.dial} (the runtime presets provide it). */
-  dial?: Dialer;
-  /** Stores each accepted durable session event before it is acknowledged. */
-  onSessionEvent?: SessionEventSink;
-  /**
-   * Most durable events a session keeps in memory (`session.events()`, `eventRecords`); beyond
-   * it the oldest are dropped (`onSessionEvent` has stored every one). Default 10,000.
-   */
-  maxSessionEvents?: number;
-  /**
-   * Most bytes of durable events a session keeps in memory, counted as the size of the frames
-   * that carried them; beyond it the oldest are dropped. Default 32 MiB.
-   */
-  maxSessionEventBytes?: number;
-  /** Where uploaded artifacts go. Default: in memory. */
-  artifacts?: ArtifactStore;
-  /** Largest artifact upload in bytes. Default 64 MiB. */
-  maxArtifactBytes?: number;
-  /** The default bma-file service URL for `executor.mount`. */
-  fileServiceUrl?: string;
-  /** How many finished tool calls are remembered for idempotent repeats. Default 10,000. */
-  rememberToolCalls?: number;
-  /**
-   * Where the harness keeps what it must not lose: executors, sessions, tool calls and their
-   * results, durable events, the agent capability's turns and interactions. Whatever the
-   * harness acknowledges is in the store first. A harness started on the store a previous one
-   * used (after a crash, a deploy) takes the executors' reconnects with `resume` and goes on
-   * where that one stopped. On Node, Deno and Bun `openSqliteStore(path)` keeps it in a file;
-   * `new MemoryHarnessStore()` in this process's memory (a harness made again on the same object
-   * goes on too). The harness does not close it. Default: none — the harness's state lives in
-   * its own memory only, gone with it: what a `MemoryHarnessStore` that no other harness opens
-   * would keep, without the cost of writing it out on every tool call and event.
-   */
-  store?: HarnessStore;
-  /**
-   * How a harness started on a store sets the leases of the executors it reads back: `fresh`
-   * (the default) gives each a full lease from now, so the harness's downtime counts against no
-   * executor; `stored` continues the lease of an executor that had disconnected (an edge harness
-   * made anew on every wake-up: an executor that never comes back still expires). See
-   * {@linkcode RecoveredLeases}.
-   */
-  recoveredLeases?: RecoveredLeases;
-  /**
-   * Claim `store` even while another live harness holds it. That harness is fenced: none of its
-   * writes is accepted from then on, and it closes its executors' connections (1001) so that
-   * they reconnect, to this one when they can reach it. Default false: `new Harness` throws (or
-   * `ready` rejects, on a store that answers with promises) `StoreHeldError`, naming the holder.
-   * See `docs/store.md`, "One writer".
-   */
-  takeover?: boolean;
-  /**
-   * Who this harness is in its store's holder record: host, pid, when its process started, and
-   * how to tell whether a process of this machine runs. Default: this process, from the Node,
-   * Deno and Bun entry points; elsewhere nothing is known, and a holder counts as gone only
-   * once it stopped renewing its claim.
-   */
-  holderIdentity?: HolderIdentity;
-  /**
-   * How often the harness renews its claim on `store`, ms. A claim not renewed for three times
-   * this counts as gone (a harness on another machine that died). Default 5000.
-   */
-  storeRenewMs?: number;
-  /**
-   * How many ended sessions the store remembers (their records, events and results, readable
-   * through `harness.session(id)`); older ones are forgotten. Default 1,000.
-   */
-  rememberEndedSessions?: number;
-  /**
-   * Serves the agent capability: turns (`executor.startTurn`, ...), durable agent events and
-   * their deltas, interactions, and model and tools tokens, through this capability
-   * (`new AgentPlatform(options)` from `bma-executor-sdk/agent`).
-   */
-  agent?: AgentExtension;
-  /**
-   * Who wakes the harness's deadlines (leases, register and token deadlines, stop waits,
-   * interaction expiries). Default: a timer of `clock`. A Durable Object passes its alarm and
-   * calls {@linkcode Harness.runDeadlines} from `alarm()`.
-   */
-  deadlines?: SchedulerDriver;
-  /**
-   * Told whenever a connection's state changes (registered, token refreshed, heartbeat): an
-   * edge harness keeps the snapshot with the socket (a hibernatable WebSocket's attachment) and
-   * gives it back to {@linkcode Harness.restore} after an eviction.
-   */
-  onConnectionChange?: (transport: Transport, snapshot: ConnectionSnapshot) => void;
-  /**
-   * OpenTelemetry tracing: the `@opentelemetry/api` module (`import * as otel from
-   * "@opentelemetry/api"`; spans go to its global provider), or `{ api, tracerProvider }` for a
-   * provider of this harness's own. The harness then opens client spans `session.assign`,
-   * `tool.call <name>` and `turn.start` (under the call's `trace`, else the active context) and
-   * sends their context to the executor, and a span per store write (`store.write`). Default:
-   * none — the SDK never loads `@opentelemetry/api` itself.
-   */
-  telemetry?: TelemetryOption;
-  /**
-   * Serves the harness's metrics ({@linkcode Harness.metrics}) as OpenMetrics text at
-   * `GET /metrics` on its HTTP side (`serve`, `fetch`), each scrape judged by `authorize`
-   * (`metricsBearer(token)`; refused: 401). Default: not served (404).
-   */
-  metricsEndpoint?: MetricsEndpointOptions;
-}
-
-/** Where to listen with {@linkcode Harness.serve}. */
-export interface ServeOptions {
-  /** Default 127.0.0.1. */
-  hostname?: string;
-  /** Default 0 (a free port). */
-  port?: number;
-}
 
 /** A listening harness server. */
 export interface HarnessServer {
@@ -235,14 +63,6 @@ export interface HarnessServer {
   close(): Promise<void>;
   /** Closes it as `close` does: `await using server = await harness.serve(…)`. */
   [Symbol.asyncDispose](): Promise<void>;
-}
-
-/** Options of {@linkcode Harness.waitExecutor}. */
-export interface WaitExecutorOptions {
-  /** Stops waiting (rejects with `RequestAbortedError`). */
-  signal?: AbortSignal;
-  /** Which executor to wait for. Default: any connected executor that is not draining. */
-  filter?: (executor: ExecutorHandle) => boolean;
 }
 
 /** The principal of a connection nobody authenticated: one object for all of them. */

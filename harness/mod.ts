@@ -180,37 +180,34 @@ export type {
   WriteResult,
 } from "../protocol/core.ts";
 // </core-names>
+export { Harness, type HarnessServer } from "./harness.ts";
 export {
   DEFAULT_HEARTBEAT_INTERVAL_MS,
   DEFAULT_MAX_ARTIFACT_BYTES,
   DEFAULT_MAX_UNREGISTERED_CONNECTIONS,
-  Harness,
   type HarnessOptions,
-  type HarnessServer,
   type ServeOptions,
   type WaitExecutorOptions,
-} from "./harness.ts";
+} from "./harness-options.ts";
 export {
   type CloseAgentSessionOptions,
-  type ExecutorEnd,
-  type ExecutorEvent,
-  type ExecutorEventType,
-  type ExecutorGoneReason,
-  ExecutorHandle,
   type MountOptions,
-  Session,
-  type SessionEnd,
   type SessionEventsOptions,
-  type SessionState,
   type SessionStopOptions,
-  type SessionTools,
   type ToolCallOptions,
   type ToolCallRequest,
-  type ToolSlot,
   type TracedCallOptions,
   type TurnInputRequest,
   type TypedToolCallOptions,
-} from "./handles.ts";
+} from "./handle-options.ts";
+export { type ExecutorEvent, type ExecutorEventType, ExecutorHandle, Session } from "./handles.ts";
+export {
+  type ExecutorEnd,
+  type ExecutorGoneReason,
+  type SessionEnd,
+  type SessionState,
+} from "./lifecycle.ts";
+export { type SessionTools, type ToolSlot } from "./tool-slots.ts";
 export type {
   AgentExtension,
   AgentExtensionHooks,

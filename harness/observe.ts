@@ -18,7 +18,7 @@ import type {
   ToolProgressParams,
 } from "../protocol/generated/contract.ts";
 import type { Disposable } from "../protocol/peer.ts";
-import type { ExecutorGoneReason, SessionState } from "./handles.ts";
+import type { ExecutorGoneReason, SessionState } from "./lifecycle.ts";
 import type { SessionEventRecord, ToolCallResult } from "./records.ts";
 
 /** What every observation carries. */

@@ -13,7 +13,9 @@ import type {
   SessionStatusParams,
 } from "../protocol/generated/contract.ts";
 import { SessionRefusedError } from "./errors.ts";
-import type { Session, SessionState, TracedCallOptions } from "./handles.ts";
+import type { TracedCallOptions } from "./handle-options.ts";
+import type { Session } from "./handles.ts";
+import type { SessionState } from "./lifecycle.ts";
 import { request } from "./send.ts";
 import type { SessionEnds } from "./session-end.ts";
 import { sessionLog, type SessionLogDeps } from "./session-events.ts";

@@ -11,7 +11,8 @@ import type { Ack } from "../protocol/generated/contract.ts";
 import type { Clock } from "../protocol/clock.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { ToolOutcomeUnknownReason } from "./errors.ts";
-import type { SessionState, SessionStopOptions } from "./handles.ts";
+import type { SessionStopOptions } from "./handle-options.ts";
+import type { SessionState } from "./lifecycle.ts";
 import { CallbackDeadline, type Scheduler } from "./scheduler.ts";
 import { request } from "./send.ts";
 import type { SessionRecords } from "./session-records.ts";
@@ -79,7 +80,7 @@ export class SessionEnds {
       {
         session_id: session.id,
         ...(reason !== undefined ? { reason } : {}),
-        ...(options.grace_ms !== undefined ? { grace_ms: options.grace_ms } : {}),
+        ...(options.graceMs !== undefined ? { grace_ms: options.graceMs } : {}),
       },
       { signal: options.signal },
       this.#deps.requestTimeoutMs,
@@ -91,7 +92,7 @@ export class SessionEnds {
     }
     // session.ended may have arrived while the stop request was in flight.
     if (hasEnded(session)) return await session.ended;
-    const waitMs = options.timeoutMs ?? (options.grace_ms ?? DEFAULT_GRACE_MS) + STOP_SLACK_MS;
+    const waitMs = options.timeoutMs ?? (options.graceMs ?? DEFAULT_GRACE_MS) + STOP_SLACK_MS;
     this.awaitEnd(session, waitMs, "stop_timeout", "stopping");
     return await raceSignal(session.ended, options.signal, "session.stop");
   }

@@ -28,10 +28,10 @@ export async function openTerminal(
   timeoutMs: number | undefined,
   logger: Logger,
 ): Promise<Terminal> {
-  const { signal, terminal_id, trace, ...rest } = options;
+  const { signal, terminalId, trace, ...rest } = options;
   throwIfAborted(signal, "terminal.open");
   if (session.state === "ended") throw sessionEnded(session);
-  const id = terminal_id ?? randomId("term_");
+  const id = terminalId ?? randomId("term_");
   const terminals = session.terminals ??= new Map();
   let known = terminals.get(id);
   const fresh = !known;

@@ -26,13 +26,13 @@ import type { Telemetry } from "../protocol/telemetry.ts";
 import type { ToolOutcomeUnknownReason } from "./errors.ts";
 import type { SessionEventSink } from "./event-log.ts";
 import type {
-  Session,
   SessionEventsOptions,
-  SessionOps,
-  SessionState,
   SessionStopOptions,
   TracedCallOptions,
-} from "./handles.ts";
+} from "./handle-options.ts";
+import type { SessionOps } from "./handle-services.ts";
+import type { Session } from "./handles.ts";
+import type { SessionState } from "./lifecycle.ts";
 import type { McpChannel } from "./mcp-channel.ts";
 import type { HarnessMetrics } from "./metrics.ts";
 import type { Observers } from "./observe.ts";

@@ -5,7 +5,7 @@
  *
  * Entries are plain state the harness's services change; nothing here decides anything. This
  * module imports the handles to make them; the handles do not import it back (a cycle, type
- * imports included): they read an entry through the shapes handles.ts names
+ * imports included): they read an entry through the shapes handle-entries.ts names
  * (`ExecutorEntryShape`, `SessionEntryShape`), which these classes satisfy.
  */
 import type { Peer } from "../protocol/peer.ts";
@@ -17,15 +17,9 @@ import type {
 } from "../protocol/generated/contract.ts";
 import { SessionEndedError } from "./errors.ts";
 import type { EventLog } from "./event-log.ts";
-import {
-  type ExecutorEnd,
-  type ExecutorGoneReason,
-  ExecutorHandle,
-  type HarnessServices,
-  Session,
-  type SessionEnd,
-  type SessionState,
-} from "./handles.ts";
+import type { HarnessServices } from "./handle-services.ts";
+import { type AgentOps, ExecutorHandle, Session } from "./handles.ts";
+import type { ExecutorEnd, ExecutorGoneReason, SessionEnd, SessionState } from "./lifecycle.ts";
 import type { Lease } from "./lease.ts";
 import type { McpChannelState } from "./mcp-channel.ts";
 import type { Principal } from "./principal.ts";
@@ -37,7 +31,7 @@ import type { Terminal, TerminalOutput } from "./terminal.ts";
  * The harness's services over its entries (internal): what the harness builds and the entries
  * hand to their views.
  */
-export type EntryServices = HarnessServices<ExecutorEntry, SessionEntry>;
+export type EntryServices = HarnessServices<ExecutorEntry, SessionEntry, AgentOps>;
 
 /** The registered connection of an executor, as its entry holds it (internal). */
 export interface ExecutorLink {

@@ -26,8 +26,11 @@ import type { TraceContext } from "../protocol/trace-context.ts";
 
 /** Options of `session.terminal(...)` (`terminal.open`). */
 export interface TerminalOptions {
-  /** The idempotency key: opening again with the same id answers the same terminal. */
-  terminal_id?: string;
+  /**
+   * The idempotency key (`terminal_id` on the wire): opening again with the same id answers the
+   * same terminal. Generated when absent.
+   */
+  terminalId?: string;
   /** Program and arguments. Default: the user's login shell on the executor. */
   argv?: string[];
   /** Working directory, relative to the session workdir or absolute inside it. */

@@ -151,7 +151,7 @@ export class InspectorTerminals {
     options: { cols: number; rows: number; terminalId: string },
   ): Promise<InspectorTerminalView> {
     const terminal = await session.terminal({
-      terminal_id: options.terminalId,
+      terminalId: options.terminalId,
       cols: options.cols,
       rows: options.rows,
     });

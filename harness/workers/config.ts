@@ -3,7 +3,8 @@
  * environment (`wrangler.toml` vars and secrets) sets them.
  */
 import { brainApiBearer, type BrainApiOptions, MIN_BRAIN_API_TOKEN_LENGTH } from "../brain-api.ts";
-import type { Harness, HarnessOptions } from "../harness.ts";
+import type { Harness } from "../harness.ts";
+import type { HarnessOptions } from "../harness-options.ts";
 import {
   metricsBearer,
   type MetricsEndpointOptions,

@@ -198,7 +198,7 @@ describe("bma-executor: registered and draining; what it logs", { timeout: 120_0
     await session.ready();
 
     const done = await session.tools.bash.call({ command: "echo input-marker-1 >/dev/null" }, {
-      tool_call_id: "call_done",
+      toolCallId: "call_done",
     });
     assert.equal(done.outcome, "completed");
     const ended = await logged(cli, "tool call ended", (r) => r.tool_call_id === "call_done");
@@ -224,7 +224,7 @@ describe("bma-executor: registered and draining; what it logs", { timeout: 120_0
 
     // A call that would run for minutes; the first SIGTERM drains, waiting for it.
     const long = session.tools.bash.call({ command: "echo input-marker-3; sleep 300" }, {
-      tool_call_id: "call_long",
+      toolCallId: "call_long",
       onProgress: () => {},
     });
     long.catch(() => {});

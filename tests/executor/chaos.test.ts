@@ -90,7 +90,7 @@ describe("ExecutorClient: chaos", { timeout: 120_000 }, () => {
         const id = `call_${nextCall}`;
         const session = sessions[nextCall % SESSIONS];
         work.push(
-          session.tools.bash.call({ command: `${nextCall}` }, { tool_call_id: id }).then((r) => {
+          session.tools.bash.call({ command: `${nextCall}` }, { toolCallId: id }).then((r) => {
             results.set(id, r);
             settle();
           }),

@@ -34,7 +34,7 @@ describe("ExecutorClient: large output and artifacts", { timeout: 30_000 }, () =
     const stdout = "A".repeat(30_000) + "MIDDLE" + "Z".repeat(30_000);
     const stderr = "warning: small\n";
     const { harness, session } = await bashSession({ stdout, stderr });
-    const result = await session.tools.bash.call({ command: "big" }, { tool_call_id: "c_big" });
+    const result = await session.tools.bash.call({ command: "big" }, { toolCallId: "c_big" });
     assert.equal(result.outcome, "completed");
     const preview = result.structured_content!;
     assert.equal(preview.truncated, true);

@@ -84,7 +84,7 @@ describe("ExecutorClient: what it logs", { timeout: 30_000 }, () => {
       const session = await executor.assignSession({ session_id: "ses_log" });
       await session.ready();
       const result = await session.tools.bash.call({ command: "echo the-input" }, {
-        tool_call_id: "call_logged",
+        toolCallId: "call_logged",
       });
       assert.equal(result.outcome, "completed");
       const ended = records.filter((r) => r.message === "tool call ended");

@@ -186,7 +186,7 @@ describe("ExecutorClient: reconnect", { timeout: 30_000 }, () => {
     const executor = await harness.waitExecutor();
     const session = await executor.assignSession({ session_id: "ses_1" });
     await session.ready();
-    const call = session.tools.bash.call({ command: "long" }, { tool_call_id: "c_long" });
+    const call = session.tools.bash.call({ command: "long" }, { toolCallId: "c_long" });
     await running;
     proxy.cut();
     await until(() => client.state === "waiting", "the cut noticed");

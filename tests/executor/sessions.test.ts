@@ -141,7 +141,7 @@ describe("ExecutorClient: sessions", { timeout: 30_000 }, () => {
     await session.ready();
     const call = session.tools.bash.call({ command: "sleep 1000" });
     await running;
-    const stopped = session.stop("user_stop", { grace_ms: 3_000 });
+    const stopped = session.stop("user_stop", { graceMs: 3_000 });
     await until(() => signals.length === 2, "SIGTERM");
     assert.deepEqual(signals, ["stop:ses_1:user_stop", "SIGTERM after user_stop, grace 3000"]);
     assert.equal((await call).outcome, "canceled");

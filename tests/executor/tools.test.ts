@@ -170,7 +170,7 @@ describe("ExecutorClient: tool calls", { timeout: 30_000 }, () => {
         })
       )
     );
-    const call = session.tools.bash.call({ command: "sleep 100" }, { tool_call_id: "c1" });
+    const call = session.tools.bash.call({ command: "sleep 100" }, { toolCallId: "c1" });
     await started.opened;
     assert.deepEqual(await session.cancelTool("c1", "user"), { canceled: true });
     const result = await call;
@@ -204,7 +204,7 @@ describe("ExecutorClient: tool calls", { timeout: 30_000 }, () => {
         started.open();
         return new Promise(() => {});
       }), { clock });
-    const call = session.tools.bash.call({ command: "hang" }, { timeout_ms: 5_000 });
+    const call = session.tools.bash.call({ command: "hang" }, { timeoutMs: 5_000 });
     await started.opened;
     await clock.advance(5_000);
     const result = await call;
@@ -222,7 +222,7 @@ describe("ExecutorClient: tool calls", { timeout: 30_000 }, () => {
     );
     const seen: unknown[] = [];
     const result = await session.tools.bash.call({ command: "x" }, {
-      tool_call_id: "c_progress",
+      toolCallId: "c_progress",
       onProgress: (p) => seen.push(p),
     });
     assert.equal(result.outcome, "completed");

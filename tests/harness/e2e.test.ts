@@ -73,9 +73,9 @@ describe("Harness with ExecutorClient", { timeout: 30_000 }, () => {
     await client.start();
     const session = await (await harness.waitExecutor()).assignSession({ session_id: "ses_idem" });
     const calls = await Promise.all(
-      [1, 2, 3].map(() => session.tools.bash.call({ command: "x" }, { tool_call_id: "call_once" })),
+      [1, 2, 3].map(() => session.tools.bash.call({ command: "x" }, { toolCallId: "call_once" })),
     );
-    const again = await session.tools.bash.call({ command: "x" }, { tool_call_id: "call_once" });
+    const again = await session.tools.bash.call({ command: "x" }, { toolCallId: "call_once" });
     assert.equal(runs, 1);
     for (const call of [...calls, again]) assert.equal(call.structured_content?.stdout, "run 1");
   });

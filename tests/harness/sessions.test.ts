@@ -173,7 +173,7 @@ describe("Harness: sessions and tools", { timeout: 20_000 }, () => {
   it("types session.tools.<name>.call and checks structured_content", async () => {
     const { peer, executor: handle } = await executor();
     const session = await handle.assignSession({ session_id: "ses_typed" });
-    const typed = session.tools.bash.call({ command: "echo hi" }, { tool_call_id: "call_typed" });
+    const typed = session.tools.bash.call({ command: "echo hi" }, { toolCallId: "call_typed" });
     const call = await peer.nextToolCall();
     assert.deepEqual(call.input, { command: "echo hi" });
     await peer.completeBash(call, "hi\n");

@@ -122,7 +122,7 @@ describe("Harness: terminals", { timeout: 30_000 }, () => {
     SLOW,
     async () => {
       const { session, terminals, send } = await setup();
-      const terminal = await session.terminal({ terminal_id: "t1" });
+      const terminal = await session.terminal({ terminalId: "t1" });
       assert.equal(terminal.pid, 4242);
       const scripted = terminals.get("t1")!;
       scripted.output = "0123456789abcdefghij";
@@ -144,7 +144,7 @@ describe("Harness: terminals", { timeout: 30_000 }, () => {
 
   it("counts bytes the executor no longer holds as lost and goes on after them", SLOW, async () => {
     const { session, terminals, send } = await setup();
-    const terminal = await session.terminal({ terminal_id: "t2" });
+    const terminal = await session.terminal({ terminalId: "t2" });
     const scripted = terminals.get("t2")!;
     scripted.output = "abcdefghij";
     scripted.start = 6; // 3..6 were evicted
@@ -160,7 +160,7 @@ describe("Harness: terminals", { timeout: 30_000 }, () => {
 
   it("after a reconnect it reads back what was sent while disconnected", SLOW, async () => {
     const { session, terminals, send, peer, params } = await setup();
-    const terminal = await session.terminal({ terminal_id: "t3" });
+    const terminal = await session.terminal({ terminalId: "t3" });
     const scripted = terminals.get("t3")!;
     scripted.output = "hello ";
     const text = collect(terminal);
@@ -192,7 +192,7 @@ describe("Harness: terminals", { timeout: 30_000 }, () => {
 
   it("reads back what arrived while its reader lagged beyond the queue limit", SLOW, async () => {
     const { session, terminals, send } = await setup();
-    const terminal = await session.terminal({ terminal_id: "t4" });
+    const terminal = await session.terminal({ terminalId: "t4" });
     const scripted = terminals.get("t4")!;
     const chunk = 64 * 1024;
     const chunks = 80; // 5 MiB: more than the 4 MiB the handle queues for a slow reader
@@ -218,7 +218,7 @@ describe("Harness: terminals", { timeout: 30_000 }, () => {
 
   it("has one reader at a time; the next one goes on where the last stopped", SLOW, async () => {
     const { session, terminals, send } = await setup();
-    const terminal = await session.terminal({ terminal_id: "t5" });
+    const terminal = await session.terminal({ terminalId: "t5" });
     const scripted = terminals.get("t5")!;
     scripted.output = "first second";
     send("t5", 0, 6);
@@ -236,7 +236,7 @@ describe("Harness: terminals", { timeout: 30_000 }, () => {
   it("aborting its signal closes it; the session's end ends its output", SLOW, async () => {
     const { session, closes, terminals, send } = await setup();
     const controller = new AbortController();
-    const terminal = await session.terminal({ terminal_id: "t6", signal: controller.signal });
+    const terminal = await session.terminal({ terminalId: "t6", signal: controller.signal });
     terminals.get("t6")!.output = "partial";
     send("t6", 0, 7);
     controller.abort();

@@ -132,7 +132,7 @@ describe("MCP servers of a session", { timeout: 90_000 }, () => {
       [first, second].map(async ({ ask }) => ((await ask("dump")).result as { pid: number }).pid),
     );
     assert.ok(pids.every(alive));
-    await session.stop("done", { grace_ms: 200 });
+    await session.stop("done", { graceMs: 200 });
     assert.deepEqual(pids.map(alive), [false, false]);
   });
 });

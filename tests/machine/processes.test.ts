@@ -153,7 +153,7 @@ describe("process capability", { timeout: 60_000 }, () => {
     });
     const grandchild = Number(read.data.trim());
     assert.equal(alive(grandchild), true, "the grandchild outlives the program");
-    await session.stop("done", { grace_ms: 200 });
+    await session.stop("done", { graceMs: 200 });
     assert.equal(alive(grandchild), false, "and ends with the session");
   });
 

@@ -37,7 +37,7 @@ for (const cgroups of [true, false]) {
       const call = session.tools.bash.call({ command: stubborn(pidFile) });
       const pid = await pidFrom(pidFile);
       assert.equal(alive(pid), true);
-      await session.stop("done", { grace_ms: 200 });
+      await session.stop("done", { graceMs: 200 });
       assert.equal(alive(pid), false, "the grandchild is gone before session.ended");
       assert.equal((await call).outcome, "canceled");
     });
@@ -61,7 +61,7 @@ for (const cgroups of [true, false]) {
       const { dir, session } = await start();
       const pidFile = join(dir, "grandchild.pid");
       const call = session.tools.bash.call({ command: stubborn(pidFile) }, {
-        tool_call_id: "call_c",
+        toolCallId: "call_c",
       });
       const pid = await pidFrom(pidFile);
       assert.deepEqual(await session.cancelTool("call_c"), { canceled: true });
@@ -80,7 +80,7 @@ for (const cgroups of [true, false]) {
         argv: ["bash", "-c", stubborn(pidFile)],
       });
       const pid = await pidFrom(pidFile);
-      await session.stop("done", { grace_ms: 200 });
+      await session.stop("done", { graceMs: 200 });
       assert.equal(alive(pid), false, "the grandchild is gone before session.ended");
       assert.equal(alive(started.pid!), false, "the leader is gone before session.ended");
     });
@@ -129,7 +129,7 @@ for (const cgroups of [true, false]) {
         const call = session.tools.bash.call({ command: escaped(pidFile) }).catch((e) => e);
         const pid = await pidFrom(pidFile);
         assert.equal(alive(pid), true);
-        await session.stop("done", { grace_ms: 200 });
+        await session.stop("done", { graceMs: 200 });
         assert.equal(alive(pid), false, "the setsid descendant is gone before session.ended");
         await call;
       });
@@ -151,7 +151,7 @@ for (const cgroups of [true, false]) {
           .catch(() => {});
         const during = [...ours()].filter((name) => !before.has(name));
         assert.equal(during.length, 1, "one cgroup for the session");
-        await session.stop("done", { grace_ms: 200 });
+        await session.stop("done", { graceMs: 200 });
         assert.deepEqual([...ours()].filter((name) => !before.has(name)), []);
         await call;
       });
@@ -160,7 +160,7 @@ for (const cgroups of [true, false]) {
         const { dir, session } = await start({ oneShot: true, sessionId: "ses_escape" });
         const pidFile = join(dir, "escaped.pid");
         const call = session.tools.bash.call({ command: escaped(pidFile) }, {
-          tool_call_id: "c_e",
+          toolCallId: "c_e",
         });
         const pid = await pidFrom(pidFile);
         await session.cancelTool("c_e");
@@ -185,7 +185,7 @@ for (const cgroups of [true, false]) {
           signal: "SIGKILL",
           group: false,
         });
-        await session.stop("done", { grace_ms: 200 });
+        await session.stop("done", { graceMs: 200 });
         assert.equal(alive(pid), false);
       });
     }

@@ -126,7 +126,7 @@ for (const cgroups of [true, false]) {
     it("session.stop: every process of its terminals is gone when session.ended arrives", async () => {
       const { session, pids } = await terminalWithJobs();
       const other = await session.terminal({ argv: ["sleep", "1000"] });
-      await session.stop("done", { grace_ms: 200 });
+      await session.stop("done", { graceMs: 200 });
       for (const pid of [...pids, other.pid!]) {
         assert.equal(alive(pid), false, `${pid} is gone before session.ended`);
       }

@@ -244,7 +244,7 @@ describe(`terminals on ${RUNTIME}`, { timeout: 60_000 }, () => {
         assert.equal(read.next_offset, held.length);
       }
       // A handle for an id that is already open reads what the executor holds, from offset 0.
-      const terminal = await session.terminal({ terminal_id: "t_retry", argv: BASH });
+      const terminal = await session.terminal({ terminalId: "t_retry", argv: BASH });
       assert.equal(terminal.duplicate, true);
       assert.equal(terminal.pid, first.pid);
       const view = screen(terminal);
@@ -325,7 +325,7 @@ describe(`terminals on ${RUNTIME}`, { timeout: 60_000 }, () => {
     const session = await newSession();
     const one = await withStubbornJob(session);
     const two = await session.terminal({ argv: ["sleep", "1000"] });
-    await session.stop("done", { grace_ms: 200 });
+    await session.stop("done", { graceMs: 200 });
     for (const pid of [one.terminal.pid!, one.job, two.pid!]) {
       assert.equal(running(pid), false, `${pid}`);
     }
