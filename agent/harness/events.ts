@@ -4,15 +4,15 @@
  * custom tool use and its result) and goes to the session's subscribers; deltas go to them as
  * previews.
  */
-import type { ExecutorHandle } from "../harness/handles.ts";
-import type { SessionEventRecord } from "../harness/records.ts";
-import { isPromiseLike, type MaybePromise } from "../harness/store/store.ts";
-import type { AgentEvent, SessionEventDeltaParams } from "../protocol/generated/contract.ts";
-import type { PlatformContext } from "./platform-context.ts";
-import { ACTIVE } from "./platform-records.ts";
-import type { PlatformSessions } from "./platform-sessions.ts";
-import type { PlatformStore } from "./platform-store.ts";
-import type { AgentStreams } from "./platform-streams.ts";
+import type { ExecutorHandle } from "../../harness/handles.ts";
+import type { SessionEventRecord } from "../../harness/records.ts";
+import { isPromiseLike, type MaybePromise } from "../../harness/store/store.ts";
+import type { AgentEvent, SessionEventDeltaParams } from "../../protocol/generated/contract.ts";
+import type { PlatformContext } from "./context.ts";
+import { ACTIVE } from "./records.ts";
+import type { PlatformSessions } from "./sessions.ts";
+import type { PlatformStore } from "./store.ts";
+import type { AgentStreams } from "./streams.ts";
 
 /** The events and deltas of every agent session. */
 export class PlatformEvents {

@@ -4,15 +4,15 @@
  * until the executor answers, with the platform's record of the turns kept in step: a turn is
  * pending once started, canceled once a cancel is sent, and the session's close awaited.
  */
-import { ExecutorUnavailableError } from "../harness/errors.ts";
+import { ExecutorUnavailableError } from "../../harness/errors.ts";
 import type {
   CloseAgentSessionOptions,
   ExecutorHandle,
   TurnInputRequest,
-} from "../harness/handles.ts";
-import { hasCapability } from "../protocol/capabilities.ts";
-import { raceSignal } from "../protocol/abort.ts";
-import { CapabilityNotAdvertisedError } from "../protocol/errors.ts";
+} from "../../harness/handles.ts";
+import { hasCapability } from "../../protocol/capabilities.ts";
+import { raceSignal } from "../../protocol/abort.ts";
+import { CapabilityNotAdvertisedError } from "../../protocol/errors.ts";
 import type {
   Ack,
   AgentCustomToolResultParams,
@@ -22,14 +22,14 @@ import type {
   TurnCancelResult,
   TurnStartParams,
   TurnStartResult,
-} from "../protocol/generated/contract.ts";
-import { randomId } from "../protocol/ids.ts";
-import type { CallOptions } from "../protocol/peer.ts";
-import type { PlatformContext } from "./platform-context.ts";
-import { deliver } from "./platform-delivery.ts";
-import { ACTIVE } from "./platform-records.ts";
-import type { PlatformSessions } from "./platform-sessions.ts";
-import type { PlatformStore } from "./platform-store.ts";
+} from "../../protocol/generated/contract.ts";
+import { randomId } from "../../protocol/ids.ts";
+import type { CallOptions } from "../../protocol/peer.ts";
+import type { PlatformContext } from "./context.ts";
+import { deliver } from "./delivery.ts";
+import { ACTIVE } from "./records.ts";
+import type { PlatformSessions } from "./sessions.ts";
+import type { PlatformStore } from "./store.ts";
 
 /** The requests about turns and sessions the platform sends executors. */
 export class PlatformTurns {

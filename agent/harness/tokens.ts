@@ -4,17 +4,17 @@
  * and tools tokens only for the turn's current epoch; the signing itself is the issuers' of
  * the platform's options.
  */
-import type { ExecutorHandle } from "../harness/handles.ts";
+import type { ExecutorHandle } from "../../harness/handles.ts";
 import type {
   ModelTokenRefreshParams,
   ModelTokenRefreshResult,
   ToolsTokenRefreshParams,
   ToolsTokenRefreshResult,
-} from "../protocol/generated/contract.ts";
-import { CapabilityMissingError, TurnInactiveError } from "../protocol/generated/errors.ts";
-import type { PlatformContext } from "./platform-context.ts";
-import { turnInfo } from "./platform-records.ts";
-import type { PlatformSessions } from "./platform-sessions.ts";
+} from "../../protocol/generated/contract.ts";
+import { CapabilityMissingError, TurnInactiveError } from "../../protocol/generated/errors.ts";
+import type { PlatformContext } from "./context.ts";
+import { turnInfo } from "./records.ts";
+import type { PlatformSessions } from "./sessions.ts";
 
 /** The token requests of executors. */
 export class PlatformTokens {

@@ -18,11 +18,11 @@
  * is kept in the harness's store (`a/s/<session_id>`, `a/i/<platform_id>`), written before the
  * harness acknowledges it.
  *
- * This module is the platform's face; its parts: the sessions and their routing
- * (`platform-sessions.ts`), what is sent to executors about turns (`platform-turns.ts`), the
- * events and the streams they feed (`platform-events.ts`, `platform-streams.ts`), the
- * interactions (`platform-interactions.ts`), the tokens (`platform-tokens.ts`), the requests
- * sent until answered (`platform-delivery.ts`) and the store (`platform-store.ts`).
+ * This module is the platform's face; its parts, beside it in `agent/harness/`: the sessions and
+ * their routing (`sessions.ts`), what is sent to executors about turns (`turns.ts`), the events
+ * and the streams they feed (`events.ts`, `streams.ts`), the interactions (`interactions.ts`),
+ * the tokens (`tokens.ts`), the requests sent until answered (`delivery.ts`) and the store
+ * (`store.ts`).
  *
  * Portable: web-standard APIs only.
  */
@@ -31,18 +31,18 @@ import type {
   AgentExtensionHooks,
   AgentExtensionHost,
   AgentOps,
-} from "../harness/extension.ts";
-import { LocalError } from "../protocol/errors.ts";
-import type { Disposable } from "../protocol/peer.ts";
-import { PlatformContext } from "./platform-context.ts";
-import { PlatformEvents } from "./platform-events.ts";
-import { PlatformInteractions } from "./platform-interactions.ts";
-import { turnInfo } from "./platform-records.ts";
-import { PlatformSessions } from "./platform-sessions.ts";
-import { PlatformStore } from "./platform-store.ts";
-import { AgentStreams } from "./platform-streams.ts";
-import { PlatformTokens } from "./platform-tokens.ts";
-import { PlatformTurns } from "./platform-turns.ts";
+} from "../../harness/extension.ts";
+import { LocalError } from "../../protocol/errors.ts";
+import type { Disposable } from "../../protocol/peer.ts";
+import { PlatformContext } from "./context.ts";
+import { PlatformEvents } from "./events.ts";
+import { PlatformInteractions } from "./interactions.ts";
+import { turnInfo } from "./records.ts";
+import { PlatformSessions } from "./sessions.ts";
+import { PlatformStore } from "./store.ts";
+import { AgentStreams } from "./streams.ts";
+import { PlatformTokens } from "./tokens.ts";
+import { PlatformTurns } from "./turns.ts";
 import type {
   AgentPlatformOptions,
   AgentStreamEvent,
@@ -52,7 +52,7 @@ import type {
   PlatformInteraction,
   StreamOptions,
   WaitInteractionOptions,
-} from "./platform-types.ts";
+} from "./types.ts";
 
 export { AgentPlatformDetachedError } from "./errors.ts";
 export type {
@@ -68,7 +68,7 @@ export type {
   StreamOptions,
   ToolsTokenGrant,
   WaitInteractionOptions,
-} from "./platform-types.ts";
+} from "./types.ts";
 
 /** The harness end of the agent capability. */
 export class AgentPlatform implements AgentExtension {

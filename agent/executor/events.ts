@@ -3,24 +3,24 @@
  * session and sent through the client's event outbox (kept until acknowledged, resent in order
  * after a reconnect), and their deltas as lossy notifications.
  */
-import type { ExecutorClient } from "../executor/client.ts";
-import { ClientStoppedError } from "../executor/errors.ts";
-import type { ExecutorExtensionHost } from "../executor/extension.ts";
-import { describeError } from "../executor/timing.ts";
-import { FrameTooLargeError, InvalidOutgoingParamsError } from "../protocol/errors.ts";
+import type { ExecutorClient } from "../../executor/client.ts";
+import { ClientStoppedError } from "../../executor/errors.ts";
+import type { ExecutorExtensionHost } from "../../executor/extension.ts";
+import { describeError } from "../../executor/timing.ts";
+import { FrameTooLargeError, InvalidOutgoingParamsError } from "../../protocol/errors.ts";
 import {
   type AgentEvent,
   AgentEventSchema,
   type EventDelta,
   isAgentEvent,
   type SessionEventParams,
-} from "../protocol/generated/contract.ts";
-import { NotFoundError } from "../protocol/generated/errors.ts";
-import { randomId } from "../protocol/ids.ts";
-import { utf8Length } from "../protocol/jsonrpc.ts";
+} from "../../protocol/generated/contract.ts";
+import { NotFoundError } from "../../protocol/generated/errors.ts";
+import { randomId } from "../../protocol/ids.ts";
+import { utf8Length } from "../../protocol/jsonrpc.ts";
 import { DuplicateEventIdError, TurnEndedError } from "./errors.ts";
-import { cancelRun, rejected, type SessionState, type TurnRun } from "./serve-state.ts";
-import type { EmitOptions, EmittedEvent } from "./turn.ts";
+import { cancelRun, rejected, type SessionState, type TurnRun } from "./state.ts";
+import type { EmitOptions, EmittedEvent } from "./types.ts";
 
 /** Room for the envelope around a `session.event`'s params when checking the frame size. */
 const ENVELOPE_BYTES = 256;

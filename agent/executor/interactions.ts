@@ -4,28 +4,23 @@
  * first answer wins — the platform's (`interaction.response`), a local one, or `expired` at its
  * deadline; an interaction answered otherwise is withdrawn (`interaction.cancel`).
  */
-import type { ExecutorClient } from "../executor/client.ts";
-import { ClientStoppedError } from "../executor/errors.ts";
-import type { ExecutorExtensionHost } from "../executor/extension.ts";
-import { deferred, describeError } from "../executor/timing.ts";
-import type { TimerHandle } from "../protocol/clock.ts";
+import type { ExecutorClient } from "../../executor/client.ts";
+import { ClientStoppedError } from "../../executor/errors.ts";
+import type { ExecutorExtensionHost } from "../../executor/extension.ts";
+import { deferred, describeError } from "../../executor/timing.ts";
+import type { TimerHandle } from "../../protocol/clock.ts";
 import type {
   InteractionRequestParams,
   InteractionResponseParams,
   InteractionResponseResult,
-} from "../protocol/generated/contract.ts";
-import { RequestAbortedError } from "../protocol/errors.ts";
-import { randomId } from "../protocol/ids.ts";
-import type { ReplyHooks } from "../protocol/peer.ts";
+} from "../../protocol/generated/contract.ts";
+import { RequestAbortedError } from "../../protocol/errors.ts";
+import { randomId } from "../../protocol/ids.ts";
+import type { ReplyHooks } from "../../protocol/peer.ts";
 import { InteractionMismatchError, TurnEndedError } from "./errors.ts";
-import { deliver } from "./serve-delivery.ts";
-import {
-  type PendingInteraction,
-  rejected,
-  type SessionState,
-  type TurnRun,
-} from "./serve-state.ts";
-import type { InteractionAnswer, InteractionRequest, LocalAnswer } from "./turn.ts";
+import { deliver } from "./delivery.ts";
+import { type PendingInteraction, rejected, type SessionState, type TurnRun } from "./state.ts";
+import type { InteractionAnswer, InteractionRequest, LocalAnswer } from "./types.ts";
 
 /** The interactions of every turn the service runs. */
 export class TurnInteractions {

@@ -4,19 +4,19 @@
  * executor owns the wait, so a call without a result ends failed after its timeout and the turn
  * goes on.
  */
-import type { ExecutorExtensionHost } from "../executor/extension.ts";
-import { deferred } from "../executor/timing.ts";
+import type { ExecutorExtensionHost } from "../../executor/extension.ts";
+import { deferred } from "../../executor/timing.ts";
 import type {
   AgentCustomToolResultParams,
   ContentBlock,
   CustomToolResultResult,
-} from "../protocol/generated/contract.ts";
-import { randomId } from "../protocol/ids.ts";
+} from "../../protocol/generated/contract.ts";
+import { randomId } from "../../protocol/ids.ts";
 import { CustomToolsDisabledError, DuplicateEventIdError, TurnEndedError } from "./errors.ts";
-import type { TurnEvents } from "./serve-events.ts";
-import { DEFAULT_CUSTOM_TOOL_TIMEOUT_MS, type ServeAgentOptions } from "./serve-options.ts";
-import { type CustomWait, rejected, type SessionState, type TurnRun } from "./serve-state.ts";
-import type { CustomToolOptions, CustomToolOutcome } from "./turn.ts";
+import type { TurnEvents } from "./events.ts";
+import { DEFAULT_CUSTOM_TOOL_TIMEOUT_MS, type ServeAgentOptions } from "./options.ts";
+import { type CustomWait, rejected, type SessionState, type TurnRun } from "./state.ts";
+import type { CustomToolOptions, CustomToolOutcome } from "./types.ts";
 
 /** The custom tool calls of every turn the service runs. */
 export class CustomTools {

@@ -4,12 +4,12 @@
  * `tools_token.refresh`) when less than the lead time remains; a harness without the methods
  * leaves the turn the token it has.
  */
-import type { ExecutorClient } from "../executor/client.ts";
-import type { ExecutorExtensionHost } from "../executor/extension.ts";
-import { ProtocolError } from "../protocol/errors.ts";
-import { ErrorCode } from "../protocol/generated/errors.ts";
+import type { ExecutorClient } from "../../executor/client.ts";
+import type { ExecutorExtensionHost } from "../../executor/extension.ts";
+import { ProtocolError } from "../../protocol/errors.ts";
+import { ErrorCode } from "../../protocol/generated/errors.ts";
 import { TokenUnavailableError } from "./errors.ts";
-import { deliveryVerdict } from "./serve-delivery.ts";
+import { deliveryVerdict } from "./delivery.ts";
 import {
   ASSUMED_TOKEN_LIFETIME_MS,
   rejected,
@@ -17,7 +17,7 @@ import {
   type TokenCache,
   type TokenView,
   type TurnRun,
-} from "./serve-state.ts";
+} from "./state.ts";
 
 /** The tokens of every turn the service runs. */
 export class TurnTokens {

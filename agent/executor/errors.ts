@@ -1,11 +1,11 @@
 /**
- * Local failures of the agent capability: things decided on this side that never crossed the
- * wire. Wire errors stay the contract's generated classes (`TurnInactiveError` -32007,
- * `ForbiddenError` -32001, `CapabilityMissingError` -32012, `ConflictError` -32013, ...).
+ * Local failures of the agent capability on the executor end: things decided on this side that
+ * never crossed the wire. Wire errors stay the contract's generated classes (`TurnInactiveError`
+ * -32007, `ForbiddenError` -32001, `CapabilityMissingError` -32012, `ConflictError` -32013, ...).
  *
  * No message here ever contains a token.
  */
-import { LocalError } from "../protocol/errors.ts";
+import { LocalError } from "../../protocol/errors.ts";
 
 /**
  * The abort reason of a turn's `signal`: the harness canceled the turn (`turn.cancel`), closed
@@ -109,13 +109,5 @@ export class AgentTurnError extends LocalError {
     super(message, options);
     this.name = "AgentTurnError";
     this.code = code;
-  }
-}
-
-/** The platform was not given to a `Harness` (`new Harness({ agent: platform })`) yet. */
-export class AgentPlatformDetachedError extends LocalError {
-  constructor() {
-    super("the agent platform is not attached to a Harness");
-    this.name = "AgentPlatformDetachedError";
   }
 }

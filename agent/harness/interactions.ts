@@ -6,11 +6,11 @@
  * delivered to the executor that asked last until it answers, `expired` at `expires_at`, and
  * every change reported to the listeners.
  */
-import type { ExecutorHandle } from "../harness/handles.ts";
-import { CallbackDeadline } from "../harness/scheduler.ts";
-import { isPromiseLike, type MaybePromise } from "../harness/store/store.ts";
-import { BoundedSet } from "../protocol/bounded-set.ts";
-import { aborted, raceSignal } from "../protocol/abort.ts";
+import type { ExecutorHandle } from "../../harness/handles.ts";
+import { CallbackDeadline } from "../../harness/scheduler.ts";
+import { isPromiseLike, type MaybePromise } from "../../harness/store/store.ts";
+import { BoundedSet } from "../../protocol/bounded-set.ts";
+import { aborted, raceSignal } from "../../protocol/abort.ts";
 import type {
   Ack,
   InteractionCancelParams,
@@ -18,22 +18,22 @@ import type {
   InteractionRequestResult,
   InteractionResponseParams,
   InteractionResponseResult,
-} from "../protocol/generated/contract.ts";
-import { ConflictError, ForbiddenError } from "../protocol/generated/errors.ts";
-import { randomId } from "../protocol/ids.ts";
-import type { CallOptions, Disposable, ReplyHooks } from "../protocol/peer.ts";
-import { isApprovalId } from "./ids.ts";
-import type { PlatformContext } from "./platform-context.ts";
-import { deliver } from "./platform-delivery.ts";
-import { snapshot, type StoredInteraction } from "./platform-records.ts";
-import type { PlatformSessions } from "./platform-sessions.ts";
-import type { PersistedInteraction, PlatformStore } from "./platform-store.ts";
+} from "../../protocol/generated/contract.ts";
+import { ConflictError, ForbiddenError } from "../../protocol/generated/errors.ts";
+import { randomId } from "../../protocol/ids.ts";
+import type { CallOptions, Disposable, ReplyHooks } from "../../protocol/peer.ts";
+import { isApprovalId } from "../ids.ts";
+import type { PlatformContext } from "./context.ts";
+import { deliver } from "./delivery.ts";
+import { snapshot, type StoredInteraction } from "./records.ts";
+import type { PlatformSessions } from "./sessions.ts";
+import type { PersistedInteraction, PlatformStore } from "./store.ts";
 import type {
   InteractionChange,
   PlatformAnswer,
   PlatformInteraction,
   WaitInteractionOptions,
-} from "./platform-types.ts";
+} from "./types.ts";
 
 /** Every interaction the platform holds. */
 export class PlatformInteractions {
@@ -327,7 +327,7 @@ export class PlatformInteractions {
     }
   }
 
-  /** Adopts the interactions a previous run of the harness kept (see `platform-store.ts`). */
+  /** Adopts the interactions a previous run of the harness kept (see `store.ts`). */
   adopt(rows: [string, PersistedInteraction][]): void {
     for (const [, persisted] of rows) {
       if (this.#byPlatformId.has(persisted.id)) continue;

@@ -3,13 +3,12 @@
  * `turn.cancel`, `session.close` (and hands `interaction.response` and
  * `agent.custom_tool_result` to their parts), holds the agent sessions, and runs each turn
  * through the handler from its acceptance to its idle event. What a turn does while it runs goes
- * to the parts in `serve-events.ts`, `serve-interactions.ts`, `serve-custom-tools.ts` and
- * `serve-tokens.ts`.
+ * to the parts in `events.ts`, `interactions.ts`, `custom-tools.ts` and `tokens.ts`.
  */
-import type { ExecutorClient } from "../executor/client.ts";
-import type { ExecutorExtensionHost } from "../executor/extension.ts";
-import type { SessionCleanup } from "../executor/sessions.ts";
-import { describeError, sleep } from "../executor/timing.ts";
+import type { ExecutorClient } from "../../executor/client.ts";
+import type { ExecutorExtensionHost } from "../../executor/extension.ts";
+import type { SessionCleanup } from "../../executor/sessions.ts";
+import { describeError, sleep } from "../../executor/timing.ts";
 import type {
   Ack,
   AgentEvent,
@@ -21,24 +20,24 @@ import type {
   TurnInputParams,
   TurnStartParams,
   TurnStartResult,
-} from "../protocol/generated/contract.ts";
+} from "../../protocol/generated/contract.ts";
 import {
   ConflictError,
   ResourceExhaustedError,
   UnavailableError,
-} from "../protocol/generated/errors.ts";
-import type { Disposable, ReplyHooks } from "../protocol/peer.ts";
-import { BoundedSet, RecentIds } from "../protocol/bounded-set.ts";
-import { traceContextOf } from "../protocol/trace-context.ts";
+} from "../../protocol/generated/errors.ts";
+import type { Disposable, ReplyHooks } from "../../protocol/peer.ts";
+import { BoundedSet, RecentIds } from "../../protocol/bounded-set.ts";
+import { traceContextOf } from "../../protocol/trace-context.ts";
 import { AgentTurnError, TurnCanceledError, TurnEndedError } from "./errors.ts";
-import { CustomTools } from "./serve-custom-tools.ts";
-import { TurnEvents } from "./serve-events.ts";
-import { TurnInteractions } from "./serve-interactions.ts";
-import { type ServeAgentOptions, TOKEN_REFRESH_LEAD_MS } from "./serve-options.ts";
-import { cancelRun, type SessionState, TurnRun } from "./serve-state.ts";
-import { TurnTokens } from "./serve-tokens.ts";
-import { AgentTurn, type TurnParts } from "./serve-turn.ts";
-import type { AgentHandler, TurnEnd } from "./turn.ts";
+import { CustomTools } from "./custom-tools.ts";
+import { TurnEvents } from "./events.ts";
+import { TurnInteractions } from "./interactions.ts";
+import { type ServeAgentOptions, TOKEN_REFRESH_LEAD_MS } from "./options.ts";
+import { cancelRun, type SessionState, TurnRun } from "./state.ts";
+import { TurnTokens } from "./tokens.ts";
+import { AgentTurn, type TurnParts } from "./turn.ts";
+import type { AgentHandler, TurnEnd } from "./types.ts";
 
 /** The agent capability served on one client: its methods, sessions and turns. */
 export class AgentService {

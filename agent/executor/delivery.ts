@@ -3,11 +3,11 @@
  * harness answers: the shared retry rule ({@linkcode retryVerdict}) with the client's own
  * "not connected" counted as a lost connection.
  */
-import type { ExecutorClient } from "../executor/client.ts";
-import { NotConnectedError } from "../executor/errors.ts";
-import type { ExecutorExtensionHost } from "../executor/extension.ts";
-import type { ExecutorRequestMethod, RequestMap } from "../protocol/generated/contract.ts";
-import { retrying, type RetryVerdict, retryVerdict } from "../protocol/retry.ts";
+import type { ExecutorClient } from "../../executor/client.ts";
+import { NotConnectedError } from "../../executor/errors.ts";
+import type { ExecutorExtensionHost } from "../../executor/extension.ts";
+import type { ExecutorRequestMethod, RequestMap } from "../../protocol/generated/contract.ts";
+import { retrying, type RetryVerdict, retryVerdict } from "../../protocol/retry.ts";
 
 /**
  * Whether a failed request may be sent again, and when: the shared rule, with the client's

@@ -7,16 +7,16 @@ import type {
   ContentBlock,
   EventDelta,
   TurnMetadata,
-} from "../protocol/generated/contract.ts";
-import { aborted, raceSignal, throwIfAborted } from "../protocol/abort.ts";
-import { RequestAbortedError } from "../protocol/errors.ts";
-import { randomId } from "../protocol/ids.ts";
-import type { TraceContext } from "../protocol/trace-context.ts";
-import type { CustomTools } from "./serve-custom-tools.ts";
-import type { TurnEvents } from "./serve-events.ts";
-import type { TurnInteractions } from "./serve-interactions.ts";
-import { rejected, type SessionState, type TurnRun } from "./serve-state.ts";
-import type { TurnTokens } from "./serve-tokens.ts";
+} from "../../protocol/generated/contract.ts";
+import { aborted, raceSignal, throwIfAborted } from "../../protocol/abort.ts";
+import { RequestAbortedError } from "../../protocol/errors.ts";
+import { randomId } from "../../protocol/ids.ts";
+import type { TraceContext } from "../../protocol/trace-context.ts";
+import type { CustomTools } from "./custom-tools.ts";
+import type { TurnEvents } from "./events.ts";
+import type { TurnInteractions } from "./interactions.ts";
+import { rejected, type SessionState, type TurnRun } from "./state.ts";
+import type { TurnTokens } from "./tokens.ts";
 import type {
   CustomToolOptions,
   CustomToolOutcome,
@@ -29,7 +29,7 @@ import type {
   ToolsCredential,
   Turn,
   TurnInput,
-} from "./turn.ts";
+} from "./types.ts";
 
 /** What a turn's calls go to: the parts of the service shared by all its turns. */
 export interface TurnParts {
