@@ -92,14 +92,7 @@ export {
 } from "./harness/platform.ts";
 export type { CloseAgentSessionOptions, TurnInputRequest } from "../harness/handles.ts";
 export { NoAgentPlatformError } from "../harness/errors.ts";
-export type {
-  AgentEvent,
-  ContentBlock,
-  EventDelta,
-  InteractionKind,
-  InteractionOption,
-  InteractionOutcome,
-  TurnInputParams,
-  TurnMetadata,
-  TurnOutcome,
-} from "../protocol/core.ts";
+// The wire types the names above use: a turn's events, its start and end, its interactions.
+export type { AgentEvent, ContentBlock, EventDelta } from "../protocol/core.ts";
+export type { TurnInputParams, TurnMetadata, TurnOutcome } from "../protocol/core.ts";
+export type { InteractionKind, InteractionOption, InteractionOutcome } from "../protocol/core.ts";

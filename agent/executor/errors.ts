@@ -7,6 +7,14 @@
  */
 import { LocalError } from "../../protocol/errors.ts";
 
+/** `turn.customTool()` on an agent served without `customTools: true`; nothing was emitted. */
+export class CustomToolsDisabledError extends LocalError {
+  constructor() {
+    super("custom tools are not enabled: serve the agent with { customTools: true }");
+    this.name = "CustomToolsDisabledError";
+  }
+}
+
 /**
  * The abort reason of a turn's `signal`: the harness canceled the turn (`turn.cancel`), closed
  * the session (`session.close`), or the session ended otherwise (`session.stop`, the client
@@ -69,14 +77,6 @@ export class InteractionMismatchError extends LocalError {
     super(`interaction ${JSON.stringify(interactionId)} is open for another kind or tool use`);
     this.name = "InteractionMismatchError";
     this.interactionId = interactionId;
-  }
-}
-
-/** `turn.customTool()` on an agent served without `customTools: true`; nothing was emitted. */
-export class CustomToolsDisabledError extends LocalError {
-  constructor() {
-    super("custom tools are not enabled: serve the agent with { customTools: true }");
-    this.name = "CustomToolsDisabledError";
   }
 }
 
