@@ -47,7 +47,7 @@ export {
   serveAgent,
   type ServeAgentOptions,
   TOKEN_REFRESH_LEAD_MS,
-} from "./serve.ts";
+} from "./executor/serve.ts";
 export type {
   AgentHandler,
   CustomToolOptions,
@@ -63,7 +63,7 @@ export type {
   Turn,
   TurnEnd,
   TurnInput,
-} from "./turn.ts";
+} from "./executor/types.ts";
 export {
   AgentTurnError,
   CustomToolsDisabledError,
@@ -72,7 +72,7 @@ export {
   TokenUnavailableError,
   TurnCanceledError,
   TurnEndedError,
-} from "./errors.ts";
+} from "./executor/errors.ts";
 export { APPROVAL_ID_PATTERN, approvalId, isApprovalId } from "./ids.ts";
 export {
   AgentPlatform,
@@ -89,17 +89,10 @@ export {
   type StreamOptions,
   type ToolsTokenGrant,
   type WaitInteractionOptions,
-} from "./platform.ts";
+} from "./harness/platform.ts";
 export type { CloseAgentSessionOptions, TurnInputRequest } from "../harness/handle-options.ts";
 export { NoAgentPlatformError } from "../harness/errors.ts";
-export type {
-  AgentEvent,
-  ContentBlock,
-  EventDelta,
-  InteractionKind,
-  InteractionOption,
-  InteractionOutcome,
-  TurnInputParams,
-  TurnMetadata,
-  TurnOutcome,
-} from "../protocol/core.ts";
+// The wire types the names above use: a turn's events, its start and end, its interactions.
+export type { AgentEvent, ContentBlock, EventDelta } from "../protocol/core.ts";
+export type { TurnInputParams, TurnMetadata, TurnOutcome } from "../protocol/core.ts";
+export type { InteractionKind, InteractionOption, InteractionOutcome } from "../protocol/core.ts";

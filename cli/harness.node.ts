@@ -24,7 +24,7 @@ import { CONTRACT_VERSION } from "../protocol/generated/contract.ts";
 import { SDK_VERSION as VERSION } from "../executor/version.ts";
 // The inspector page's agent turns and approvals (--ui). The application imports agent/ and hands
 // it to the harness through its extension seam (the `agent` option), so harness/ never imports it.
-import { AgentPlatform } from "../agent/platform.ts";
+import { AgentPlatform } from "../agent/harness/platform.ts";
 import {
   Harness,
   type HarnessServer,

@@ -10,7 +10,7 @@
  * | `se/<ended_at>/<session_id>`      | `1`                      | a session ended (the order of forgetting) |
  * | `ev/<session_id>/<index>`         | {@linkcode StoredEvent}    | before the event's ack                     |
  * | `c/<tool_call_id>`                | {@linkcode CallRecord}     | before `tool.call` is sent, and with its result before the `tool.result`'s ack |
- * | `a/…`                             | the agent capability's    | (see `agent/platform.ts`)                 |
+ * | `a/…`                             | the agent capability's    | (see `agent/harness/platform.ts`)         |
  *
  * Numbers in keys are zero-padded to a fixed width, so key order is numeric order.
  */

@@ -26,8 +26,8 @@ import { BashTimeoutError, runBash } from "../../executor/machine/bash.node.ts";
 import { Workdir } from "../../executor/machine/workdir.node.ts";
 import type { ContentBlock } from "../../protocol/generated/contract.ts";
 import { approvalId } from "../ids.ts";
-import { serveAgent } from "../serve.ts";
-import type { AgentHandler, Turn } from "../turn.ts";
+import { serveAgent } from "../executor/serve.ts";
+import type { AgentHandler, Turn } from "../executor/types.ts";
 
 /** Options of {@linkcode createBashAgent}. */
 export interface BashAgentOptions {

@@ -3,24 +3,23 @@
  * session and sent through the client's event outbox (kept until acknowledged, resent in order
  * after a reconnect), and their deltas as lossy notifications.
  */
-import type { ExecutorClient } from "../executor/client.ts";
-import { ClientStoppedError } from "../executor/errors.ts";
-import type { ExecutorExtensionHost } from "../executor/extension.ts";
-import { describeError } from "../executor/timing.ts";
-import { FrameTooLargeError, InvalidOutgoingParamsError } from "../protocol/errors.ts";
+import { ClientStoppedError } from "../../executor/errors.ts";
+import { describeError } from "../../executor/timing.ts";
+import { FrameTooLargeError, InvalidOutgoingParamsError } from "../../protocol/errors.ts";
 import {
   type AgentEvent,
   AgentEventSchema,
   type EventDelta,
   isAgentEvent,
   type SessionEventParams,
-} from "../protocol/generated/contract.ts";
-import { NotFoundError } from "../protocol/generated/errors.ts";
-import { randomId } from "../protocol/ids.ts";
-import { utf8Length } from "../protocol/jsonrpc.ts";
+} from "../../protocol/generated/contract.ts";
+import { NotFoundError } from "../../protocol/generated/errors.ts";
+import { randomId } from "../../protocol/ids.ts";
+import { utf8Length } from "../../protocol/jsonrpc.ts";
+import type { ServiceContext } from "./context.ts";
 import { DuplicateEventIdError, TurnEndedError } from "./errors.ts";
-import { cancelRun, rejected, type SessionState, type TurnRun } from "./serve-state.ts";
-import type { EmitOptions, EmittedEvent } from "./turn.ts";
+import { cancelRun, rejected, type SessionState, type TurnRun } from "./state.ts";
+import type { EmitOptions, EmittedEvent } from "./types.ts";
 
 /** Room for the envelope around a `session.event`'s params when checking the frame size. */
 const ENVELOPE_BYTES = 256;
@@ -33,16 +32,10 @@ const RESERVED_TYPES: ReadonlySet<string> = new Set([
 
 /** The events and deltas of every turn the service runs. */
 export class TurnEvents {
-  readonly #client: ExecutorClient;
-  readonly #internals: ExecutorExtensionHost;
+  readonly #ctx: ServiceContext;
 
-  constructor(client: ExecutorClient, internals: ExecutorExtensionHost) {
-    this.#client = client;
-    this.#internals = internals;
-  }
-
-  get #logger() {
-    return this.#internals.logger;
+  constructor(ctx: ServiceContext) {
+    this.#ctx = ctx;
   }
 
   /**
@@ -104,14 +97,15 @@ export class TurnEvents {
       sequence,
     };
     const bytes = utf8Length(JSON.stringify(params)) + ENVELOPE_BYTES;
-    if (bytes > this.#internals.maxFrameBytes) {
+    const limit = this.#ctx.host.maxFrameBytes;
+    if (bytes > limit) {
       // Sent, it would be refused for good and leave a gap no later event could pass.
-      return rejected(new FrameTooLargeError(bytes, this.#internals.maxFrameBytes));
+      return rejected(new FrameTooLargeError(bytes, limit));
     }
     state.sequence = sequence;
     state.eventIds.add(eventId);
     run.deltaIndex.delete(eventId);
-    const sent = this.#client.call("session.event", params).then((ack): EmittedEvent => ({
+    const sent = this.#ctx.client.call("session.event", params).then((ack): EmittedEvent => ({
       event_id: eventId,
       sequence,
       ...(ack.acked_sequence !== undefined ? { acked_sequence: ack.acked_sequence } : {}),
@@ -127,7 +121,7 @@ export class TurnEvents {
           cancelRun(state, run, "session_lost");
         }
         if (!(error instanceof ClientStoppedError)) {
-          this.#logger.warn("agent event not delivered", {
+          this.#ctx.logger.warn("agent event not delivered", {
             session_id: state.id,
             sequence,
             internal,
@@ -145,7 +139,7 @@ export class TurnEvents {
     const index = run.deltaIndex.get(eventId) ?? 0;
     run.deltaIndex.set(eventId, index + 1);
     try {
-      this.#client.notify("session.event_delta", {
+      this.#ctx.client.notify("session.event_delta", {
         session_id: state.id,
         turn_id: run.turnId,
         event_id: eventId,

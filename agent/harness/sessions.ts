@@ -4,13 +4,13 @@
  * to resume). Requests from an executor are checked here: a session routed elsewhere is refused
  * (-32001), a turn that is not active too (-32007).
  */
-import type { ExecutorHandle, Session } from "../harness/handles.ts";
-import { BoundedSet } from "../protocol/bounded-set.ts";
-import { ForbiddenError, TurnInactiveError } from "../protocol/generated/errors.ts";
-import type { PlatformContext } from "./platform-context.ts";
-import { ACTIVE, type SessionRecord, type TurnRecord } from "./platform-records.ts";
-import type { PersistedSession, PlatformStore } from "./platform-store.ts";
-import type { AgentStreams } from "./platform-streams.ts";
+import type { ExecutorHandle, Session } from "../../harness/handles.ts";
+import { BoundedSet } from "../../protocol/bounded-set.ts";
+import { ForbiddenError, TurnInactiveError } from "../../protocol/generated/errors.ts";
+import type { PlatformContext } from "./context.ts";
+import { ACTIVE, type SessionRecord, type TurnRecord } from "./records.ts";
+import type { PersistedSession, PlatformStore } from "./store.ts";
+import type { AgentStreams } from "./streams.ts";
 
 /** Every session the platform knows, live or ended. */
 export class PlatformSessions {
@@ -111,7 +111,7 @@ export class PlatformSessions {
     return turn;
   }
 
-  /** Adopts the sessions a previous run of the harness kept (see `platform-store.ts`). */
+  /** Adopts the sessions a previous run of the harness kept (see `store.ts`). */
   adopt(rows: [string, PersistedSession][]): void {
     for (const [, persisted] of rows) {
       if (this.#records.has(persisted.id)) continue;

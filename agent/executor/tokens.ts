@@ -4,12 +4,12 @@
  * `tools_token.refresh`) when less than the lead time remains; a harness without the methods
  * leaves the turn the token it has.
  */
-import type { ExecutorClient } from "../executor/client.ts";
-import type { ExecutorExtensionHost } from "../executor/extension.ts";
-import { ProtocolError } from "../protocol/errors.ts";
-import { ErrorCode } from "../protocol/generated/errors.ts";
+import { ProtocolError } from "../../protocol/errors.ts";
+import { ErrorCode } from "../../protocol/generated/errors.ts";
+import type { ServiceContext } from "./context.ts";
 import { TokenUnavailableError } from "./errors.ts";
-import { deliveryVerdict } from "./serve-delivery.ts";
+import { deliveryVerdict } from "./delivery.ts";
+import { TOKEN_REFRESH_LEAD_MS } from "./options.ts";
 import {
   ASSUMED_TOKEN_LIFETIME_MS,
   rejected,
@@ -17,33 +17,23 @@ import {
   type TokenCache,
   type TokenView,
   type TurnRun,
-} from "./serve-state.ts";
+} from "./state.ts";
 
 /** The tokens of every turn the service runs. */
 export class TurnTokens {
-  readonly #client: ExecutorClient;
-  readonly #internals: ExecutorExtensionHost;
+  readonly #ctx: ServiceContext;
   /** Refresh when less than this remains, in ms. */
   readonly #leadMs: number;
 
-  constructor(client: ExecutorClient, internals: ExecutorExtensionHost, leadMs: number) {
-    this.#client = client;
-    this.#internals = internals;
-    this.#leadMs = leadMs;
-  }
-
-  get #logger() {
-    return this.#internals.logger;
-  }
-
-  get #clock() {
-    return this.#internals.clock;
+  constructor(ctx: ServiceContext) {
+    this.#ctx = ctx;
+    this.#leadMs = ctx.options.tokenRefreshLeadMs ?? TOKEN_REFRESH_LEAD_MS;
   }
 
   /** The turn's model or tools token, refreshed first when less than the lead time remains. */
   token(state: SessionState, run: TurnRun, kind: "model" | "tools"): Promise<TokenView> {
     const cache = kind === "model" ? run.model : run.tools;
-    const now = this.#clock.now();
+    const now = this.#ctx.clock.now();
     if (cache.token !== undefined && cache.expiresAt - now >= this.#leadMs) {
       return Promise.resolve(view(cache));
     }
@@ -63,13 +53,13 @@ export class TurnTokens {
     const signal = run.controller.signal;
     try {
       if (kind === "model") {
-        const result = await this.#client.call("model_token.refresh", {
+        const result = await this.#ctx.client.call("model_token.refresh", {
           session_id: state.id,
           turn_id: run.turnId,
         }, { signal });
         this.#store(cache, result.model_token, result.expires_at, result.model_base_url);
       } else {
-        const result = await this.#client.call("tools_token.refresh", {
+        const result = await this.#ctx.client.call("tools_token.refresh", {
           session_id: state.id,
           turn_id: run.turnId,
           ...(run.params.metadata?.epoch !== undefined ? { epoch: run.epoch } : {}),
@@ -81,7 +71,7 @@ export class TurnTokens {
       if (error instanceof ProtocolError && error.code === ErrorCode.METHOD_NOT_FOUND) {
         // A harness without the method: the executor keeps the token it has.
         cache.methodMissing = true;
-        this.#logger.info("the harness does not refresh tokens: keeping the current one", {
+        this.#ctx.logger.info("the harness does not refresh tokens: keeping the current one", {
           kind,
           session_id: state.id,
         });
@@ -89,7 +79,7 @@ export class TurnTokens {
       }
       if (
         deliveryVerdict(error) !== "fail" && cache.token !== undefined &&
-        cache.expiresAt > this.#clock.now()
+        cache.expiresAt > this.#ctx.clock.now()
       ) {
         return view(cache);
       }
@@ -98,17 +88,17 @@ export class TurnTokens {
   }
 
   #store(cache: TokenCache, token: string, expiresAt: string, url: string | undefined): void {
-    this.#internals.addSecret(token);
+    this.#ctx.host.addSecret(token);
     cache.token = token;
     const parsed = Date.parse(expiresAt);
     cache.expiresAt = Number.isFinite(parsed)
       ? parsed
-      : this.#clock.now() + ASSUMED_TOKEN_LIFETIME_MS;
+      : this.#ctx.clock.now() + ASSUMED_TOKEN_LIFETIME_MS;
     if (url !== undefined) cache.url = url;
   }
 
   #keep(cache: TokenCache, kind: "model" | "tools", why: string): Promise<TokenView> {
-    if (cache.token !== undefined && cache.expiresAt > this.#clock.now()) {
+    if (cache.token !== undefined && cache.expiresAt > this.#ctx.clock.now()) {
       return Promise.resolve(view(cache));
     }
     const missing = cache.token === undefined ? "none came with turn.start" : "it has expired";

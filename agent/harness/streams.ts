@@ -3,8 +3,8 @@
  * queue of previews (lossy: a subscriber that lags loses deltas) and durable events (each
  * once, in sequence order), ended with the session.
  */
-import { AsyncQueue } from "./queue.ts";
-import type { AgentPlatformOptions, AgentStreamEvent, StreamOptions } from "./platform-types.ts";
+import { AsyncQueue } from "../queue.ts";
+import type { AgentPlatformOptions, AgentStreamEvent, StreamOptions } from "./types.ts";
 
 /** The subscribers of every session's stream. */
 export class AgentStreams {

@@ -3,11 +3,11 @@
  * (none until `new Harness({ agent: platform })` attaches it), with the clock and logger taken
  * from that harness.
  */
-import type { AgentExtensionHost } from "../harness/extension.ts";
-import { type Clock, systemClock } from "../protocol/clock.ts";
-import { type Logger, silentLogger } from "../protocol/logger.ts";
+import type { AgentExtensionHost } from "../../harness/extension.ts";
+import { type Clock, systemClock } from "../../protocol/clock.ts";
+import { type Logger, silentLogger } from "../../protocol/logger.ts";
 import { AgentPlatformDetachedError } from "./errors.ts";
-import type { AgentPlatformOptions } from "./platform-types.ts";
+import type { AgentPlatformOptions } from "./types.ts";
 
 /** The platform's options and its harness, shared by its parts. */
 export class PlatformContext {

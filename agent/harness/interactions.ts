@@ -6,11 +6,11 @@
  * delivered to the executor that asked last until it answers, `expired` at `expires_at`, and
  * every change reported to the listeners.
  */
-import type { ExecutorHandle } from "../harness/handles.ts";
-import { CallbackDeadline } from "../harness/scheduler.ts";
-import { isPromiseLike, type MaybePromise } from "../harness/store/store.ts";
-import { BoundedSet } from "../protocol/bounded-set.ts";
-import { aborted, raceSignal } from "../protocol/abort.ts";
+import type { ExecutorHandle } from "../../harness/handles.ts";
+import { CallbackDeadline } from "../../harness/scheduler.ts";
+import { isPromiseLike, type MaybePromise } from "../../harness/store/store.ts";
+import { BoundedSet } from "../../protocol/bounded-set.ts";
+import { aborted, raceSignal } from "../../protocol/abort.ts";
 import type {
   Ack,
   InteractionCancelParams,
@@ -18,28 +18,25 @@ import type {
   InteractionRequestResult,
   InteractionResponseParams,
   InteractionResponseResult,
-} from "../protocol/generated/contract.ts";
-import { ConflictError, ForbiddenError } from "../protocol/generated/errors.ts";
-import { randomId } from "../protocol/ids.ts";
-import type { CallOptions, Disposable, ReplyHooks } from "../protocol/peer.ts";
-import { isApprovalId } from "./ids.ts";
-import type { PlatformContext } from "./platform-context.ts";
-import { deliver } from "./platform-delivery.ts";
-import { snapshot, type StoredInteraction } from "./platform-records.ts";
-import type { PlatformSessions } from "./platform-sessions.ts";
-import type { PersistedInteraction, PlatformStore } from "./platform-store.ts";
+} from "../../protocol/generated/contract.ts";
+import { ConflictError, ForbiddenError } from "../../protocol/generated/errors.ts";
+import { randomId } from "../../protocol/ids.ts";
+import type { CallOptions, Disposable, ReplyHooks } from "../../protocol/peer.ts";
+import { isApprovalId } from "../ids.ts";
+import { deliver } from "./delivery.ts";
+import type { PlatformParts } from "./parts.ts";
+import { snapshot, type StoredInteraction } from "./records.ts";
+import type { PersistedInteraction } from "./store.ts";
 import type {
   InteractionChange,
   PlatformAnswer,
   PlatformInteraction,
   WaitInteractionOptions,
-} from "./platform-types.ts";
+} from "./types.ts";
 
 /** Every interaction the platform holds. */
 export class PlatformInteractions {
-  readonly #ctx: PlatformContext;
-  readonly #sessions: PlatformSessions;
-  readonly #store: PlatformStore;
+  readonly #parts: PlatformParts;
   /** By the key an executor names each by (see `#key`). */
   readonly #interactions = new Map<string, StoredInteraction>();
   readonly #byPlatformId = new Map<string, StoredInteraction>();
@@ -47,12 +44,11 @@ export class PlatformInteractions {
   /** Settled interactions, oldest first, for forgetting. */
   readonly #settled: BoundedSet<StoredInteraction>;
 
-  constructor(ctx: PlatformContext, sessions: PlatformSessions, store: PlatformStore) {
-    this.#ctx = ctx;
-    this.#sessions = sessions;
-    this.#store = store;
-    this.#settled = new BoundedSet(ctx.options.remember ?? 10_000);
-    if (ctx.options.onInteraction) this.#listeners.add(ctx.options.onInteraction);
+  constructor(parts: PlatformParts) {
+    this.#parts = parts;
+    const options = parts.ctx.options;
+    this.#settled = new BoundedSet(options.remember ?? 10_000);
+    if (options.onInteraction) this.#listeners.add(options.onInteraction);
   }
 
   /** Every interaction the platform holds (snapshots), oldest first. */
@@ -124,9 +120,9 @@ export class PlatformInteractions {
     params: InteractionRequestParams,
     reply: ReplyHooks,
   ): MaybePromise<InteractionRequestResult> {
-    const turn = this.#sessions.activeTurn(executor, params.session_id, params.turn_id);
+    const turn = this.#parts.sessions.activeTurn(executor, params.session_id, params.turn_id);
     const key = this.#key(executor, params.session_id, params.interaction_id);
-    const epoch = this.#ctx.attached.epoch(executor.id);
+    const epoch = this.#parts.ctx.attached.epoch(executor.id);
     const existing = this.#interactions.get(key);
     if (existing) {
       const sameEpoch = existing.executorId === executor.id && existing.executorEpoch === epoch;
@@ -144,7 +140,7 @@ export class PlatformInteractions {
       existing.turnId = turn.turnId;
       existing.toolUseId = params.tool_use_id;
       existing.requests++;
-      this.#store.keepInteraction(existing);
+      this.#parts.store.keepInteraction(existing);
       reply.afterReply(() => this.#notify("repeated", existing));
       // A restarted executor waits for the answer it lost: send it again.
       if (existing.status === "resolved") {
@@ -177,7 +173,7 @@ export class PlatformInteractions {
       announced: false,
     };
     // Kept before the executor hears the platform id: a harness started again knows it.
-    const kept = this.#store.keepInteraction(stored, true);
+    const kept = this.#parts.store.keepInteraction(stored, true);
     const opened = () => {
       this.#interactions.set(key, stored);
       this.#byPlatformId.set(id, stored);
@@ -195,18 +191,18 @@ export class PlatformInteractions {
   /** Settles an interaction as expired when its `expires_at` passes. */
   #armExpiry(stored: StoredInteraction): void {
     if (stored.expiresAt === undefined || stored.status !== "open") return;
-    const host = this.#ctx.host;
+    const host = this.#parts.ctx.host;
     if (!host) return;
     const at = Date.parse(stored.expiresAt);
     stored.expiry = new CallbackDeadline(() => {
       stored.expiry = undefined;
       if (this.#settle(stored, { outcome: "expired" })) this.#deliverAnswer(stored);
     });
-    host.scheduler.set(stored.expiry, Number.isFinite(at) ? at : this.#ctx.clock.now());
+    host.scheduler.set(stored.expiry, Number.isFinite(at) ? at : this.#parts.ctx.clock.now());
   }
 
   #disarmExpiry(stored: StoredInteraction): void {
-    if (stored.expiry) this.#ctx.host?.scheduler.clear(stored.expiry);
+    if (stored.expiry) this.#parts.ctx.host?.scheduler.clear(stored.expiry);
     stored.expiry = undefined;
   }
 
@@ -233,7 +229,7 @@ export class PlatformInteractions {
     stored.outcome = "canceled";
     stored.cancelReason = params.reason;
     this.#disarmExpiry(stored);
-    this.#store.keepInteraction(stored);
+    this.#parts.store.keepInteraction(stored);
     this.#notify("canceled", stored);
     this.#retire(stored);
     return { ok: true };
@@ -251,7 +247,7 @@ export class PlatformInteractions {
     stored.answer = answer.answer;
     stored.message = answer.message;
     this.#disarmExpiry(stored);
-    this.#store.keepInteraction(stored);
+    this.#parts.store.keepInteraction(stored);
     this.#notify("settled", stored);
     this.#retire(stored);
     return true;
@@ -263,7 +259,7 @@ export class PlatformInteractions {
     if (!oldest) return;
     if (this.#interactions.get(oldest.key) === oldest) this.#interactions.delete(oldest.key);
     if (this.#byPlatformId.get(oldest.id) === oldest) this.#byPlatformId.delete(oldest.id);
-    this.#store.dropInteraction(oldest.id);
+    this.#parts.store.dropInteraction(oldest.id);
   }
 
   #deliverAnswer(stored: StoredInteraction): void {
@@ -274,16 +270,16 @@ export class PlatformInteractions {
       ...(stored.answer !== undefined ? { answer: stored.answer } : {}),
       ...(stored.message !== undefined ? { message: stored.message } : {}),
     };
-    const executor = this.#ctx.host?.executor(stored.executorId);
+    const executor = this.#parts.ctx.host?.executor(stored.executorId);
     if (!executor) {
       // Delivered when the executor asks again (a repeat names the interaction).
-      this.#ctx.logger.info("interaction answer kept for the executor's return", {
+      this.#parts.ctx.logger.info("interaction answer kept for the executor's return", {
         interaction_id: stored.id,
       });
       return;
     }
-    deliver(this.#ctx, executor, "interaction.response", params, {}).catch((error) => {
-      this.#ctx.logger.info("interaction answer not delivered", {
+    deliver(this.#parts.ctx, executor, "interaction.response", params, {}).catch((error) => {
+      this.#parts.ctx.logger.info("interaction answer not delivered", {
         interaction_id: stored.id,
         error: String(error),
       });
@@ -300,7 +296,7 @@ export class PlatformInteractions {
       this.#key(executor, params.session_id, params.interaction_id),
     );
     if (stored) this.#settle(stored, params);
-    return deliver(this.#ctx, executor, "interaction.response", params, options);
+    return deliver(this.#parts.ctx, executor, "interaction.response", params, options);
   }
 
   #notify(type: InteractionChange["type"], stored: StoredInteraction): void {
@@ -309,14 +305,14 @@ export class PlatformInteractions {
       try {
         listener(change);
       } catch (error) {
-        this.#ctx.logger.warn("interaction listener failed", { error: String(error) });
+        this.#parts.ctx.logger.warn("interaction listener failed", { error: String(error) });
       }
     }
-    const host = this.#ctx.host;
+    const host = this.#parts.ctx.host;
     if (host?.observing) {
       host.observe({
         type: "interaction",
-        at: this.#ctx.clock.now(),
+        at: this.#parts.ctx.clock.now(),
         change: type,
         sessionId: stored.sessionId,
         executorId: stored.executorId,
@@ -327,7 +323,7 @@ export class PlatformInteractions {
     }
   }
 
-  /** Adopts the interactions a previous run of the harness kept (see `platform-store.ts`). */
+  /** Adopts the interactions a previous run of the harness kept (see `store.ts`). */
   adopt(rows: [string, PersistedInteraction][]): void {
     for (const [, persisted] of rows) {
       if (this.#byPlatformId.has(persisted.id)) continue;

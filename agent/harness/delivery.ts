@@ -3,16 +3,16 @@
  * answers, custom tool results), sent until the executor answers: across its reconnects within
  * the lease, by the shared retry rule, until it is gone.
  */
-import { ExecutorUnavailableError } from "../harness/errors.ts";
-import type { ExecutorEvent, ExecutorHandle } from "../harness/handles.ts";
-import { ProtocolError, RequestAbortedError } from "../protocol/errors.ts";
-import type { HarnessRequestMethod, RequestMap } from "../protocol/generated/contract.ts";
-import { ErrorCode } from "../protocol/generated/errors.ts";
-import type { CallOptions, Disposable } from "../protocol/peer.ts";
-import { aborted, raceSignal, throwIfAborted } from "../protocol/abort.ts";
-import { retrying, type RetryVerdict, retryVerdict } from "../protocol/retry.ts";
+import { ExecutorUnavailableError } from "../../harness/errors.ts";
+import type { ExecutorEvent, ExecutorHandle } from "../../harness/handles.ts";
+import { ProtocolError, RequestAbortedError } from "../../protocol/errors.ts";
+import type { HarnessRequestMethod, RequestMap } from "../../protocol/generated/contract.ts";
+import { ErrorCode } from "../../protocol/generated/errors.ts";
+import type { CallOptions, Disposable } from "../../protocol/peer.ts";
+import { aborted, raceSignal, throwIfAborted } from "../../protocol/abort.ts";
+import { retrying, type RetryVerdict, retryVerdict } from "../../protocol/retry.ts";
 import { AgentPlatformDetachedError } from "./errors.ts";
-import type { PlatformContext } from "./platform-context.ts";
+import type { PlatformContext } from "./context.ts";
 
 /**
  * Sends an idempotent request until the executor answers: across reconnects within the lease;

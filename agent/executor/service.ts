@@ -3,13 +3,12 @@
  * `turn.cancel`, `session.close` (and hands `interaction.response` and
  * `agent.custom_tool_result` to their parts), holds the agent sessions, and runs each turn
  * through the handler from its acceptance to its idle event. What a turn does while it runs goes
- * to the parts in `serve-events.ts`, `serve-interactions.ts`, `serve-custom-tools.ts` and
- * `serve-tokens.ts`.
+ * to the parts in `events.ts`, `interactions.ts`, `custom-tools.ts` and `tokens.ts`.
  */
-import type { ExecutorClient } from "../executor/client.ts";
-import type { ExecutorExtensionHost } from "../executor/extension.ts";
-import type { SessionCleanup } from "../executor/sessions.ts";
-import { describeError, sleep } from "../executor/timing.ts";
+import type { ExecutorClient } from "../../executor/client.ts";
+import type { ExecutorExtensionHost } from "../../executor/extension.ts";
+import type { SessionCleanup } from "../../executor/sessions.ts";
+import { describeError, sleep } from "../../executor/timing.ts";
 import type {
   Ack,
   AgentEvent,
@@ -21,36 +20,31 @@ import type {
   TurnInputParams,
   TurnStartParams,
   TurnStartResult,
-} from "../protocol/generated/contract.ts";
+} from "../../protocol/generated/contract.ts";
 import {
   ConflictError,
   ResourceExhaustedError,
   UnavailableError,
-} from "../protocol/generated/errors.ts";
-import type { Disposable, ReplyHooks } from "../protocol/peer.ts";
-import { BoundedSet, RecentIds } from "../protocol/bounded-set.ts";
-import { traceContextOf } from "../protocol/trace-context.ts";
+} from "../../protocol/generated/errors.ts";
+import type { Disposable, ReplyHooks } from "../../protocol/peer.ts";
+import { BoundedSet, RecentIds } from "../../protocol/bounded-set.ts";
+import { traceContextOf } from "../../protocol/trace-context.ts";
+import { ServiceContext } from "./context.ts";
 import { AgentTurnError, TurnCanceledError, TurnEndedError } from "./errors.ts";
-import { CustomTools } from "./serve-custom-tools.ts";
-import { TurnEvents } from "./serve-events.ts";
-import { TurnInteractions } from "./serve-interactions.ts";
-import { type ServeAgentOptions, TOKEN_REFRESH_LEAD_MS } from "./serve-options.ts";
-import { cancelRun, type SessionState, TurnRun } from "./serve-state.ts";
-import { TurnTokens } from "./serve-tokens.ts";
-import { AgentTurn, type TurnParts } from "./serve-turn.ts";
-import type { AgentHandler, TurnEnd } from "./turn.ts";
+import { CustomTools } from "./custom-tools.ts";
+import { TurnEvents } from "./events.ts";
+import { TurnInteractions } from "./interactions.ts";
+import type { ServeAgentOptions } from "./options.ts";
+import { cancelRun, type SessionState, TurnRun } from "./state.ts";
+import { TurnTokens } from "./tokens.ts";
+import { agentTurn, type TurnParts } from "./turn.ts";
+import type { AgentHandler, TurnEnd } from "./types.ts";
 
 /** The agent capability served on one client: its methods, sessions and turns. */
 export class AgentService {
-  readonly #client: ExecutorClient;
-  readonly #internals: ExecutorExtensionHost;
+  readonly #ctx: ServiceContext;
   readonly #handler: AgentHandler;
-  readonly #options: ServeAgentOptions;
-  readonly #sessions = new Map<string, SessionState>();
   readonly #disposables: Disposable[] = [];
-  readonly #events: TurnEvents;
-  readonly #interactions: TurnInteractions;
-  readonly #customTools: CustomTools;
   /** The parts every turn's calls go to. */
   readonly #parts: TurnParts;
   readonly #onDisposed: () => void;
@@ -58,59 +52,48 @@ export class AgentService {
 
   constructor(
     client: ExecutorClient,
-    internals: ExecutorExtensionHost,
+    host: ExecutorExtensionHost,
     handler: AgentHandler,
     options: ServeAgentOptions,
     onDisposed: () => void,
   ) {
-    this.#client = client;
-    this.#internals = internals;
+    const ctx = this.#ctx = new ServiceContext(client, host, options);
     this.#handler = handler;
-    this.#options = options;
     this.#onDisposed = onDisposed;
-    this.#events = new TurnEvents(client, internals);
-    this.#interactions = new TurnInteractions(client, internals, this.#sessions);
-    this.#customTools = new CustomTools(internals, options, this.#sessions, this.#events);
-    this.#parts = {
-      events: this.#events,
-      interactions: this.#interactions,
-      customTools: this.#customTools,
-      tokens: new TurnTokens(
-        client,
-        internals,
-        options.tokenRefreshLeadMs ?? TOKEN_REFRESH_LEAD_MS,
-      ),
-    };
+    const events = new TurnEvents(ctx);
+    const interactions = new TurnInteractions(ctx);
+    const customTools = new CustomTools(ctx, events);
+    this.#parts = { events, interactions, customTools, tokens: new TurnTokens(ctx) };
     const agent: Record<string, unknown> = {};
     if (options.maxSessions !== undefined) agent.max_sessions = options.maxSessions;
     if (options.customTools) agent.custom_tools = true;
     // Contributed first, so the methods registered below publish the complete object.
     this.#disposables.push(
-      internals.contributeCapabilities(() => ({ agent } as Capabilities)),
+      host.contributeCapabilities(() => ({ agent } as Capabilities)),
       client.onRequest("turn.start", (params, context) => this.#turnStart(params, context)),
       client.onRequest("turn.input", (params) => this.#turnInput(params)),
       client.onRequest("turn.cancel", (params) => this.#turnCancel(params)),
       client.onRequest("session.close", (params) => this.#sessionClose(params)),
       client.onRequest(
         "interaction.response",
-        (params, context) => this.#interactions.respond(params, context),
+        (params, context) => interactions.respond(params, context),
       ),
     );
     if (options.customTools) {
       this.#disposables.push(
-        client.onRequest("agent.custom_tool_result", (params) => this.#customTools.result(params)),
+        client.onRequest("agent.custom_tool_result", (params) => customTools.result(params)),
       );
     }
   }
 
   /** The agent sessions held now. */
   sessionIds(): string[] {
-    return [...this.#sessions.keys()];
+    return [...this.#ctx.sessions.keys()];
   }
 
   /** The running turn of a session, if any. */
   runningTurn(sessionId: string): string | undefined {
-    const run = this.#sessions.get(sessionId)?.run;
+    const run = this.#ctx.sessions.get(sessionId)?.run;
     return run && !run.finished ? run.turnId : undefined;
   }
 
@@ -121,24 +104,16 @@ export class AgentService {
     for (const disposable of this.#disposables.splice(0)) disposable.dispose();
     this.#onDisposed();
     await Promise.all(
-      [...this.#sessions.values()].map((state) =>
-        this.#internals.endSession(state.exec, "agent_disposed", true)
+      [...this.#ctx.sessions.values()].map((state) =>
+        this.#ctx.host.endSession(state.exec, "agent_disposed", true)
       ),
     );
-  }
-
-  get #logger() {
-    return this.#internals.logger;
-  }
-
-  get #clock() {
-    return this.#internals.clock;
   }
 
   // ---- turn.start ----------------------------------------------------------------------------
 
   async #turnStart(params: TurnStartParams, reply: ReplyHooks): Promise<TurnStartResult> {
-    let state = this.#sessions.get(params.session_id);
+    let state = this.#ctx.sessions.get(params.session_id);
     if (state?.closing) {
       // session.close (or the session's end) is still under way; the next conversation waits.
       throw new UnavailableError("the session is closing", { reason: "session_closing" });
@@ -147,7 +122,7 @@ export class AgentService {
       const run = state.run;
       if (run?.turnId === params.turn_id) {
         const result = await run.accepted.promise;
-        run.refresh(params.metadata, this.#clock.now());
+        run.refresh(params.metadata, this.#ctx.clock.now());
         return { ...result, duplicate: true };
       }
       if (state.turnIds.has(params.turn_id)) return this.#startResult(state, params, true);
@@ -158,14 +133,14 @@ export class AgentService {
         });
       }
     } else {
-      if (this.#client.draining) throw new UnavailableError("draining", { reason: "draining" });
-      const max = this.#options.maxSessions;
-      if (max !== undefined && this.#sessions.size >= max) {
+      if (this.#ctx.client.draining) throw new UnavailableError("draining", { reason: "draining" });
+      const max = this.#ctx.options.maxSessions;
+      if (max !== undefined && this.#ctx.sessions.size >= max) {
         throw new ResourceExhaustedError(`at most ${max} agent sessions`, {
           reason: "max_sessions",
         });
       }
-      const held = this.#client.session(params.session_id);
+      const held = this.#ctx.client.session(params.session_id);
       if (held?.state === "stopping") {
         // The previous conversation's session is still ending (its session.ended is on the way).
         throw new UnavailableError("the session is closing", { reason: "session_closing" });
@@ -177,9 +152,9 @@ export class AgentService {
       }
       state = this.#openState(params.session_id);
     }
-    const run = new TurnRun(params, this.#clock.now());
+    const run = new TurnRun(params, this.#ctx.clock.now());
     run.trace = traceContextOf(params);
-    const telemetry = this.#internals.telemetry;
+    const telemetry = this.#ctx.host.telemetry;
     if (telemetry) {
       run.span = telemetry.start("turn.start", "server", {
         "bma.session_id": params.session_id,
@@ -187,9 +162,9 @@ export class AgentService {
       }, run.trace);
       run.trace = run.span.trace ?? run.trace;
     }
-    run.turn = new AgentTurn(this.#parts, state, run, !state.opened);
-    if (run.model.token) this.#internals.addSecret(run.model.token);
-    if (run.tools.token) this.#internals.addSecret(run.tools.token);
+    run.turn = agentTurn(this.#parts, state, run, !state.opened);
+    if (run.model.token) this.#ctx.host.addSecret(run.model.token);
+    if (run.tools.token) this.#ctx.host.addSecret(run.tools.token);
     run.controller.signal.addEventListener("abort", () => {
       this.#endWaits(state, run, run.controller.signal.reason, "turn_canceled");
       // A canceled turn takes no more input: a loop reading the inputs ends too.
@@ -211,7 +186,7 @@ export class AgentService {
         if (!state.opened && !state.closing) {
           state.closing = Promise.resolve();
           this.#forget(state);
-          void this.#internals.endSession(state.exec, "open_failed", false);
+          void this.#ctx.host.endSession(state.exec, "open_failed", false);
         }
         throw error;
       }
@@ -234,7 +209,7 @@ export class AgentService {
   }
 
   #openState(sessionId: string): SessionState {
-    const exec = this.#internals.openSession(sessionId);
+    const exec = this.#ctx.host.openSession(sessionId);
     const state: SessionState = {
       id: sessionId,
       exec,
@@ -250,7 +225,7 @@ export class AgentService {
       interactions: new Map(),
       customWaits: new Map(),
     };
-    this.#sessions.set(sessionId, state);
+    this.#ctx.sessions.set(sessionId, state);
     exec.onCleanup((cleanup) => this.#cleanup(state, cleanup));
     return state;
   }
@@ -258,7 +233,7 @@ export class AgentService {
   async #run(state: SessionState, run: TurnRun): Promise<void> {
     const signal = run.controller.signal;
     run.state = "running";
-    this.#events.write(state, run, { type: "session.status_running" }, {}, true);
+    this.#parts.events.write(state, run, { type: "session.status_running" }, {}, true);
     let end: void | TurnEnd = undefined;
     let failure: unknown;
     let failed = false;
@@ -279,15 +254,15 @@ export class AgentService {
       const reason = signal.reason instanceof TurnCanceledError ? signal.reason.reason : "canceled";
       idle = { type: "session.status_idle", turn_outcome: "canceled", stop_reason: reason };
     } else if (failed) {
-      this.#logger.warn("runTurn failed", {
+      this.#ctx.logger.warn("runTurn failed", {
         session_id: state.id,
         turn_id: run.turnId,
         error: describeError(failure),
       });
       const error = failure instanceof AgentTurnError
-        ? { message: this.#internals.scrub(failure.message), code: failure.code }
+        ? { message: this.#ctx.host.scrub(failure.message), code: failure.code }
         : { message: "the agent loop failed", code: "agent_failed" };
-      this.#events.write(state, run, { type: "session.error", error }, {}, true);
+      this.#parts.events.write(state, run, { type: "session.error", error }, {}, true);
       idle = { type: "session.status_idle", turn_outcome: "failed", stop_reason: "error" };
     } else {
       idle = {
@@ -300,7 +275,7 @@ export class AgentService {
     run.inputs.end();
     // The session takes the next turn.start from here: the idle event is the turn's last.
     if (state.run === run) state.run = undefined;
-    this.#events.write(state, run, idle, {}, true);
+    this.#parts.events.write(state, run, idle, {}, true);
     run.state = "ended";
     if (run.span) {
       run.span.set("bma.turn.outcome", (idle as { turn_outcome: string }).turn_outcome);
@@ -316,13 +291,19 @@ export class AgentService {
     return new Promise<T | void>((resolve, reject) => {
       work.then(resolve, reject).finally(() => stopGrace.abort());
       const onAbort = () => {
-        sleep(this.#clock, this.#options.cancelGraceMs ?? 5_000, stopGrace.signal).then(() => {
-          this.#logger.warn("runTurn did not return after the cancel: the turn ends without it", {
-            session_id: run.params.session_id,
-            turn_id: run.turnId,
-          });
-          resolve();
-        }, () => {});
+        sleep(this.#ctx.clock, this.#ctx.options.cancelGraceMs ?? 5_000, stopGrace.signal).then(
+          () => {
+            this.#ctx.logger.warn(
+              "runTurn did not return after the cancel: the turn ends without it",
+              {
+                session_id: run.params.session_id,
+                turn_id: run.turnId,
+              },
+            );
+            resolve();
+          },
+          () => {},
+        );
       };
       if (signal.aborted) onAbort();
       else signal.addEventListener("abort", onAbort, { once: true });
@@ -331,14 +312,14 @@ export class AgentService {
 
   /** Ends what a turn still waits for; open interactions are withdrawn with `why`. */
   #endWaits(state: SessionState, run: TurnRun, reason: unknown, why: string): void {
-    this.#interactions.endFor(state, run, reason, why);
-    this.#customTools.endFor(state, run, reason);
+    this.#parts.interactions.endFor(state, run, reason, why);
+    this.#parts.customTools.endFor(state, run, reason);
   }
 
   // ---- turn.input / turn.cancel ---------------------------------------------------------------
 
   #turnInput(params: TurnInputParams): Ack {
-    const state = this.#sessions.get(params.session_id);
+    const state = this.#ctx.sessions.get(params.session_id);
     // A repeat is acknowledged even if the turn ended meanwhile: the input was delivered.
     if (state?.inputIds.has(params.input_id)) return { ok: true, duplicate: true };
     const run = state?.run;
@@ -354,7 +335,7 @@ export class AgentService {
   }
 
   #turnCancel(params: TurnCancelParams): TurnCancelResult {
-    const state = this.#sessions.get(params.session_id);
+    const state = this.#ctx.sessions.get(params.session_id);
     const run = state?.run;
     if (!state || !run || run.finished) return { canceled: false };
     if (params.turn_id !== undefined && params.turn_id !== run.turnId) return { canceled: false };
@@ -365,7 +346,7 @@ export class AgentService {
   // ---- session.close and the session's end ----------------------------------------------------
 
   #sessionClose(params: SessionCloseParams): SessionCloseResult {
-    const state = this.#sessions.get(params.session_id);
+    const state = this.#ctx.sessions.get(params.session_id);
     if (!state) return { closed: false };
     state.closing ??= this.#close(state, params.reason ?? "closed");
     return { closed: true };
@@ -382,7 +363,7 @@ export class AgentService {
     }
     await Promise.allSettled([...state.pending]);
     await this.#release(state, reason);
-    await this.#internals.endSession(state.exec, reason, true);
+    await this.#ctx.host.endSession(state.exec, reason, true);
     // Forgotten last: until session.ended is out, a turn.start for the id is told to wait.
     this.#forget(state);
   }
@@ -411,7 +392,7 @@ export class AgentService {
     try {
       await this.#handler.closeSession?.(state.id, { reason });
     } catch (error) {
-      this.#logger.warn("closeSession failed", {
+      this.#ctx.logger.warn("closeSession failed", {
         session_id: state.id,
         error: describeError(error),
       });
@@ -419,6 +400,6 @@ export class AgentService {
   }
 
   #forget(state: SessionState): void {
-    if (this.#sessions.get(state.id) === state) this.#sessions.delete(state.id);
+    if (this.#ctx.sessions.get(state.id) === state) this.#ctx.sessions.delete(state.id);
   }
 }

@@ -4,12 +4,12 @@
  * until the executor answers, with the platform's record of the turns kept in step: a turn is
  * pending once started, canceled once a cancel is sent, and the session's close awaited.
  */
-import { ExecutorUnavailableError } from "../harness/errors.ts";
-import type { CloseAgentSessionOptions, TurnInputRequest } from "../harness/handle-options.ts";
-import type { ExecutorHandle } from "../harness/handles.ts";
-import { hasCapability } from "../protocol/capabilities.ts";
-import { raceSignal } from "../protocol/abort.ts";
-import { CapabilityNotAdvertisedError } from "../protocol/errors.ts";
+import { ExecutorUnavailableError } from "../../harness/errors.ts";
+import type { CloseAgentSessionOptions, TurnInputRequest } from "../../harness/handle-options.ts";
+import type { ExecutorHandle } from "../../harness/handles.ts";
+import { hasCapability } from "../../protocol/capabilities.ts";
+import { raceSignal } from "../../protocol/abort.ts";
+import { CapabilityNotAdvertisedError } from "../../protocol/errors.ts";
 import type {
   Ack,
   AgentCustomToolResultParams,
@@ -19,25 +19,19 @@ import type {
   TurnCancelResult,
   TurnStartParams,
   TurnStartResult,
-} from "../protocol/generated/contract.ts";
-import { randomId } from "../protocol/ids.ts";
-import type { CallOptions } from "../protocol/peer.ts";
-import type { PlatformContext } from "./platform-context.ts";
-import { deliver } from "./platform-delivery.ts";
-import { ACTIVE } from "./platform-records.ts";
-import type { PlatformSessions } from "./platform-sessions.ts";
-import type { PlatformStore } from "./platform-store.ts";
+} from "../../protocol/generated/contract.ts";
+import { randomId } from "../../protocol/ids.ts";
+import type { CallOptions } from "../../protocol/peer.ts";
+import { deliver } from "./delivery.ts";
+import type { PlatformParts } from "./parts.ts";
+import { ACTIVE } from "./records.ts";
 
 /** The requests about turns and sessions the platform sends executors. */
 export class PlatformTurns {
-  readonly #ctx: PlatformContext;
-  readonly #sessions: PlatformSessions;
-  readonly #store: PlatformStore;
+  readonly #parts: PlatformParts;
 
-  constructor(ctx: PlatformContext, sessions: PlatformSessions, store: PlatformStore) {
-    this.#ctx = ctx;
-    this.#sessions = sessions;
-    this.#store = store;
+  constructor(parts: PlatformParts) {
+    this.#parts = parts;
   }
 
   /** `startTurn`: the turn is tracked (and stored) before the executor hears of it. */
@@ -47,12 +41,12 @@ export class PlatformTurns {
     options: CallOptions,
   ): Promise<TurnStartResult> {
     if (executor.gone) throw new ExecutorUnavailableError(executor.id, "gone");
-    const closing = this.#sessions.get(params.session_id);
+    const closing = this.#parts.sessions.get(params.session_id);
     if (closing?.closing && closing.session && closing.session.state !== "ended") {
       // The same id after session.close is a new conversation: it starts once the old one ended.
       await closing.session.ended;
     }
-    const { record, created } = this.#sessions.open(executor, params.session_id);
+    const { record, created } = this.#parts.sessions.open(executor, params.session_id);
     const epoch = params.metadata?.epoch;
     let turn = record.turns.get(params.turn_id);
     const newTurn = turn === undefined;
@@ -72,12 +66,12 @@ export class PlatformTurns {
     const previous = record.current;
     record.current = turn;
     // Kept before the executor hears of it: a harness started again grants its tokens.
-    await this.#store.keepSession(record);
+    await this.#parts.store.keepSession(record);
     try {
-      const result = await deliver(this.#ctx, executor, "turn.start", params, options);
+      const result = await deliver(this.#parts.ctx, executor, "turn.start", params, options);
       if (turn.state === "pending") turn.state = "running";
       if (result.executor_session_ref !== undefined) record.ref = result.executor_session_ref;
-      this.#store.keepSession(record);
+      this.#parts.store.keepSession(record);
       return result;
     } catch (error) {
       if (newTurn) {
@@ -85,9 +79,9 @@ export class PlatformTurns {
         if (record.current === turn) record.current = previous;
       }
       if (created && record.turns.size === 0 && !record.ended) {
-        this.#ctx.attached.endSession(record.id, "refused");
+        this.#parts.ctx.attached.endSession(record.id, "refused");
       }
-      this.#store.keepSession(record);
+      this.#parts.store.keepSession(record);
       throw error;
     }
   }
@@ -98,7 +92,7 @@ export class PlatformTurns {
     params: TurnInputRequest,
     options: CallOptions,
   ): Promise<Ack> {
-    return deliver(this.#ctx, executor, "turn.input", {
+    return deliver(this.#parts.ctx, executor, "turn.input", {
       ...params,
       input_id: params.input_id ?? randomId("input_"),
     }, options);
@@ -110,16 +104,16 @@ export class PlatformTurns {
     params: TurnCancelParams,
     options: CallOptions,
   ): Promise<TurnCancelResult> {
-    const record = this.#sessions.get(params.session_id);
+    const record = this.#parts.sessions.get(params.session_id);
     if (record?.executorId === executor.id) {
       const turn = params.turn_id !== undefined ? record.turns.get(params.turn_id) : record.current;
       // Canceled from now on: no more tokens, even before the executor's idle event.
       if (turn && ACTIVE.has(turn.state)) {
         turn.state = "canceled";
-        this.#store.keepSession(record);
+        this.#parts.store.keepSession(record);
       }
     }
-    return deliver(this.#ctx, executor, "turn.cancel", params, options);
+    return deliver(this.#parts.ctx, executor, "turn.cancel", params, options);
   }
 
   /** `closeAgentSession`: resolves once the session has ended. */
@@ -128,7 +122,7 @@ export class PlatformTurns {
     sessionId: string,
     options: CloseAgentSessionOptions,
   ): Promise<SessionCloseResult> {
-    const record = this.#sessions.get(sessionId);
+    const record = this.#parts.sessions.get(sessionId);
     const session = record?.executorId === executor.id && record.session
       ? record.session
       : executor.sessions.get(sessionId);
@@ -137,15 +131,15 @@ export class PlatformTurns {
       for (const turn of record.turns.values()) {
         if (ACTIVE.has(turn.state)) turn.state = "canceled";
       }
-      this.#store.keepSession(record);
+      this.#parts.store.keepSession(record);
     }
     const signal = options.signal;
-    const result = await deliver(this.#ctx, executor, "session.close", {
+    const result = await deliver(this.#parts.ctx, executor, "session.close", {
       session_id: sessionId,
       ...(options.reason !== undefined ? { reason: options.reason } : {}),
     }, signal ? { signal } : {});
     if (!session || session.state === "ended") return result;
-    const host = this.#ctx.attached;
+    const host = this.#parts.ctx.attached;
     if (!result.closed) {
       // The executor does not hold it: there is no session.ended to wait for.
       host.endSession(sessionId, options.reason ?? "closed");
@@ -166,13 +160,13 @@ export class PlatformTurns {
     if (!hasCapability(executor.capabilities, "agent.custom_tools")) {
       throw new CapabilityNotAdvertisedError("agent.custom_tool_result", "agent.custom_tools");
     }
-    const record = this.#sessions.get(params.session_id);
+    const record = this.#parts.sessions.get(params.session_id);
     const mine = record?.executorId === executor.id ? record : undefined;
     // The platform takes one result per call; later ones are refused without a send.
     if (mine?.results.has(params.tool_use_id)) return { accepted: false };
     if (mine) {
       mine.results.add(params.tool_use_id);
-      await this.#store.keepSession(mine);
+      await this.#parts.store.keepSession(mine);
     }
     const ended = () => {
       const turnId = mine?.toolUses.get(params.tool_use_id);
@@ -182,7 +176,7 @@ export class PlatformTurns {
     // A result for a turn that ended is dropped: the executor no longer waits for it.
     if (ended()) return { accepted: false };
     return await deliver(
-      this.#ctx,
+      this.#parts.ctx,
       executor,
       "agent.custom_tool_result",
       params,

@@ -3,11 +3,10 @@
  * harness answers: the shared retry rule ({@linkcode retryVerdict}) with the client's own
  * "not connected" counted as a lost connection.
  */
-import type { ExecutorClient } from "../executor/client.ts";
-import { NotConnectedError } from "../executor/errors.ts";
-import type { ExecutorExtensionHost } from "../executor/extension.ts";
-import type { ExecutorRequestMethod, RequestMap } from "../protocol/generated/contract.ts";
-import { retrying, type RetryVerdict, retryVerdict } from "../protocol/retry.ts";
+import { NotConnectedError } from "../../executor/errors.ts";
+import type { ExecutorRequestMethod, RequestMap } from "../../protocol/generated/contract.ts";
+import { retrying, type RetryVerdict, retryVerdict } from "../../protocol/retry.ts";
+import type { ServiceContext } from "./context.ts";
 
 /**
  * Whether a failed request may be sent again, and when: the shared rule, with the client's
@@ -23,15 +22,14 @@ export function deliveryVerdict(error: unknown): RetryVerdict {
  * harness's `retry_after_ms`.
  */
 export function deliver<M extends ExecutorRequestMethod>(
-  client: ExecutorClient,
-  internals: ExecutorExtensionHost,
+  ctx: ServiceContext,
   method: M,
   params: RequestMap[M]["params"],
   signal?: AbortSignal,
 ): Promise<RequestMap[M]["result"]> {
-  const { clock, retry, random } = internals;
+  const { clock, retry, random } = ctx.host;
   const options = signal ? { signal } : {};
-  return retrying(() => client.call(method, params, options), {
+  return retrying(() => ctx.client.call(method, params, options), {
     clock,
     policy: retry,
     random,

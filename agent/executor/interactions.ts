@@ -4,51 +4,29 @@
  * first answer wins — the platform's (`interaction.response`), a local one, or `expired` at its
  * deadline; an interaction answered otherwise is withdrawn (`interaction.cancel`).
  */
-import type { ExecutorClient } from "../executor/client.ts";
-import { ClientStoppedError } from "../executor/errors.ts";
-import type { ExecutorExtensionHost } from "../executor/extension.ts";
-import { deferred, describeError } from "../executor/timing.ts";
-import type { TimerHandle } from "../protocol/clock.ts";
+import { ClientStoppedError } from "../../executor/errors.ts";
+import { deferred, describeError } from "../../executor/timing.ts";
+import type { TimerHandle } from "../../protocol/clock.ts";
 import type {
   InteractionRequestParams,
   InteractionResponseParams,
   InteractionResponseResult,
-} from "../protocol/generated/contract.ts";
-import { RequestAbortedError } from "../protocol/errors.ts";
-import { randomId } from "../protocol/ids.ts";
-import type { ReplyHooks } from "../protocol/peer.ts";
+} from "../../protocol/generated/contract.ts";
+import { RequestAbortedError } from "../../protocol/errors.ts";
+import { randomId } from "../../protocol/ids.ts";
+import type { ReplyHooks } from "../../protocol/peer.ts";
+import type { ServiceContext } from "./context.ts";
 import { InteractionMismatchError, TurnEndedError } from "./errors.ts";
-import { deliver } from "./serve-delivery.ts";
-import {
-  type PendingInteraction,
-  rejected,
-  type SessionState,
-  type TurnRun,
-} from "./serve-state.ts";
-import type { InteractionAnswer, InteractionRequest, LocalAnswer } from "./turn.ts";
+import { deliver } from "./delivery.ts";
+import { type PendingInteraction, rejected, type SessionState, type TurnRun } from "./state.ts";
+import type { InteractionAnswer, InteractionRequest, LocalAnswer } from "./types.ts";
 
 /** The interactions of every turn the service runs. */
 export class TurnInteractions {
-  readonly #client: ExecutorClient;
-  readonly #internals: ExecutorExtensionHost;
-  readonly #sessions: ReadonlyMap<string, SessionState>;
+  readonly #ctx: ServiceContext;
 
-  constructor(
-    client: ExecutorClient,
-    internals: ExecutorExtensionHost,
-    sessions: ReadonlyMap<string, SessionState>,
-  ) {
-    this.#client = client;
-    this.#internals = internals;
-    this.#sessions = sessions;
-  }
-
-  get #logger() {
-    return this.#internals.logger;
-  }
-
-  get #clock() {
-    return this.#internals.clock;
+  constructor(ctx: ServiceContext) {
+    this.#ctx = ctx;
   }
 
   /**
@@ -103,8 +81,8 @@ export class TurnInteractions {
     state.interactions.set(id, pending);
     if (expiresAt !== undefined) {
       // Local authority: past expires_at the answer is no, whatever the platform says later.
-      const delay = Math.max(0, Date.parse(expiresAt) - this.#clock.now());
-      pending.timer = this.#clock.setTimeout(() => {
+      const delay = Math.max(0, Date.parse(expiresAt) - this.#ctx.clock.now());
+      pending.timer = this.#ctx.clock.setTimeout(() => {
         pending.timer = undefined;
         if (pending.answered) return;
         if (!this.#settle(state, pending, { outcome: "expired", local: true })) return;
@@ -124,13 +102,7 @@ export class TurnInteractions {
         () => signal.removeEventListener("abort", onAbort),
       );
     }
-    pending.requested = deliver(
-      this.#client,
-      this.#internals,
-      "interaction.request",
-      params,
-      pending.stop.signal,
-    ).then(
+    pending.requested = deliver(this.#ctx, "interaction.request", params, pending.stop.signal).then(
       (result) => {
         pending.platformId = result.platform_interaction_id;
         // A repeat of an interaction that already ended without an answer: nothing will follow.
@@ -171,7 +143,7 @@ export class TurnInteractions {
     if (state.interactions.get(pending.id) !== pending) return false;
     state.interactions.delete(pending.id);
     pending.stop.abort();
-    if (pending.timer !== undefined) this.#clock.clearTimeout(pending.timer);
+    if (pending.timer !== undefined) this.#ctx.clock.clearTimeout(pending.timer);
     if (answer) {
       pending.done.resolve({
         interaction_id: pending.id,
@@ -186,13 +158,13 @@ export class TurnInteractions {
 
   /** `interaction.cancel`, resent until acknowledged (idempotent by interaction_id). */
   #withdraw(state: SessionState, interactionId: string, reason: string): void {
-    deliver(this.#client, this.#internals, "interaction.cancel", {
+    deliver(this.#ctx, "interaction.cancel", {
       session_id: state.id,
       interaction_id: interactionId,
       reason,
     }).catch((error) => {
       if (error instanceof ClientStoppedError) return;
-      this.#logger.debug("interaction.cancel not delivered", {
+      this.#ctx.logger.debug("interaction.cancel not delivered", {
         session_id: state.id,
         interaction_id: interactionId,
         error: describeError(error),
@@ -205,7 +177,7 @@ export class TurnInteractions {
     params: InteractionResponseParams,
     reply: ReplyHooks,
   ): InteractionResponseResult {
-    const state = this.#sessions.get(params.session_id);
+    const state = this.#ctx.sessions.get(params.session_id);
     const pending = state?.interactions.get(params.interaction_id);
     if (!state || !pending || pending.answered) return { accepted: false };
     pending.answered = true;
@@ -221,9 +193,9 @@ export class TurnInteractions {
     // most (on the client's clock), which lets the frames of that read be handled first.
     reply.afterReply(() => {
       let timer: TimerHandle | undefined;
-      const soon = new Promise<void>((resolve) => timer = this.#clock.setTimeout(resolve, 0));
+      const soon = new Promise<void>((resolve) => timer = this.#ctx.clock.setTimeout(resolve, 0));
       Promise.race([pending.requested, soon]).then(() => {
-        this.#clock.clearTimeout(timer!);
+        this.#ctx.clock.clearTimeout(timer!);
         this.#settle(state, pending, answer);
       });
     });

@@ -1,11 +1,19 @@
 /**
- * Local failures of the agent capability: things decided on this side that never crossed the
- * wire. Wire errors stay the contract's generated classes (`TurnInactiveError` -32007,
- * `ForbiddenError` -32001, `CapabilityMissingError` -32012, `ConflictError` -32013, ...).
+ * Local failures of the agent capability on the executor end: things decided on this side that
+ * never crossed the wire. Wire errors stay the contract's generated classes (`TurnInactiveError`
+ * -32007, `ForbiddenError` -32001, `CapabilityMissingError` -32012, `ConflictError` -32013, ...).
  *
  * No message here ever contains a token.
  */
-import { LocalError } from "../protocol/errors.ts";
+import { LocalError } from "../../protocol/errors.ts";
+
+/** `turn.customTool()` on an agent served without `customTools: true`; nothing was emitted. */
+export class CustomToolsDisabledError extends LocalError {
+  constructor() {
+    super("custom tools are not enabled: serve the agent with { customTools: true }");
+    this.name = "CustomToolsDisabledError";
+  }
+}
 
 /**
  * The abort reason of a turn's `signal`: the harness canceled the turn (`turn.cancel`), closed
@@ -72,14 +80,6 @@ export class InteractionMismatchError extends LocalError {
   }
 }
 
-/** `turn.customTool()` on an agent served without `customTools: true`; nothing was emitted. */
-export class CustomToolsDisabledError extends LocalError {
-  constructor() {
-    super("custom tools are not enabled: serve the agent with { customTools: true }");
-    this.name = "CustomToolsDisabledError";
-  }
-}
-
 /**
  * The turn has no usable model (or tools) token: none came with `turn.start` or it has expired,
  * and the harness cannot issue one (it does not serve the refresh method, -32601).
@@ -109,13 +109,5 @@ export class AgentTurnError extends LocalError {
     super(message, options);
     this.name = "AgentTurnError";
     this.code = code;
-  }
-}
-
-/** The platform was not given to a `Harness` (`new Harness({ agent: platform })`) yet. */
-export class AgentPlatformDetachedError extends LocalError {
-  constructor() {
-    super("the agent platform is not attached to a Harness");
-    this.name = "AgentPlatformDetachedError";
   }
 }

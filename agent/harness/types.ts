@@ -3,15 +3,15 @@
  * {@linkcode AgentPlatform} reports of turns and interactions, what its token issuers return,
  * what a stream's subscriber receives, and the platform's options.
  */
-import type { SessionEventRecord } from "../harness/records.ts";
+import type { SessionEventRecord } from "../../harness/records.ts";
 import type {
   EventDelta,
   InteractionKind,
   InteractionOption,
   InteractionOutcome,
   TurnOutcome,
-} from "../protocol/generated/contract.ts";
-import type { BackoffPolicy } from "../protocol/retry.ts";
+} from "../../protocol/generated/contract.ts";
+import type { BackoffPolicy } from "../../protocol/retry.ts";
 
 /** Where a turn is, as the platform tracks it. Active: `pending` and `running`. */
 export type AgentTurnState = "pending" | "running" | TurnOutcome;

@@ -4,33 +4,19 @@
  * custom tool use and its result) and goes to the session's subscribers; deltas go to them as
  * previews.
  */
-import type { ExecutorHandle } from "../harness/handles.ts";
-import type { SessionEventRecord } from "../harness/records.ts";
-import { isPromiseLike, type MaybePromise } from "../harness/store/store.ts";
-import type { AgentEvent, SessionEventDeltaParams } from "../protocol/generated/contract.ts";
-import type { PlatformContext } from "./platform-context.ts";
-import { ACTIVE } from "./platform-records.ts";
-import type { PlatformSessions } from "./platform-sessions.ts";
-import type { PlatformStore } from "./platform-store.ts";
-import type { AgentStreams } from "./platform-streams.ts";
+import type { ExecutorHandle } from "../../harness/handles.ts";
+import type { SessionEventRecord } from "../../harness/records.ts";
+import { isPromiseLike, type MaybePromise } from "../../harness/store/store.ts";
+import type { AgentEvent, SessionEventDeltaParams } from "../../protocol/generated/contract.ts";
+import type { PlatformParts } from "./parts.ts";
+import { ACTIVE } from "./records.ts";
 
 /** The events and deltas of every agent session. */
 export class PlatformEvents {
-  readonly #ctx: PlatformContext;
-  readonly #sessions: PlatformSessions;
-  readonly #store: PlatformStore;
-  readonly #streams: AgentStreams;
+  readonly #parts: PlatformParts;
 
-  constructor(
-    ctx: PlatformContext,
-    sessions: PlatformSessions,
-    store: PlatformStore,
-    streams: AgentStreams,
-  ) {
-    this.#ctx = ctx;
-    this.#sessions = sessions;
-    this.#store = store;
-    this.#streams = streams;
+  constructor(parts: PlatformParts) {
+    this.#parts = parts;
   }
 
   /**
@@ -38,7 +24,7 @@ export class PlatformEvents {
    * a custom tool use) and published.
    */
   accept(record: SessionEventRecord): MaybePromise<void> {
-    const onEvent = this.#ctx.options.onEvent;
+    const onEvent = this.#parts.ctx.options.onEvent;
     if (!onEvent) return this.#apply(record);
     const stored = onEvent(record);
     return isPromiseLike(stored)
@@ -47,7 +33,7 @@ export class PlatformEvents {
   }
 
   #apply(record: SessionEventRecord): MaybePromise<void> {
-    const session = this.#sessions.get(record.session_id);
+    const session = this.#parts.sessions.get(record.session_id);
     const eventId = record.event_id!;
     let kept: MaybePromise<void> = undefined;
     if (session) {
@@ -68,17 +54,17 @@ export class PlatformEvents {
       session.finalized.add(eventId);
       session.started.delete(eventId);
       // Kept before the event's ACK: a harness started again knows how the turn ended.
-      if (changed) kept = this.#store.keepSession(session);
+      if (changed) kept = this.#parts.store.keepSession(session);
     }
     const publish = () =>
-      this.#streams.publish(record.session_id, { type: "event", record }, false);
+      this.#parts.streams.publish(record.session_id, { type: "event", record }, false);
     if (isPromiseLike(kept)) return Promise.resolve(kept).then(publish);
     publish();
   }
 
   /** A delta: relayed to the session's subscribers as a preview (lossy). */
   delta(executor: ExecutorHandle, params: SessionEventDeltaParams): void {
-    const record = this.#sessions.get(params.session_id);
+    const record = this.#parts.sessions.get(params.session_id);
     // Lossy: a preview of a session elsewhere, or of an event already final, is dropped.
     if (!record || record.executorId !== executor.id || record.finalized.has(params.event_id)) {
       return;
@@ -90,9 +76,9 @@ export class PlatformEvents {
     };
     if (!record.started.has(params.event_id)) {
       record.started.add(params.event_id);
-      this.#streams.publish(params.session_id, { type: "event_start", ...base }, true);
+      this.#parts.streams.publish(params.session_id, { type: "event_start", ...base }, true);
     }
-    this.#streams.publish(params.session_id, {
+    this.#parts.streams.publish(params.session_id, {
       type: "event_delta",
       ...base,
       ...(params.index !== undefined ? { index: params.index } : {}),

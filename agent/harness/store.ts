@@ -4,12 +4,12 @@
  * with its answer (`a/i/<platform_id>`), written before the harness acknowledges what changed
  * them, and read back when the harness recovers.
  */
-import { isPromiseLike, type MaybePromise, type StoreOp } from "../harness/store/store.ts";
-import { ProtocolError } from "../protocol/errors.ts";
-import { ErrorCode } from "../protocol/generated/errors.ts";
-import type { PlatformContext } from "./platform-context.ts";
-import type { AgentTurnState } from "./platform-types.ts";
-import type { SessionRecord, StoredInteraction } from "./platform-records.ts";
+import { isPromiseLike, type MaybePromise, type StoreOp } from "../../harness/store/store.ts";
+import { ProtocolError } from "../../protocol/errors.ts";
+import { ErrorCode } from "../../protocol/generated/errors.ts";
+import type { PlatformContext } from "./context.ts";
+import type { AgentTurnState } from "./types.ts";
+import type { SessionRecord, StoredInteraction } from "./records.ts";
 
 /** A turn, as the store keeps it. */
 export interface PersistedTurn {

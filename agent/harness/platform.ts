@@ -18,11 +18,11 @@
  * is kept in the harness's store (`a/s/<session_id>`, `a/i/<platform_id>`), written before the
  * harness acknowledges it.
  *
- * This module is the platform's face; its parts: the sessions and their routing
- * (`platform-sessions.ts`), what is sent to executors about turns (`platform-turns.ts`), the
- * events and the streams they feed (`platform-events.ts`, `platform-streams.ts`), the
- * interactions (`platform-interactions.ts`), the tokens (`platform-tokens.ts`), the requests
- * sent until answered (`platform-delivery.ts`) and the store (`platform-store.ts`).
+ * This module is the platform's face; its parts, beside it in `agent/harness/`: the sessions and
+ * their routing (`sessions.ts`), what is sent to executors about turns (`turns.ts`), the events
+ * and the streams they feed (`events.ts`, `streams.ts`), the interactions (`interactions.ts`),
+ * the tokens (`tokens.ts`), the requests sent until answered (`delivery.ts`) and the store
+ * (`store.ts`).
  *
  * Portable: web-standard APIs only.
  */
@@ -31,18 +31,19 @@ import type {
   AgentExtensionHooks,
   AgentExtensionHost,
   AgentOps,
-} from "../harness/extension.ts";
-import { LocalError } from "../protocol/errors.ts";
-import type { Disposable } from "../protocol/peer.ts";
-import { PlatformContext } from "./platform-context.ts";
-import { PlatformEvents } from "./platform-events.ts";
-import { PlatformInteractions } from "./platform-interactions.ts";
-import { turnInfo } from "./platform-records.ts";
-import { PlatformSessions } from "./platform-sessions.ts";
-import { PlatformStore } from "./platform-store.ts";
-import { AgentStreams } from "./platform-streams.ts";
-import { PlatformTokens } from "./platform-tokens.ts";
-import { PlatformTurns } from "./platform-turns.ts";
+} from "../../harness/extension.ts";
+import { LocalError } from "../../protocol/errors.ts";
+import type { Disposable } from "../../protocol/peer.ts";
+import { PlatformContext } from "./context.ts";
+import { PlatformEvents } from "./events.ts";
+import { PlatformInteractions } from "./interactions.ts";
+import type { PlatformParts } from "./parts.ts";
+import { turnInfo } from "./records.ts";
+import { PlatformSessions } from "./sessions.ts";
+import { PlatformStore } from "./store.ts";
+import { AgentStreams } from "./streams.ts";
+import { PlatformTokens } from "./tokens.ts";
+import { PlatformTurns } from "./turns.ts";
 import type {
   AgentPlatformOptions,
   AgentStreamEvent,
@@ -52,7 +53,7 @@ import type {
   PlatformInteraction,
   StreamOptions,
   WaitInteractionOptions,
-} from "./platform-types.ts";
+} from "./types.ts";
 
 export { AgentPlatformDetachedError } from "./errors.ts";
 export type {
@@ -68,14 +69,11 @@ export type {
   StreamOptions,
   ToolsTokenGrant,
   WaitInteractionOptions,
-} from "./platform-types.ts";
+} from "./types.ts";
 
 /** The harness end of the agent capability. */
 export class AgentPlatform implements AgentExtension {
-  readonly #ctx: PlatformContext;
-  readonly #store: PlatformStore;
-  readonly #streams: AgentStreams;
-  readonly #sessions: PlatformSessions;
+  readonly #parts: PlatformParts;
   readonly #turns: PlatformTurns;
   readonly #events: PlatformEvents;
   readonly #interactions: PlatformInteractions;
@@ -83,14 +81,15 @@ export class AgentPlatform implements AgentExtension {
 
   /** A platform with nothing attached yet: pass it to `new Harness({ agent })`. */
   constructor(options: AgentPlatformOptions = {}) {
-    const ctx = this.#ctx = new PlatformContext(options);
-    const store = this.#store = new PlatformStore(ctx);
-    const streams = this.#streams = new AgentStreams(options);
-    const sessions = this.#sessions = new PlatformSessions(ctx, store, streams);
-    this.#turns = new PlatformTurns(ctx, sessions, store);
-    this.#events = new PlatformEvents(ctx, sessions, store, streams);
-    this.#interactions = new PlatformInteractions(ctx, sessions, store);
-    this.#tokens = new PlatformTokens(ctx, sessions);
+    const ctx = new PlatformContext(options);
+    const store = new PlatformStore(ctx);
+    const streams = new AgentStreams(options);
+    const sessions = new PlatformSessions(ctx, store, streams);
+    const parts = this.#parts = { ctx, store, streams, sessions };
+    this.#turns = new PlatformTurns(parts);
+    this.#events = new PlatformEvents(parts);
+    this.#interactions = new PlatformInteractions(parts);
+    this.#tokens = new PlatformTokens(parts);
   }
 
   /**
@@ -99,8 +98,8 @@ export class AgentPlatform implements AgentExtension {
    * with the hooks returned. A platform serves one harness.
    */
   attach(host: AgentExtensionHost): AgentExtensionHooks {
-    if (this.#ctx.host) throw new LocalError("an AgentPlatform serves one Harness");
-    this.#ctx.host = host;
+    if (this.#parts.ctx.host) throw new LocalError("an AgentPlatform serves one Harness");
+    this.#parts.ctx.host = host;
     const turns = this.#turns;
     const interactions = this.#interactions;
     const ops: AgentOps = {
@@ -123,8 +122,8 @@ export class AgentPlatform implements AgentExtension {
       modelToken: (executor, params) => this.#tokens.model(executor, params),
       toolsToken: (executor, params) => this.#tokens.tools(executor, params),
       recover: () =>
-        this.#store.recover((sessions, stored) => {
-          this.#sessions.adopt(sessions);
+        this.#parts.store.recover((sessions, stored) => {
+          this.#parts.sessions.adopt(sessions);
           interactions.adopt(stored);
         }),
     };
@@ -138,7 +137,7 @@ export class AgentPlatform implements AgentExtension {
    * session ends, `signal` aborts, or the reader stops early.
    */
   stream(sessionId: string, options: StreamOptions = {}): AsyncIterableIterator<AgentStreamEvent> {
-    return this.#streams.stream(sessionId, options);
+    return this.#parts.streams.stream(sessionId, options);
   }
 
   /** Every interaction the platform holds (snapshots), oldest first. */
@@ -173,18 +172,18 @@ export class AgentPlatform implements AgentExtension {
 
   /** The session's current (latest started) turn. */
   turn(sessionId: string): AgentTurnInfo | undefined {
-    const turn = this.#sessions.get(sessionId)?.current;
+    const turn = this.#parts.sessions.get(sessionId)?.current;
     return turn ? turnInfo(turn) : undefined;
   }
 
   /** A turn of a live session by id. */
   turnById(sessionId: string, turnId: string): AgentTurnInfo | undefined {
-    const turn = this.#sessions.get(sessionId)?.turns.get(turnId);
+    const turn = this.#parts.sessions.get(sessionId)?.turns.get(turnId);
     return turn ? turnInfo(turn) : undefined;
   }
 
   /** The latest `executor_session_ref` the session's executor returned (send it back on resume). */
   executorSessionRef(sessionId: string): string | undefined {
-    return this.#sessions.get(sessionId)?.ref;
+    return this.#parts.sessions.get(sessionId)?.ref;
   }
 }

@@ -4,26 +4,26 @@
  * one turn ({@linkcode TurnRun}: its signal, inputs, tokens), and the few helpers every part of
  * the service shares.
  */
-import type { ExecutorSession } from "../executor/sessions.ts";
-import { type Deferred, deferred } from "../executor/timing.ts";
-import type { TimerHandle } from "../protocol/clock.ts";
+import type { ExecutorSession } from "../../executor/sessions.ts";
+import { type Deferred, deferred } from "../../executor/timing.ts";
+import type { TimerHandle } from "../../protocol/clock.ts";
 import type {
   TurnMetadata,
   TurnStartParams,
   TurnStartResult,
-} from "../protocol/generated/contract.ts";
-import type { BoundedSet, RecentIds } from "../protocol/bounded-set.ts";
-import type { TracedSpan } from "../protocol/telemetry.ts";
-import type { TraceContext } from "../protocol/trace-context.ts";
+} from "../../protocol/generated/contract.ts";
+import type { BoundedSet, RecentIds } from "../../protocol/bounded-set.ts";
+import type { TracedSpan } from "../../protocol/telemetry.ts";
+import type { TraceContext } from "../../protocol/trace-context.ts";
 import { TurnCanceledError } from "./errors.ts";
-import { AsyncQueue } from "./queue.ts";
+import { AsyncQueue } from "../queue.ts";
 import type {
   CustomToolOutcome,
   InteractionAnswer,
   InteractionRequest,
   Turn,
   TurnInput,
-} from "./turn.ts";
+} from "./types.ts";
 
 /** A token from `turn.start` without an expiry counts as valid this long (the platform's 1 hour). */
 export const ASSUMED_TOKEN_LIFETIME_MS = 60 * 60_000;

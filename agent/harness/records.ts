@@ -2,20 +2,20 @@
  * What the agent platform holds in memory per session, turn and interaction (the records its
  * parts share), and the public views made of them ({@linkcode turnInfo}, {@linkcode snapshot}).
  */
-import type { Session } from "../harness/handles.ts";
-import type { CallbackDeadline } from "../harness/scheduler.ts";
-import type { BoundedSet } from "../protocol/bounded-set.ts";
+import type { Session } from "../../harness/handles.ts";
+import type { CallbackDeadline } from "../../harness/scheduler.ts";
+import type { BoundedSet } from "../../protocol/bounded-set.ts";
 import type {
   InteractionKind,
   InteractionOption,
   InteractionOutcome,
-} from "../protocol/generated/contract.ts";
+} from "../../protocol/generated/contract.ts";
 import type {
   AgentTurnInfo,
   AgentTurnState,
   InteractionStatus,
   PlatformInteraction,
-} from "./platform-types.ts";
+} from "./types.ts";
 
 /** The states of an active turn: one that may still get tokens. */
 export const ACTIVE: ReadonlySet<AgentTurnState> = new Set(["pending", "running"]);

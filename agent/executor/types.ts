@@ -10,8 +10,8 @@ import type {
   InteractionOption,
   InteractionOutcome,
   TurnMetadata,
-} from "../protocol/generated/contract.ts";
-import type { TraceContext } from "../protocol/trace-context.ts";
+} from "../../protocol/generated/contract.ts";
+import type { TraceContext } from "../../protocol/trace-context.ts";
 
 /** One `turn.input` delivered to the running turn. */
 export interface TurnInput {

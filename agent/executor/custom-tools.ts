@@ -4,41 +4,32 @@
  * executor owns the wait, so a call without a result ends failed after its timeout and the turn
  * goes on.
  */
-import type { ExecutorExtensionHost } from "../executor/extension.ts";
-import { deferred } from "../executor/timing.ts";
+import { deferred } from "../../executor/timing.ts";
 import type {
   AgentCustomToolResultParams,
   ContentBlock,
   CustomToolResultResult,
-} from "../protocol/generated/contract.ts";
-import { randomId } from "../protocol/ids.ts";
+} from "../../protocol/generated/contract.ts";
+import { randomId } from "../../protocol/ids.ts";
+import type { ServiceContext } from "./context.ts";
 import { CustomToolsDisabledError, DuplicateEventIdError, TurnEndedError } from "./errors.ts";
-import type { TurnEvents } from "./serve-events.ts";
-import { DEFAULT_CUSTOM_TOOL_TIMEOUT_MS, type ServeAgentOptions } from "./serve-options.ts";
-import { type CustomWait, rejected, type SessionState, type TurnRun } from "./serve-state.ts";
-import type { CustomToolOptions, CustomToolOutcome } from "./turn.ts";
+import type { TurnEvents } from "./events.ts";
+import { DEFAULT_CUSTOM_TOOL_TIMEOUT_MS } from "./options.ts";
+import { type CustomWait, rejected, type SessionState, type TurnRun } from "./state.ts";
+import type { CustomToolOptions, CustomToolOutcome } from "./types.ts";
 
 /** The custom tool calls of every turn the service runs. */
 export class CustomTools {
-  readonly #internals: ExecutorExtensionHost;
-  readonly #options: ServeAgentOptions;
-  readonly #sessions: ReadonlyMap<string, SessionState>;
+  readonly #ctx: ServiceContext;
+  /** Where a call's `agent.custom_tool_use` (and a timed-out call's failed result) goes. */
   readonly #events: TurnEvents;
+  /** How long a call waits for its result unless it says otherwise. */
+  readonly #timeoutMs: number;
 
-  constructor(
-    internals: ExecutorExtensionHost,
-    options: ServeAgentOptions,
-    sessions: ReadonlyMap<string, SessionState>,
-    events: TurnEvents,
-  ) {
-    this.#internals = internals;
-    this.#options = options;
-    this.#sessions = sessions;
+  constructor(ctx: ServiceContext, events: TurnEvents) {
+    this.#ctx = ctx;
     this.#events = events;
-  }
-
-  get #clock() {
-    return this.#internals.clock;
+    this.#timeoutMs = ctx.options.customToolTimeoutMs ?? DEFAULT_CUSTOM_TOOL_TIMEOUT_MS;
   }
 
   /**
@@ -52,7 +43,7 @@ export class CustomTools {
     input: Record<string, unknown>,
     options: CustomToolOptions,
   ): Promise<CustomToolOutcome> {
-    if (!this.#options.customTools) return rejected(new CustomToolsDisabledError());
+    if (!this.#ctx.options.customTools) return rejected(new CustomToolsDisabledError());
     if (run.finished) return rejected(new TurnEndedError(run.turnId));
     if (run.controller.signal.aborted) return rejected(run.controller.signal.reason);
     const toolUseId = options.eventId ?? randomId("toolu_");
@@ -71,12 +62,11 @@ export class CustomTools {
     emitted.catch((error) => {
       if (state.customWaits.get(toolUseId) !== wait) return;
       state.customWaits.delete(toolUseId);
-      if (wait.timer !== undefined) this.#clock.clearTimeout(wait.timer);
+      if (wait.timer !== undefined) this.#ctx.clock.clearTimeout(wait.timer);
       wait.done.reject(error);
     });
-    const timeoutMs = options.timeoutMs ?? this.#options.customToolTimeoutMs ??
-      DEFAULT_CUSTOM_TOOL_TIMEOUT_MS;
-    wait.timer = this.#clock.setTimeout(() => {
+    const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
+    wait.timer = this.#ctx.clock.setTimeout(() => {
       wait.timer = undefined;
       if (state.customWaits.get(toolUseId) !== wait) return;
       // The executor owns the wait: the call ends failed, the turn goes on, a late result is refused.
@@ -106,11 +96,11 @@ export class CustomTools {
 
   /** Serves `agent.custom_tool_result`: the first result of a waiting call is taken. */
   result(params: AgentCustomToolResultParams): CustomToolResultResult {
-    const state = this.#sessions.get(params.session_id);
+    const state = this.#ctx.sessions.get(params.session_id);
     const wait = state?.customWaits.get(params.tool_use_id);
     if (!state || !wait) return { accepted: false };
     state.customWaits.delete(params.tool_use_id);
-    if (wait.timer !== undefined) this.#clock.clearTimeout(wait.timer);
+    if (wait.timer !== undefined) this.#ctx.clock.clearTimeout(wait.timer);
     wait.done.resolve({
       tool_use_id: params.tool_use_id,
       content: params.content ?? [],
@@ -125,7 +115,7 @@ export class CustomTools {
     for (const [id, wait] of [...state.customWaits]) {
       if (wait.run !== run) continue;
       state.customWaits.delete(id);
-      if (wait.timer !== undefined) this.#clock.clearTimeout(wait.timer);
+      if (wait.timer !== undefined) this.#ctx.clock.clearTimeout(wait.timer);
       wait.done.reject(reason);
     }
   }

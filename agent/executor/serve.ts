@@ -12,21 +12,21 @@
  * - Requests the executor makes (`interaction.request`, `interaction.cancel`) are idempotent
  *   by their ids and resent until the harness answers.
  *
- * This module is the entry point; the service itself is in `serve-service.ts`.
+ * This module is the entry point; the service itself is in `service.ts`.
  *
  * Portable: web-standard APIs only.
  */
-import type { ExecutorClient } from "../executor/client.ts";
-import { ExecutorConfigError } from "../executor/errors.ts";
-import type { ServeAgentOptions } from "./serve-options.ts";
-import { AgentService } from "./serve-service.ts";
-import type { AgentHandler } from "./turn.ts";
+import type { ExecutorClient } from "../../executor/client.ts";
+import { ExecutorConfigError } from "../../executor/errors.ts";
+import type { ServeAgentOptions } from "./options.ts";
+import { AgentService } from "./service.ts";
+import type { AgentHandler } from "./types.ts";
 
 export {
   DEFAULT_CUSTOM_TOOL_TIMEOUT_MS,
   type ServeAgentOptions,
   TOKEN_REFRESH_LEAD_MS,
-} from "./serve-options.ts";
+} from "./options.ts";
 
 /** A served agent capability. */
 export interface AgentServer {
