@@ -22,12 +22,14 @@ import {
   InvalidParamsError,
   NotFoundError,
 } from "../protocol/generated/errors.ts";
+import { ConnectionClosedError } from "../protocol/errors.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { ReplyHooks } from "../protocol/peer.ts";
 import { RecentIds } from "../protocol/bounded-set.ts";
 import type { Telemetry, TracedSpan } from "../protocol/telemetry.ts";
 import { type TraceContext, traceContext } from "../protocol/trace-context.ts";
 import type { ArtifactUpload } from "./artifacts.ts";
+import { NotConnectedError } from "./errors.ts";
 import type { ResultOutbox } from "./result-outbox.ts";
 import type { SecretScrubber } from "./secrets.ts";
 import type { ExecutorSession, SessionTable } from "./sessions.ts";
@@ -600,8 +602,7 @@ export class ToolCallRunner {
       });
     } catch (error) {
       // Progress is lossy: a closed connection drops it. Anything else is the caller's bug.
-      if ((error as Error)?.name === "NotConnectedError") return;
-      if ((error as Error)?.name === "ConnectionClosedError") return;
+      if (error instanceof NotConnectedError || error instanceof ConnectionClosedError) return;
       throw error;
     }
   }
