@@ -392,7 +392,10 @@ export class ToolCallRunner {
     }
   }
 
-  /** Aborts the session's calls when it begins to end. */
+  /**
+   * Aborts the session's calls when it begins to end, and holds its end (`session.ended`) until
+   * they have reported: a cleanup hook, like the machine's for the session's processes.
+   */
   #watch(session: ExecutorSession): void {
     if (this.#watched.has(session)) return;
     this.#watched.add(session);
@@ -403,6 +406,7 @@ export class ToolCallRunner {
         }
       }
     }, { once: true });
+    session.onCleanup(() => this.settled(session.id));
   }
 
   #remember(id: string): void {
