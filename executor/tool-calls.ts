@@ -101,30 +101,39 @@ class CallAbort {
   }
 }
 
-/** What a handler is told: a class, so its lazy `signal` getter lives on the prototype. */
+/**
+ * What a handler is told: its call's own (an object of a class, so the getters live on the
+ * prototype; the lazy `signal` is made only when read).
+ */
 class CallContext implements ToolContext {
-  readonly sessionId: string;
-  readonly toolCallId: string;
-  readonly tool: string;
-  readonly session: ExecutorSession;
-  readonly timeoutMs: number | undefined;
-  readonly trace: TraceContext | undefined;
   readonly progress: (update: string | ToolProgressUpdate) => void;
-  readonly #abort: CallAbort;
+  readonly #call: RunningCall;
 
   constructor(call: RunningCall, progress: (update: string | ToolProgressUpdate) => void) {
-    this.sessionId = call.params.session_id;
-    this.toolCallId = call.params.tool_call_id;
-    this.tool = call.params.tool;
-    this.session = call.session;
-    this.timeoutMs = call.params.timeout_ms;
-    this.trace = call.trace;
     this.progress = progress;
-    this.#abort = call.abort;
+    this.#call = call;
   }
 
+  get sessionId(): string {
+    return this.#call.params.session_id;
+  }
+  get toolCallId(): string {
+    return this.#call.params.tool_call_id;
+  }
+  get tool(): string {
+    return this.#call.params.tool;
+  }
+  get timeoutMs(): number | undefined {
+    return this.#call.params.timeout_ms;
+  }
+  get session(): ExecutorSession {
+    return this.#call.session;
+  }
+  get trace(): TraceContext | undefined {
+    return this.#call.trace;
+  }
   get signal(): AbortSignal {
-    return this.#abort.signal;
+    return this.#call.abort.signal;
   }
 }
 
