@@ -7,14 +7,14 @@
  * is made, so nothing reaches back up into the face.
  */
 import { type Clock, systemClock } from "../protocol/clock.ts";
-import {
-  type Capabilities,
-  type HarnessNotificationMethod,
-  type HarnessRequestMethod,
-  type SessionAssignParams,
-  type SessionAssignResult,
-  type SessionStopParams,
-  type SessionStopResult,
+import type {
+  Capabilities,
+  HarnessNotificationMethod,
+  HarnessRequestMethod,
+  SessionAssignParams,
+  SessionAssignResult,
+  SessionStopParams,
+  SessionStopResult,
 } from "../protocol/generated/contract.ts";
 import {
   CapabilityMissingError,
@@ -56,17 +56,12 @@ import type {
   SessionAssignHandler,
   SessionStopHandler,
 } from "./options.ts";
-import {
-  deliver,
-  type DeliveryOptions,
-  ResultOutbox,
-  type ToolResultLostHandler,
-} from "./result-outbox.ts";
+import { deliver, type DeliveryOptions } from "../protocol/retry.ts";
 import { SecretScrubber } from "./secrets.ts";
 import { type ExecutorSession, SessionTable } from "./sessions.ts";
 import { type BackoffPolicy, describeError, sleep } from "./timing.ts";
 import { ToolCallRunner } from "./tool-calls.ts";
-import { INLINE_RESULT_BYTES } from "./tool-results.ts";
+import { INLINE_RESULT_BYTES, ResultOutbox, type ToolResultLostHandler } from "./tool-results.ts";
 import { ToolRegistry } from "./tool-slots.ts";
 
 type RequestFn = (params: unknown, context: RequestContext) => unknown;

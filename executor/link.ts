@@ -18,7 +18,7 @@ import type { ClientState, Connection } from "./connection-loop.ts";
 import type { ExecutorToken } from "./credentials.ts";
 import { ClientStoppedError, NotConnectedError } from "./errors.ts";
 import type { Lease } from "./lease.ts";
-import type { ConnectionLink } from "./result-outbox.ts";
+import type { ConnectionLink } from "../protocol/retry.ts";
 import { type Deferred, deferred, describeError } from "./timing.ts";
 import type { TokenRefresher } from "./token-refresher.ts";
 

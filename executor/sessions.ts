@@ -9,7 +9,7 @@ import type { Clock } from "../protocol/clock.ts";
 import type { SessionAssignParams, SessionMetadata } from "../protocol/generated/contract.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { Disposable } from "../protocol/peer.ts";
-import { type ConnectionLink, deliver, type DeliveryOptions } from "./result-outbox.ts";
+import { type ConnectionLink, deliver, type DeliveryOptions } from "../protocol/retry.ts";
 import { type Deferred, deferred, describeError, sleep } from "./timing.ts";
 
 /** Where a session is in its life. */

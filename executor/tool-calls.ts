@@ -30,7 +30,6 @@ import type { Telemetry, TracedSpan } from "../protocol/telemetry.ts";
 import { type TraceContext, traceContext } from "../protocol/trace-context.ts";
 import type { ArtifactUpload } from "./artifacts.ts";
 import { NotConnectedError } from "./errors.ts";
-import type { ResultOutbox } from "./result-outbox.ts";
 import type { SecretScrubber } from "./secrets.ts";
 import type { ExecutorSession, SessionTable } from "./sessions.ts";
 import { describeError } from "./timing.ts";
@@ -38,6 +37,7 @@ import {
   InvalidToolOutputError,
   type RenderedResult,
   renderToolOutput,
+  type ResultOutbox,
   ToolError,
   ToolResult,
 } from "./tool-results.ts";
