@@ -7,9 +7,9 @@
  *
  * Its parts: the types its users write against (`peer-types.ts`), the handler table shared by
  * many peers (`peer-handlers.ts`), the checks against the contract (`contract-check.ts`), and
- * the requests in flight (`requests.ts`: those awaiting their response, and the context of one
- * being served). This module is the connection itself: what goes out, what comes in, and the
- * end.
+ * the requests in flight (`peer-requests.ts`: those awaiting their response, and the context of
+ * one being served). This module is the connection itself: what goes out, what comes in, and
+ * the end.
  */
 import {
   type CloseInfo,
@@ -72,7 +72,7 @@ import type {
   ReplyHooks,
   RequestHandler,
 } from "./peer-types.ts";
-import { IncomingRequest, PendingRequests } from "./requests.ts";
+import { IncomingRequest, PendingRequests } from "./peer-requests.ts";
 
 export { DEFAULT_MAX_FRAME_BYTES } from "../transport/bytes.ts";
 export { DEFAULT_MAX_DEPTH } from "./jsonrpc.ts";
