@@ -43,7 +43,8 @@ import type {
   SessionStopHandler,
   StopOptions,
 } from "./options.ts";
-import { deliver, type ToolResultLostHandler } from "./result-outbox.ts";
+import { deliver } from "../protocol/retry.ts";
+import type { ToolResultLostHandler } from "./tool-results.ts";
 import type { ExecutorSession } from "./sessions.ts";
 import { deferred } from "./timing.ts";
 import type {

@@ -7,15 +7,14 @@
  * is made, so nothing reaches back up into the face.
  */
 import { type Clock, systemClock } from "../protocol/clock.ts";
-import {
-  type Capabilities,
-  type HarnessNotificationMethod,
-  type HarnessRequestMethod,
-  type SessionAssignParams,
-  type SessionAssignResult,
-  type SessionStopParams,
-  type SessionStopResult,
-  TOOL_SPECS,
+import type {
+  Capabilities,
+  HarnessNotificationMethod,
+  HarnessRequestMethod,
+  SessionAssignParams,
+  SessionAssignResult,
+  SessionStopParams,
+  SessionStopResult,
 } from "../protocol/generated/contract.ts";
 import {
   CapabilityMissingError,
@@ -57,24 +56,19 @@ import type {
   SessionAssignHandler,
   SessionStopHandler,
 } from "./options.ts";
-import {
-  deliver,
-  type DeliveryOptions,
-  ResultOutbox,
-  type ToolResultLostHandler,
-} from "./result-outbox.ts";
+import { deliver, type DeliveryOptions } from "../protocol/retry.ts";
 import { SecretScrubber } from "./secrets.ts";
-import { type ExecutorSession, SessionTable, type SessionWork } from "./sessions.ts";
+import { type ExecutorSession, SessionTable } from "./sessions.ts";
 import { type BackoffPolicy, describeError, sleep } from "./timing.ts";
-import { type ServedTools, ToolCallRunner } from "./tool-calls.ts";
-import { INLINE_RESULT_BYTES } from "./tool-results.ts";
-import { type ServedTool, ToolRegistry } from "./tool-slots.ts";
+import { ToolCallRunner } from "./tool-calls.ts";
+import { INLINE_RESULT_BYTES, ResultOutbox, type ToolResultLostHandler } from "./tool-results.ts";
+import { ToolRegistry } from "./tool-slots.ts";
 
 type RequestFn = (params: unknown, context: RequestContext) => unknown;
 type NotificationFn = (params: unknown) => unknown;
 
 /** The executor core. */
-export class ExecutorCore implements SessionWork, ServedTools {
+export class ExecutorCore {
   readonly options: ExecutorClientOptions;
   readonly clock: Clock;
   readonly random: () => number;
@@ -144,7 +138,10 @@ export class ExecutorCore implements SessionWork, ServedTools {
     );
     const link = this.link = new ClientLink(logger);
     this.tokens = new TokenCache(credentials, clock);
-    this.registry = new ToolRegistry(() => this.capabilitiesChanged());
+    const registry = this.registry = new ToolRegistry(
+      () => this.capabilitiesChanged(),
+      options.capabilities as Record<string, unknown> | undefined,
+    );
     this.artifacts = new ArtifactUploader({
       baseUrl: credentials.baseUrl,
       environmentId: credentials.environmentId,
@@ -172,7 +169,7 @@ export class ExecutorCore implements SessionWork, ServedTools {
       clock,
       logger,
       cleanupTimeoutMs: options.cleanupTimeoutMs ?? 5_000,
-      work: this,
+      events: this.events,
       link,
       delivery: this.delivery,
     });
@@ -183,7 +180,7 @@ export class ExecutorCore implements SessionWork, ServedTools {
       scrubber,
       sessions,
       results,
-      tools: this,
+      tools: registry,
       progress: link,
       artifacts: this.artifacts,
       inlineBytes: options.inlineResultBytes ?? INLINE_RESULT_BYTES,
@@ -277,18 +274,6 @@ export class ExecutorCore implements SessionWork, ServedTools {
 
   // ---- capabilities --------------------------------------------------------------------------
 
-  /** How `tool` is served, unless it is not, or its group is configured `enabled: false`. */
-  servedTool(tool: string): ServedTool | undefined {
-    const served = this.registry.servedTool(tool);
-    if (!served) return undefined;
-    const group = TOOL_SPECS.get(tool)?.group;
-    const configured = (this.options.capabilities as Record<string, unknown> | undefined)?.[
-      group ?? ""
-    ] as { enabled?: unknown } | undefined;
-    if (group && configured?.enabled === false) return undefined;
-    return served;
-  }
-
   /** The capabilities the executor advertises now. */
   capabilities(): Capabilities {
     const configured = this.#contributions.size === 0
@@ -337,7 +322,7 @@ export class ExecutorCore implements SessionWork, ServedTools {
       throw new ResourceExhaustedError(`at most ${max} sessions`, { reason: "max_sessions" });
     }
     for (const tool of params.tools ?? []) {
-      if (!this.servedTool(tool)) {
+      if (!this.registry.servedTool(tool)) {
         throw new CapabilityMissingError(`tool ${tool} is not served`, {
           reason: "capability_missing",
           capability: `tool:${tool}`,
@@ -395,16 +380,6 @@ export class ExecutorCore implements SessionWork, ServedTools {
   /** Ends a held session with the client's grace period; `notify` sends `session.ended`. */
   endSession(session: ExecutorSession, reason: string, notify: boolean): Promise<void> {
     return this.sessions.end(session, { reason, graceMs: this.sessionGraceMs, notify });
-  }
-
-  /** Resolves once the session's tool calls are finished and their results delivered. */
-  callsSettled(sessionId: string): Promise<void> {
-    return this.calls.settled(sessionId);
-  }
-
-  /** Resolves once the session's durable events are acknowledged (or given up on). */
-  eventsIdle(sessionId: string): Promise<void> {
-    return this.events.idle(sessionId);
   }
 
   /** Starts draining (once): no new sessions; the drain handlers run. */

@@ -5,7 +5,12 @@
  *
  * No message here ever contains a credential or a token.
  */
-import { ConnectionClosedError, LocalError, ProtocolError } from "../protocol/errors.ts";
+import {
+  ConnectionClosedError,
+  HttpExchangeError,
+  LocalError,
+  ProtocolError,
+} from "../protocol/errors.ts";
 
 /** The options given to the client cannot work (a missing credential, dialer, or id). */
 export class ExecutorConfigError extends LocalError {
@@ -39,15 +44,8 @@ export class CredentialRejectedError extends LocalError {
 }
 
 /** The token exchange failed in a way worth retrying: a 5xx, a network failure, a bad body. */
-export class TokenExchangeError extends LocalError {
-  /** The HTTP status, when the endpoint answered at all. */
-  readonly status: number | undefined;
-  /** What failed, the HTTP status when there was one, and the underlying failure as `cause`. */
-  constructor(message: string, status?: number, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = "TokenExchangeError";
-    this.status = status;
-  }
+export class TokenExchangeError extends HttpExchangeError {
+  override name = "TokenExchangeError";
 }
 
 /** The harness refused the WebSocket upgrade for the token (HTTP 401 or 403): the client stops. */
@@ -81,15 +79,8 @@ export class NotConnectedError extends LocalError {
 }
 
 /** An artifact upload failed. */
-export class ArtifactUploadError extends LocalError {
-  /** The HTTP status, when the endpoint answered. */
-  readonly status: number | undefined;
-  /** What failed, the HTTP status when there was one, and the underlying failure as `cause`. */
-  constructor(message: string, status?: number, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = "ArtifactUploadError";
-    this.status = status;
-  }
+export class ArtifactUploadError extends HttpExchangeError {
+  override name = "ArtifactUploadError";
 }
 
 /** A session id the client does not hold (never assigned, or already ended). */

@@ -10,6 +10,7 @@ import type {
   ExecutorRegisterResult,
   NotificationMap,
 } from "../protocol/generated/contract.ts";
+import { ConnectionClosedError } from "../protocol/errors.ts";
 import type { Logger } from "../protocol/logger.ts";
 import { type Disposable, Peer, type PeerOptions } from "../protocol/peer.ts";
 import type { Transport } from "../transport/transport.ts";
@@ -17,7 +18,7 @@ import type { ClientState, Connection } from "./connection-loop.ts";
 import type { ExecutorToken } from "./credentials.ts";
 import { ClientStoppedError, NotConnectedError } from "./errors.ts";
 import type { Lease } from "./lease.ts";
-import type { ConnectionLink } from "./result-outbox.ts";
+import type { ConnectionLink } from "../protocol/retry.ts";
 import { type Deferred, deferred, describeError } from "./timing.ts";
 import type { TokenRefresher } from "./token-refresher.ts";
 
@@ -166,7 +167,7 @@ export class ClientLink implements ConnectionLink {
     try {
       return connection.peer.notify(method, params);
     } catch (error) {
-      if ((error as Error)?.name === "ConnectionClosedError") throw new NotConnectedError(method);
+      if (error instanceof ConnectionClosedError) throw new NotConnectedError(method);
       throw error;
     }
   }

@@ -174,7 +174,7 @@ export {
 export type { ArtifactUpload } from "./artifacts.ts";
 export type { ExecutorListener } from "./listener.ts";
 export type { ExecutorExtensionHost } from "./extension.ts";
-export type { ToolResultLostHandler } from "./result-outbox.ts";
+export type { ToolResultLostHandler } from "./tool-results.ts";
 export {
   ExecutorSession,
   type SessionCleanup,

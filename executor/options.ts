@@ -13,7 +13,7 @@ import type { Logger } from "../protocol/logger.ts";
 import type { TelemetryOption } from "../protocol/telemetry.ts";
 import type { Dialer } from "../transport/transport.ts";
 import type { WebSocketServe } from "../transport/server.ts";
-import type { ToolResultLostHandler } from "./result-outbox.ts";
+import type { ToolResultLostHandler } from "./tool-results.ts";
 import type { ExecutorSession } from "./sessions.ts";
 import type { BackoffPolicy } from "./timing.ts";
 

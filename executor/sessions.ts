@@ -9,7 +9,7 @@ import type { Clock } from "../protocol/clock.ts";
 import type { SessionAssignParams, SessionMetadata } from "../protocol/generated/contract.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { Disposable } from "../protocol/peer.ts";
-import { type ConnectionLink, deliver, type DeliveryOptions } from "./result-outbox.ts";
+import { type ConnectionLink, deliver, type DeliveryOptions } from "../protocol/retry.ts";
 import { type Deferred, deferred, describeError, sleep } from "./timing.ts";
 
 /** Where a session is in its life. */
@@ -105,22 +105,17 @@ export interface EndOptions {
   notify: boolean;
 }
 
-/** The work of a session that its end waits for. */
-export interface SessionWork {
-  /** Resolves once the session's tool calls are finished and their results delivered. */
-  callsSettled(sessionId: string): Promise<void>;
-  /** Resolves once the session's durable events are acknowledged (or given up on). */
-  eventsIdle(sessionId: string): Promise<void>;
-}
-
 /** What the session table needs. */
 export interface SessionTableDeps {
   clock: Clock;
   logger: Logger;
   /** How long hooks may run past the grace period before the session ends without them. */
   cleanupTimeoutMs: number;
-  /** What an end waits for before `session.ended`. */
-  work: SessionWork;
+  /**
+   * The durable events, which an end lets drain before `session.ended` (its tool calls it waits
+   * for through the cleanup hook the call runner registers).
+   */
+  events: { idle(sessionId: string): Promise<void> };
   /** Where `session.ended` goes, delivered until accepted with `delivery`. */
   link: ConnectionLink;
   delivery: DeliveryOptions;
@@ -245,7 +240,6 @@ export class SessionTable {
     const work = (async () => {
       if (options.before) await run("stop handler", options.before);
       await Promise.all([...state.hooks].map((hook) => run("cleanup hook", () => hook(cleanup))));
-      await this.#deps.work.callsSettled(session.id);
     })();
     // Hooks that outlive the grace period by more than cleanupTimeoutMs are reported. With
     // session.ended to send, they are still waited for: it goes out only once every process of
@@ -269,7 +263,7 @@ export class SessionTable {
       if (options.notify) await work;
     }
     if (!grace.signal.aborted) grace.abort(new SessionEndedSignal(session.id, "cleanup done"));
-    await this.#deps.work.eventsIdle(session.id);
+    await this.#deps.events.idle(session.id);
     if (this.#sessions.get(session.id) === session) this.#sessions.delete(session.id);
     state.state = "ended";
     if (options.notify) await this.#sendEnded(session.id, options.reason);

@@ -22,13 +22,14 @@ import {
   InvalidParamsError,
   NotFoundError,
 } from "../protocol/generated/errors.ts";
+import { ConnectionClosedError } from "../protocol/errors.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { ReplyHooks } from "../protocol/peer.ts";
 import { RecentIds } from "../protocol/bounded-set.ts";
 import type { Telemetry, TracedSpan } from "../protocol/telemetry.ts";
 import { type TraceContext, traceContext } from "../protocol/trace-context.ts";
 import type { ArtifactUpload } from "./artifacts.ts";
-import type { ResultOutbox } from "./result-outbox.ts";
+import { NotConnectedError } from "./errors.ts";
 import type { SecretScrubber } from "./secrets.ts";
 import type { ExecutorSession, SessionTable } from "./sessions.ts";
 import { describeError } from "./timing.ts";
@@ -36,6 +37,7 @@ import {
   InvalidToolOutputError,
   type RenderedResult,
   renderToolOutput,
+  type ResultOutbox,
   ToolError,
   ToolResult,
 } from "./tool-results.ts";
@@ -99,30 +101,39 @@ class CallAbort {
   }
 }
 
-/** What a handler is told: a class, so its lazy `signal` getter lives on the prototype. */
+/**
+ * What a handler is told: its call's own (an object of a class, so the getters live on the
+ * prototype; the lazy `signal` is made only when read).
+ */
 class CallContext implements ToolContext {
-  readonly sessionId: string;
-  readonly toolCallId: string;
-  readonly tool: string;
-  readonly session: ExecutorSession;
-  readonly timeoutMs: number | undefined;
-  readonly trace: TraceContext | undefined;
   readonly progress: (update: string | ToolProgressUpdate) => void;
-  readonly #abort: CallAbort;
+  readonly #call: RunningCall;
 
   constructor(call: RunningCall, progress: (update: string | ToolProgressUpdate) => void) {
-    this.sessionId = call.params.session_id;
-    this.toolCallId = call.params.tool_call_id;
-    this.tool = call.params.tool;
-    this.session = call.session;
-    this.timeoutMs = call.params.timeout_ms;
-    this.trace = call.trace;
     this.progress = progress;
-    this.#abort = call.abort;
+    this.#call = call;
   }
 
+  get sessionId(): string {
+    return this.#call.params.session_id;
+  }
+  get toolCallId(): string {
+    return this.#call.params.tool_call_id;
+  }
+  get tool(): string {
+    return this.#call.params.tool;
+  }
+  get timeoutMs(): number | undefined {
+    return this.#call.params.timeout_ms;
+  }
+  get session(): ExecutorSession {
+    return this.#call.session;
+  }
+  get trace(): TraceContext | undefined {
+    return this.#call.trace;
+  }
   get signal(): AbortSignal {
-    return this.#abort.signal;
+    return this.#call.abort.signal;
   }
 }
 
@@ -390,7 +401,10 @@ export class ToolCallRunner {
     }
   }
 
-  /** Aborts the session's calls when it begins to end. */
+  /**
+   * Aborts the session's calls when it begins to end, and holds its end (`session.ended`) until
+   * they have reported: a cleanup hook, like the machine's for the session's processes.
+   */
   #watch(session: ExecutorSession): void {
     if (this.#watched.has(session)) return;
     this.#watched.add(session);
@@ -401,6 +415,7 @@ export class ToolCallRunner {
         }
       }
     }, { once: true });
+    session.onCleanup(() => this.settled(session.id));
   }
 
   #remember(id: string): void {
@@ -600,8 +615,7 @@ export class ToolCallRunner {
       });
     } catch (error) {
       // Progress is lossy: a closed connection drops it. Anything else is the caller's bug.
-      if ((error as Error)?.name === "NotConnectedError") return;
-      if ((error as Error)?.name === "ConnectionClosedError") return;
+      if (error instanceof NotConnectedError || error instanceof ConnectionClosedError) return;
       throw error;
     }
   }

@@ -1,7 +1,12 @@
 /**
- * Turning what a tool handler returns into the members of a `tool.result`: text, content blocks,
- * a {@linkcode ToolResult}, or a tool's typed result (`BashResult`, `ReadResult`, ...), with
- * large bash output cut to a head-and-tail preview and the full output uploaded as artifacts.
+ * Tool results: what a tool handler returns turned into the members of a `tool.result` (text,
+ * content blocks, a {@linkcode ToolResult}, or a tool's typed result — `BashResult`,
+ * `ReadResult`, ... — with large bash output cut to a head-and-tail preview and the full output
+ * uploaded as artifacts), and the {@linkcode ResultOutbox} that delivers each `tool.result`
+ * until the harness accepts it: sent on the registered connection, sent again on the next one if
+ * the connection drops first, and retried after a delay on -32009, -32004 (the retryable codes
+ * of the contract) or a timeout. Any other refusal is final: a result given up on goes to
+ * `onToolResultLost`.
  */
 import {
   type Artifact,
@@ -15,10 +20,16 @@ import {
   isContentBlock,
   type ReadResult,
   TOOL_SPECS,
+  type ToolResultParams,
   type WriteResult,
 } from "../protocol/generated/contract.ts";
+import type { Clock } from "../protocol/clock.ts";
+import { FrameTooLargeError } from "../protocol/errors.ts";
 import { utf8Length } from "../protocol/jsonrpc.ts";
+import type { Logger } from "../protocol/logger.ts";
+import { type ConnectionLink, deliver } from "../protocol/retry.ts";
 import type { ArtifactUpload } from "./artifacts.ts";
+import { type BackoffPolicy, describeError } from "./timing.ts";
 
 /**
  * Bash output up to this many UTF-8 bytes (stdout and stderr together) travels inline in the
@@ -296,4 +307,154 @@ async function renderLargeBash(
   };
   if (artifacts.length) rendered.artifacts = artifacts;
   return rendered;
+}
+
+/**
+ * Every result in flight listens to the outbox's one signal: lift Node's limit of 10 listeners
+ * per event target, past which it prints a (here false) leak warning. Feature-detected, so the
+ * portable core imports nothing from Node; elsewhere there is no such limit.
+ */
+function unboundedListeners(signal: AbortSignal): void {
+  const events = (globalThis as {
+    process?: { getBuiltinModule?: (id: string) => unknown };
+  }).process?.getBuiltinModule?.("node:events") as
+    | { setMaxListeners?: (n: number, ...targets: EventTarget[]) => void }
+    | undefined;
+  try {
+    events?.setMaxListeners?.(0, signal);
+  } catch {
+    // A runtime whose events module does not take an AbortSignal has no such limit either.
+  }
+}
+
+/** Called with a tool result the client gave up on, and why. */
+export type ToolResultLostHandler = (result: ToolResultParams, error: unknown) => void;
+
+interface PendingResult {
+  readonly params: ToolResultParams;
+  readonly accepted: Promise<boolean>;
+}
+
+/** Options of {@linkcode ResultOutbox}. */
+export interface ResultOutboxOptions {
+  link: ConnectionLink;
+  clock: Clock;
+  random: () => number;
+  retry: BackoffPolicy;
+  timeoutMs: number;
+  logger: Logger;
+  /** Who is told of each result given up on (`onToolResultLost`); read at each loss. */
+  lostHandlers: ReadonlySet<ToolResultLostHandler>;
+}
+
+/** The tool results of one client that are not yet accepted. */
+export class ResultOutbox {
+  readonly #options: ResultOutboxOptions;
+  readonly #pending = new Map<string, PendingResult>();
+  /** Aborts every pending delivery on close (one signal for all: a signal per result is costly). */
+  readonly #closing = new AbortController();
+  #closedWith: unknown;
+
+  constructor(options: ResultOutboxOptions) {
+    this.#options = options;
+    unboundedListeners(this.#closing.signal);
+  }
+
+  /** Results not yet accepted or given up on. */
+  get pending(): number {
+    return this.#pending.size;
+  }
+
+  /**
+   * Delivers a result; resolves `true` once accepted, `false` once given up on (after
+   * `onToolResultLost` ran). A second send for a call still pending joins the first.
+   */
+  send(params: ToolResultParams): Promise<boolean> {
+    const existing = this.#pending.get(params.tool_call_id);
+    if (existing) return existing.accepted;
+    if (this.#closedWith !== undefined) {
+      this.#lost(params, this.#closedWith);
+      return Promise.resolve(false);
+    }
+    const pending: PendingResult = { params, accepted: this.#deliver(params) };
+    this.#pending.set(params.tool_call_id, pending);
+    return pending.accepted;
+  }
+
+  /**
+   * Delivers through {@linkcode deliver}: across reconnects and retryable refusals. A result
+   * too large for one frame is reported as a failure instead of being lost (the connection
+   * finds it too large when it serializes it: no second walk over every result to measure it).
+   */
+  #deliver(params: ToolResultParams, tooLarge = false): Promise<boolean> {
+    return deliver(this.#options.link, "tool.result", params, {
+      clock: this.#options.clock,
+      random: this.#options.random,
+      retry: this.#options.retry,
+      timeoutMs: this.#options.timeoutMs,
+      signal: this.#closing.signal,
+      // Closing comes with the connection's end, which ends the request in flight anyway.
+      signalBetweenAttempts: true,
+    }).then(
+      () => this.#accepted(params),
+      (error) =>
+        error instanceof FrameTooLargeError && !tooLarge
+          ? this.#deliver(this.#tooLarge(params), true)
+          : this.#given(params, error),
+    );
+  }
+
+  #tooLarge(params: ToolResultParams): ToolResultParams {
+    this.#options.logger.warn("tool result too large for one frame", {
+      tool_call_id: params.tool_call_id,
+    });
+    return {
+      session_id: params.session_id,
+      tool_call_id: params.tool_call_id,
+      outcome: "failed",
+      error: {
+        message: "the result is larger than the frame limit; return large output as an artifact",
+        code: "result_too_large",
+      },
+    };
+  }
+
+  #accepted(params: ToolResultParams): boolean {
+    this.#pending.delete(params.tool_call_id);
+    return true;
+  }
+
+  #given(params: ToolResultParams, error: unknown): boolean {
+    this.#pending.delete(params.tool_call_id);
+    this.#lost(params, error);
+    return false;
+  }
+
+  /** Resolves once every result pending now is accepted or given up on. */
+  async idle(): Promise<void> {
+    await Promise.all([...this.#pending.values()].map((p) => p.accepted));
+  }
+
+  /** Gives up on every pending result with `error` (the client stopped). */
+  close(error: unknown): void {
+    this.#closedWith = error;
+    this.#closing.abort(error);
+  }
+
+  #lost(params: ToolResultParams, error: unknown): void {
+    this.#options.logger.warn("tool result lost", {
+      session_id: params.session_id,
+      tool_call_id: params.tool_call_id,
+      error: describeError(error),
+    });
+    for (const handler of [...this.#options.lostHandlers]) {
+      try {
+        handler(params, error);
+      } catch (handlerError) {
+        this.#options.logger.error("onToolResultLost handler failed", {
+          error: describeError(handlerError),
+        });
+      }
+    }
+  }
 }

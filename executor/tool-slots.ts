@@ -260,9 +260,20 @@ export class ToolRegistry {
   readonly slots: ToolSlots;
   readonly #all = new Map<string, Slot>();
   readonly #changed: () => void;
+  /** The capability groups configured `enabled: false`: their tools are not served. */
+  readonly #disabled: ReadonlySet<string>;
 
-  constructor(changed: () => void) {
+  /**
+   * `changed` is told when a tool is served or withdrawn; `configured`: the client's
+   * `capabilities` option, whose groups configured `enabled: false` serve no tool.
+   */
+  constructor(changed: () => void, configured?: Readonly<Record<string, unknown>>) {
     this.#changed = changed;
+    this.#disabled = new Set(
+      Object.entries(configured ?? {})
+        .filter(([, group]) => (group as { enabled?: unknown } | undefined)?.enabled === false)
+        .map(([name]) => name),
+    );
     const slots: Record<string, Slot> = {};
     for (const name of TOOL_NAMES) slots[name] = this.#slot(name);
     this.slots = Object.freeze(slots) as unknown as ToolSlots;
@@ -281,9 +292,11 @@ export class ToolRegistry {
     return this.#slot(name).serve(served);
   }
 
-  /** How `name` is served, if it is. */
+  /** How `name` is served, unless it is not, or its group is configured `enabled: false`. */
   servedTool(name: string): ServedTool | undefined {
-    return this.#all.get(name)?.served;
+    const slot = this.#all.get(name);
+    if (slot?.group !== undefined && this.#disabled.has(slot.group)) return undefined;
+    return slot?.served;
   }
 
   /** Names of the tools that have a handler, built-ins first. */

@@ -6,10 +6,10 @@
  * It knows nothing about sockets: it reads and writes text frames through a {@linkcode Transport}.
  *
  * Its parts: the types its users write against (`peer-types.ts`), the handler table shared by
- * many peers (`peer-handlers.ts`), the checks against the contract (`contract-check.ts`), the
- * requests awaiting their response (`pending-requests.ts`) and the context of a request being
- * served (`incoming-request.ts`). This module is the connection itself: what goes out, what
- * comes in, and the end.
+ * many peers (`peer-handlers.ts`), the checks against the contract (`contract-check.ts`), and
+ * the requests in flight (`peer-requests.ts`: those awaiting their response, and the context of
+ * one being served). This module is the connection itself: what goes out, what comes in, and
+ * the end.
  */
 import {
   type CloseInfo,
@@ -49,7 +49,6 @@ import {
   envelopeFault,
   shallowEnvelope,
 } from "./envelope.ts";
-import { IncomingRequest } from "./incoming-request.ts";
 import {
   DEFAULT_MAX_DEPTH,
   exceedsBytes,
@@ -73,7 +72,7 @@ import type {
   ReplyHooks,
   RequestHandler,
 } from "./peer-types.ts";
-import { PendingRequests } from "./pending-requests.ts";
+import { IncomingRequest, PendingRequests } from "./peer-requests.ts";
 
 export { DEFAULT_MAX_FRAME_BYTES } from "../transport/bytes.ts";
 export { DEFAULT_MAX_DEPTH } from "./jsonrpc.ts";

@@ -1,14 +1,18 @@
 /**
  * Sending again: the one backoff, wait and retry rule of the SDK. Which failures may be sent
  * again ({@linkcode retryVerdict}), how long to wait ({@linkcode retryDelay}: the peer's
- * `retry_after_ms`, else the backoff) and the deliver-until-accepted loop ({@linkcode retrying})
- * live here alone, so the executor's deliveries, its event outbox and the agent capability's
- * resent requests on both ends cannot drift apart. Every wait is on the injected clock, so tests
+ * `retry_after_ms`, else the backoff), the deliver-until-accepted loop ({@linkcode retrying})
+ * and the executor's sending on its registered connection until accepted ({@linkcode deliver}:
+ * `tool.result`, `session.ready`, `session.ended`) live here alone, so the executor's
+ * deliveries, its event outbox and the agent capability's resent requests on both ends cannot
+ * drift apart. Every wait is on the injected clock, so tests
  * drive each delay by hand.
  */
 import type { Clock } from "./clock.ts";
 import { ConnectionClosedError, ProtocolError, RequestTimeoutError } from "./errors.ts";
+import type { ExecutorRequestMethod, RequestMap } from "./generated/contract.ts";
 import { RETRYABLE_ERROR_CODES } from "./generated/errors.ts";
+import type { Peer } from "./peer.ts";
 
 /** Exponential backoff with jitter and a cap. */
 export interface BackoffPolicy {
@@ -153,4 +157,61 @@ export async function retrying<T>(
       await sleep(clock, retryDelay(error, policy, failures, random), signal);
     }
   }
+}
+
+/** Gives access to the registered connection (the executor's link to its harness). */
+export interface ConnectionLink {
+  /**
+   * Resolves with the registered connection, waiting for one if there is none; rejects when the
+   * signal aborts or the client stops for good.
+   */
+  whenConnected(signal?: AbortSignal): Promise<Peer>;
+  /** The registered connection if there is one now (saves a promise on the common path). */
+  connected?(): Peer | undefined;
+}
+
+/** How {@linkcode deliver} retries. */
+export interface DeliveryOptions {
+  clock: Clock;
+  random: () => number;
+  retry: BackoffPolicy;
+  timeoutMs: number;
+  signal?: AbortSignal;
+  /**
+   * The signal stops waits and retries only, not a request in flight (which still ends with its
+   * connection or its timeout): for a signal shared by many deliveries, where a listener per
+   * request would cost more than the request.
+   */
+  signalBetweenAttempts?: boolean;
+}
+
+/**
+ * Sends a request until the harness accepts it: across reconnects, and after retryable
+ * refusals with backoff (honouring `data.retry_after_ms`): the shared {@linkcode retrying} under
+ * the shared {@linkcode retryVerdict}. Rejects with the first final refusal, or when `signal`
+ * aborts.
+ */
+export function deliver<M extends ExecutorRequestMethod>(
+  link: ConnectionLink,
+  method: M,
+  params: RequestMap[M]["params"],
+  options: DeliveryOptions,
+): Promise<RequestMap[M]["result"]> {
+  const callOptions = {
+    timeoutMs: options.timeoutMs,
+    signal: options.signalBetweenAttempts ? undefined : options.signal,
+  };
+  return retrying(() => {
+    // The live connection at once when there is one: no promise to wait on, on every call.
+    const peer = link.connected?.();
+    return peer
+      ? peer.call(method, params, callOptions)
+      : link.whenConnected(options.signal).then((next) => next.call(method, params, callOptions));
+  }, {
+    clock: options.clock,
+    policy: options.retry,
+    random: options.random,
+    signal: options.signal,
+    classify: retryVerdict,
+  });
 }

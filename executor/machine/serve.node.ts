@@ -17,7 +17,7 @@
  */
 import type { Clock } from "../../protocol/clock.ts";
 import type { HarnessRequestMethod, RequestMap } from "../../protocol/generated/contract.ts";
-import { NotFoundError } from "../../protocol/generated/errors.ts";
+import { ForbiddenError, NotFoundError } from "../../protocol/generated/errors.ts";
 import type { Disposable, RequestContext } from "../../protocol/peer.ts";
 import { traceContextOf, traceEnvironment } from "../../protocol/trace-context.ts";
 import type { ExecutorClient } from "../client.ts";
@@ -42,7 +42,7 @@ import { cgroupSource, SessionProcesses } from "./session-processes.node.ts";
 import { serveTerminals, type TerminalScope } from "./terminals.ts";
 import { DEFAULT_MACHINE_LIMITS, type MachineLimits } from "./limits.ts";
 import { backupWorkspace, downloadFile, installSkill, uploadFile } from "./transfer.node.ts";
-import { Workdir } from "./workdir.node.ts";
+import { PathOutsideWorkdirError, Workdir } from "./workdir.node.ts";
 import { join } from "node:path";
 
 /** Options of {@linkcode serveMachine}. */
@@ -268,7 +268,7 @@ export function serveMachine(
             exit_code: 124,
           };
         }
-        if (error instanceof Error && error.name === "PathOutsideWorkdirError") {
+        if (error instanceof PathOutsideWorkdirError) {
           throw new ToolError(error.message);
         }
         throw error;
@@ -313,7 +313,12 @@ export function serveMachine(
       graceMs,
       maxOpen: limits.terminalsPerSession,
       maxOpenPerExecutor: limits.terminals,
-      resolveCwd: (path) => workdir.resolve(path),
+      resolveCwd: (path) =>
+        workdir.resolve(path).catch((error) => {
+          throw error instanceof PathOutsideWorkdirError
+            ? new ForbiddenError("path outside the workdir", { reason: "path_outside_workdir" })
+            : error;
+        }),
       // The child environment bash gets, the terminal's own variables through the same policy.
       env: (sessionId, extra) => envFor(sessionId, extra, true),
       // A process of the session like any other: in a cgroup leaf of its own where there is

@@ -22,11 +22,7 @@ import type {
   TerminalResizeParams,
   TerminalResizeResult,
 } from "../../protocol/generated/contract.ts";
-import {
-  ForbiddenError,
-  NotFoundError,
-  ResourceExhaustedError,
-} from "../../protocol/generated/errors.ts";
+import { NotFoundError, ResourceExhaustedError } from "../../protocol/generated/errors.ts";
 import type { Disposable } from "../../protocol/peer.ts";
 import { traceContextOf, traceEnvironment } from "../../protocol/trace-context.ts";
 import type { ExecutorClient } from "../client.ts";
@@ -450,7 +446,10 @@ function signal(entry: Entry, name: "SIGHUP" | "SIGKILL"): boolean {
 export interface ServeTerminalsOptions {
   /** Starts the PTYs. */
   pty: PtyHost;
-  /** Resolves a `cwd` inside the session workdir (a `PathOutsideWorkdirError` for one outside). */
+  /**
+   * Resolves a `cwd` inside the session workdir; what it throws answers `terminal.open` (a
+   * `ForbiddenError` with reason `path_outside_workdir` for one outside).
+   */
   resolveCwd(path: string): Promise<string>;
   /**
    * The whole environment of a session's terminal program, given what the terminal adds (`TERM`
@@ -502,18 +501,7 @@ export function serveTerminals(client: ExecutorClient, options: ServeTerminalsOp
     const created = table = new TerminalTable({
       sessionId,
       pty: options.pty,
-      resolveCwd: async (path) => {
-        try {
-          return await options.resolveCwd(path);
-        } catch (error) {
-          if (error instanceof Error && error.name === "PathOutsideWorkdirError") {
-            throw new ForbiddenError("path outside the workdir", {
-              reason: "path_outside_workdir",
-            });
-          }
-          throw error;
-        }
-      },
+      resolveCwd: options.resolveCwd,
       env: (extra) => options.env(sessionId, extra),
       place: place && ((argv, launch, context) => place(sessionId, argv, launch, context)),
       onOutput: (params) => {

@@ -1,20 +1,84 @@
 /**
- * The requests a peer has sent that await their response ({@linkcode PendingRequests}): each
- * ends exactly once — answered (its result checked against the contract), timed out, aborted,
- * or with the connection — and the ids of those given up on are remembered, so that their late
- * responses are expected rather than reported as unknown.
+ * The requests a peer has in flight, both ways. One it serves ({@linkcode IncomingRequest}) is
+ * its handler's context: its id, its signal (aborted when the connection ends first) and the
+ * hooks to run once its response is on the wire. The ones it has sent
+ * ({@linkcode PendingRequests}) await their response: each ends exactly once — answered (its
+ * result checked against the contract), timed out, aborted, or with the connection — and the
+ * ids of those given up on are remembered, so that their late responses are expected rather
+ * than reported as unknown.
  */
 import { BoundedSet } from "./bounded-set.ts";
 import type { Clock, TimerHandle } from "./clock.ts";
 import { checked, Refused } from "./contract-check.ts";
 import {
   ConnectionClosedError,
+  describeError,
   InvalidResultError,
   RequestAbortedError,
   RequestTimeoutError,
 } from "./errors.ts";
 import type { MethodSpec } from "./generated/contract.ts";
 import type { JsonRpcId } from "./jsonrpc.ts";
+import type { Logger } from "./logger.ts";
+import type { RequestContext } from "./peer-types.ts";
+
+/**
+ * The context of one incoming request. Its signal is created only when a handler reads it:
+ * most handlers never do, and an AbortSignal is among the costliest objects a frame would
+ * otherwise allocate.
+ */
+export class IncomingRequest implements RequestContext {
+  readonly id: JsonRpcId;
+  readonly method: string;
+  readonly frameLength: number;
+  #controller: AbortController | undefined;
+  #aborted = false;
+  #reason: unknown;
+  #hooks: (() => void)[] | undefined;
+
+  constructor(id: JsonRpcId, method: string, frameLength: number) {
+    this.id = id;
+    this.method = method;
+    this.frameLength = frameLength;
+  }
+
+  /** Whether a hook waits for the response. */
+  get hooked(): boolean {
+    return this.#hooks !== undefined;
+  }
+
+  afterReply(fn: () => void): void {
+    (this.#hooks ??= []).push(fn);
+  }
+
+  /** Runs the hooks (the response was sent), each on its own: one failing stops none. */
+  runHooks(logger: Logger): void {
+    const hooks = this.#hooks!;
+    this.#hooks = undefined;
+    for (const hook of hooks) {
+      try {
+        hook();
+      } catch (error) {
+        logger.error("after-reply hook failed", { error: describeError(error) });
+      }
+    }
+  }
+
+  get signal(): AbortSignal {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.#aborted) this.#controller.abort(this.#reason);
+    }
+    return this.#controller.signal;
+  }
+
+  abort(reason: unknown): void {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    this.#reason = reason;
+    this.#controller?.abort(reason);
+  }
+}
 
 interface Pending {
   readonly method: string;
