@@ -64,3 +64,13 @@ export {
 export { dialWebSocket, serveWebSocket } from "./transport/node.ts";
 export { openSqliteStore } from "./runtime/node.ts";
 export type { NodeSqliteDriver, NodeSqliteStoreOptions } from "./harness/store/sqlite.node.ts";
+export { openPostgresStore, type OpenPostgresStoreOptions } from "./harness/store/postgres.node.ts";
+export {
+  type PostgresClientLike,
+  PostgresCommitUnknownError,
+  PostgresHarnessStore,
+  type PostgresQueryable,
+  type PostgresRows,
+  type PostgresStoreOptions,
+  PostgresStoreUnavailableError,
+} from "./harness/store/postgres.ts";

@@ -86,6 +86,26 @@ const INSPECTOR: readonly Names[] = [{
   names: ["type InspectorServer", "serveInspector", "type ServeInspectorOptions"],
 }];
 
+/** The PostgreSQL store (the `postgres` client, which Node, Deno and Bun run). */
+const POSTGRES: readonly Names[] = [
+  {
+    from: "harness/store/postgres.node.ts",
+    names: ["openPostgresStore", "type OpenPostgresStoreOptions"],
+  },
+  {
+    from: "harness/store/postgres.ts",
+    names: [
+      "PostgresCommitUnknownError",
+      "type PostgresClientLike",
+      "PostgresHarnessStore",
+      "type PostgresQueryable",
+      "type PostgresRows",
+      "type PostgresStoreOptions",
+      "PostgresStoreUnavailableError",
+    ],
+  },
+];
+
 /** The runtimes, each with what its entry points export beside the portable faces. */
 const RUNTIMES: readonly RuntimeEntries[] = [
   {
@@ -100,6 +120,7 @@ const RUNTIMES: readonly RuntimeEntries[] = [
         from: "harness/store/sqlite.node.ts",
         names: ["type NodeSqliteDriver", "type NodeSqliteStoreOptions"],
       },
+      ...POSTGRES,
     ],
   },
   {
@@ -113,6 +134,7 @@ const RUNTIMES: readonly RuntimeEntries[] = [
         from: "harness/store/sqlite.deno.ts",
         names: ["type DenoSqliteDriver", "type DenoSqliteStoreOptions", "openSqliteStore"],
       },
+      ...POSTGRES,
     ],
   },
   {
@@ -126,6 +148,7 @@ const RUNTIMES: readonly RuntimeEntries[] = [
         from: "harness/store/sqlite.bun.ts",
         names: ["type BunSqliteDriver", "type BunSqliteStoreOptions", "openSqliteStore"],
       },
+      ...POSTGRES,
     ],
   },
   {
