@@ -10,7 +10,7 @@
  * Several files may each start a server: each has its own dir and port. Node, Deno and Bun run
  * this file (`node:child_process`).
  */
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -144,12 +144,28 @@ export class PostgresServer {
     return this.#up;
   }
 
-  /** Stops it as a crash does (`pg_ctl -m immediate stop`): every connection is cut at once. */
-  crash(): void {
-    this.#halt("immediate");
+  /**
+   * Stops it as a crash does (`pg_ctl -m immediate stop`): every connection is cut at once. The
+   * process goes on meanwhile (its queries in flight meet the crash).
+   */
+  crash(): Promise<void> {
+    const path = join(this.#bin, "pg_ctl");
+    const args = ["-D", this.dataDir, "-m", "immediate", "-w", "stop"];
+    const [command, argv] = this.#user
+      ? ["runuser", ["-u", this.#user.name, "--", path, ...args]]
+      : [path, args];
+    return new Promise((resolve, reject) => {
+      const child = spawn(command, argv, { cwd: this.dir, stdio: "ignore" });
+      child.once("error", reject);
+      child.once("exit", (code) => {
+        this.#up = false;
+        if (code === 0) resolve();
+        else reject(new Error(`pg_ctl stop -m immediate failed (${code})`));
+      });
+    });
   }
 
-  /** Starts it again on the same data dir and port (after {@linkcode crash}). */
+  /** Starts it again on the same data dir and port (after {@linkcode PostgresServer.crash}). */
   restart(): void {
     this.#startServer();
   }
