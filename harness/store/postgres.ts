@@ -18,10 +18,10 @@
  * `FOR UPDATE` and under an advisory lock per checked key, so that a harness fenced by another's
  * claim writes nothing, even in a race, and two first claims of an empty table cannot both hold.
  *
- * A transaction that loses its connection before its `COMMIT` was sent is retried with backoff
- * for `retryMs`, then refused; one that loses it after is refused at once (it may have
- * committed: its writers read back what the table holds). Nothing is acknowledged that is not
- * known to be committed.
+ * A transaction that loses its connection is retried with backoff for `retryMs`, then refused;
+ * when `COMMIT` was sent, its id tells first whether it committed (`txid_status`), and when that
+ * cannot be known it is refused as {@linkcode PostgresCommitUnknownError} (its writers read back
+ * what the table holds). Nothing is acknowledged that is not known to be committed.
  *
  * @module
  */
@@ -394,25 +394,22 @@ export class PostgresHarnessStore implements HarnessStore {
     let refusedAt = job.entries.length;
     let refusal: StoreConditionError | undefined;
     try {
-      await this.#retrying((committing) =>
-        this.#sql.begin(async (tx) => {
-          const found = await this.#checkAll(tx, job.entries);
-          refusedAt = found.at;
-          refusal = found.refusal;
-          const statements = this.#statements(job.entries, refusedAt);
-          if (statements.length > 0) {
-            // Pipelined; each one's failure is awaited, also when a later one throws at once.
-            await Promise.all(statements.map(([sql, params]) => {
-              try {
-                return Promise.resolve(tx.unsafe(sql, params));
-              } catch (error) {
-                return Promise.reject(error);
-              }
-            }));
-          }
-          committing.sent = true;
-        })
-      );
+      await this.#transact(async (tx) => {
+        const found = await this.#checkAll(tx, job.entries);
+        refusedAt = found.at;
+        refusal = found.refusal;
+        const statements = this.#statements(job.entries, refusedAt);
+        if (statements.length > 0) {
+          // Pipelined; each one's failure is awaited, also when a later one throws at once.
+          await Promise.all(statements.map(([sql, params]) => {
+            try {
+              return Promise.resolve(tx.unsafe(sql, params));
+            } catch (error) {
+              return Promise.reject(error);
+            }
+          }));
+        }
+      });
     } catch (error) {
       this.#failed(job, 0, error);
       return;
@@ -537,21 +534,73 @@ export class PostgresHarnessStore implements HarnessStore {
   }
 
   /**
-   * Runs `attempt` again, with backoff, while it fails with a lost connection before its commit
-   * was sent, for `retryMs`; after that (or once the commit was sent) the failure stands.
+   * Runs `attempt` again, with backoff, while it fails with a lost connection, for `retryMs`;
+   * after that the failure stands.
    */
-  async #retrying<T>(attempt: (committing: { sent: boolean }) => PromiseLike<T>): Promise<T> {
+  async #retrying<T>(attempt: () => PromiseLike<T>): Promise<T> {
     const deadline = Date.now() + this.#retryMs;
     let delay = 50;
     for (;;) {
-      const committing = { sent: false };
       try {
-        return await attempt(committing);
+        return await attempt();
+      } catch (error) {
+        if (!isRetryablePostgresError(error) || Date.now() + delay > deadline) throw error;
+      }
+      await sleep(delay);
+      delay = Math.min(delay * 2, 1_000);
+    }
+  }
+
+  /**
+   * Runs `body` in a transaction, again with backoff while it fails with a lost connection, for
+   * `retryMs`. When the connection was lost once `COMMIT` was sent, the transaction's id tells
+   * what became of it (`txid_status`): committed, it is done; aborted, it is run again; unknown
+   * within `retryMs`, {@linkcode PostgresCommitUnknownError}.
+   */
+  async #transact(body: (tx: PostgresQueryable) => Promise<void>): Promise<void> {
+    const deadline = Date.now() + this.#retryMs;
+    let delay = 50;
+    for (;;) {
+      let xid: string | undefined;
+      let sent = false;
+      try {
+        await this.#sql.begin(async (tx) => {
+          // Sent first, pipelined with the rest: the id to ask about if the commit's answer is lost.
+          const id = Promise.resolve(tx.unsafe("SELECT txid_current()::text AS xid")).then(
+            (rows) => void (xid = rows[0]?.xid as string | undefined),
+            () => {},
+          );
+          await body(tx);
+          await id;
+          sent = true;
+        });
+        return;
       } catch (error) {
         if (!isRetryablePostgresError(error)) throw error;
-        if (committing.sent) throw new PostgresCommitUnknownError({ cause: error });
+        if (sent) {
+          const status = xid === undefined ? undefined : await this.#commitStatus(xid, deadline);
+          if (status === "committed") return;
+          if (status !== "aborted") throw new PostgresCommitUnknownError({ cause: error });
+        }
         if (Date.now() + delay > deadline) throw error;
       }
+      await sleep(delay);
+      delay = Math.min(delay * 2, 1_000);
+    }
+  }
+
+  /** What became of transaction `xid` (`committed`, `aborted`), or undefined when not known in time. */
+  async #commitStatus(xid: string, deadline: number): Promise<string | undefined> {
+    let delay = 50;
+    for (;;) {
+      try {
+        const rows = await this.#sql.unsafe("SELECT txid_status($1::int8) AS status", [xid]);
+        const status = rows[0]?.status;
+        if (status !== "in progress") return typeof status === "string" ? status : undefined;
+      } catch (error) {
+        if (!isRetryablePostgresError(error)) return undefined;
+      }
+      if (Date.now() + delay > deadline) return undefined;
       await sleep(delay);
       delay = Math.min(delay * 2, 1_000);
     }

@@ -167,6 +167,7 @@ export class PostgresServer {
 
   /** Starts it again on the same data dir and port (after {@linkcode PostgresServer.crash}). */
   restart(): void {
+    if (existsSync(join(this.dataDir, "postmaster.pid"))) return;
     this.#startServer();
   }
 
