@@ -71,7 +71,7 @@ describe(`postgres store on ${RUNTIME}`, { timeout: 60_000 }, () => {
     }
   });
 
-  it('refuses a table whose keys do not sort as "C", a bad name, and no database', async () => {
+  it('refuses a table whose keys do not sort as "C", a bad name, no database, no role', async () => {
     const table = freshTable("collated");
     await raw.unsafe(`CREATE TABLE ${table} (key text PRIMARY KEY, value text NOT NULL)`);
     await assert.rejects(
@@ -89,6 +89,24 @@ describe(`postgres store on ${RUNTIME}`, { timeout: 60_000 }, () => {
         }),
       (error: Error) =>
         error.name === "PostgresStoreUnavailableError" && /no_such_database/.test(error.message),
+    );
+    await assert.rejects(
+      () => openPostgresStore(`postgres://no_such_role@127.0.0.1:${server.port}/postgres`),
+      (error: Error) =>
+        error.name === "PostgresStoreUnavailableError" && /no_such_role/.test(error.message),
+    );
+  });
+
+  it("names the package to install when the postgres client is missing", async () => {
+    await assert.rejects(
+      () =>
+        openPostgresStore(server.url, {
+          load: () => Promise.reject(new Error("Cannot find package 'postgres'")),
+        }),
+      (error: Error) =>
+        error.name === "PostgresStoreUnavailableError" &&
+        /npm install postgres/.test(error.message) &&
+        /Cannot find package/.test(String((error.cause as Error)?.message)),
     );
   });
 
