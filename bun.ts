@@ -67,3 +67,13 @@ export {
   type BunSqliteStoreOptions,
   openSqliteStore,
 } from "./harness/store/sqlite.bun.ts";
+export { openPostgresStore, type OpenPostgresStoreOptions } from "./harness/store/postgres.node.ts";
+export {
+  type PostgresClientLike,
+  PostgresCommitUnknownError,
+  PostgresHarnessStore,
+  type PostgresQueryable,
+  type PostgresRows,
+  type PostgresStoreOptions,
+  PostgresStoreUnavailableError,
+} from "./harness/store/postgres.ts";

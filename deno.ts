@@ -69,3 +69,13 @@ export {
   type DenoSqliteStoreOptions,
   openSqliteStore,
 } from "./harness/store/sqlite.deno.ts";
+export { openPostgresStore, type OpenPostgresStoreOptions } from "./harness/store/postgres.node.ts";
+export {
+  type PostgresClientLike,
+  PostgresCommitUnknownError,
+  PostgresHarnessStore,
+  type PostgresQueryable,
+  type PostgresRows,
+  type PostgresStoreOptions,
+  PostgresStoreUnavailableError,
+} from "./harness/store/postgres.ts";

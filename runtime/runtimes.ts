@@ -63,6 +63,26 @@ export const INSPECTOR: readonly Names[] = [{
   names: ["type InspectorServer", "serveInspector", "type ServeInspectorOptions"],
 }];
 
+/** The PostgreSQL store (the `postgres` client, which Node, Deno and Bun run). */
+export const POSTGRES: readonly Names[] = [
+  {
+    from: "harness/store/postgres.node.ts",
+    names: ["openPostgresStore", "type OpenPostgresStoreOptions"],
+  },
+  {
+    from: "harness/store/postgres.ts",
+    names: [
+      "PostgresCommitUnknownError",
+      "type PostgresClientLike",
+      "PostgresHarnessStore",
+      "type PostgresQueryable",
+      "type PostgresRows",
+      "type PostgresStoreOptions",
+      "PostgresStoreUnavailableError",
+    ],
+  },
+];
+
 /** The runtimes, each with what its entry points export beside the portable faces. */
 export const RUNTIMES: readonly RuntimeEntries[] = [
   {
@@ -77,6 +97,7 @@ export const RUNTIMES: readonly RuntimeEntries[] = [
         from: "harness/store/sqlite.node.ts",
         names: ["type NodeSqliteDriver", "type NodeSqliteStoreOptions", "openSqliteStore"],
       },
+      ...POSTGRES,
     ],
   },
   {
@@ -91,6 +112,7 @@ export const RUNTIMES: readonly RuntimeEntries[] = [
         from: "harness/store/sqlite.deno.ts",
         names: ["type DenoSqliteDriver", "type DenoSqliteStoreOptions", "openSqliteStore"],
       },
+      ...POSTGRES,
     ],
   },
   {
@@ -105,6 +127,7 @@ export const RUNTIMES: readonly RuntimeEntries[] = [
         from: "harness/store/sqlite.bun.ts",
         names: ["type BunSqliteDriver", "type BunSqliteStoreOptions", "openSqliteStore"],
       },
+      ...POSTGRES,
     ],
   },
   {

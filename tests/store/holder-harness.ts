@@ -1,7 +1,8 @@
 /**
- * A harness process for the one-writer test (tests/store/one-writer.test.ts): a harness of this
- * runtime's entry point on the SQLite file argv[-2], with `takeover` when argv[-1] is
- * `takeover`. It prints `listening <url>` (or, refused, `refused <name> <message>` and exits
+ * A harness process for the one-writer tests (tests/store/one-writer.test.ts,
+ * tests/store/postgres-one-writer.test.ts): a harness of this runtime's entry point on the store
+ * argv[-2] (a SQLite file, or `postgres://…#table`: that table of a PostgreSQL database), with
+ * `takeover` when argv[-1] is `takeover`. It prints `listening <url>` (or, refused, `refused <name> <message>` and exits
  * 3), then obeys lines on stdin, answering each on stdout:
  *
  * - `assign <session>`: waits for an executor, assigns the session, waits until it is ready.
@@ -13,16 +14,20 @@
  * Its log goes to stderr, one JSON line per record.
  */
 import { openSqliteStore, RUNTIME } from "./sqlite-fixture.ts";
+import { openPostgresStore } from "./postgres-fixture.ts";
 
 const process = (globalThis as any).process;
-const [path, mode] = process.argv.slice(-2) as [string, string];
+const [spec, mode] = process.argv.slice(-2) as [string, string];
 const { Harness } = await import(`../../${RUNTIME}.ts`);
 const say = (line: string) => process.stdout.write(`${line}\n`);
 const log = (level: string) => (message: string, fields?: Record<string, unknown>) =>
   process.stderr.write(`${JSON.stringify({ level, message, ...fields })}\n`);
 const logger = { debug() {}, info: log("info"), warn: log("warn"), error: log("error") };
 
-const store = await openSqliteStore(path);
+const [url, table] = spec.split("#");
+const store = spec.startsWith("postgres://")
+  ? await openPostgresStore(url, { table })
+  : await openSqliteStore(spec);
 let harness: any;
 try {
   harness = new Harness({
@@ -34,10 +39,13 @@ try {
     storeRenewMs: 120_000,
     logger,
   });
+  // A store that answers with promises is claimed (or refused) by then.
+  await harness.ready;
 } catch (error) {
   const e = error as Error;
   say(`refused ${e.name} ${e.message}`);
-  store.close();
+  await harness?.close();
+  await store.close();
   process.exit(3);
 }
 const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
@@ -69,7 +77,7 @@ const commands: Record<string, (args: string[]) => Promise<string>> = {
   async close() {
     await harness.close();
     await server.close();
-    store.close();
+    await store.close();
     setTimeout(() => process.exit(0), 10);
     return "closed";
   },

@@ -1,0 +1,133 @@
+/**
+ * The PostgreSQL store when its server goes away (`pg_ctl -m immediate stop`, every connection
+ * cut) in the middle of a stream of writes: every write it acknowledged is in the table, what it
+ * could not commit it refuses (after retrying for `retryMs`), a write waiting while the server
+ * comes back within `retryMs` is committed, and once the server is back the store goes on. Then
+ * through a real harness over a WebSocket: the durable events of the lost transactions are
+ * refused (-32004), none acknowledged is lost, and sent again after the restart each is stored
+ * once, in order, with the harness still holding its table.
+ */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { UnavailableError } from "../../mod.ts";
+import { Harness } from "../../harness/node.ts";
+import { ExecutorPeer, registerParams } from "../helpers/executor-peer.ts";
+import { PostgresServer } from "../helpers/postgres-server.ts";
+import { freshTable, openPostgresStore, RUNTIME } from "./postgres-fixture.ts";
+
+let server: PostgresServer;
+before(async () => {
+  server = await PostgresServer.start();
+});
+after(async () => {
+  await server?.stop();
+});
+
+const pad = (n: number) => String(n).padStart(5, "0");
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe(`postgres store on ${RUNTIME}: the server goes away`, { timeout: 120_000 }, () => {
+  it("keeps what it acknowledged, refuses what it could not commit, and goes on", async () => {
+    const table = freshTable("loss");
+    const store = await openPostgresStore(server.url, { table, retryMs: 1_000 });
+    const acked = new Set<number>();
+    const refused = new Set<number>();
+    const written: Promise<void>[] = [];
+    const write = (n: number) =>
+      written.push(
+        store.writeGrouped!([{ put: `e/${pad(n)}`, value: n }, { put: "last", value: n }]).then(
+          () => void acked.add(n),
+          () => void refused.add(n),
+        ),
+      );
+    try {
+      let n = 0;
+      let down = false;
+      // A stream of grouped writes; the crash lands among them.
+      const crashed = (async () => {
+        while (acked.size < 50) await sleep(1);
+        await server.crash();
+        down = true;
+      })();
+      while (!down) {
+        write(++n);
+        await sleep(1);
+      }
+      await crashed;
+      for (let i = 0; i < 10; i++) write(++n);
+      await Promise.all(written);
+      assert.ok(acked.size >= 50, `acknowledged ${acked.size}`);
+      assert.ok(refused.size >= 10, `refused ${refused.size}: the writes while it was down`);
+      assert.equal(acked.size + refused.size, n);
+
+      // Back: the store goes on.
+      server.restart();
+      await store.write([{ put: "after", value: "restart" }]);
+      assert.equal(await store.get("after"), "restart");
+
+      // A write that waits while the server comes back (within retryMs) is committed.
+      const check = await openPostgresStore(server.url, { table, retryMs: 60_000 });
+      assert.equal(await check.get("after"), "restart");
+      await server.crash();
+      const waiting = check.write([{ put: "waited", value: true }]);
+      setTimeout(() => server.restart(), 300);
+      await waiting;
+      const stored = new Set((await check.list<number>("e/")).map(([, value]) => value));
+      for (const a of acked) assert.ok(stored.has(a), `acknowledged ${a} is not stored`);
+      assert.equal(await check.get("waited"), true);
+      await check.close();
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("a harness refuses the events it could not commit, and takes them again", async () => {
+    if (!server.up) server.restart();
+    const table = freshTable("harness");
+    const store = await openPostgresStore(server.url, { table, retryMs: 500 });
+    const harness = new Harness({ insecureNoAuth: true, store });
+    await harness.ready;
+    const listening = await harness.serve({ hostname: "127.0.0.1", port: 0 });
+    const peer = await ExecutorPeer.dial(listening.url);
+    try {
+      const { executor_id } = await peer.start(registerParams({ machine_id: "m_loss" }));
+      const executor = await harness.waitExecutor({ filter: (e) => e.id === executor_id });
+      const session = await executor.assignSession({ session_id: "ses_loss" });
+      const send = (i: number) =>
+        peer.peer.call("session.event", {
+          session_id: "ses_loss",
+          event: { type: "tick", n: i },
+        }, { id: `evt_loss_${i}` });
+      for (let i = 0; i < 8; i++) await send(i);
+      const first: Promise<unknown>[] = [];
+      for (let i = 8; i < 48; i++) {
+        first.push(send(i));
+        if (i === 20) await server.crash();
+      }
+      const outcomes = await Promise.allSettled(first);
+      const lost = outcomes.flatMap((o, i) => o.status === "rejected" ? [8 + i] : []);
+      assert.ok(lost.length > 0, "the events after the crash were refused");
+      for (const outcome of outcomes) {
+        if (outcome.status === "rejected") {
+          assert.ok(outcome.reason instanceof UnavailableError, String(outcome.reason));
+        }
+      }
+      server.restart();
+      // The executor sends every unacknowledged event again, with its id, in order.
+      for (const i of lost) await send(i);
+      const numbers = session.eventRecords.map((r) => (r.event as unknown as { n: number }).n);
+      assert.deepEqual([...numbers].sort((a, b) => a - b), Array.from({ length: 48 }, (_, i) => i));
+      assert.deepEqual(session.eventRecords.map((r) => r.index), numbers.map((_, i) => i + 1));
+      const reader = await openPostgresStore(server.url, { table });
+      const stored = await reader.list<{ record: { event: { n: number } } }>("ev/ses_loss/");
+      await reader.close();
+      assert.deepEqual(stored.map(([, e]) => e.record.event.n), numbers);
+      assert.equal(harness.fenced, undefined, "still the holder");
+    } finally {
+      await peer.close().catch(() => {});
+      await harness.close();
+      await listening.close();
+      await store.close();
+    }
+  });
+});
