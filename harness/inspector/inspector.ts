@@ -32,9 +32,9 @@ import { InspectorAuth } from "./auth.ts";
 import { errorView } from "./clip.ts";
 import { InspectorModel } from "./model.ts";
 import { DEFAULT_INSPECTOR_LIMITS, type InspectorBatch, type InspectorLimits } from "./views.ts";
-import { APP_JS, FAVICON_SVG, INDEX_HTML } from "./page.ts";
+import { FAVICON_SVG, INDEX_HTML } from "./page.ts";
 import { APP_CSS } from "./page-style.ts";
-import { DOM_JS } from "./page-dom.ts";
+import { APP_JS, DOM_JS } from "./generated/pages.ts";
 import { LOGIN_HELP_CSS, loginHelpHtml } from "./login-help.ts";
 import { normalizeBasePath } from "../base-path.ts";
 import {
