@@ -7,11 +7,11 @@
  * Bearer <token>`, or the session cookie a one-time login URL sets): JSON to API clients, and to
  * a browser (`Accept: text/html`) a page saying how to get a new login link. Only the login URL
  * and the icon (`favicon.svg`, the same for everyone) answer without it. The page is a few kB of
- * hand-written JavaScript and CSS served from here, under a content security policy that runs
- * only them; it renders everything executors send as text (never as HTML), and it follows the
- * harness live over server-sent events. What it shows comes from `harness.observe`; what it
- * does goes through the harness's public API (`assignSession`, `callTool`, `cancelTool`,
- * `session.stop`, `executor.drain`, `startTurn`, `respondInteraction`).
+ * JavaScript (bundled from the TypeScript of `browser/`) and CSS served from here, under a
+ * content security policy that runs only them; it renders everything executors send as text
+ * (never as HTML), and it follows the harness live over server-sent events. What it shows comes
+ * from `harness.observe`; what it does goes through the harness's public API (`assignSession`,
+ * `callTool`, `cancelTool`, `session.stop`, `executor.drain`, `startTurn`, `respondInteraction`).
  *
  * Portable: web-standard APIs only.
  */
