@@ -1,11 +1,12 @@
 /**
  * The project's static gates, in order: generated code matches its sources (the contract,
- * xterm.js, the runtime entry points' faces: `scripts/gen-faces.ts`), deno fmt, deno lint, deno
- * check, tsc for the portable core (no @types/node: a node: import cannot compile) and for
- * everything, JSR's publish checks (slow types included), the documentation of every
- * export of every entry point (`deno doc --lint`, JSR's rule), the examples in the entry points'
- * doc comments (`deno check --doc-only`, with the package's public specifiers mapped to the
- * sources), the runtime-import guard, the direction of `runtime/` (the ends do not import it)
+ * xterm.js, the inspector's page scripts — type-checked first with their own tsconfig, the DOM
+ * lib without Node types —, the runtime entry points' faces: `scripts/gen-faces.ts`), deno fmt,
+ * deno lint, deno check, tsc for the portable core (no @types/node: a node: import cannot
+ * compile) and for everything, JSR's publish checks (slow types included), the documentation of
+ * every export of every entry point (`deno doc --lint`, JSR's rule), the examples in the entry
+ * points' doc comments (`deno check --doc-only`, with the package's public specifiers mapped to
+ * the sources), the runtime-import guard, the direction of `runtime/` (the ends do not import it)
  * and no import cycles (`dpdm`, type imports included, over every module the entry points and
  * the CLIs reach).
  */
@@ -30,6 +31,11 @@ const bin = (name: string) => join(root, "node_modules/.bin", name);
 const steps: [string, string, string[]][] = [
   ["contract drift", process.execPath, ["--import", "tsx", "scripts/gen-contract.ts", "--check"]],
   ["xterm.js drift", process.execPath, ["--import", "tsx", "scripts/gen-xterm.ts", "--check"]],
+  [
+    "inspector pages: tsc (DOM lib) and drift",
+    process.execPath,
+    ["--import", "tsx", "scripts/gen-pages.ts", "--check"],
+  ],
   ["entry points drift", process.execPath, ["--import", "tsx", "scripts/gen-faces.ts", "--check"]],
   ["deno fmt", bin("deno"), ["fmt", "--check", "--quiet"]],
   ["deno lint", bin("deno"), ["lint", "--quiet"]],

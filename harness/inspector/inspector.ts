@@ -7,11 +7,11 @@
  * Bearer <token>`, or the session cookie a one-time login URL sets): JSON to API clients, and to
  * a browser (`Accept: text/html`) a page saying how to get a new login link. Only the login URL
  * and the icon (`favicon.svg`, the same for everyone) answer without it. The page is a few kB of
- * hand-written JavaScript and CSS served from here, under a content security policy that runs
- * only them; it renders everything executors send as text (never as HTML), and it follows the
- * harness live over server-sent events. What it shows comes from `harness.observe`; what it
- * does goes through the harness's public API (`assignSession`, `callTool`, `cancelTool`,
- * `session.stop`, `executor.drain`, `startTurn`, `respondInteraction`).
+ * JavaScript (bundled from the TypeScript of `browser/`) and CSS served from here, under a
+ * content security policy that runs only them; it renders everything executors send as text
+ * (never as HTML), and it follows the harness live over server-sent events. What it shows comes
+ * from `harness.observe`; what it does goes through the harness's public API (`assignSession`,
+ * `callTool`, `cancelTool`, `session.stop`, `executor.drain`, `startTurn`, `respondInteraction`).
  *
  * Portable: web-standard APIs only.
  */
@@ -32,9 +32,9 @@ import { InspectorAuth } from "./auth.ts";
 import { errorView } from "./clip.ts";
 import { InspectorModel } from "./model.ts";
 import { DEFAULT_INSPECTOR_LIMITS, type InspectorBatch, type InspectorLimits } from "./views.ts";
-import { APP_JS, FAVICON_SVG, INDEX_HTML } from "./page.ts";
+import { FAVICON_SVG, INDEX_HTML } from "./page.ts";
 import { APP_CSS } from "./page-style.ts";
-import { DOM_JS } from "./page-dom.ts";
+import { APP_JS, DOM_JS } from "./generated/pages.ts";
 import { LOGIN_HELP_CSS, loginHelpHtml } from "./login-help.ts";
 import { normalizeBasePath } from "../base-path.ts";
 import {

@@ -3,7 +3,7 @@
  * (xterm.js in the page, over `terminal.*` held by {@linkcode InspectorTerminals}), its processes
  * (`process.list`, `process.read`, `process.signal`) and its files (browsed with the `glob` tool,
  * downloaded with `file.download`, uploaded with `file.upload`). These are the routes; the page is
- * in `machine-page.ts`.
+ * in `machine-page.ts` and `browser/machine.ts`.
  *
  * Portable: web-standard APIs only.
  */
@@ -18,7 +18,8 @@ import { JsonBodyError, readBoundedBytes } from "../json-body.ts";
 import { boundedEventStream } from "./event-stream.ts";
 import { ApiError, asset, json, optionalString, param, SECURITY_HEADERS } from "./http.ts";
 import { InspectorTerminals } from "./terminals.ts";
-import { MACHINE_CSS, MACHINE_HTML, MACHINE_JS } from "./machine-page.ts";
+import { MACHINE_CSS, MACHINE_HTML } from "./machine-page.ts";
+import { MACHINE_JS } from "./generated/pages.ts";
 import { FIT_MJS, XTERM_CSS, XTERM_MJS } from "./generated/xterm.ts";
 
 /** What the machine's routes need from the inspector that mounts them. */

@@ -23,9 +23,7 @@ import {
 } from "../../node.ts";
 import { InspectorAuth, tokensEqual } from "../../harness/inspector/auth.ts";
 import { clip } from "../../harness/inspector/clip.ts";
-import { APP_JS } from "../../harness/inspector/page.ts";
-import { MACHINE_JS } from "../../harness/inspector/machine-page.ts";
-import { DOM_JS } from "../../harness/inspector/page-dom.ts";
+import { APP_JS, DOM_JS, MACHINE_JS } from "../../harness/inspector/generated/pages.ts";
 
 const INFO = { name: "inspected", os: "linux", arch: "amd64", version: "0.0.1" };
 

@@ -1,0 +1,37 @@
+/// <reference lib="dom" />
+/// <reference lib="dom.iterable" />
+/**
+ * What the inspector's two pages share in the browser (served as `dom.js`, an ES module both
+ * import): the element builder that puts what executors send in text nodes only (never markup),
+ * and the element lookup.
+ */
+
+/** An element's attributes: `on*` are listeners; `undefined`, `null` and `false` leave one out. */
+export type Attributes = Readonly<Record<string, unknown>>;
+
+/** An element's children: strings (and numbers) become text; `null`, `undefined`, `false` nothing. */
+export type Child = Node | string | number | boolean | null | undefined | readonly Child[];
+
+/** An element with attributes (on* are listeners) and children (strings become text). */
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs?: Attributes | null,
+  ...children: Child[]
+): HTMLElementTagNameMap[K] {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") el.className = value as string;
+    else if (key.startsWith("on")) el.addEventListener(key.slice(2), value as EventListener);
+    else el.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of (children as unknown[]).flat(4)) {
+    if (child === undefined || child === null || child === false) continue;
+    el.append(child instanceof Node ? child : String(child));
+  }
+  return el;
+}
+
+/** The element with `id` (of the type the page's markup gives it). */
+export const $ = <T extends HTMLElement = HTMLElement>(id: string): T =>
+  document.getElementById(id) as T;
