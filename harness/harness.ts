@@ -56,6 +56,7 @@ import {
 } from "./store/claim.ts";
 import { type TokenEndpointOptions, TokenIssuer } from "./token-endpoint.ts";
 import type { ToolCallStatus } from "./tool-calls.ts";
+import type { HarnessReadiness } from "./readiness.ts";
 
 /** The default heartbeat interval handed to executors: 15 s (the lease is twice that). */
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 15_000;
@@ -166,6 +167,14 @@ export interface HarnessOptions {
    */
   takeover?: boolean;
   /**
+   * While another live harness holds `store`, wait for it instead of failing: `readiness` is
+   * `standby` (and connect requests answer 503, so a load balancer sends executors to the
+   * holder), and the harness claims the store once the holder let go or stopped renewing (after
+   * three times `storeRenewMs`), then reads it back and serves. No takeover: the holder is
+   * never fenced by a standby. Default false. See `docs/deploy.md`.
+   */
+  standby?: boolean;
+  /**
    * Who this harness is in its store's holder record: host, pid, when its process started, and
    * how to tell whether a process of this machine runs. Default: this process, from the Node,
    * Deno and Bun entry points; elsewhere nothing is known, and a holder counts as gone only
@@ -217,12 +226,22 @@ export interface HarnessOptions {
   metricsEndpoint?: MetricsEndpointOptions;
 }
 
-/** Where to listen with {@linkcode Harness.serve}. */
-export interface ServeOptions {
+/** Where to listen with {@linkcode Harness.serve}, and what answers its HTTP requests. */
+export interface ServeOptions extends ServeUnixOptions {
   /** Default 127.0.0.1. */
   hostname?: string;
   /** Default 0 (a free port). */
   port?: number;
+}
+
+/** What answers the HTTP requests of {@linkcode Harness.serveUnix}. */
+export interface ServeUnixOptions {
+  /**
+   * Answers every HTTP request that is not a WebSocket upgrade: mount the harness's own
+   * {@linkcode Harness.fetch} in it beside routes of your own (a brain API, health checks).
+   * Default: `harness.fetch`.
+   */
+  fetch?: (request: Request) => Response | Promise<Response>;
 }
 
 /** A listening harness server. */
@@ -313,6 +332,7 @@ export class Harness {
       recoveredLeases: options.recoveredLeases,
       holderIdentity: options.holderIdentity ?? UNKNOWN_HOLDER,
       takeover: options.takeover ?? false,
+      standby: options.standby ?? false,
       storeRenewMs: options.storeRenewMs ?? DEFAULT_STORE_RENEW_MS,
       agent: options.agent,
       onConnectionChange: options.onConnectionChange,
@@ -477,12 +497,25 @@ export class Harness {
     if (!this.#authenticate && !this.#insecureNoAuth) {
       return Promise.reject(new InsecureServeError());
     }
-    return this.#listen({ hostname: options.hostname ?? "127.0.0.1", port: options.port ?? 0 });
+    return this.#listen(
+      { hostname: options.hostname ?? "127.0.0.1", port: options.port ?? 0 },
+      options.fetch,
+    );
   }
 
   /** Listens on a Unix socket (or Windows named pipe) path. */
-  serveUnix(path: string): Promise<HarnessServer> {
-    return this.#listen({ path });
+  serveUnix(path: string, options: ServeUnixOptions = {}): Promise<HarnessServer> {
+    return this.#listen({ path }, options.fetch);
+  }
+
+  /**
+   * Whether the harness takes executors now: `serving` once it holds its store and has read it
+   * back; `starting` before, `standby` while another harness holds the store (`standby`),
+   * `draining` while it closes, `fenced` once another harness took the store over, `closed`.
+   * What a readiness probe (`/readyz`) answers.
+   */
+  get readiness(): HarnessReadiness {
+    return this.#core.readiness;
   }
 
   /**
@@ -621,6 +654,7 @@ export class Harness {
 
   async #listen(
     where: { hostname?: string; port?: number; path?: string },
+    fetch: ((request: Request) => Response | Promise<Response>) | undefined,
   ): Promise<HarnessServer> {
     if (this.#closed) throw new HarnessClosedError();
     const factory = this.#serverFactory;
@@ -632,7 +666,7 @@ export class Harness {
         ? { handshakeTimeoutMs: this.#handshakeTimeoutMs }
         : {}),
       upgrade: (request, protocols) => this.upgrade(request, protocols),
-      fetch: (request) => this.fetch(request),
+      fetch: fetch ? (request) => Promise.resolve(fetch(request)) : (request) => this.fetch(request),
     });
     this.#servers.add(server);
     const close = async () => {
@@ -647,6 +681,11 @@ export class Harness {
     const core = this.#core;
     if (this.#closed) return jsonResponse(503, { error: "unavailable" });
     if (!CONNECT_PATHS.includes(url.pathname)) return jsonResponse(404, { error: "not_found" });
+    const readiness = core.readiness;
+    if (readiness === "standby" || readiness === "fenced" || readiness === "draining") {
+      // Sent elsewhere: a load balancer tries the harness that holds the store.
+      return jsonResponse(503, { error: readiness }, { "retry-after": "1" });
+    }
     const protocol = PROTOCOLS.find((p) => protocols.includes(p));
     if (!protocol) return jsonResponse(400, { error: "unsupported_subprotocol" });
     if (core.unregistered >= this.#maxUnregisteredConnections) {

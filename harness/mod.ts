@@ -188,8 +188,10 @@ export {
   type HarnessOptions,
   type HarnessServer,
   type ServeOptions,
+  type ServeUnixOptions,
   type WaitExecutorOptions,
 } from "./harness.ts";
+export type { HarnessReadiness } from "./readiness.ts";
 export {
   type CloseAgentSessionOptions,
   type ExecutorEnd,
