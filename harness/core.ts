@@ -292,7 +292,9 @@ export class HarnessCore {
         }
         Promise.resolve(claimed).then(() => {
           this.#endStandby = undefined;
-          if (this.#standingBy) this.logger.info("the store's holder is gone: taking it over");
+          if (this.#standingBy) {
+            this.#options.logger.info("the store's holder is gone: this harness holds it now");
+          }
           this.#standingBy = false;
           resolve();
         }, waitOrFail);
@@ -305,13 +307,13 @@ export class HarnessCore {
         }
         if (!this.#standingBy) {
           this.#standingBy = true;
-          this.logger.info("standing by: another harness holds the store", {
-            holder: describeHolder(error.holder, this.clock.now()),
+          this.#options.logger.info("standing by: another harness holds the store", {
+            holder: describeHolder(error.holder, this.#options.clock.now()),
           });
         }
         this.scheduler.set(
           new CallbackDeadline(attempt),
-          this.clock.now() + this.#options.storeRenewMs,
+          this.#options.clock.now() + this.#options.storeRenewMs,
         );
       };
       attempt();
