@@ -149,7 +149,19 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
   app.route("/", healthRoutes(harness));
   if (brainOptions) {
     const brain = brainApi(harness, { ...brainOptions, basePath: BRAIN_API_BASE, logger });
-    app.all(`${BRAIN_API_BASE}/*`, (c) => brain.fetch(c.req.raw));
+    app.all(`${BRAIN_API_BASE}/*`, (c) => {
+      // Only the holder knows the sessions: a standby (or a draining harness) sends brains on,
+      // as it sends executors on, so a load balancer retries them at the holder.
+      const readiness = harness.readiness;
+      if (readiness !== "serving") {
+        return c.json(
+          { error: { code: "unavailable", message: `this harness is ${readiness}` } },
+          503,
+          { "retry-after": "1" },
+        );
+      }
+      return brain.fetch(c.req.raw);
+    });
   }
   app.all("*", (c) => harness.fetch(c.req.raw));
 
