@@ -236,7 +236,7 @@ export async function callTools(rig: Rig, prefix: string, count: number): Promis
     );
     assert.equal(answer.body.state, "settled", JSON.stringify(answer.body));
     const stdout = String(answer.body.result?.structured_content?.stdout ?? "");
-    assert.ok(stdout.includes(id), `${id}: ${stdout}`);
+    assert.ok(stdout.includes(id), `${id}: ${JSON.stringify(answer.body)}`);
   }));
 }
 

@@ -38,7 +38,7 @@ function serve(args: string[], env: Record<string, string> = {}): RunningCli {
   });
 }
 
-describe("bma-harness serve", { timeout: 120_000 }, () => {
+describe("bma-harness serve", { timeout: 240_000 }, () => {
   it("runs unattended on a SQLite store: health, a tool through the brain API, SIGTERM drains to exit 0 with the result stored", async () => {
     const db = join(dir, "h.db");
     const brainFile = join(dir, "brain-token");
@@ -120,12 +120,16 @@ describe("bma-harness serve", { timeout: 120_000 }, () => {
         [["--bogus"], {}, /bogus/],
         [[], { BMA_HARNESS_STORE: "redis://x" }, /--store takes/],
       ];
-      for (const [args, env, expected] of cases) {
-        const run = await finished(
+      // Side by side: each is a process start, and they are independent.
+      const runs = await Promise.all(cases.map(([args, env]) =>
+        finished(
           spawnTs(HARNESS, ["serve", "--port", "0", ...args], {
             env: { PATH: process.env.PATH ?? "", HOME: dir, ...env },
           }),
-        );
+        )
+      ));
+      for (const [i, [args, , expected]] of cases.entries()) {
+        const run = runs[i];
         assert.equal(run.code, 2, `${args.join(" ")}: ${run.stderr}`);
         const lines = run.stderr.trim().split("\n");
         assert.equal(lines.length, 1, run.stderr);
