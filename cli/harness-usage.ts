@@ -74,3 +74,61 @@ Options:
 Exit codes: 0 after quit, the end of input or a signal; 1 it could not start (the port is in
 use, ...); 2 a bad flag; 130 a second signal.
 `;
+
+/** The text of `bma-harness serve --help`. */
+export const SERVE_USAGE =
+  `bma-harness serve ${VERSION} — the harness as a service (bma.executor.v1.1)
+
+Usage: bma-harness serve [--host 127.0.0.1] [--port 7700] [--store sqlite:PATH|postgres://…]
+                         [--standby] [--log-format text|json] [--config FILE] [options]
+
+Runs until SIGTERM or SIGINT, with no terminal (standard input is not read): under systemd, in a
+container, with nohup or &. On one port it serves the executors' WebSocket endpoint, the token
+endpoints (POST /v1/environments/{id}/token, /v1/machines/{id}/token, /v1/executors/token), the
+brain HTTP API under /v1/harness (behind the brain token), GET /metrics (behind the metrics token),
+GET /healthz (200 while the process runs) and GET /readyz (200 while it holds its store and takes
+executors; 503 while starting, standing by, draining or fenced).
+
+Settings come from the flags, else the environment, else the config file (--config, a JSON object
+whose keys are the flags' names). Secrets come from a file or the environment, never a flag's value:
+
+  --jwt-secret-file F        BMA_JWT_SECRET (or BMA_JWT_SECRET_FILE)   token endpoint's HS256 secret
+  --credentials-file F       BMA_CREDENTIALS (or _FILE)  [{"environmentId","environmentKey"},...]
+  --brain-token-file F       BMA_BRAIN_TOKEN (or _FILE)   the brain API's bearer token (>= 16 chars)
+  --metrics-token-file F     BMA_METRICS_TOKEN (or _FILE) GET /metrics's bearer token
+
+Options:
+  --host <address>           BMA_HARNESS_HOST; default 127.0.0.1. Beyond loopback it needs a JWT
+                             secret (or --insecure-no-auth)
+  --port <n>                 BMA_HARNESS_PORT; default 7700 (0: any free port)
+  --unix <path>              BMA_HARNESS_UNIX; also listen on a Unix socket
+  --store <spec>             BMA_HARNESS_STORE: sqlite:PATH or postgres://user@host:port/db;
+                             default memory (nothing survives a restart)
+  --store-table <name>       BMA_HARNESS_STORE_TABLE: the PostgreSQL table (one per partition)
+  --store-renew-ms <n>       BMA_HARNESS_STORE_RENEW_MS: how often the holder renews its claim
+                             (default 5000; a holder silent for 3 times that is gone)
+  --standby                  BMA_HARNESS_STANDBY: while another harness holds the store, wait
+                             (/readyz 503), then take it over once that one is gone
+  --takeover                 claim the store even from a live holder (that one is fenced)
+  --log-format text|json     BMA_LOG_FORMAT: one line per record; json: one object per line
+                             (time, level, message, executor_id, session_id, tool_call_id, ...)
+  --shutdown-grace <d>       BMA_SHUTDOWN_GRACE: how long a drain may take (default 30s)
+  --heartbeat-ms <n>         BMA_HEARTBEAT_INTERVAL_MS (default 15000)
+  --request-timeout-ms <n>   BMA_REQUEST_TIMEOUT_MS (default 60000)
+  --max-frame-bytes <n>      BMA_MAX_FRAME_BYTES (default 1048576)
+  --token-ttl-seconds <n>    BMA_TOKEN_TTL_SECONDS (default 300)
+  --token-issuer <iss>       BMA_TOKEN_ISSUER (default bma-harness)
+  --connect-url <url>        BMA_CONNECT_URL: the url the token endpoint hands out
+  --insecure-no-auth         BMA_INSECURE_NO_AUTH=true: executors connect without a token
+  --ui, --ui-port <n>        the inspector on 127.0.0.1 (its one-time login URL goes to stderr)
+  --help                     this text
+
+Signals: the first SIGTERM or SIGINT drains: /readyz turns 503, new executors and sessions are
+refused, executors are closed with 1001 (they reconnect through the same address, to the next
+harness), the store lets go with every acknowledgement written, and the process exits 0 (1 when
+the drain outlasted --shutdown-grace). A second signal exits at once (130).
+
+Exit codes: 0 after a drain; 1 it could not start (the store is held and no --standby, ...) or
+the drain outlasted its grace; 2 bad input (a flag, a store URL, a missing secret file, a
+database that refuses the login, a port in use); 130 a second signal.
+`;

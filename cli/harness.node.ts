@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /**
- * `bma-harness`: a local harness to drive executors by hand (or by script on stdin).
+ * `bma-harness`: a local harness to drive executors by hand (or by script on stdin); and
+ * `bma-harness serve`, the harness as a service (`harness-serve.node.ts`).
  *
  *   bma-harness --port 7700                 # then: bma-executor --harness ws://127.0.0.1:7700
  *   bma-harness --unix /tmp/bma.sock
@@ -35,6 +36,7 @@ import {
 import { Cli } from "./harness-commands.node.ts";
 import { Input, note, writeOut } from "./harness-stdio.node.ts";
 import { USAGE } from "./harness-usage.ts";
+import { serveMain } from "./harness-serve.node.ts";
 
 const OPTIONS = argOptions({
   values: ["host", "port", "unix", "heartbeat-ms", "ui-port"],
@@ -174,7 +176,15 @@ async function main(): Promise<number> {
   return 0;
 }
 
-main().then((code) => process.exit(code), (error) => {
+const entry = process.argv[2] === "serve"
+  ? serveMain(process.argv.slice(3), {
+    env: process.env,
+    stdout: (text) => void process.stdout.write(text),
+    stderr: (text) => void process.stderr.write(text),
+  })
+  : main();
+
+entry.then((code) => process.exit(code), (error) => {
   process.stderr.write(`bma-harness: ${(error as Error).message}\n`);
   process.exit(1);
 });

@@ -43,6 +43,8 @@ import {
   StoreHeldError,
 } from "./store/claim.ts";
 import { ToolCallLedger } from "./tool-call-ledger.ts";
+import { HarnessClosedError } from "./errors.ts";
+import type { HarnessReadiness } from "./readiness.ts";
 import { ToolCalls } from "./tool-calls.ts";
 
 /** What the core is made with (the harness's options, resolved). */
@@ -68,6 +70,8 @@ export interface CoreOptions {
   readonly holderIdentity: HolderIdentity;
   /** Claim the store even while a live harness holds it. */
   readonly takeover: boolean;
+  /** While a live harness holds the store, wait for it to go instead of failing. */
+  readonly standby?: boolean;
   /** How often the claim on the store is renewed, ms. */
   readonly storeRenewMs: number;
   readonly agent: AgentExtension | undefined;
@@ -119,6 +123,12 @@ export class HarnessCore {
   readonly #claim: StoreClaim | undefined;
   readonly #ledger: ToolCallLedger;
   #closed = false;
+  /** Set once `close` has finished. */
+  #closeFinished = false;
+  /** Set while another live harness holds the store and this one waits for it (`standby`). */
+  #standingBy = false;
+  /** Ends a standby: the harness was closed while it waited. */
+  #endStandby: (() => void) | undefined;
 
   constructor(options: CoreOptions) {
     this.#options = options;
@@ -140,8 +150,10 @@ export class HarnessCore {
       })
       : undefined;
     this.#claim = claim;
-    // Claimed before anything is read back: a store held by a live harness throws here.
-    const claimed = claim?.claim();
+    this.scheduler = new Scheduler(clock);
+    // Claimed before anything is read back: a store held by a live harness throws here, unless
+    // this harness stands by for it.
+    const claimed = claim && options.standby ? this.#standBy(claim) : claim?.claim();
     const metrics = new HarnessMetrics(clock);
     this.metrics = metrics;
     const reporting = options.store &&
@@ -151,7 +163,6 @@ export class HarnessCore {
     this.clock = clock;
     this.logger = logger;
     this.store = store;
-    this.scheduler = new Scheduler(clock);
     this.observers = new Observers(logger);
     const observers = this.observers;
     const ledger = new ToolCallLedger({
@@ -241,6 +252,7 @@ export class HarnessCore {
         () => void (this.#recovering = undefined),
         (error) => {
           this.#recovering = undefined;
+          if (this.#closed && error instanceof HarnessClosedError) return;
           if (error instanceof StoreHeldError) {
             logger.error(error.message);
             this.#failure = error;
@@ -260,6 +272,64 @@ export class HarnessCore {
   get ready(): Promise<void> {
     if (this.#failure) return Promise.reject(this.#failure);
     return this.#recovering?.then(() => this.ready) ?? Promise.resolve();
+  }
+
+  /**
+   * Claims the store once no live harness holds it: tries now, then every `storeRenewMs` (a
+   * holder that stopped renewing is gone after three of them, one that let go at once).
+   */
+  #standBy(claim: StoreClaim): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.#endStandby = () => reject(new HarnessClosedError());
+      const attempt = () => {
+        if (this.#closed) return;
+        let claimed: MaybePromise<void>;
+        try {
+          claimed = claim.claim();
+        } catch (error) {
+          waitOrFail(error);
+          return;
+        }
+        Promise.resolve(claimed).then(() => {
+          this.#endStandby = undefined;
+          if (this.#standingBy) {
+            this.#options.logger.info("the store's holder is gone: this harness holds it now");
+          }
+          this.#standingBy = false;
+          resolve();
+        }, waitOrFail);
+      };
+      const waitOrFail = (error: unknown) => {
+        if (!(error instanceof StoreHeldError)) {
+          this.#endStandby = undefined;
+          reject(error);
+          return;
+        }
+        if (!this.#standingBy) {
+          this.#standingBy = true;
+          this.#options.logger.info("standing by: another harness holds the store", {
+            holder: describeHolder(error.holder, this.#options.clock.now()),
+          });
+        }
+        this.scheduler.set(
+          new CallbackDeadline(attempt),
+          this.#options.clock.now() + this.#options.storeRenewMs,
+        );
+      };
+      attempt();
+    });
+  }
+
+  /**
+   * Whether this harness takes executors now ({@linkcode HarnessReadiness}): what `/readyz`
+   * answers.
+   */
+  get readiness(): HarnessReadiness {
+    if (this.#failure instanceof StoreFencedError) return "fenced";
+    if (this.#closed) return this.#closeFinished ? "closed" : "draining";
+    if (this.#standingBy) return "standby";
+    if (this.#recovering) return "starting";
+    return "serving";
   }
 
   /** Renews the claim on the store every `storeRenewMs`, until the harness closes. */
@@ -396,6 +466,7 @@ export class HarnessCore {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#endStandby?.();
     for (const executor of [...this.executors.byId.values()]) {
       this.executors.release(executor, "harness_closed");
     }
@@ -410,6 +481,7 @@ export class HarnessCore {
         await this.#claim.release();
       } catch { /* a store that cannot be written is logged where it fails */ }
     }
+    this.#closeFinished = true;
   }
 
   /** The reason a closed harness gives its connections (1001: they reconnect, maybe elsewhere). */

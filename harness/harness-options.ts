@@ -131,6 +131,14 @@ export interface HarnessOptions {
    */
   takeover?: boolean;
   /**
+   * While another live harness holds `store`, wait for it instead of failing: `readiness` is
+   * `standby` (and connect requests answer 503, so a load balancer sends executors to the
+   * holder), and the harness claims the store once the holder let go or stopped renewing (after
+   * three times `storeRenewMs`), then reads it back and serves. No takeover: the holder is
+   * never fenced by a standby. Default false. See `docs/deploy.md`.
+   */
+  standby?: boolean;
+  /**
    * Who this harness is in its store's holder record: host, pid, when its process started, and
    * how to tell whether a process of this machine runs. Default: this process, from the Node,
    * Deno and Bun entry points; elsewhere nothing is known, and a holder counts as gone only
@@ -182,12 +190,22 @@ export interface HarnessOptions {
   metricsEndpoint?: MetricsEndpointOptions;
 }
 
-/** Where to listen with `Harness.serve`. */
-export interface ServeOptions {
+/** Where to listen with `Harness.serve`, and what answers its HTTP requests. */
+export interface ServeOptions extends ServeUnixOptions {
   /** Default 127.0.0.1. */
   hostname?: string;
   /** Default 0 (a free port). */
   port?: number;
+}
+
+/** What answers the HTTP requests of `Harness.serveUnix`. */
+export interface ServeUnixOptions {
+  /**
+   * Answers every HTTP request that is not a WebSocket upgrade: mount the harness's own
+   * `Harness.fetch` in it beside routes of your own (a brain API, health checks). Default:
+   * `harness.fetch`.
+   */
+  fetch?: (request: Request) => Response | Promise<Response>;
 }
 
 /** Options of `Harness.waitExecutor`. */

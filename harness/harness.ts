@@ -32,7 +32,12 @@ import {
   NoServerFactoryError,
 } from "./errors.ts";
 import type { ExecutorEvent, ExecutorHandle, Session } from "./handles.ts";
-import type { HarnessOptions, ServeOptions, WaitExecutorOptions } from "./harness-options.ts";
+import type {
+  HarnessOptions,
+  ServeOptions,
+  ServeUnixOptions,
+  WaitExecutorOptions,
+} from "./harness-options.ts";
 import {
   DEFAULT_HEARTBEAT_INTERVAL_MS,
   DEFAULT_MAX_ARTIFACT_BYTES,
@@ -52,6 +57,7 @@ import {
 import { DEFAULT_STORE_RENEW_MS, StoreFencedError, UNKNOWN_HOLDER } from "./store/claim.ts";
 import { TokenIssuer } from "./token-endpoint.ts";
 import type { ToolCallStatus } from "./tool-calls.ts";
+import type { HarnessReadiness } from "./readiness.ts";
 
 /** A listening harness server. */
 export interface HarnessServer {
@@ -133,6 +139,7 @@ export class Harness {
       recoveredLeases: options.recoveredLeases,
       holderIdentity: options.holderIdentity ?? UNKNOWN_HOLDER,
       takeover: options.takeover ?? false,
+      standby: options.standby ?? false,
       storeRenewMs: options.storeRenewMs ?? DEFAULT_STORE_RENEW_MS,
       agent: options.agent,
       onConnectionChange: options.onConnectionChange,
@@ -297,12 +304,25 @@ export class Harness {
     if (!this.#authenticate && !this.#insecureNoAuth) {
       return Promise.reject(new InsecureServeError());
     }
-    return this.#listen({ hostname: options.hostname ?? "127.0.0.1", port: options.port ?? 0 });
+    return this.#listen(
+      { hostname: options.hostname ?? "127.0.0.1", port: options.port ?? 0 },
+      options.fetch,
+    );
   }
 
   /** Listens on a Unix socket (or Windows named pipe) path. */
-  serveUnix(path: string): Promise<HarnessServer> {
-    return this.#listen({ path });
+  serveUnix(path: string, options: ServeUnixOptions = {}): Promise<HarnessServer> {
+    return this.#listen({ path }, options.fetch);
+  }
+
+  /**
+   * Whether the harness takes executors now: `serving` once it holds its store and has read it
+   * back; `starting` before, `standby` while another harness holds the store (`standby`),
+   * `draining` while it closes, `fenced` once another harness took the store over, `closed`.
+   * What a readiness probe (`/readyz`) answers.
+   */
+  get readiness(): HarnessReadiness {
+    return this.#core.readiness;
   }
 
   /**
@@ -441,6 +461,7 @@ export class Harness {
 
   async #listen(
     where: { hostname?: string; port?: number; path?: string },
+    fetch: ((request: Request) => Response | Promise<Response>) | undefined,
   ): Promise<HarnessServer> {
     if (this.#closed) throw new HarnessClosedError();
     const factory = this.#serverFactory;
@@ -452,7 +473,7 @@ export class Harness {
         ? { handshakeTimeoutMs: this.#handshakeTimeoutMs }
         : {}),
       upgrade: (request, protocols) => this.upgrade(request, protocols),
-      fetch: (request) => this.fetch(request),
+      fetch: fetch ? (request) => Promise.resolve(fetch(request)) : (request) => this.fetch(request),
     });
     this.#servers.add(server);
     const close = async () => {
@@ -467,6 +488,11 @@ export class Harness {
     const core = this.#core;
     if (this.#closed) return jsonResponse(503, { error: "unavailable" });
     if (!CONNECT_PATHS.includes(url.pathname)) return jsonResponse(404, { error: "not_found" });
+    const readiness = core.readiness;
+    if (readiness === "standby" || readiness === "fenced" || readiness === "draining") {
+      // Sent elsewhere: a load balancer tries the harness that holds the store.
+      return jsonResponse(503, { error: readiness }, { "retry-after": "1" });
+    }
     const protocol = PROTOCOLS.find((p) => protocols.includes(p));
     if (!protocol) return jsonResponse(400, { error: "unsupported_subprotocol" });
     if (core.unregistered >= this.#maxUnregisteredConnections) {

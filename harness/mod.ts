@@ -187,8 +187,10 @@ export {
   DEFAULT_MAX_UNREGISTERED_CONNECTIONS,
   type HarnessOptions,
   type ServeOptions,
+  type ServeUnixOptions,
   type WaitExecutorOptions,
 } from "./harness-options.ts";
+export type { HarnessReadiness } from "./readiness.ts";
 export {
   type CloseAgentSessionOptions,
   type MountOptions,

@@ -43,12 +43,14 @@ describe("a harness's claim on its store", { timeout: 20_000 }, () => {
     clock: ManualClock,
     who: HolderIdentity,
     takeover = false,
+    standby = false,
   ): Harness {
     const made = new Harness({
       store,
       clock,
       holderIdentity: who,
       takeover,
+      standby,
       storeRenewMs: RENEW,
       heartbeatIntervalMs: 60_000,
     });
@@ -135,5 +137,58 @@ describe("a harness's claim on its store", { timeout: 20_000 }, () => {
     const [executorEnd, harnessEnd] = createLinkedTransportPair({ protocol: PROTOCOL });
     await second.accept(harnessEnd);
     assert.equal((await executorEnd.closed).code, 1001);
+  });
+
+  it("a standby waits while the holder renews, and takes the store once it is gone, without fencing it", async () => {
+    const store = new MemoryHarnessStore({ values: "json" });
+    const start = Date.UTC(2026, 0, 1);
+    const holderClock = new ManualClock(start);
+    const first = harness(store, holderClock, identity("a", 10));
+    assert.equal(first.readiness, "serving");
+    const standbyClock = new ManualClock(start);
+    const second = harness(store, standbyClock, identity("b", 20), false, true);
+    assert.equal(second.readiness, "standby");
+    let ready = false;
+    void second.ready.then(() => (ready = true));
+    // A connect request is sent elsewhere while it stands by.
+    const refused = await second.fetch(
+      new Request("http://h/", { headers: { upgrade: "websocket" } }),
+    );
+    assert.equal(refused.status, 503);
+    // The holder renews: the standby keeps waiting, however long.
+    for (let i = 0; i < 10; i++) {
+      await holderClock.advance(RENEW);
+      await standbyClock.advance(RENEW);
+    }
+    assert.equal(second.readiness, "standby");
+    assert.equal(ready, false);
+    assert.equal(store.get<StoreHolderRecord>("w/holder")!.host, "a");
+    // The holder stops renewing (its process froze or its machine died): three renewals later
+    // the standby holds the store.
+    await standbyClock.advance(4 * RENEW);
+    assert.equal(second.readiness, "serving");
+    assert.equal(ready, true);
+    assert.equal(store.get<StoreHolderRecord>("w/holder")!.host, "b");
+    // The old holder finds itself fenced at its next renewal, and says so.
+    await holderClock.advance(5 * RENEW);
+    assert.ok(first.fenced instanceof StoreFencedError);
+    assert.equal(first.readiness, "fenced");
+  });
+
+  it("a standby takes a released store at its next try; closed while it waits, it stops waiting", async () => {
+    const store = new MemoryHarnessStore({ values: "json" });
+    const first = harness(store, new ManualClock(), identity("a", 10));
+    const clock = new ManualClock();
+    const second = harness(store, clock, identity("b", 20), false, true);
+    const third = harness(store, new ManualClock(), identity("c", 30), false, true);
+    assert.equal(second.readiness, "standby");
+    await first.close();
+    assert.equal(first.readiness, "closed");
+    await clock.advance(RENEW);
+    await second.ready;
+    assert.equal(second.readiness, "serving");
+    assert.equal(store.get<StoreHolderRecord>("w/holder")!.host, "b");
+    await third.close();
+    assert.equal(third.readiness, "closed");
   });
 });

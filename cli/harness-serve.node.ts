@@ -1,0 +1,268 @@
+/**
+ * `bma-harness serve`: the self-hosted harness as a service. It needs no terminal (standard
+ * input is never read) and runs until SIGTERM or SIGINT. On one port: the executors' WebSocket
+ * endpoint, the token endpoints, the brain HTTP API (`/v1/harness/…`, behind `BMA_BRAIN_TOKEN`),
+ * `/metrics` (behind `BMA_METRICS_TOKEN`), `GET /healthz` and `GET /readyz`; the inspector with
+ * `--ui`, on a port of its own.
+ *
+ * The first signal drains: `/readyz` turns 503, new executors and sessions are refused, the
+ * executors are closed with 1001 (they reconnect, through the same address, to the next
+ * harness), the store lets go of its claim with every acknowledgement written, and the process
+ * exits 0 (1 if that took longer than `--shutdown-grace`). A second signal exits at once.
+ *
+ * What it runs with comes from `serve-config.ts`; the options it makes of it are the edge
+ * harness's (`harnessOptionsFromEnv`), so both hosts read one description.
+ *
+ * @module
+ */
+import { readFileSync } from "node:fs";
+import { hostname as machineName } from "node:os";
+import { parseArgs } from "node:util";
+import { Hono } from "hono";
+import { negativeValues } from "./argv.ts";
+import { jsonLineLogger, textLineLogger } from "./line-logger.ts";
+import {
+  isLoopback,
+  readServeConfig,
+  SERVE_FLAGS,
+  type ServeConfig,
+  ServeConfigError,
+  type StoreSpec,
+} from "./serve-config.ts";
+import { SERVE_USAGE } from "./harness-usage.ts";
+import { AgentPlatform } from "../agent/mod.ts";
+import type { Logger } from "../protocol/logger.ts";
+import {
+  brainApi,
+  Harness,
+  type HarnessServer,
+  type HarnessStore,
+  inspector,
+  openPostgresStore,
+  openSqliteStore,
+  randomInspectorToken,
+  serveInspector,
+  StoreHeldError,
+} from "../node.ts";
+import { harnessOptionsFromEnv } from "../harness/workers/config.ts";
+import { healthRoutes } from "../http/health/health.ts";
+
+/** Where `serve` writes and what it reads: the process's, or a test's. */
+export interface ServeIo {
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly stdout: (text: string) => void;
+  readonly stderr: (text: string) => void;
+}
+
+/** The brain API's place on the serve port. */
+export const BRAIN_API_BASE = "/v1/harness";
+
+/** Runs `bma-harness serve` with `argv` (the words after `serve`); resolves to the exit code. */
+export async function serveMain(argv: readonly string[], io: ServeIo): Promise<number> {
+  const usage = (message: string) => {
+    io.stderr(`bma-harness serve: ${message} (see bma-harness serve --help)\n`);
+    return 2;
+  };
+  let flags;
+  try {
+    ({ values: flags } = parseArgs({
+      args: negativeValues(argv, SERVE_FLAGS),
+      strict: true,
+      allowPositionals: false,
+      options: SERVE_FLAGS,
+    }));
+  } catch (error) {
+    return usage((error as Error).message.split("\n")[0]);
+  }
+  if (flags.help) {
+    io.stdout(SERVE_USAGE);
+    return 0;
+  }
+  let config: ServeConfig;
+  try {
+    config = readServeConfig(flags, io.env, (path) => readFileSync(path, "utf8"));
+  } catch (error) {
+    if (error instanceof ServeConfigError) return usage(error.message);
+    throw error;
+  }
+  const authenticated = (config.env.BMA_JWT_SECRET ?? "") !== "";
+  if (!authenticated && !config.insecureNoAuth && !isLoopback(config.host)) {
+    return usage(
+      `serving on ${config.host} (beyond loopback) needs authentication: a JWT secret ` +
+        "(--jwt-secret-file or BMA_JWT_SECRET) and credentials, or --insecure-no-auth",
+    );
+  }
+  const write = (text: string) => io.stdout(text);
+  const logger = config.logFormat === "json"
+    ? jsonLineLogger({ write })
+    : textLineLogger({ write });
+
+  let options;
+  try {
+    options = harnessOptionsFromEnv({
+      ...config.env,
+      ...(authenticated ? {} : { BMA_INSECURE_NO_AUTH: "true" }),
+    });
+  } catch (error) {
+    return usage(`BMA_CREDENTIALS: ${(error as Error).message}`);
+  }
+  const { brainApi: brainOptions, ...harnessOptions } = options;
+
+  let store: HarnessStore | undefined;
+  try {
+    store = await openStore(config.store);
+  } catch (error) {
+    return usage(`cannot open the store (${describeStore(config.store)}): ${message(error)}`);
+  }
+  logger.info(
+    `bma-harness serve starting: store ${describeStore(config.store)}` +
+      (config.standby ? ", standby" : ""),
+    { pid: process.pid, host: machineName() },
+  );
+  if (!authenticated) {
+    logger.warn("no JWT secret: executors connect without a token (allowed on loopback only)");
+  }
+
+  let harness: Harness;
+  try {
+    harness = new Harness({
+      ...harnessOptions,
+      logger,
+      ...(store ? { store } : {}),
+      standby: config.standby,
+      takeover: config.takeover,
+      ...(config.storeRenewMs !== undefined ? { storeRenewMs: config.storeRenewMs } : {}),
+      // The page starts agent turns and answers their approvals.
+      ...(config.ui ? { agent: new AgentPlatform() } : {}),
+    });
+  } catch (error) {
+    await store?.close?.();
+    if (error instanceof StoreHeldError) {
+      io.stderr(`bma-harness serve: ${error.message} (or start this one with --standby)\n`);
+      return 1;
+    }
+    return usage(message(error));
+  }
+
+  // Each face judges its own requests (the brain API's bearer check covers its paths only).
+  const app = new Hono();
+  app.route("/", healthRoutes(harness));
+  if (brainOptions) {
+    const brain = brainApi(harness, { ...brainOptions, basePath: BRAIN_API_BASE, logger });
+    app.all(`${BRAIN_API_BASE}/*`, (c) => {
+      // Only the holder knows the sessions: a standby (or a draining harness) sends brains on,
+      // as it sends executors on, so a load balancer retries them at the holder.
+      const readiness = harness.readiness;
+      if (readiness !== "serving") {
+        return c.json(
+          { error: { code: "unavailable", message: `this harness is ${readiness}` } },
+          503,
+          { "retry-after": "1" },
+        );
+      }
+      return brain.fetch(c.req.raw);
+    });
+  }
+  app.all("*", (c) => harness.fetch(c.req.raw));
+
+  const servers: HarnessServer[] = [];
+  try {
+    servers.push(
+      await harness.serve({ hostname: config.host, port: config.port, fetch: app.fetch }),
+    );
+    if (config.unix) servers.push(await harness.serveUnix(config.unix, { fetch: app.fetch }));
+  } catch (error) {
+    await harness.close();
+    const code = (error as { code?: unknown } | undefined)?.code;
+    if (code === "EADDRINUSE") {
+      return usage(`port ${config.port} on ${config.host} is in use`);
+    }
+    if (code === "EACCES" || code === "EADDRNOTAVAIL") {
+      return usage(`cannot listen on ${config.host}:${config.port}: ${code}`);
+    }
+    io.stderr(`bma-harness serve: cannot listen: ${message(error)}\n`);
+    return 1;
+  }
+  for (const server of servers) logger.info(`listening ${server.httpUrl ?? server.url}`);
+
+  let closeInspector: (() => Promise<void>) | undefined;
+  if (config.ui) {
+    const page = inspector(harness, {
+      token: randomInspectorToken(),
+      loginHint: "Restart bma-harness serve --ui for a new login link.",
+    });
+    const web = await serveInspector(page, { port: config.uiPort });
+    closeInspector = async () => {
+      page.close();
+      await web.close();
+    };
+    // The link logs in once: printed for the operator, not kept in the log's fields.
+    io.stderr(`inspector ${await page.loginUrl(web.url)}\n`);
+  }
+
+  harness.ready.then(
+    () => logger.info("serving: the store is held"),
+    () => {},
+  );
+
+  return await new Promise<number>((resolve) => {
+    let signals = 0;
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (++signals > 1) {
+        logger.warn(`${signal} again: exiting at once`);
+        resolve(130);
+        return;
+      }
+      logger.info(`${signal}: draining (a second signal exits at once)`, {
+        grace_ms: config.shutdownGraceMs,
+      });
+      const timer = setTimeout(() => {
+        logger.error("the drain outlasted --shutdown-grace: exiting");
+        resolve(1);
+      }, config.shutdownGraceMs);
+      void (async () => {
+        await harness.close();
+        await closeInspector?.();
+        await store?.close?.();
+        clearTimeout(timer);
+        logger.info("drained: exiting");
+        resolve(0);
+      })();
+    };
+    process.on("SIGTERM", onSignal);
+    process.on("SIGINT", onSignal);
+  });
+}
+
+async function openStore(spec: StoreSpec): Promise<HarnessStore | undefined> {
+  switch (spec.kind) {
+    case "memory":
+      return undefined;
+    case "sqlite":
+      return await openSqliteStore(spec.path);
+    case "postgres":
+      return await openPostgresStore(spec.url, spec.table ? { table: spec.table } : {});
+  }
+}
+
+/** A store as a log line names it (a URL without its password). */
+function describeStore(spec: StoreSpec): string {
+  switch (spec.kind) {
+    case "memory":
+      return "memory (nothing survives a restart)";
+    case "sqlite":
+      return `sqlite ${spec.path}`;
+    case "postgres": {
+      const url = new URL(spec.url);
+      return `postgres ${url.hostname || url.searchParams.get("host") || "local"}` +
+        `${url.port ? `:${url.port}` : ""}${url.pathname}` +
+        (spec.table ? ` table ${spec.table}` : "");
+    }
+  }
+}
+
+function message(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+export type { Logger };

@@ -1,0 +1,346 @@
+/**
+ * What `bma-harness serve` runs with, read from three places: its flags, the `BMA_*` environment
+ * (the same variables the edge harness reads, `harness/workers/config.ts`) and a JSON config
+ * file (`--config`, keys spelled as the flags). A flag wins over the environment, the
+ * environment over the file. Every secret comes from a file or the environment, never from a
+ * flag's value, so it is not in the process list or a shell's history.
+ *
+ * Pure: the files are read through an injected function, so the rules are tested without a disk.
+ *
+ * @module
+ */
+
+/** A configuration `bma-harness serve` cannot run with: exit code 2 and this message. */
+export class ServeConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ServeConfigError";
+  }
+}
+
+/** Where the harness keeps its state. */
+export type StoreSpec =
+  | { readonly kind: "memory" }
+  | { readonly kind: "sqlite"; readonly path: string }
+  | { readonly kind: "postgres"; readonly url: string; readonly table?: string };
+
+/** What `serve` runs with. */
+export interface ServeConfig {
+  readonly host: string;
+  readonly port: number;
+  readonly unix: string | undefined;
+  readonly store: StoreSpec;
+  /** Wait while another harness holds the store, then take it over once that one is gone. */
+  readonly standby: boolean;
+  /** Claim the store even from a live holder (it is fenced). */
+  readonly takeover: boolean;
+  readonly logFormat: "text" | "json";
+  /** How long a drain (the first SIGTERM or SIGINT) may take before the process exits. */
+  readonly shutdownGraceMs: number;
+  /** How often the holder renews its claim on the store (the lease is three times that). */
+  readonly storeRenewMs: number | undefined;
+  readonly ui: boolean;
+  readonly uiPort: number;
+  /**
+   * The `BMA_*` variables the edge harness reads (`harnessOptionsFromEnv`), with the secrets
+   * read from their files: the one description of the harness's options both hosts share.
+   */
+  readonly env: Readonly<Record<string, string>>;
+  /** Executors connect without a token (only what the loopback rule allows). */
+  readonly insecureNoAuth: boolean;
+}
+
+/** The flags of `bma-harness serve`, for `parseArgs`. */
+export const SERVE_FLAGS = {
+  config: { type: "string" },
+  host: { type: "string" },
+  port: { type: "string" },
+  unix: { type: "string" },
+  store: { type: "string" },
+  "store-table": { type: "string" },
+  "store-renew-ms": { type: "string" },
+  standby: { type: "boolean" },
+  takeover: { type: "boolean" },
+  "log-format": { type: "string" },
+  "shutdown-grace": { type: "string" },
+  "jwt-secret-file": { type: "string" },
+  "credentials-file": { type: "string" },
+  "brain-token-file": { type: "string" },
+  "metrics-token-file": { type: "string" },
+  "heartbeat-ms": { type: "string" },
+  "request-timeout-ms": { type: "string" },
+  "max-frame-bytes": { type: "string" },
+  "token-ttl-seconds": { type: "string" },
+  "token-issuer": { type: "string" },
+  "connect-url": { type: "string" },
+  "insecure-no-auth": { type: "boolean" },
+  ui: { type: "boolean" },
+  "ui-port": { type: "string" },
+  help: { type: "boolean" },
+} as const;
+
+type Flag = keyof typeof SERVE_FLAGS;
+type FlagValues = { readonly [K in Flag]?: string | boolean };
+
+/** A secret: its file's flag, its variable, and the variable naming its file. */
+const SECRETS = [
+  { flag: "jwt-secret-file", variable: "BMA_JWT_SECRET" },
+  { flag: "credentials-file", variable: "BMA_CREDENTIALS" },
+  { flag: "brain-token-file", variable: "BMA_BRAIN_TOKEN" },
+  { flag: "metrics-token-file", variable: "BMA_METRICS_TOKEN" },
+] as const satisfies readonly { flag: Flag; variable: string }[];
+
+/** Plain settings the edge harness reads too: the flag and its variable. */
+const SETTINGS = [
+  { flag: "heartbeat-ms", variable: "BMA_HEARTBEAT_INTERVAL_MS" },
+  { flag: "request-timeout-ms", variable: "BMA_REQUEST_TIMEOUT_MS" },
+  { flag: "max-frame-bytes", variable: "BMA_MAX_FRAME_BYTES" },
+  { flag: "token-ttl-seconds", variable: "BMA_TOKEN_TTL_SECONDS" },
+  { flag: "token-issuer", variable: "BMA_TOKEN_ISSUER" },
+  { flag: "connect-url", variable: "BMA_CONNECT_URL" },
+] as const satisfies readonly { flag: Flag; variable: string }[];
+
+/** The serve-only settings' variables. */
+const SERVE_VARIABLES: Partial<Record<Flag, string>> = {
+  config: "BMA_HARNESS_CONFIG",
+  host: "BMA_HARNESS_HOST",
+  port: "BMA_HARNESS_PORT",
+  unix: "BMA_HARNESS_UNIX",
+  store: "BMA_HARNESS_STORE",
+  "store-table": "BMA_HARNESS_STORE_TABLE",
+  "store-renew-ms": "BMA_HARNESS_STORE_RENEW_MS",
+  standby: "BMA_HARNESS_STANDBY",
+  takeover: "BMA_HARNESS_TAKEOVER",
+  "log-format": "BMA_LOG_FORMAT",
+  "shutdown-grace": "BMA_SHUTDOWN_GRACE",
+  "insecure-no-auth": "BMA_INSECURE_NO_AUTH",
+  ui: "BMA_HARNESS_UI",
+  "ui-port": "BMA_HARNESS_UI_PORT",
+};
+
+/** The flags a config file may set: all but `config` itself and `help`. */
+const FILE_KEYS = new Set<string>(
+  Object.keys(SERVE_FLAGS).filter((flag) => flag !== "config" && flag !== "help"),
+);
+
+/** Reads a file as text; throws (a Node `ENOENT` error, say) when it cannot. */
+export type ReadText = (path: string) => string;
+
+/** The default drain: as long as a load balancer's usual deregistration delay. */
+export const DEFAULT_SHUTDOWN_GRACE_MS = 30_000;
+
+/**
+ * Reads `serve`'s configuration from its flags, the environment and the config file. Throws
+ * {@linkcode ServeConfigError} for anything it cannot run with, naming the setting, never a
+ * secret's value.
+ */
+export function readServeConfig(
+  flags: FlagValues,
+  env: Readonly<Record<string, string | undefined>>,
+  readText: ReadText,
+): ServeConfig {
+  const configPath = text(flags.config) ?? env.BMA_HARNESS_CONFIG;
+  const file = configPath === undefined ? {} : readConfigFile(configPath, readText);
+  const setting = (flag: Flag): string | boolean | undefined => {
+    const fromFlag = flags[flag];
+    if (fromFlag !== undefined) return fromFlag;
+    const variable = SERVE_VARIABLES[flag] ??
+      SETTINGS.find((s) => s.flag === flag)?.variable;
+    const fromEnv = variable === undefined ? undefined : env[variable];
+    if (fromEnv !== undefined && fromEnv !== "") return fromEnv;
+    return file[flag];
+  };
+  const str = (flag: Flag) => {
+    const value = setting(flag);
+    if (value === undefined) return undefined;
+    if (typeof value !== "string") throw new ServeConfigError(`--${flag} takes a value`);
+    return value;
+  };
+  const bool = (flag: Flag) => {
+    const value = setting(flag);
+    if (value === undefined || typeof value === "boolean") return value === true;
+    if (value === "true" || value === "1") return true;
+    if (value === "false" || value === "0" || value === "") return false;
+    throw new ServeConfigError(`--${flag} is true or false, not "${value}"`);
+  };
+
+  const host = str("host") ?? "127.0.0.1";
+  const port = integer("port", str("port") ?? "7700", 0, 65535);
+  const uiPortText = str("ui-port");
+  const uiPort = integer("ui-port", uiPortText ?? "0", 0, 65535);
+  const logFormat = str("log-format") ?? "text";
+  if (logFormat !== "text" && logFormat !== "json") {
+    throw new ServeConfigError(`--log-format is text or json, not "${logFormat}"`);
+  }
+  const renew = str("store-renew-ms");
+  const outEnv: Record<string, string> = {};
+  for (const { flag, variable } of SETTINGS) {
+    const value = str(flag);
+    if (value !== undefined) outEnv[variable] = value;
+  }
+  for (const { flag, variable } of SECRETS) {
+    const value = secret(flag, variable, flags, env, file, readText);
+    if (value !== undefined) outEnv[variable] = value;
+  }
+  const insecureNoAuth = bool("insecure-no-auth");
+  if (insecureNoAuth) outEnv.BMA_INSECURE_NO_AUTH = "true";
+  const standby = bool("standby");
+  const takeover = bool("takeover");
+  if (standby && takeover) {
+    throw new ServeConfigError("--standby waits for the holder to go, --takeover fences it: one");
+  }
+  return {
+    host,
+    port,
+    unix: str("unix"),
+    store: storeSpec(str("store"), str("store-table")),
+    standby,
+    takeover,
+    logFormat,
+    shutdownGraceMs: duration("shutdown-grace", str("shutdown-grace")) ??
+      DEFAULT_SHUTDOWN_GRACE_MS,
+    storeRenewMs: renew === undefined ? undefined : integer("store-renew-ms", renew, 1, 3_600_000),
+    ui: bool("ui") || uiPortText !== undefined,
+    uiPort,
+    env: outEnv,
+    insecureNoAuth,
+  };
+}
+
+/** Whether `host` is a loopback address, where a harness may serve without authentication. */
+export function isLoopback(host: string): boolean {
+  return host === "localhost" || host === "::1" || host === "[::1]" || /^127\./.test(host);
+}
+
+/**
+ * The store a `--store` value names: `sqlite:PATH`, `postgres://…` (or `postgresql://…`),
+ * `memory` or nothing (memory).
+ */
+export function storeSpec(value: string | undefined, table: string | undefined): StoreSpec {
+  if (value === undefined || value === "" || value === "memory" || value === "memory:") {
+    if (table !== undefined) throw new ServeConfigError("--store-table needs a PostgreSQL --store");
+    return { kind: "memory" };
+  }
+  if (value.startsWith("sqlite:")) {
+    const path = value.slice("sqlite:".length).replace(/^\/\/(?=\/)/, "");
+    if (path === "") throw new ServeConfigError("--store sqlite: needs a path (sqlite:./h.db)");
+    if (table !== undefined) throw new ServeConfigError("--store-table needs a PostgreSQL --store");
+    return { kind: "sqlite", path };
+  }
+  if (/^postgres(ql)?:\/\//.test(value)) {
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      throw new ServeConfigError("--store is not a valid postgres:// URL");
+    }
+    const fromQuery = url.searchParams.get("table") ?? undefined;
+    const chosen = table ?? fromQuery;
+    if (chosen !== undefined && !/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(chosen)) {
+      throw new ServeConfigError(
+        `the store's table is a plain SQL name (letters, digits, _), not "${chosen}"`,
+      );
+    }
+    return { kind: "postgres", url: value, ...(chosen !== undefined ? { table: chosen } : {}) };
+  }
+  // The value may be a URL with a password: name its scheme only.
+  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(value)?.[1];
+  throw new ServeConfigError(
+    `--store takes sqlite:PATH or postgres://…, not ${
+      scheme ? `a ${scheme}: URL` : `"${value.slice(0, 40)}"`
+    }`,
+  );
+}
+
+function readConfigFile(path: string, readText: ReadText): Record<string, string | boolean> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFile(path, "--config", readText));
+  } catch (error) {
+    if (error instanceof ServeConfigError) throw error;
+    throw new ServeConfigError(`the config file ${path} is not JSON: ${(error as Error).message}`);
+  }
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
+    throw new ServeConfigError(`the config file ${path} holds a JSON object of flags`);
+  }
+  const out: Record<string, string | boolean> = {};
+  for (const [key, value] of Object.entries(parsed)) {
+    if (!FILE_KEYS.has(key)) {
+      throw new ServeConfigError(
+        `the config file ${path} names "${key}", which is no flag of bma-harness serve`,
+      );
+    }
+    if (typeof value === "number") out[key] = String(value);
+    else if (typeof value === "string" || typeof value === "boolean") out[key] = value;
+    else throw new ServeConfigError(`the config file's "${key}" is a string, number or boolean`);
+  }
+  return out;
+}
+
+/**
+ * A secret: from its file flag, else its variable (`BMA_JWT_SECRET`), else the variable naming
+ * its file (`BMA_JWT_SECRET_FILE`), else the config file's flag. A file's trailing newline is
+ * not part of it.
+ */
+function secret(
+  flag: Flag,
+  variable: string,
+  flags: FlagValues,
+  env: Readonly<Record<string, string | undefined>>,
+  file: Record<string, string | boolean>,
+  readText: ReadText,
+): string | undefined {
+  const path = text(flags[flag]);
+  if (path !== undefined) return readFile(path, `--${flag}`, readText).replace(/\r?\n$/, "");
+  const value = env[variable];
+  if (value !== undefined && value !== "") return value;
+  const envPath = env[`${variable}_FILE`];
+  if (envPath !== undefined && envPath !== "") {
+    return readFile(envPath, `${variable}_FILE`, readText).replace(/\r?\n$/, "");
+  }
+  const filePath = text(file[flag]);
+  if (filePath !== undefined) {
+    return readFile(filePath, `the config file's ${flag}`, readText).replace(/\r?\n$/, "");
+  }
+  return undefined;
+}
+
+function readFile(path: string, what: string, readText: ReadText): string {
+  try {
+    return readText(path);
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    const why = code === "ENOENT"
+      ? "no such file"
+      : code === "EACCES"
+      ? "permission denied"
+      : code === "EISDIR"
+      ? "it is a directory"
+      : "it cannot be read";
+    throw new ServeConfigError(`${what}: cannot read ${path}: ${why}`);
+  }
+}
+
+function text(value: string | boolean | undefined): string | undefined {
+  return typeof value === "string" ? value : undefined;
+}
+
+function integer(flag: string, value: string, min: number, max: number): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < min || n > max) {
+    throw new ServeConfigError(`--${flag} takes a whole number ${min}-${max}, not "${value}"`);
+  }
+  return n;
+}
+
+/** `30`, `30s`, `500ms`, `2m` as milliseconds. */
+function duration(flag: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(value.trim());
+  if (!match) {
+    throw new ServeConfigError(`--${flag} takes a duration (30s, 500ms, 2m), not "${value}"`);
+  }
+  const n = Number(match[1]);
+  const unit = match[2] ?? "s";
+  return Math.round(unit === "ms" ? n : unit === "s" ? n * 1000 : n * 60_000);
+}

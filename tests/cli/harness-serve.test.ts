@@ -1,0 +1,144 @@
+/**
+ * `bma-harness serve` as an operator runs it: the real CLI as a child process with standard input
+ * closed and no terminal, a SQLite store in a temp dir, secrets from the environment and from
+ * files, an executor holding an environment key that the token endpoint exchanges, a tool called
+ * through the brain API, the health routes, and SIGTERM. And each kind of bad input: exit 2 with
+ * one line, never a stack trace.
+ */
+import { after, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { createServer } from "node:net";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ExecutorClient } from "../../executor/node.ts";
+import { Harness, openSqliteStore } from "../../node.ts";
+import { finished, ROOT, RUNTIME, spawnTs } from "../helpers/runtime-command.ts";
+import { exited, jsonLogs, launchCli, type RunningCli, sendSignal } from "./cli-helpers.ts";
+
+const HARNESS = join(ROOT, "cli/harness.node.ts");
+const INFO = { name: "serve-test", os: "linux", arch: "x64", version: "1.0.0" };
+const dir = mkdtempSync(join(tmpdir(), "bma-serve-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+const JWT_SECRET = "s".repeat(40);
+const ENVIRONMENT_KEY = "ek_serve_test_key_0123456789";
+const BRAIN_TOKEN = "brain-token-0123456789";
+
+/** The `listening http://…` record of a JSON log, once it is written. */
+async function listeningUrl(cli: RunningCli): Promise<string> {
+  const { match } = await cli.stdout.match(/"message":"listening (http:\/\/[^"]+)"/);
+  return match[1].replace(/\/$/, "");
+}
+
+function serve(args: string[], env: Record<string, string> = {}): RunningCli {
+  return launchCli(HARNESS, ["serve", "--log-format", "json", ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { PATH: process.env.PATH ?? "", HOME: dir, ...env },
+  });
+}
+
+describe("bma-harness serve", { timeout: 240_000 }, () => {
+  it("runs unattended on a SQLite store: health, a tool through the brain API, SIGTERM drains to exit 0 with the result stored", async () => {
+    const db = join(dir, "h.db");
+    const brainFile = join(dir, "brain-token");
+    writeFileSync(brainFile, `${BRAIN_TOKEN}\n`);
+    const cli = serve(["--port", "0", "--store", `sqlite:${db}`, "--brain-token-file", brainFile], {
+      BMA_JWT_SECRET: JWT_SECRET,
+      BMA_CREDENTIALS: JSON.stringify([{ environmentId: "env_1", environmentKey: ENVIRONMENT_KEY }]),
+    });
+    const base = await listeningUrl(cli);
+    const first = jsonLogs(cli.stdout.lines)[0];
+    assert.match(String(first.message), /store sqlite /);
+    assert.equal((await fetch(`${base}/healthz`)).status, 200);
+    const ready = await fetch(`${base}/readyz`);
+    assert.equal(ready.status, 200);
+    assert.deepEqual(await ready.json(), { status: "serving" });
+
+    const client = new ExecutorClient({
+      baseUrl: base,
+      environmentId: "env_1",
+      environmentKey: ENVIRONMENT_KEY,
+      executor: INFO,
+    });
+    client.tools.bash.handle(({ command }) => ({ stdout: `ran ${command}`, stderr: "", exit_code: 0 }));
+    await client.start();
+
+    const brain = async (path: string, body?: unknown) => {
+      const response = await fetch(`${base}/v1/harness${path}`, {
+        method: body === undefined ? "GET" : "POST",
+        headers: { authorization: `Bearer ${BRAIN_TOKEN}`, "content-type": "application/json" },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      return { status: response.status, body: await response.json() };
+    };
+    assert.equal((await fetch(`${base}/v1/harness/executors`)).status, 401);
+    const assigned = await brain("/sessions", { session_id: "ses_1", metadata: { source: "harness" } });
+    assert.equal(assigned.status, 201, JSON.stringify(assigned.body));
+    await brain("/sessions/ses_1?until=ready&wait_ms=10000");
+    const call = await brain("/sessions/ses_1/tool-calls?wait_ms=10000", {
+      tool: "bash",
+      input: { command: "echo hi" },
+      tool_call_id: "call_serve_1",
+    });
+    assert.equal(call.status, 200, JSON.stringify(call.body));
+    assert.equal(call.body.result.structured_content.stdout, "ran echo hi");
+
+    sendSignal(cli.child, "SIGTERM");
+    const end = await exited(cli.child);
+    await client.stop();
+    assert.equal(RUNTIME === "deno" && end.code === null ? 0 : end.code, 0, cli.stderr.lines.join("\n"));
+    const logs = jsonLogs(cli.stdout.lines);
+    assert.ok(logs.every((r) => typeof r.time === "string" && typeof r.level === "string"));
+    const text = cli.stdout.lines.join("\n") + cli.stderr.lines.join("\n");
+    for (const secret of [JWT_SECRET, ENVIRONMENT_KEY, BRAIN_TOKEN]) {
+      assert.ok(!text.includes(secret), "a secret reached the log");
+    }
+
+    // What it acknowledged is in the store: a harness started on the file answers the result.
+    const store = await openSqliteStore(db);
+    const again = new Harness({ insecureNoAuth: true, store });
+    await again.ready;
+    const status = await again.toolCall("call_serve_1");
+    assert.ok(status, "the tool call is in the store");
+    const settled = await status.outcome;
+    assert.equal(settled.structured_content?.stdout, "ran echo hi");
+    await again.close();
+  });
+
+  it("bad input: exit 2 with one line and no stack trace", async () => {
+    const busy = createServer();
+    await new Promise<void>((resolve) => busy.listen(0, "127.0.0.1", resolve));
+    const port = (busy.address() as { port: number }).port;
+    try {
+      const cases: [string[], Record<string, string>, RegExp][] = [
+        [["--store", "mysql://u:hunter2@db/x"], {}, /--store takes sqlite:PATH or postgres/],
+        [["--jwt-secret-file", join(dir, "missing")], {}, /cannot read .*missing: no such file/],
+        [["--port", String(port)], {}, /is in use/],
+        [["--host", "0.0.0.0"], {}, /needs authentication/],
+        [["--log-format", "xml"], {}, /--log-format is text or json/],
+        [["--bogus"], {}, /bogus/],
+        [[], { BMA_HARNESS_STORE: "redis://x" }, /--store takes/],
+      ];
+      // Side by side: each is a process start, and they are independent.
+      const runs = await Promise.all(cases.map(([args, env]) =>
+        finished(
+          spawnTs(HARNESS, ["serve", "--port", "0", ...args], {
+            env: { PATH: process.env.PATH ?? "", HOME: dir, ...env },
+          }),
+        )
+      ));
+      for (const [i, [args, , expected]] of cases.entries()) {
+        const run = runs[i];
+        assert.equal(run.code, 2, `${args.join(" ")}: ${run.stderr}`);
+        const lines = run.stderr.trim().split("\n");
+        assert.equal(lines.length, 1, run.stderr);
+        assert.match(lines[0], expected);
+        assert.ok(!run.stderr.includes("hunter2"), "a password reached stderr");
+        assert.ok(!/\n\s+at /.test(run.stderr), "a stack trace");
+      }
+    } finally {
+      busy.close();
+    }
+  });
+});
