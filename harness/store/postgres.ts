@@ -97,6 +97,7 @@ export class PostgresStoreUnavailableError extends LocalError {
 
 /** The outcome of a transaction whose connection was lost after `COMMIT` was sent is unknown. */
 export class PostgresCommitUnknownError extends LocalError {
+  /** The failure of the connection as `cause`. */
   constructor(options?: { cause?: unknown }) {
     super(
       "the connection to PostgreSQL was lost while a transaction committed: it may or may not " +
