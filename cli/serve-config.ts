@@ -241,7 +241,13 @@ export function storeSpec(value: string | undefined, table: string | undefined):
         `the store's table is a plain SQL name (letters, digits, _), not "${chosen}"`,
       );
     }
-    return { kind: "postgres", url: value, ...(chosen !== undefined ? { table: chosen } : {}) };
+    // The table is the harness's, not the client's: the client sees the URL without it.
+    url.searchParams.delete("table");
+    return {
+      kind: "postgres",
+      url: url.href,
+      ...(chosen !== undefined ? { table: chosen } : {}),
+    };
   }
   // The value may be a URL with a password: name its scheme only.
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(value)?.[1];
