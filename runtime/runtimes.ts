@@ -93,9 +93,10 @@ export const RUNTIMES: readonly RuntimeEntries[] = [
     harness: INSPECTOR,
     root: [
       { from: "transport/node.ts", names: ["dialWebSocket", "serveWebSocket"] },
+      { from: "runtime/node.ts", names: ["openSqliteStore"] },
       {
         from: "harness/store/sqlite.node.ts",
-        names: ["type NodeSqliteDriver", "type NodeSqliteStoreOptions", "openSqliteStore"],
+        names: ["type NodeSqliteDriver", "type NodeSqliteStoreOptions"],
       },
       ...POSTGRES,
     ],

@@ -31,9 +31,10 @@
  * A file's leading doc comment (the module's documentation, which `deno doc` shows and whose
  * examples `npm run check` type-checks) is written by hand and kept, and so is a face's text
  * outside its block; the rest is generated. `--check` fails when a file differs from what would
- * be written (run by `npm run check`); `npm run gen` rewrites them. Adding a runtime: write its
- * record in `runtime/<runtime>.ts`, add it to {@linkcode RUNTIMES}, run `npm run gen`, then write
- * the new entry points' doc comments.
+ * be written (run by `npm run check`); `npm run gen` rewrites them. Adding a runtime is one step:
+ * its record in `runtime/<runtime>.ts` and its line in {@linkcode RUNTIMES}; `npm run gen` then
+ * writes its entry points and every list above (each new entry point starts with a placeholder
+ * doc comment, to be written by hand). The paths the table names are in `runtime/runtimes.ts`.
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";

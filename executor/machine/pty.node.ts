@@ -1,9 +1,8 @@
 /**
  * Pseudo-terminals on Node and Deno through `@lydell/node-pty` (node-pty with prebuilt
  * binaries shipped as npm packages). The library is loaded on first use, so importing this file
- * costs nothing where terminals are not served. On Bun its data callbacks never fire: Bun's
- * runtime record (`runtime/bun.ts`) injects the PTYs of `pty.bun.ts` instead, so this file does
- * not ask which runtime runs it.
+ * costs nothing where terminals are not served. On Bun its data callbacks never fire: use
+ * `pty.bun.ts` there.
  */
 import { readSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -134,11 +133,11 @@ const spawn: PtyHost["spawn"] = (options, events) => {
   });
 };
 
-/** PTYs through `@lydell/node-pty`: Node and Deno (not Windows; on Bun, `bunPty`). */
+/** PTYs through `@lydell/node-pty`: Node and Deno (not Windows, not Bun). */
 export const nodePty: PtyHost = {
   name: "node-pty",
   available() {
-    if (process.platform === "win32") return false;
+    if (process.platform === "win32" || "Bun" in globalThis) return false;
     try {
       load();
       return true;

@@ -114,11 +114,9 @@ export const NODE_DRIVERS: Readonly<Record<NodeSqliteDriver, SqliteOpener>> = {
 };
 
 /**
- * Opens (or creates) the SQLite file at `path` as a harness store, over `libsql` unless
- * `options.driver` names the built-in `node:sqlite`. Every method of the store answers
- * synchronously; `close()` it when done. See {@linkcode SqliteStoreOptions} for what survives a
- * crash. (The `openSqliteStore` of `bma-executor-sdk/deno` and `/bun` opens with their built-in
- * drivers.)
+ * Opens (or creates) the SQLite file at `path` as a harness store. Every method of the store
+ * answers synchronously; `close()` it when done. See {@linkcode SqliteStoreOptions} for what
+ * survives a crash.
  *
  * ```ts
  * import { openSqliteStore } from "bma-executor-sdk/node";
