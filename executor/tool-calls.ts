@@ -4,8 +4,6 @@
  * handler, and report its outcome with `tool.result` through the result outbox. A
  * `tool_call_id` runs at most once per client.
  */
-import * as z from "zod";
-import type * as zc from "zod/v4/core";
 import type { Clock, TimerHandle } from "../protocol/clock.ts";
 import type {
   Ack,
@@ -17,11 +15,7 @@ import type {
   ToolProgressParams,
   ToolResultParams,
 } from "../protocol/generated/contract.ts";
-import {
-  CapabilityMissingError,
-  InvalidParamsError,
-  NotFoundError,
-} from "../protocol/generated/errors.ts";
+import { CapabilityMissingError, NotFoundError } from "../protocol/generated/errors.ts";
 import { ConnectionClosedError } from "../protocol/errors.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { ReplyHooks } from "../protocol/peer.ts";
@@ -39,9 +33,14 @@ import {
   renderToolOutput,
   type ResultOutbox,
   ToolError,
-  ToolResult,
 } from "./tool-results.ts";
-import type { ServedTool, ToolContext, ToolProgressUpdate } from "./tool-slots.ts";
+import {
+  checkedInput,
+  checkedOutput,
+  type ServedTool,
+  type ToolContext,
+  type ToolProgressUpdate,
+} from "./tool-slots.ts";
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === "function";
@@ -619,54 +618,4 @@ export class ToolCallRunner {
       throw error;
     }
   }
-}
-
-/**
- * A tool's input parsed by its schema, or the refusal a built-in tool's invalid input gets from
- * the peer: -32602 with the issues, their paths into the params (`["input", ...]`).
- */
-function checkedInput(schema: zc.$ZodType, input: unknown): unknown {
-  const parsed = z.safeParse(schema, input);
-  if (parsed.success) return parsed.data;
-  throw new InvalidParamsError("invalid params", {
-    issues: parsed.error.issues.map((issue) => ({
-      path: ["input", ...issue.path.map((p) => (typeof p === "symbol" ? String(p) : p))],
-      message: issue.message,
-      code: issue.code,
-    })),
-  });
-}
-
-/**
- * What a handler of a tool with an output schema returned, with its typed result parsed by the
- * schema: a value of it, or a `ToolResult` carrying one in `structuredContent` (none needed when
- * `isError`). Throws {@linkcode InvalidToolOutputError}.
- */
-function checkedOutput(tool: string, schema: zc.$ZodType, value: unknown): unknown {
-  if (value instanceof ToolResult) {
-    if (value.isError && value.structuredContent === undefined) return value;
-    return new ToolResult({
-      content: value.content,
-      isError: value.isError,
-      artifacts: value.artifacts,
-      structuredContent: parsedOutput(tool, schema, value.structuredContent),
-    });
-  }
-  return parsedOutput(tool, schema, value);
-}
-
-function parsedOutput(tool: string, schema: zc.$ZodType, value: unknown): Record<string, unknown> {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new InvalidToolOutputError(
-      `the ${tool} handler returned no structured result for its output schema`,
-    );
-  }
-  const parsed = z.safeParse(schema, value);
-  if (parsed.success) return parsed.data as Record<string, unknown>;
-  const issues = parsed.error.issues.slice(0, 5).map((issue) =>
-    `${issue.path.length ? `/${issue.path.map(String).join("/")}` : "(result)"}: ${issue.message}`
-  );
-  throw new InvalidToolOutputError(
-    `the ${tool} handler returned a result its output schema refuses (${issues.join("; ")})`,
-  );
 }

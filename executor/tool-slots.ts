@@ -16,9 +16,10 @@ import type {
 import { TOOL_NAMES, TOOL_SPECS } from "../protocol/generated/contract.ts";
 import type { Disposable } from "../protocol/peer.ts";
 import type { TraceContext } from "../protocol/trace-context.ts";
+import { InvalidParamsError } from "../protocol/generated/errors.ts";
 import { ExecutorConfigError } from "./errors.ts";
 import type { ExecutorSession } from "./sessions.ts";
-import type { ToolOutput, ToolResult } from "./tool-results.ts";
+import { InvalidToolOutputError, type ToolOutput, ToolResult } from "./tool-results.ts";
 
 /** A progress report of a running call (sent as `tool.progress`, lossy). */
 export interface ToolProgressUpdate {
@@ -328,4 +329,54 @@ function checkName(name: unknown): asserts name is string {
   if (typeof name !== "string" || name.length === 0) {
     throw new ExecutorConfigError("a tool name must be a non-empty string");
   }
+}
+
+/**
+ * A tool's input parsed by its schema, or the refusal a built-in tool's invalid input gets from
+ * the peer: -32602 with the issues, their paths into the params (`["input", ...]`).
+ */
+export function checkedInput(schema: zc.$ZodType, input: unknown): unknown {
+  const parsed = z.safeParse(schema, input);
+  if (parsed.success) return parsed.data;
+  throw new InvalidParamsError("invalid params", {
+    issues: parsed.error.issues.map((issue) => ({
+      path: ["input", ...issue.path.map((p) => (typeof p === "symbol" ? String(p) : p))],
+      message: issue.message,
+      code: issue.code,
+    })),
+  });
+}
+
+/**
+ * What a handler of a tool with an output schema returned, with its typed result parsed by the
+ * schema: a value of it, or a `ToolResult` carrying one in `structuredContent` (none needed when
+ * `isError`). Throws {@linkcode InvalidToolOutputError}.
+ */
+export function checkedOutput(tool: string, schema: zc.$ZodType, value: unknown): unknown {
+  if (value instanceof ToolResult) {
+    if (value.isError && value.structuredContent === undefined) return value;
+    return new ToolResult({
+      content: value.content,
+      isError: value.isError,
+      artifacts: value.artifacts,
+      structuredContent: parsedOutput(tool, schema, value.structuredContent),
+    });
+  }
+  return parsedOutput(tool, schema, value);
+}
+
+function parsedOutput(tool: string, schema: zc.$ZodType, value: unknown): Record<string, unknown> {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new InvalidToolOutputError(
+      `the ${tool} handler returned no structured result for its output schema`,
+    );
+  }
+  const parsed = z.safeParse(schema, value);
+  if (parsed.success) return parsed.data as Record<string, unknown>;
+  const issues = parsed.error.issues.slice(0, 5).map((issue) =>
+    `${issue.path.length ? `/${issue.path.map(String).join("/")}` : "(result)"}: ${issue.message}`
+  );
+  throw new InvalidToolOutputError(
+    `the ${tool} handler returned a result its output schema refuses (${issues.join("; ")})`,
+  );
 }
