@@ -6,8 +6,8 @@
 import { Hono } from "hono";
 import { type ArtifactStore, ArtifactStoreFullError } from "./artifacts.ts";
 import { type Authenticate, bearerToken, type Principal } from "./principal.ts";
-import type { TokenIssuer } from "./token-endpoint.ts";
-import { type MetricsRoute, serveMetrics } from "./metrics-endpoint.ts";
+import type { TokenIssuer } from "../http/token-endpoint/token-issuer.ts";
+import { type MetricsRoute, serveMetrics } from "../http/metrics/endpoint.ts";
 import type { WebSocketLike } from "../transport/websocket.ts";
 import type { Logger } from "../protocol/logger.ts";
 

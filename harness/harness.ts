@@ -36,9 +36,13 @@ import type { RecoveredLeases } from "./executors.ts";
 import type { AgentExtension } from "./extension.ts";
 import type { ExecutorEvent, ExecutorHandle, Session } from "./handles.ts";
 import { type HarnessMetricsSnapshot, METRICS_OF } from "./metrics.ts";
-import { METRICS_PATH, type MetricsEndpointOptions } from "./metrics-endpoint.ts";
+import { METRICS_PATH, type MetricsEndpointOptions } from "../http/metrics/endpoint.ts";
 import type { HarnessObserver } from "./observe.ts";
-import { labelPairs, OPENMETRICS_CONTENT_TYPE, renderOpenMetrics } from "./openmetrics.ts";
+import {
+  labelPairs,
+  OPENMETRICS_CONTENT_TYPE,
+  renderOpenMetrics,
+} from "../http/metrics/openmetrics.ts";
 import {
   type Authenticate,
   bearerToken,
@@ -54,7 +58,7 @@ import {
   StoreFencedError,
   UNKNOWN_HOLDER,
 } from "./store/claim.ts";
-import { type TokenEndpointOptions, TokenIssuer } from "./token-endpoint.ts";
+import { type TokenEndpointOptions, TokenIssuer } from "../http/token-endpoint/token-issuer.ts";
 import type { ToolCallStatus } from "./tool-calls.ts";
 
 /** The default heartbeat interval handed to executors: 15 s (the lease is twice that). */

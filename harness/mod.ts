@@ -264,7 +264,7 @@ export {
   type MachineCredential,
   type TokenEndpointOptions,
   type TokenResponse,
-} from "./token-endpoint.ts";
+} from "../http/token-endpoint/token-issuer.ts";
 export {
   type ArtifactStore,
   ArtifactStoreFullError,
@@ -285,7 +285,7 @@ export {
   type BrainSessionView,
   type BrainToolCallView,
   MIN_BRAIN_API_TOKEN_LENGTH,
-} from "./brain-api.ts";
+} from "../http/brain-api/brain-api.ts";
 export {
   type HarnessMetricsSnapshot,
   type HistogramSnapshot,
@@ -297,31 +297,31 @@ export {
   OPENMETRICS_CONTENT_TYPE,
   type OpenMetricsOptions,
   openMetricsText,
-} from "./openmetrics.ts";
+} from "../http/metrics/openmetrics.ts";
 export {
   metricsBearer,
   type MetricsEndpointOptions,
   MetricsTokenError,
   MIN_METRICS_TOKEN_LENGTH,
-} from "./metrics-endpoint.ts";
+} from "../http/metrics/endpoint.ts";
 export {
   meterHarness,
   type OtelBatchObservableResult,
   type OtelInstrumentOptions,
   type OtelMeter,
-} from "./metrics-otel.ts";
+} from "../http/metrics/otel.ts";
 export {
   DEFAULT_MAX_STREAM_QUEUE_BYTES,
   type Inspector,
   inspector,
   type InspectorOptions,
-} from "./inspector/inspector.ts";
+} from "../http/inspector/inspector.ts";
 export {
   InspectorTokenError,
   MIN_INSPECTOR_TOKEN_LENGTH,
   randomInspectorToken,
-} from "./inspector/auth.ts";
-export { DEFAULT_INSPECTOR_LIMITS, type InspectorLimits } from "./inspector/model.ts";
+} from "../http/inspector/auth.ts";
+export { DEFAULT_INSPECTOR_LIMITS, type InspectorLimits } from "../http/inspector/model.ts";
 export {
   ConnectRefusedError,
   ExecutorUnavailableError,

@@ -82,7 +82,7 @@ const MACHINE: readonly Names[] = [
 
 /** The inspector's server (`node:http`, which Node, Deno and Bun run). */
 const INSPECTOR: readonly Names[] = [{
-  from: "harness/inspector/serve.node.ts",
+  from: "http/inspector/serve.node.ts",
   names: ["type InspectorServer", "serveInspector", "type ServeInspectorOptions"],
 }];
 

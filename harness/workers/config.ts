@@ -2,14 +2,18 @@
  * The edge harness's options ({@linkcode HarnessObjectOptions}), and how the Worker's
  * environment (`wrangler.toml` vars and secrets) sets them.
  */
-import { brainApiBearer, type BrainApiOptions, MIN_BRAIN_API_TOKEN_LENGTH } from "../brain-api.ts";
+import {
+  brainApiBearer,
+  type BrainApiOptions,
+  MIN_BRAIN_API_TOKEN_LENGTH,
+} from "../../http/brain-api/brain-api.ts";
 import type { Harness, HarnessOptions } from "../harness.ts";
 import {
   metricsBearer,
   type MetricsEndpointOptions,
   MIN_METRICS_TOKEN_LENGTH,
-} from "../metrics-endpoint.ts";
-import type { ExecutorCredential } from "../token-endpoint.ts";
+} from "../../http/metrics/endpoint.ts";
+import type { ExecutorCredential } from "../../http/token-endpoint/token-issuer.ts";
 import type { DurableObjectNamespaceLike } from "./types.ts";
 
 /** Options of a {@linkcode HarnessObject}: those of its `Harness`, and its brains. */

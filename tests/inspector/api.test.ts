@@ -21,11 +21,11 @@ import {
   serveAgent,
   serveInspector,
 } from "../../node.ts";
-import { InspectorAuth, tokensEqual } from "../../harness/inspector/auth.ts";
-import { clip } from "../../harness/inspector/clip.ts";
-import { APP_JS } from "../../harness/inspector/page.ts";
-import { MACHINE_JS } from "../../harness/inspector/machine-page.ts";
-import { DOM_JS } from "../../harness/inspector/page-dom.ts";
+import { InspectorAuth, tokensEqual } from "../../http/inspector/auth.ts";
+import { clip } from "../../http/inspector/clip.ts";
+import { APP_JS } from "../../http/inspector/page.ts";
+import { MACHINE_JS } from "../../http/inspector/machine-page.ts";
+import { DOM_JS } from "../../http/inspector/page-dom.ts";
 
 const INFO = { name: "inspected", os: "linux", arch: "amd64", version: "0.0.1" };
 

@@ -16,14 +16,14 @@
  *
  * @module
  */
-import type { Disposable } from "../protocol/peer-types.ts";
-import type { Harness } from "./harness.ts";
+import type { Disposable } from "../../protocol/peer-types.ts";
+import type { Harness } from "../../harness/harness.ts";
 import {
   METRICS_DURATION_BUCKETS,
   METRICS_OF,
   TOOL_CALL_OUTCOMES,
   type ToolCallOutcomeLabel,
-} from "./metrics.ts";
+} from "../../harness/metrics.ts";
 
 /** What an instrument is made with. */
 export interface OtelInstrumentOptions {

@@ -9,9 +9,9 @@
  *
  * @module
  */
-import { LocalError } from "../protocol/errors.ts";
-import type { Logger } from "../protocol/logger.ts";
-import { bearer, tokensEqual } from "./bearer-auth.ts";
+import { LocalError } from "../../protocol/errors.ts";
+import type { Logger } from "../../protocol/logger.ts";
+import { bearer, tokensEqual } from "../shared/bearer.ts";
 
 /** Options of the harness's metrics endpoint (`HarnessOptions.metricsEndpoint`). */
 export interface MetricsEndpointOptions {

@@ -8,12 +8,12 @@
  *
  * @module
  */
-import { LocalError } from "../protocol/errors.ts";
+import { LocalError } from "../../protocol/errors.ts";
 import {
   type HarnessMetricsSnapshot,
   type HistogramSnapshot,
   TOOL_CALL_OUTCOMES,
-} from "./metrics.ts";
+} from "../../harness/metrics.ts";
 
 /** The content type of the text {@linkcode openMetricsText} writes. */
 export const OPENMETRICS_CONTENT_TYPE =

@@ -14,10 +14,10 @@
 import { type Clock, systemClock } from "../../protocol/clock.ts";
 import { LocalError } from "../../protocol/errors.ts";
 import { hex, randomHex } from "../../protocol/ids.ts";
-import { bearer, sameBytes, sha256 } from "../bearer-auth.ts";
+import { bearer, sameBytes, sha256 } from "../shared/bearer.ts";
 
 // The comparison of tokens lives with the other bearer credentials' (the brain API's too).
-export { tokensEqual } from "../bearer-auth.ts";
+export { tokensEqual } from "../shared/bearer.ts";
 
 /** The start of every inspector's cookie name; each adds an id of its own. */
 export const INSPECTOR_COOKIE = "bma_inspector";

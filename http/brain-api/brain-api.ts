@@ -17,7 +17,7 @@
 import { Hono } from "hono";
 import type { Context } from "hono";
 import * as z from "zod";
-import { type Clock, systemClock } from "../protocol/clock.ts";
+import { type Clock, systemClock } from "../../protocol/clock.ts";
 import {
   CapabilityNotAdvertisedError,
   InvalidOutgoingParamsError,
@@ -25,10 +25,10 @@ import {
   ProtocolError,
   RequestAbortedError,
   RequestTimeoutError,
-} from "../protocol/errors.ts";
-import { randomId } from "../protocol/ids.ts";
-import type { TraceContext } from "../protocol/trace-context.ts";
-import { type Logger, silentLogger } from "../protocol/logger.ts";
+} from "../../protocol/errors.ts";
+import { randomId } from "../../protocol/ids.ts";
+import type { TraceContext } from "../../protocol/trace-context.ts";
+import { type Logger, silentLogger } from "../../protocol/logger.ts";
 import {
   type Capabilities,
   ExecutorCloseParamsSchema,
@@ -45,7 +45,7 @@ import {
   TurnCancelParamsSchema,
   TurnInputParamsSchema,
   TurnStartParamsSchema,
-} from "../protocol/generated/contract.ts";
+} from "../../protocol/generated/contract.ts";
 import {
   ExecutorUnavailableError,
   HarnessClosedError,
@@ -53,14 +53,14 @@ import {
   SessionEndedError,
   SessionRefusedError,
   ToolOutcomeUnknownError,
-} from "./errors.ts";
-import type { ExecutorHandle, Session, SessionState } from "./handles.ts";
-import type { Harness } from "./harness.ts";
-import type { SessionEventRecord, ToolCallResult } from "./records.ts";
-import { normalizeBasePath } from "./base-path.ts";
-import { bearer, tokensEqual } from "./bearer-auth.ts";
-import { eventStream } from "./brain-event-stream.ts";
-import { JsonBodyError, readJsonObject } from "./json-body.ts";
+} from "../../harness/errors.ts";
+import type { ExecutorHandle, Session, SessionState } from "../../harness/handles.ts";
+import type { Harness } from "../../harness/harness.ts";
+import type { SessionEventRecord, ToolCallResult } from "../../harness/records.ts";
+import { normalizeBasePath } from "../shared/base-path.ts";
+import { bearer, tokensEqual } from "../shared/bearer.ts";
+import { eventStream } from "./event-stream.ts";
+import { JsonBodyError, readJsonObject } from "../shared/json-body.ts";
 
 /** Options of {@linkcode brainApi}. */
 export interface BrainApiOptions {

@@ -15,7 +15,7 @@
  *
  * Portable: web-standard APIs only.
  */
-import { serverSentEvent } from "../server-sent-event.ts";
+import { serverSentEvent } from "../shared/server-sent-event.ts";
 import { Hono } from "hono";
 import type { Context } from "hono";
 import { type Clock, systemClock } from "../../protocol/clock.ts";
@@ -24,10 +24,10 @@ import { toBase64 } from "../../protocol/base64.ts";
 import { randomId } from "../../protocol/ids.ts";
 import { type Logger, silentLogger } from "../../protocol/logger.ts";
 import type { InteractionOutcome } from "../../protocol/generated/contract.ts";
-import { SessionEndedError } from "../errors.ts";
+import { SessionEndedError } from "../../harness/errors.ts";
 import { boundedEventStream } from "./event-stream.ts";
 import { machineRoutes } from "./machine.ts";
-import type { Harness } from "../harness.ts";
+import type { Harness } from "../../harness/harness.ts";
 import { InspectorAuth } from "./auth.ts";
 import { errorView } from "./clip.ts";
 import { InspectorModel } from "./model.ts";
@@ -36,7 +36,7 @@ import { APP_JS, FAVICON_SVG, INDEX_HTML } from "./page.ts";
 import { APP_CSS } from "./page-style.ts";
 import { DOM_JS } from "./page-dom.ts";
 import { LOGIN_HELP_CSS, loginHelpHtml } from "./login-help.ts";
-import { normalizeBasePath } from "../base-path.ts";
+import { normalizeBasePath } from "../shared/base-path.ts";
 import {
   ApiError,
   asset,
@@ -46,7 +46,7 @@ import {
   requiredString,
   SECURITY_HEADERS,
 } from "./http.ts";
-import { JsonBodyError, readJsonObject } from "../json-body.ts";
+import { JsonBodyError, readJsonObject } from "../shared/json-body.ts";
 
 /** Options of {@linkcode inspector}. */
 export interface InspectorOptions {
