@@ -43,6 +43,7 @@ import {
   OPENMETRICS_CONTENT_TYPE,
   renderOpenMetrics,
 } from "../http/metrics/openmetrics.ts";
+import { jsonAnswer } from "../http/shared/json-answer.ts";
 import {
   type Authenticate,
   bearerToken,
@@ -216,7 +217,7 @@ export interface HarnessOptions {
   /**
    * Serves the harness's metrics ({@linkcode Harness.metrics}) as OpenMetrics text at
    * `GET /metrics` on its HTTP side (`serve`, `fetch`), each scrape judged by `authorize`
-   * (`metricsBearer(token)`; refused: 401). Default: not served (404).
+   * (`bearerAuthorize(token)`; refused: 401). Default: not served (404).
    */
   metricsEndpoint?: MetricsEndpointOptions;
 }
@@ -649,15 +650,15 @@ export class Harness {
   async #admit(request: Request, protocols: readonly string[]): Promise<Admitted | Response> {
     const url = new URL(request.url);
     const core = this.#core;
-    if (this.#closed) return jsonResponse(503, { error: "unavailable" });
-    if (!CONNECT_PATHS.includes(url.pathname)) return jsonResponse(404, { error: "not_found" });
+    if (this.#closed) return jsonAnswer(503, { error: "unavailable" });
+    if (!CONNECT_PATHS.includes(url.pathname)) return jsonAnswer(404, { error: "not_found" });
     const protocol = PROTOCOLS.find((p) => protocols.includes(p));
-    if (!protocol) return jsonResponse(400, { error: "unsupported_subprotocol" });
+    if (!protocol) return jsonAnswer(400, { error: "unsupported_subprotocol" });
     if (core.unregistered >= this.#maxUnregisteredConnections) {
       core.logger.warn("upgrade refused: too many connections not registered yet", {
         limit: this.#maxUnregisteredConnections,
       });
-      return jsonResponse(503, { error: "unavailable" }, { "retry-after": "1" });
+      return jsonAnswer(503, { error: "unavailable" }, { "retry-after": "1" });
     }
     let principal: Principal = NO_PRINCIPAL;
     if (this.#authenticate) {
@@ -673,23 +674,23 @@ export class Harness {
         });
       } catch {
         core.logger.info("connection refused before upgrade", { path: url.pathname });
-        return jsonResponse(401, { error: "unauthorized" });
+        return jsonAnswer(401, { error: "unauthorized" });
       } finally {
         core.unregistered--;
       }
       const expiresAt = expiryOf(principal);
       if (expiresAt !== undefined && expiresAt <= core.clock.now()) {
-        return jsonResponse(401, { error: "unauthorized" });
+        return jsonAnswer(401, { error: "unauthorized" });
       }
     }
     return { protocol, principal, trusted: !this.#authenticate, url };
   }
 
   async #connectViaFetch(request: Request, options: FetchOptions): Promise<Response> {
-    if (!isUpgradeRequest(request)) return jsonResponse(426, { error: "upgrade_required" });
+    if (!isUpgradeRequest(request)) return jsonAnswer(426, { error: "upgrade_required" });
     const admitted = await this.#admit(request, offeredProtocols(request));
     if (admitted instanceof Response) return admitted;
-    if (!options.upgrade) return jsonResponse(426, { error: "upgrade_required" });
+    if (!options.upgrade) return jsonAnswer(426, { error: "upgrade_required" });
     const { socket, response } = options.upgrade(request, admitted.protocol);
     const transport = webSocketTransport(socket, {
       protocol: admitted.protocol,
@@ -713,15 +714,4 @@ export class Harness {
     }
     this.#core.open(transport, admitted);
   }
-}
-
-function jsonResponse(
-  status: number,
-  body: unknown,
-  headers: Record<string, string> = {},
-): Response {
-  return new Response(JSON.stringify(body), {
-    status,
-    headers: { "content-type": "application/json", ...headers },
-  });
 }

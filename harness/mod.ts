@@ -275,17 +275,14 @@ export {
   type StoredArtifact,
 } from "./artifacts.ts";
 export type { FetchOptions, WebSocketUpgrader } from "./app.ts";
-export {
-  brainApi,
-  brainApiBearer,
-  type BrainApiOptions,
-  BrainApiTokenError,
-  type BrainError,
-  type BrainExecutorView,
-  type BrainSessionView,
-  type BrainToolCallView,
-  MIN_BRAIN_API_TOKEN_LENGTH,
-} from "../http/brain-api/brain-api.ts";
+export { brainApi, type BrainApiOptions } from "../http/brain-api/brain-api.ts";
+export type {
+  BrainError,
+  BrainExecutorView,
+  BrainSessionView,
+  BrainToolCallView,
+} from "../http/brain-api/views.ts";
+export type { ApiErrorBody } from "../http/shared/api-error.ts";
 export {
   type HarnessMetricsSnapshot,
   type HistogramSnapshot,
@@ -298,12 +295,13 @@ export {
   type OpenMetricsOptions,
   openMetricsText,
 } from "../http/metrics/openmetrics.ts";
+export type { MetricsEndpointOptions } from "../http/metrics/endpoint.ts";
 export {
-  metricsBearer,
-  type MetricsEndpointOptions,
-  MetricsTokenError,
-  MIN_METRICS_TOKEN_LENGTH,
-} from "../http/metrics/endpoint.ts";
+  type Authorize,
+  bearerAuthorize,
+  MIN_TOKEN_LENGTH,
+  TokenTooShortError,
+} from "../http/shared/bearer.ts";
 export {
   meterHarness,
   type OtelBatchObservableResult,
@@ -316,11 +314,7 @@ export {
   inspector,
   type InspectorOptions,
 } from "../http/inspector/inspector.ts";
-export {
-  InspectorTokenError,
-  MIN_INSPECTOR_TOKEN_LENGTH,
-  randomInspectorToken,
-} from "../http/inspector/auth.ts";
+export { randomInspectorToken } from "../http/inspector/auth.ts";
 export { DEFAULT_INSPECTOR_LIMITS, type InspectorLimits } from "../http/inspector/model.ts";
 export {
   ConnectRefusedError,

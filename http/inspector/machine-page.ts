@@ -95,6 +95,8 @@ const page = { session: undefined, executor: undefined, offline: false, terminal
 
 function describe(error) {
   if (!error) return "failed";
+  // An HTTP answer's error is {code, message, data}; a call's own is {name, message, reason, issues}.
+  if (error.name === undefined && error.code !== undefined) error = { ...(error.data || {}), name: String(error.code), message: error.message };
   const text = (error.name || "Error") + ": " + (error.message || "");
   return error.reason && !String(error.message || "").includes(error.reason) ? text + " (" + error.reason + ")" : text;
 }

@@ -78,6 +78,8 @@ function short(id) { return String(id).length > 18 ? String(id).slice(0, 18) + "
 function badge(text, kind) { return h("span", { class: "badge " + (kind || "") }, text); }
 function describeError(error) {
   if (!error) return "failed";
+  // An HTTP answer's error is {code, message, data}; a call's own is {name, message, reason, issues}.
+  if (error.name === undefined && error.code !== undefined) error = { ...(error.data || {}), name: String(error.code), message: error.message };
   let text = (error.name || "Error") + ": " + (error.message || "");
   // The reason is said once: most messages name it already ("refused (draining)").
   if (error.reason && !String(error.message || "").includes(error.reason)) text += " (" + error.reason + ")";
