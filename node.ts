@@ -62,11 +62,8 @@ export {
 } from "./harness/node.ts";
 // This runtime's own.
 export { dialWebSocket, serveWebSocket } from "./transport/node.ts";
-export {
-  type NodeSqliteDriver,
-  type NodeSqliteStoreOptions,
-  openSqliteStore,
-} from "./harness/store/sqlite.node.ts";
+export { openSqliteStore } from "./runtime/node.ts";
+export type { NodeSqliteDriver, NodeSqliteStoreOptions } from "./harness/store/sqlite.node.ts";
 export { openPostgresStore, type OpenPostgresStoreOptions } from "./harness/store/postgres.node.ts";
 export {
   type PostgresClientLike,

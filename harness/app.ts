@@ -6,10 +6,12 @@
 import { Hono } from "hono";
 import { type ArtifactStore, ArtifactStoreFullError } from "./artifacts.ts";
 import { type Authenticate, bearerToken, type Principal } from "./principal.ts";
-import type { TokenIssuer } from "./token-endpoint.ts";
-import { type MetricsRoute, serveMetrics } from "./metrics-endpoint.ts";
+import type { TokenIssuer } from "../http/token-endpoint/token-issuer.ts";
+import { type MetricsRoute, serveMetrics } from "../http/metrics/endpoint.ts";
 import type { WebSocketLike } from "../transport/websocket.ts";
 import type { Logger } from "../protocol/logger.ts";
+import { jsonAnswer as json } from "../http/shared/json-answer.ts";
+import { bearer } from "../http/shared/bearer.ts";
 
 /**
  * Upgrades a request to a WebSocket on runtimes whose servers do it natively (Deno's
@@ -45,12 +47,6 @@ export interface HarnessAppDeps {
 
 type Env = { Bindings: FetchOptions };
 
-const json = (status: number, body: unknown): Response =>
-  new Response(JSON.stringify(body), {
-    status,
-    headers: { "content-type": "application/json" },
-  });
-
 /** Builds the harness's hono app. */
 export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
   const app = new Hono<Env>();
@@ -61,7 +57,8 @@ export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
     request: Request,
   ): Promise<Response> => {
     if (!deps.tokens) return json(404, { error: "not_found" });
-    const secret = bearerHeader(request.headers);
+    // Only the header: token exchange takes no query token; a malformed header ("") presents none.
+    const secret = bearer(request.headers) || undefined;
     if (!secret || !owner) return json(401, { error: "invalid_credential" });
     const issued = await deps.tokens.exchange(scope, owner, secret, new URL(request.url));
     if (!issued) {
@@ -168,10 +165,4 @@ export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
     return json(500, { error: "internal_error" });
   });
   return app;
-}
-
-/** The bearer token of the `authorization` header only (token exchange takes no query token). */
-function bearerHeader(headers: Headers): string | undefined {
-  const match = /^Bearer\s+(\S+)\s*$/i.exec(headers.get("authorization") ?? "");
-  return match ? match[1] : undefined;
 }

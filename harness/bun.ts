@@ -18,7 +18,7 @@ export {
   type InspectorServer,
   serveInspector,
   type ServeInspectorOptions,
-} from "./inspector/serve.node.ts";
+} from "../http/inspector/serve.node.ts";
 
 /**
  * {@linkcode PortableHarness} with the server, dialer and holder identity of

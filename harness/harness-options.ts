@@ -15,12 +15,12 @@ import type { SessionEventSink } from "./event-log.ts";
 import type { RecoveredLeases } from "./executors.ts";
 import type { AgentExtension } from "./extension.ts";
 import type { ExecutorHandle } from "./handles.ts";
-import type { MetricsEndpointOptions } from "./metrics-endpoint.ts";
+import type { MetricsEndpointOptions } from "../http/metrics/endpoint.ts";
 import type { Authenticate } from "./principal.ts";
 import type { SchedulerDriver } from "./scheduler.ts";
 import type { HarnessStore } from "./store/store.ts";
 import type { HolderIdentity } from "./store/claim.ts";
-import type { TokenEndpointOptions } from "./token-endpoint.ts";
+import type { TokenEndpointOptions } from "../http/token-endpoint/token-issuer.ts";
 
 /** The default heartbeat interval handed to executors: 15 s (the lease is twice that). */
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 15_000;

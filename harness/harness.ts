@@ -44,9 +44,14 @@ import {
   DEFAULT_MAX_UNREGISTERED_CONNECTIONS,
 } from "./harness-options.ts";
 import { type HarnessMetricsSnapshot, METRICS_OF } from "./metrics.ts";
-import { METRICS_PATH } from "./metrics-endpoint.ts";
+import { METRICS_PATH } from "../http/metrics/endpoint.ts";
 import type { HarnessObserver } from "./observe.ts";
-import { labelPairs, OPENMETRICS_CONTENT_TYPE, renderOpenMetrics } from "./openmetrics.ts";
+import {
+  labelPairs,
+  OPENMETRICS_CONTENT_TYPE,
+  renderOpenMetrics,
+} from "../http/metrics/openmetrics.ts";
+import { jsonAnswer } from "../http/shared/json-answer.ts";
 import {
   type Authenticate,
   bearerToken,
@@ -55,7 +60,7 @@ import {
   type Principal,
 } from "./principal.ts";
 import { DEFAULT_STORE_RENEW_MS, StoreFencedError, UNKNOWN_HOLDER } from "./store/claim.ts";
-import { TokenIssuer } from "./token-endpoint.ts";
+import { TokenIssuer } from "../http/token-endpoint/token-issuer.ts";
 import type { ToolCallStatus } from "./tool-calls.ts";
 import type { HarnessReadiness } from "./readiness.ts";
 
@@ -486,20 +491,20 @@ export class Harness {
   async #admit(request: Request, protocols: readonly string[]): Promise<Admitted | Response> {
     const url = new URL(request.url);
     const core = this.#core;
-    if (this.#closed) return jsonResponse(503, { error: "unavailable" });
-    if (!CONNECT_PATHS.includes(url.pathname)) return jsonResponse(404, { error: "not_found" });
+    if (this.#closed) return jsonAnswer(503, { error: "unavailable" });
+    if (!CONNECT_PATHS.includes(url.pathname)) return jsonAnswer(404, { error: "not_found" });
     const readiness = core.readiness;
     if (readiness === "standby" || readiness === "fenced" || readiness === "draining") {
       // Sent elsewhere: a load balancer tries the harness that holds the store.
-      return jsonResponse(503, { error: readiness }, { "retry-after": "1" });
+      return jsonAnswer(503, { error: readiness }, { "retry-after": "1" });
     }
     const protocol = PROTOCOLS.find((p) => protocols.includes(p));
-    if (!protocol) return jsonResponse(400, { error: "unsupported_subprotocol" });
+    if (!protocol) return jsonAnswer(400, { error: "unsupported_subprotocol" });
     if (core.unregistered >= this.#maxUnregisteredConnections) {
       core.logger.warn("upgrade refused: too many connections not registered yet", {
         limit: this.#maxUnregisteredConnections,
       });
-      return jsonResponse(503, { error: "unavailable" }, { "retry-after": "1" });
+      return jsonAnswer(503, { error: "unavailable" }, { "retry-after": "1" });
     }
     let principal: Principal = NO_PRINCIPAL;
     if (this.#authenticate) {
@@ -515,23 +520,23 @@ export class Harness {
         });
       } catch {
         core.logger.info("connection refused before upgrade", { path: url.pathname });
-        return jsonResponse(401, { error: "unauthorized" });
+        return jsonAnswer(401, { error: "unauthorized" });
       } finally {
         core.unregistered--;
       }
       const expiresAt = expiryOf(principal);
       if (expiresAt !== undefined && expiresAt <= core.clock.now()) {
-        return jsonResponse(401, { error: "unauthorized" });
+        return jsonAnswer(401, { error: "unauthorized" });
       }
     }
     return { protocol, principal, trusted: !this.#authenticate, url };
   }
 
   async #connectViaFetch(request: Request, options: FetchOptions): Promise<Response> {
-    if (!isUpgradeRequest(request)) return jsonResponse(426, { error: "upgrade_required" });
+    if (!isUpgradeRequest(request)) return jsonAnswer(426, { error: "upgrade_required" });
     const admitted = await this.#admit(request, offeredProtocols(request));
     if (admitted instanceof Response) return admitted;
-    if (!options.upgrade) return jsonResponse(426, { error: "upgrade_required" });
+    if (!options.upgrade) return jsonAnswer(426, { error: "upgrade_required" });
     const { socket, response } = options.upgrade(request, admitted.protocol);
     const transport = webSocketTransport(socket, {
       protocol: admitted.protocol,
@@ -555,15 +560,4 @@ export class Harness {
     }
     this.#core.open(transport, admitted);
   }
-}
-
-function jsonResponse(
-  status: number,
-  body: unknown,
-  headers: Record<string, string> = {},
-): Response {
-  return new Response(JSON.stringify(body), {
-    status,
-    headers: { "content-type": "application/json", ...headers },
-  });
 }

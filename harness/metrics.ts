@@ -2,7 +2,7 @@
  * The harness's own numbers (internal, with the public snapshot types): counters and
  * fixed-bucket histograms written where the harness does the work, gauges read from its state
  * when someone asks. {@linkcode HarnessMetrics.snapshot} is what `harness.metrics` returns and
- * what the OpenMetrics text (openmetrics.ts) and an OpenTelemetry meter (metrics-otel.ts) show.
+ * what the OpenMetrics text and an OpenTelemetry meter show (http/metrics/, from its catalogue).
  *
  * Cheap on the hot path by construction: a settled tool call costs two reads of the clock, a
  * bucket index found by a short scan of fixed bounds, and a few number increments — no label
@@ -201,20 +201,16 @@ export class HarnessMetrics {
 
   /** The numbers now, with the gauges read from the harness's tables. */
   snapshot(gauges: MetricsGauges): HarnessMetricsSnapshot {
+    const { executorsConnected, executorsHeld, sessionsLive, toolCallsInFlight } = gauges;
     const calls = this.#toolCalls;
+    const toolCalls = {} as Record<ToolCallOutcomeLabel, number>;
+    TOOL_CALL_OUTCOMES.forEach((outcome, i) => toolCalls[outcome] = calls[i]);
     return {
-      executorsConnected: gauges.executorsConnected,
-      executorsHeld: gauges.executorsHeld,
-      sessionsLive: gauges.sessionsLive,
-      toolCallsInFlight: gauges.toolCallsInFlight,
-      toolCalls: {
-        completed: calls[0],
-        failed: calls[1],
-        canceled: calls[2],
-        timed_out: calls[3],
-        refused: calls[4],
-        unknown: calls[5],
-      },
+      executorsConnected,
+      executorsHeld,
+      sessionsLive,
+      toolCallsInFlight,
+      toolCalls,
       toolCallDuration: this.#toolCallDuration.snapshot(),
       sessionEventsStored: this.#eventsStored,
       storeWriteDuration: this.#storeWriteDuration.snapshot(),

@@ -263,7 +263,7 @@ export {
   type MachineCredential,
   type TokenEndpointOptions,
   type TokenResponse,
-} from "./token-endpoint.ts";
+} from "../http/token-endpoint/token-issuer.ts";
 export {
   type ArtifactStore,
   ArtifactStoreFullError,
@@ -274,17 +274,14 @@ export {
   type StoredArtifact,
 } from "./artifacts.ts";
 export type { FetchOptions, WebSocketUpgrader } from "./app.ts";
-export {
-  brainApi,
-  brainApiBearer,
-  type BrainApiOptions,
-  BrainApiTokenError,
-  type BrainError,
-  type BrainExecutorView,
-  type BrainSessionView,
-  type BrainToolCallView,
-  MIN_BRAIN_API_TOKEN_LENGTH,
-} from "./brain-api.ts";
+export { brainApi, type BrainApiOptions } from "../http/brain-api/brain-api.ts";
+export type {
+  BrainError,
+  BrainExecutorView,
+  BrainSessionView,
+  BrainToolCallView,
+} from "../http/brain-api/views.ts";
+export type { ApiErrorBody } from "../http/shared/api-error.ts";
 export {
   type HarnessMetricsSnapshot,
   type HistogramSnapshot,
@@ -296,31 +293,28 @@ export {
   OPENMETRICS_CONTENT_TYPE,
   type OpenMetricsOptions,
   openMetricsText,
-} from "./openmetrics.ts";
+} from "../http/metrics/openmetrics.ts";
+export type { MetricsEndpointOptions } from "../http/metrics/endpoint.ts";
 export {
-  metricsBearer,
-  type MetricsEndpointOptions,
-  MetricsTokenError,
-  MIN_METRICS_TOKEN_LENGTH,
-} from "./metrics-endpoint.ts";
+  type Authorize,
+  bearerAuthorize,
+  MIN_TOKEN_LENGTH,
+  TokenTooShortError,
+} from "../http/shared/bearer.ts";
 export {
   meterHarness,
   type OtelBatchObservableResult,
   type OtelInstrumentOptions,
   type OtelMeter,
-} from "./metrics-otel.ts";
+} from "../http/metrics/otel.ts";
 export {
   DEFAULT_MAX_STREAM_QUEUE_BYTES,
   type Inspector,
   inspector,
   type InspectorOptions,
-} from "./inspector/inspector.ts";
-export {
-  InspectorTokenError,
-  MIN_INSPECTOR_TOKEN_LENGTH,
-  randomInspectorToken,
-} from "./inspector/auth.ts";
-export { DEFAULT_INSPECTOR_LIMITS, type InspectorLimits } from "./inspector/model.ts";
+} from "../http/inspector/inspector.ts";
+export { randomInspectorToken } from "../http/inspector/auth.ts";
+export { DEFAULT_INSPECTOR_LIMITS, type InspectorLimits } from "../http/inspector/model.ts";
 export {
   ConnectRefusedError,
   ExecutorUnavailableError,

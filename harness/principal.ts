@@ -3,7 +3,7 @@
  * that bind a registration to its principal (pure functions: the harness and the edge apply
  * them the same way).
  */
-import { bearer } from "./bearer-auth.ts";
+import { bearer } from "../http/shared/bearer.ts";
 
 /** The scope of an executor credential (http.md): an environment key or a machine token. */
 export type CredentialScope = "environment" | "machine";

@@ -59,7 +59,7 @@ export const MACHINE: readonly Names[] = [
 
 /** The inspector's server (`node:http`, which Node, Deno and Bun run). */
 export const INSPECTOR: readonly Names[] = [{
-  from: "harness/inspector/serve.node.ts",
+  from: "http/inspector/serve.node.ts",
   names: ["type InspectorServer", "serveInspector", "type ServeInspectorOptions"],
 }];
 

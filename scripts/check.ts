@@ -66,7 +66,9 @@ function runtimeImportGuard(): string[] {
   };
   // cli/ too: the two applications keep the library's rule, so their portable parts stay
   // importable anywhere and their Node code is named for it.
-  for (const dir of ["protocol", "transport", "executor", "harness", "agent", "cli", "runtime"]) {
+  for (
+    const dir of ["protocol", "transport", "executor", "harness", "http", "agent", "cli", "runtime"]
+  ) {
     if (existsSync(join(root, dir))) walk(join(root, dir));
   }
   if (/from\s+["'](node:|ws["'])/.test(readFileSync(join(root, "mod.ts"), "utf8"))) {

@@ -1,6 +1,6 @@
 /**
- * Writes `harness/inspector/generated/pages.ts`: the inspector's page scripts, written as
- * TypeScript modules in `harness/inspector/browser/` (the DOM lib, no Node types: their own
+ * Writes `http/inspector/generated/pages.ts`: the inspector's page scripts, written as
+ * TypeScript modules in `http/inspector/browser/` (the DOM lib, no Node types: their own
  * `tsconfig.json`), type-checked with tsc and bundled with esbuild into the strings the inspector
  * serves (`app.js`, `machine.js`, `dom.js`). The inspector is portable (it runs in a Worker too,
  * where no file can be read), so the page's scripts are modules of the package, like xterm.js
@@ -22,8 +22,8 @@ import { build, type Plugin, version as esbuildVersion } from "esbuild";
 
 /** Where the browser code is and where its bundle goes, relative to the repository's root. */
 const PATHS = {
-  sources: "harness/inspector/browser",
-  out: "harness/inspector/generated/pages.ts",
+  sources: "http/inspector/browser",
+  out: "http/inspector/generated/pages.ts",
 } as const;
 
 /** Each served script: its constant in the generated module, its entry module, its doc comment. */

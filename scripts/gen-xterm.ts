@@ -1,5 +1,5 @@
 /**
- * Writes `harness/inspector/generated/xterm.ts`: the browser builds of xterm.js and its fit
+ * Writes `http/inspector/generated/xterm.ts`: the browser builds of xterm.js and its fit
  * addon (ES modules) and xterm's style sheet, as strings the inspector serves to its terminal
  * page. The inspector is portable (it runs in a Worker too, where no file can be read), so the
  * page's assets are modules of the package, like the rest of the page; the pinned devDependency
@@ -11,7 +11,7 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = resolve(fileURLToPath(new URL("..", import.meta.url)));
-const out = join(root, "harness/inspector/generated/xterm.ts");
+const out = join(root, "http/inspector/generated/xterm.ts");
 
 function read(path: string): string {
   return readFileSync(join(root, "node_modules", path), "utf8")
@@ -52,11 +52,11 @@ if (process.argv.includes("--check")) {
     // Missing: differs.
   }
   if (current !== text) {
-    console.error("harness/inspector/generated/xterm.ts is out of date: run npm run gen");
+    console.error("http/inspector/generated/xterm.ts is out of date: run npm run gen");
     process.exit(1);
   }
   console.log("the embedded xterm.js matches node_modules");
 } else {
   writeFileSync(out, text);
-  console.log("wrote harness/inspector/generated/xterm.ts");
+  console.log("wrote http/inspector/generated/xterm.ts");
 }

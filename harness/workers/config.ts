@@ -2,15 +2,11 @@
  * The edge harness's options ({@linkcode HarnessObjectOptions}), and how the Worker's
  * environment (`wrangler.toml` vars and secrets) sets them.
  */
-import { brainApiBearer, type BrainApiOptions, MIN_BRAIN_API_TOKEN_LENGTH } from "../brain-api.ts";
+import type { BrainApiOptions } from "../../http/brain-api/brain-api.ts";
 import type { Harness } from "../harness.ts";
 import type { HarnessOptions } from "../harness-options.ts";
-import {
-  metricsBearer,
-  type MetricsEndpointOptions,
-  MIN_METRICS_TOKEN_LENGTH,
-} from "../metrics-endpoint.ts";
-import type { ExecutorCredential } from "../token-endpoint.ts";
+import { type Authorize, bearerAuthorize, MIN_TOKEN_LENGTH } from "../../http/shared/bearer.ts";
+import type { ExecutorCredential } from "../../http/token-endpoint/token-issuer.ts";
 import type { DurableObjectNamespaceLike } from "./types.ts";
 
 /** Options of a {@linkcode HarnessObject}: those of its `Harness`, and its brains. */
@@ -95,9 +91,9 @@ export function harnessOptionsFromEnv(env: HarnessEnv): HarnessObjectOptions {
     ...(heartbeatIntervalMs ? { heartbeatIntervalMs } : {}),
     ...(requestTimeoutMs ? { requestTimeoutMs } : {}),
     ...(env.BMA_INSECURE_NO_AUTH === "true" ? { insecureNoAuth: true } : {}),
-    brainApi: { authorize: brainToken(env.BMA_BRAIN_TOKEN) },
+    brainApi: { authorize: tokenOrNobody(env.BMA_BRAIN_TOKEN) },
     ...(env.BMA_METRICS_TOKEN !== undefined
-      ? { metricsEndpoint: { authorize: metricsToken(env.BMA_METRICS_TOKEN) } }
+      ? { metricsEndpoint: { authorize: tokenOrNobody(env.BMA_METRICS_TOKEN) } }
       : {}),
     ...(typeof secret === "string" && secret !== ""
       ? {
@@ -132,14 +128,11 @@ function parseCredentials(text: string | undefined): ExecutorCredential[] {
   });
 }
 
-/** The metrics endpoint's `authorize`: the bearer `token`; a too short one admits nobody. */
-function metricsToken(token: string): MetricsEndpointOptions["authorize"] {
-  if (typeof token !== "string" || token.length < MIN_METRICS_TOKEN_LENGTH) return () => false;
-  return metricsBearer(token);
-}
-
-/** The brain API's `authorize`: the bearer `token`; none (or a too short one) admits nobody. */
-function brainToken(token: string | undefined): BrainApiOptions["authorize"] {
-  if (typeof token !== "string" || token.length < MIN_BRAIN_API_TOKEN_LENGTH) return () => false;
-  return brainApiBearer(token);
+/**
+ * The `authorize` of the brain API and the metrics endpoint: the bearer `token`; none (or a too
+ * short one) admits nobody, so a Worker missing its secret serves no one rather than failing.
+ */
+function tokenOrNobody(token: string | undefined): Authorize {
+  if (typeof token !== "string" || token.length < MIN_TOKEN_LENGTH) return () => false;
+  return bearerAuthorize(token);
 }

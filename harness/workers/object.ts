@@ -5,7 +5,7 @@
  * stay open; the next event constructs it anew on the same storage, and each socket is taken
  * back with the connection snapshot kept in its attachment.
  */
-import { brainApi } from "../brain-api.ts";
+import { brainApi } from "../../http/brain-api/brain-api.ts";
 import type { ConnectionSnapshot } from "../connection.ts";
 import { Harness } from "../harness.ts";
 import { openDurableObjectStore } from "../store/durable-object.workers.ts";

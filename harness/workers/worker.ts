@@ -4,7 +4,7 @@
  * (http.md), executors' WebSocket upgrades (authenticated before the upgrade) and the brain
  * API (`/v1/harness/<object name>/...`).
  */
-import { base64UrlDecode } from "../jwt.ts";
+import { base64UrlDecode } from "../../http/token-endpoint/jwt.ts";
 import { bearerToken } from "../principal.ts";
 import type { HarnessEnv } from "./config.ts";
 import { BRAIN_PATH } from "./object.ts";

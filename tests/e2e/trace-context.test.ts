@@ -24,8 +24,8 @@ import {
 import { serveMachine } from "../../executor/machine/serve.node.ts";
 import type { ExecutorClientOptions, TraceContext } from "../../executor/node.ts";
 import { brainApi, type HarnessOptions, MemoryHarnessStore } from "../../harness/node.ts";
-import { InspectorModel } from "../../harness/inspector/model.ts";
-import { DEFAULT_INSPECTOR_LIMITS } from "../../harness/inspector/views.ts";
+import { InspectorModel } from "../../http/inspector/model.ts";
+import { DEFAULT_INSPECTOR_LIMITS } from "../../http/inspector/views.ts";
 import { systemClock } from "../../protocol/clock.ts";
 import type { Turn } from "../../agent/mod.ts";
 import { Fixtures, until } from "../helpers/executor-fixture.ts";

@@ -6,9 +6,8 @@
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
+  bearerAuthorize,
   brainApi,
-  brainApiBearer,
-  BrainApiTokenError,
   ExecutorClient,
   Harness,
   type HarnessServer,
@@ -16,6 +15,7 @@ import {
   ManualClock,
   MemoryHarnessStore,
   serveInspector,
+  TokenTooShortError,
 } from "../../node.ts";
 import { approvalId } from "../../mod.ts";
 import { AgentFixtures, text } from "../helpers/agent-fixture.ts";
@@ -44,7 +44,7 @@ describe("brainApi over HTTP", { timeout: 30_000 }, () => {
   /** The brain API of `harness` served over HTTP on 127.0.0.1. */
   async function apiOn(harness: Harness): Promise<Pick<Rig, "base" | "call">> {
     const api = brainApi(harness, {
-      authorize: brainApiBearer(TOKEN),
+      authorize: bearerAuthorize(TOKEN),
       basePath: "/v1/harness",
       maxBodyBytes: 64 * 1024,
     });
@@ -144,7 +144,7 @@ describe("brainApi over HTTP", { timeout: 30_000 }, () => {
       }
     }
     assert.equal(r.harness.session("ses_x"), undefined, "nothing was assigned");
-    assert.throws(() => brainApiBearer("short"), BrainApiTokenError);
+    assert.throws(() => bearerAuthorize("short"), TokenTooShortError);
   });
 
   it("lists executors, assigns a session, calls a tool, reads events, stops", async () => {

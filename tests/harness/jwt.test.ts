@@ -2,7 +2,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { TokenRejectedError } from "../../harness/mod.ts";
-import { HmacJwt } from "../../harness/jwt.ts";
+import { HmacJwt } from "../../http/token-endpoint/jwt.ts";
 
 const SECRET = "0123456789abcdef0123456789abcdef";
 const NOW = Date.UTC(2026, 0, 1);

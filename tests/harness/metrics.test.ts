@@ -15,13 +15,16 @@ import {
   MetricReader,
 } from "@opentelemetry/sdk-metrics";
 import {
+  bearerAuthorize,
   MemoryHarnessStore,
   meterHarness,
-  metricsBearer,
   MetricsLabelError,
-  MetricsTokenError,
   OPENMETRICS_CONTENT_TYPE,
+  TokenTooShortError,
 } from "../../harness/node.ts";
+import { openMetricsText } from "../../harness/mod.ts";
+import { METRICS_OF } from "../../harness/metrics.ts";
+import { METRIC_CATALOGUE } from "../../http/metrics/catalogue.ts";
 import { Fixtures } from "../helpers/executor-fixture.ts";
 
 const TOKEN = "metrics_SECRET_token_8c1f3e2a";
@@ -73,7 +76,7 @@ describe("Harness: metrics", { timeout: 30_000 }, () => {
   it("serves GET /metrics behind its bearer token, counting what the harness did", async () => {
     const { harness, server, logger } = await fx.harness({
       store: new MemoryHarnessStore(),
-      metricsEndpoint: { authorize: metricsBearer(TOKEN), labels: { harness: "test" } },
+      metricsEndpoint: { authorize: bearerAuthorize(TOKEN), labels: { harness: "test" } },
     });
     const client = await connected(server);
     const executor = await harness.waitExecutor();
@@ -149,7 +152,7 @@ describe("Harness: metrics", { timeout: 30_000 }, () => {
     });
     assert.equal(response.status, 404);
     await response.body?.cancel();
-    assert.throws(() => metricsBearer("short"), MetricsTokenError);
+    assert.throws(() => bearerAuthorize("short"), TokenTooShortError);
     await assert.rejects(
       fx.harness({ metricsEndpoint: { authorize: () => true, labels: { le: "x" } } }),
       MetricsLabelError,
@@ -206,6 +209,50 @@ describe("Harness: metrics", { timeout: 30_000 }, () => {
       assert.equal(count("bma.tool_calls")?.value, 1);
       assert.equal(harness.metrics.toolCallDuration.count, 3);
       assert.throws(() => meterHarness({} as never, provider.getMeter("x")), TypeError);
+    } finally {
+      await fx.cleanup();
+      await provider.shutdown();
+    }
+  });
+
+  it("shows every metric of its catalogue in both outputs, each with its words", async () => {
+    const reader = new OnDemandReader();
+    const provider = new MeterProvider({ readers: [reader] });
+    try {
+      const { harness } = await fx.harness();
+      const metered = meterHarness(harness, provider.getMeter("bma-test"));
+      fx.defer(() => metered.dispose());
+      // A histogram the SDK was told nothing shows no instrument: one call, one store write.
+      const counters = METRICS_OF.get(harness)!;
+      counters.toolCallSettled(counters.now(), "completed");
+      counters.storeWritten(counters.now(), false);
+      const text = openMetricsText(harness.metrics);
+      const { resourceMetrics } = await reader.collect();
+      const instruments = new Map(
+        resourceMetrics.scopeMetrics.flatMap((s) => s.metrics).map((m) => [m.descriptor.name, m]),
+      );
+      const families = text.split("\n").filter((line) => line.startsWith("# TYPE ")).length;
+      assert.equal(families, METRIC_CATALOGUE.length, "no family outside the catalogue");
+      assert.equal(instruments.size, METRIC_CATALOGUE.length, "no instrument outside it");
+      for (const metric of METRIC_CATALOGUE) {
+        assert.ok(text.includes(`# TYPE ${metric.name} ${metric.kind}\n`), metric.name);
+        assert.ok(text.includes(`# HELP ${metric.name} ${metric.help}\n`), metric.name);
+        const samples = text.split("\n").filter((line) =>
+          line.startsWith(`${metric.name}_`) ||
+          line.startsWith(`${metric.name}{`) || line.startsWith(`${metric.name} `)
+        );
+        assert.ok(samples.length > 0, `${metric.name} has samples`);
+        const instrument = instruments.get(metric.otelName);
+        assert.ok(instrument, metric.otelName);
+        assert.equal(instrument.descriptor.description, metric.help, metric.otelName);
+        assert.equal(instrument.descriptor.unit, metric.unit, metric.otelName);
+        const type = metric.kind === "histogram"
+          ? DataPointType.HISTOGRAM
+          : metric.kind === "gauge"
+          ? DataPointType.GAUGE
+          : DataPointType.SUM;
+        assert.equal(instrument.dataPointType, type, metric.otelName);
+      }
     } finally {
       await fx.cleanup();
       await provider.shutdown();

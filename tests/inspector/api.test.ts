@@ -15,15 +15,15 @@ import {
   Harness,
   inspector,
   type InspectorServer,
-  InspectorTokenError,
   ManualClock,
   randomInspectorToken,
   serveAgent,
   serveInspector,
+  TokenTooShortError,
 } from "../../node.ts";
-import { InspectorAuth, tokensEqual } from "../../harness/inspector/auth.ts";
-import { clip } from "../../harness/inspector/clip.ts";
-import { APP_JS, DOM_JS, MACHINE_JS } from "../../harness/inspector/generated/pages.ts";
+import { InspectorAuth, tokensEqual } from "../../http/inspector/auth.ts";
+import { clip } from "../../http/inspector/clip.ts";
+import { APP_JS, DOM_JS, MACHINE_JS } from "../../http/inspector/generated/pages.ts";
 
 const INFO = { name: "inspected", os: "linux", arch: "amd64", version: "0.0.1" };
 
@@ -47,8 +47,8 @@ describe("inspector: the token", () => {
   });
 
   it("refuses a token shorter than 16 characters, and makes random ones", () => {
-    assert.throws(() => new InspectorAuth("short"), InspectorTokenError);
-    assert.throws(() => inspector(new Harness(), { token: "x".repeat(15) }), InspectorTokenError);
+    assert.throws(() => new InspectorAuth("short"), TokenTooShortError);
+    assert.throws(() => inspector(new Harness(), { token: "x".repeat(15) }), TokenTooShortError);
     const a = randomInspectorToken();
     assert.match(a, /^[0-9a-f]{64}$/);
     assert.notEqual(a, randomInspectorToken());
@@ -319,8 +319,8 @@ describe("inspector: the handler", { timeout: 60_000 }, () => {
     });
     assert.equal(refused.status, 400);
     const { error } = await refused.json();
-    assert.equal(error.name, "InvalidOutgoingParamsError");
-    assert.deepEqual(error.issues[0].path, ["input", "command"]);
+    assert.equal(error.code, "invalid_params");
+    assert.deepEqual(error.data.issues[0].path, ["input", "command"]);
     const calls = (await state(r)).calls;
     assert.equal(calls.filter((c: { state: string }) => c.state === "refused").length, 1);
 
@@ -416,7 +416,7 @@ describe("inspector: the handler", { timeout: 60_000 }, () => {
       input: { command: "ls" },
     });
     assert.equal(late.status, 409, "an ended session takes no call");
-    assert.equal((await late.json()).error.name, "SessionEndedError");
+    assert.equal((await late.json()).error.code, "session_ended");
   });
 
   it("streams a snapshot, then updates, and ends the stream on close", async () => {

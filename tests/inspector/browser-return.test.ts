@@ -197,7 +197,7 @@ describe("inspector in Chromium: coming back to it", {
       assert.equal(response.status, 401, accept);
       assert.match(response.headers.get("content-type") ?? "", /^application\/json/);
       assert.deepEqual(await response.json(), {
-        error: { name: "Unauthorized", message: "token needed" },
+        error: { code: "unauthorized", message: "token needed" },
       });
     }
 

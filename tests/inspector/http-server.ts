@@ -14,7 +14,7 @@ const [inspectorToken, brainToken] = process.argv.slice(2);
 const harness = new sdk.Harness({ insecureNoAuth: true });
 const ui = sdk.inspector(harness, { token: inspectorToken });
 const page = await sdk.serveInspector(ui);
-const brain = sdk.brainApi(harness, { authorize: sdk.brainApiBearer(brainToken) });
+const brain = sdk.brainApi(harness, { authorize: sdk.bearerAuthorize(brainToken) });
 const api = await sdk.serveInspector((request) => Promise.resolve(brain.fetch(request)));
 // One executor, so that the endpoints that act on one read their bodies.
 const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });

@@ -196,9 +196,9 @@ describe(`inspector machine routes (${RUNTIME})`, { timeout: 60_000 }, () => {
       [
         "a download outside the workdir",
         api(`sessions/${session.id}/files/download?path=/etc/passwd`),
-        502,
+        409,
       ],
-      ["a missing file", api(`sessions/${session.id}/files/download?path=nope.txt`), 502],
+      ["a missing file", api(`sessions/${session.id}/files/download?path=nope.txt`), 409],
       ["an unknown session", api("sessions/ses_nosuch/processes"), 404],
       ["a stream that is not one", api(`sessions/${session.id}/processes/p/output?stream=x`), 400],
     ];

@@ -43,7 +43,7 @@ const ui = sdk.inspector(harness, {
   maxStreamQueueBytes: 16 * 1024 * 1024,
 });
 const page = await sdk.serveInspector(ui, { slowClientTimeoutMs, logger });
-const brainOptions = { authorize: sdk.brainApiBearer(brainToken) };
+const brainOptions = { authorize: sdk.bearerAuthorize(brainToken) };
 const brain = sdk.brainApi(harness, brainOptions);
 const api = await sdk.serveInspector((request) => Promise.resolve(brain.fetch(request)), {
   slowClientTimeoutMs,

@@ -9,8 +9,8 @@
  * Portable: web-standard APIs only.
  */
 import type { Logger } from "../../protocol/logger.ts";
-import type { Session } from "../handles.ts";
-import type { Terminal } from "../terminal.ts";
+import type { Session } from "../../harness/handles.ts";
+import type { Terminal } from "../../harness/terminal.ts";
 
 /** Output each terminal keeps for pages that attach later: 1 MiB. */
 export const TERMINAL_KEPT_BYTES = 1024 * 1024;

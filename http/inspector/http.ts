@@ -1,10 +1,11 @@
 /**
  * What the inspector's routes share: the security headers of every answer, JSON and asset
- * answers, the refusal a route throws, and reading a request's members.
+ * answers, and reading a request's members (a refusal is the HTTP faces' one `ApiError`).
  *
  * Portable: web-standard APIs only.
  */
 import type { Context } from "hono";
+import { ApiError } from "../shared/api-error.ts";
 
 /** The headers of every answer: the page runs only its own scripts, in no frame. */
 export const SECURITY_HEADERS: Record<string, string> = {
@@ -18,21 +19,10 @@ export const SECURITY_HEADERS: Record<string, string> = {
   "cross-origin-resource-policy": "same-origin",
 };
 
-/** A request the API refuses, with its status. */
-export class ApiError extends Error {
-  readonly status: number;
-  readonly body: unknown;
-  constructor(status: number, name: string, message: string, extra: Record<string, unknown> = {}) {
-    super(message);
-    this.status = status;
-    this.body = { error: { name, message, ...extra } };
-  }
-}
-
 /** A path parameter of the route (its paths are written out, so hono cannot type them). */
 export function param(c: Context, name: string): string {
   const value = c.req.param(name);
-  if (value === undefined) throw new ApiError(404, "NotFound", `no ${name} in the path`);
+  if (value === undefined) throw new ApiError(404, "not_found", `no ${name} in the path`);
   return value;
 }
 
@@ -56,7 +46,7 @@ export function asset(text: string, type: string): Response {
 export function requiredString(body: Record<string, unknown>, key: string): string {
   const value = body[key];
   if (typeof value !== "string" || value === "") {
-    throw new ApiError(400, "BadRequest", `${key} must be a non-empty string`);
+    throw new ApiError(400, "bad_request", `${key} must be a non-empty string`);
   }
   return value;
 }
@@ -65,6 +55,6 @@ export function requiredString(body: Record<string, unknown>, key: string): stri
 export function optionalString(body: Record<string, unknown>, key: string): string | undefined {
   const value = body[key];
   if (value === undefined || value === null) return undefined;
-  if (typeof value !== "string") throw new ApiError(400, "BadRequest", `${key} must be a string`);
+  if (typeof value !== "string") throw new ApiError(400, "bad_request", `${key} must be a string`);
   return value;
 }

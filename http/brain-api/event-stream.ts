@@ -7,11 +7,11 @@
  *
  * Portable: web-standard APIs only.
  */
-import type { Clock, TimerHandle } from "../protocol/clock.ts";
-import type { Logger } from "../protocol/logger.ts";
-import type { Session } from "./handles.ts";
-import type { SessionEventRecord } from "./records.ts";
-import { serverSentEvent } from "./server-sent-event.ts";
+import type { Clock, TimerHandle } from "../../protocol/clock.ts";
+import type { Logger } from "../../protocol/logger.ts";
+import type { Session } from "../../harness/handles.ts";
+import type { SessionEventRecord } from "../../harness/records.ts";
+import { serverSentEvent } from "../shared/server-sent-event.ts";
 
 /** A comment on an idle event stream this often keeps proxies and idle timeouts from closing it. */
 const STREAM_PING_MS = 5_000;

@@ -4,8 +4,8 @@
  * arrives than it said), no deeper than the frame limit (checked on the text before it is
  * parsed, so a hostile nesting never reaches `JSON.parse` or a schema), and an object.
  */
-import { DEFAULT_MAX_DEPTH, exceedsDepth } from "../protocol/jsonrpc.ts";
-import { concatBytes } from "../transport/bytes.ts";
+import { DEFAULT_MAX_DEPTH, exceedsDepth } from "../../protocol/jsonrpc.ts";
+import { concatBytes } from "../../transport/bytes.ts";
 
 /** Why a body is not a JSON object. */
 export type JsonBodyProblem = "the body is not JSON" | "the body must be a JSON object";

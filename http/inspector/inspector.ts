@@ -15,19 +15,18 @@
  *
  * Portable: web-standard APIs only.
  */
-import { serverSentEvent } from "../server-sent-event.ts";
+import { serverSentEvent } from "../shared/server-sent-event.ts";
 import { Hono } from "hono";
 import type { Context } from "hono";
 import { type Clock, systemClock } from "../../protocol/clock.ts";
-import { InvalidOutgoingParamsError, LocalError, ProtocolError } from "../../protocol/errors.ts";
 import { toBase64 } from "../../protocol/base64.ts";
 import { randomId } from "../../protocol/ids.ts";
 import { type Logger, silentLogger } from "../../protocol/logger.ts";
 import type { InteractionOutcome } from "../../protocol/generated/contract.ts";
-import { SessionEndedError } from "../errors.ts";
+import { SessionEndedError } from "../../harness/errors.ts";
 import { boundedEventStream } from "./event-stream.ts";
 import { machineRoutes } from "./machine.ts";
-import type { Harness } from "../harness.ts";
+import type { Harness } from "../../harness/harness.ts";
 import { InspectorAuth } from "./auth.ts";
 import { errorView } from "./clip.ts";
 import { InspectorModel } from "./model.ts";
@@ -36,17 +35,9 @@ import { FAVICON_SVG, INDEX_HTML } from "./page.ts";
 import { APP_CSS } from "./page-style.ts";
 import { APP_JS, DOM_JS } from "./generated/pages.ts";
 import { LOGIN_HELP_CSS, loginHelpHtml } from "./login-help.ts";
-import { normalizeBasePath } from "../base-path.ts";
-import {
-  ApiError,
-  asset,
-  json,
-  optionalString,
-  param,
-  requiredString,
-  SECURITY_HEADERS,
-} from "./http.ts";
-import { JsonBodyError, readJsonObject } from "../json-body.ts";
+import { normalizeBasePath } from "../shared/base-path.ts";
+import { asset, json, optionalString, param, requiredString, SECURITY_HEADERS } from "./http.ts";
+import { ApiError, requestObject, routeErrorAnswer } from "../shared/api-error.ts";
 
 /** Options of {@linkcode inspector}. */
 export interface InspectorOptions {
@@ -213,7 +204,7 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
       // this handler never answers, and an Origin other than ours is refused outright.
       const origin = c.req.header("origin");
       if (origin !== undefined && origin !== new URL(c.req.url).origin) {
-        return json(403, { error: { name: "Forbidden", message: "cross-origin request" } });
+        return json(403, { error: { code: "forbidden", message: "cross-origin request" } });
       }
       // A file's bytes go as they are; everything else is JSON. Either needs a preflight.
       const wanted = c.req.path.endsWith("/files/upload")
@@ -221,7 +212,7 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
         : "application/json";
       if (!(c.req.header("content-type") ?? "").startsWith(wanted)) {
         return json(415, {
-          error: { name: "UnsupportedMediaType", message: `send ${wanted}` },
+          error: { code: "unsupported_media_type", message: `send ${wanted}` },
         });
       }
     }
@@ -236,7 +227,7 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
   app.get(at("/api/state"), () => json(200, model.snapshot()));
 
   app.get(at("/api/stream"), (c) => {
-    if (closed) return json(503, { error: { name: "Closed", message: "inspector closed" } });
+    if (closed) return json(503, { error: { code: "closed", message: "inspector closed" } });
     return eventStream(c.req.raw.signal);
   });
 
@@ -284,11 +275,11 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
     const tool = requiredString(body, "tool");
     const input = body.input ?? {};
     if (typeof input !== "object" || input === null || Array.isArray(input)) {
-      throw new ApiError(400, "BadRequest", "input must be an object");
+      throw new ApiError(400, "bad_request", "input must be an object");
     }
     const timeout = body.timeout_ms;
     if (timeout !== undefined && (!Number.isInteger(timeout) || (timeout as number) < 1)) {
-      throw new ApiError(400, "BadRequest", "timeout_ms must be a positive integer");
+      throw new ApiError(400, "bad_request", "timeout_ms must be a positive integer");
     }
     const id = randomId("call_");
     model.requested(id, session.id, session.executor.id, tool, input);
@@ -330,18 +321,18 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
 
   app.post(at("/api/interactions/:id/respond"), async (c) => {
     const view = model.interaction(param(c, "id"));
-    if (!view) throw new ApiError(404, "NotFound", "no such interaction");
+    if (!view) throw new ApiError(404, "not_found", "no such interaction");
     const body = await readBody(c);
     const outcome = requiredString(body, "outcome") as InteractionOutcome;
     if (!OUTCOMES.includes(outcome)) {
-      throw new ApiError(400, "BadRequest", `outcome must be one of ${OUTCOMES.join(", ")}`);
+      throw new ApiError(400, "bad_request", `outcome must be one of ${OUTCOMES.join(", ")}`);
     }
     const answer = optionalString(body, "answer");
     const message = optionalString(body, "message");
     const executor = executorOf(view.executorId);
     const interactionId = (view.interaction as { interaction_id?: unknown }).interaction_id;
     if (typeof interactionId !== "string") {
-      throw new ApiError(409, "Conflict", "the interaction has no executor id");
+      throw new ApiError(409, "conflict", "the interaction has no executor id");
     }
     // Delivered (and resent) in the background; the page sees the interaction settle.
     executor.respondInteraction({
@@ -369,26 +360,9 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
     maxUploadBytes: options.maxUploadBytes ?? 8 * 1024 * 1024,
   });
 
-  app.notFound(() => json(404, { error: { name: "NotFound", message: "no such page" } }));
+  app.notFound(() => json(404, { error: { code: "not_found", message: "no such page" } }));
 
-  app.onError((error) => {
-    if (error instanceof ApiError) return json(error.status, error.body);
-    const view = errorView(error);
-    const status = error instanceof InvalidOutgoingParamsError
-      ? 400
-      : error instanceof SessionEndedError
-      ? 409
-      : error instanceof ProtocolError
-      ? 502
-      : error instanceof LocalError
-      ? 409
-      : 500;
-    if (status === 500) {
-      logger.error("inspector request failed", { error: String(error) });
-      return json(500, { error: { name: "InternalError", message: "internal error" } });
-    }
-    return json(status, { error: view });
-  });
+  app.onError(routeErrorAnswer(logger, "inspector", json));
 
   function report(what: string, error: unknown): void {
     const view = errorView(error);
@@ -398,7 +372,7 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
 
   function executorOf(id: string) {
     const executor = harness.executor(id);
-    if (!executor) throw new ApiError(404, "NotFound", "no such executor");
+    if (!executor) throw new ApiError(404, "not_found", "no such executor");
     return executor;
   }
 
@@ -409,17 +383,11 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
     if (seen?.state === "ended") {
       throw new SessionEndedError(id, seen.reason ?? "ended");
     }
-    throw new ApiError(404, "NotFound", "no such session");
+    throw new ApiError(404, "not_found", "no such session");
   }
 
-  async function readBody(c: Context): Promise<Record<string, unknown>> {
-    try {
-      return await readJsonObject(c.req.raw, maxBodyBytes);
-    } catch (error) {
-      if (!(error instanceof JsonBodyError)) throw error;
-      const name = error.status === 413 ? "PayloadTooLarge" : "BadRequest";
-      throw new ApiError(error.status, name, error.message);
-    }
+  function readBody(c: Context): Promise<Record<string, unknown>> {
+    return requestObject(c.req.raw, maxBodyBytes);
   }
 
   /** Each batch is encoded once, however many pages follow (the model hands all the same one). */
@@ -475,7 +443,7 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
         return await app.fetch(request);
       } catch (error) {
         logger.error("inspector request failed", { error: String(error) });
-        return json(500, { error: { name: "InternalError", message: "internal error" } });
+        return json(500, { error: { code: "internal_error", message: "internal error" } });
       }
     },
     loginUrl: (serverUrl: string) => loginUrlFor(new URL(serverUrl).origin),
@@ -488,7 +456,7 @@ const encoder = new TextEncoder();
 
 function refusedJson(): Response {
   return new Response(
-    JSON.stringify({ error: { name: "Unauthorized", message: "token needed" } }),
+    JSON.stringify({ error: { code: "unauthorized", message: "token needed" } }),
     {
       status: 401,
       headers: {

@@ -5,11 +5,12 @@
  * failure shows (beside the control that caused it).
  */
 import type { ErrorView } from "../views.ts";
-import { h } from "./dom.ts";
+import { errorView, h } from "./dom.ts";
 import { ui } from "./page-state.ts";
 
 /** An error the inspector answered with, in words. */
-export function describeError(error: ErrorView | undefined): string {
+export function describeError(answered: ErrorView | undefined): string {
+  const error = errorView(answered);
   if (!error) return "failed";
   let text = (error.name || "Error") + ": " + (error.message || "");
   // The reason is said once: most messages name it already ("refused (draining)").

@@ -5,7 +5,7 @@
  * JSON (or an error in words), and where a part's failure shows.
  */
 import type { ErrorView } from "../views.ts";
-import { $ } from "./dom.ts";
+import { $, errorView } from "./dom.ts";
 
 /** A path segment. */
 export const enc = encodeURIComponent;
@@ -15,7 +15,8 @@ export const sessionId = new URLSearchParams(location.search).get("session") || 
 export const base = "api/sessions/" + enc(sessionId);
 
 /** An error the inspector answered with, in words. */
-export function describe(error: ErrorView | undefined): string {
+export function describe(answered: ErrorView | undefined): string {
+  const error = errorView(answered);
   if (!error) return "failed";
   const text = (error.name || "Error") + ": " + (error.message || "");
   return error.reason && !String(error.message || "").includes(error.reason)

@@ -12,12 +12,11 @@
  * Portable: web-standard APIs only (`crypto.subtle`, `crypto.getRandomValues`).
  */
 import { type Clock, systemClock } from "../../protocol/clock.ts";
-import { LocalError } from "../../protocol/errors.ts";
 import { hex, randomHex } from "../../protocol/ids.ts";
-import { bearer, sameBytes, sha256 } from "../bearer-auth.ts";
+import { bearer, requireTokenLength, sameBytes, sha256 } from "../shared/bearer.ts";
 
 // The comparison of tokens lives with the other bearer credentials' (the brain API's too).
-export { tokensEqual } from "../bearer-auth.ts";
+export { tokensEqual } from "../shared/bearer.ts";
 
 /** The start of every inspector's cookie name; each adds an id of its own. */
 export const INSPECTOR_COOKIE = "bma_inspector";
@@ -33,18 +32,6 @@ const MAX_SESSIONS = 64;
 
 /** How many login codes wait for their use at once; a newer one makes the oldest unusable. */
 const MAX_CODES = 16;
-
-/** The shortest token an inspector takes: 16 characters. */
-export const MIN_INSPECTOR_TOKEN_LENGTH = 16;
-
-/** The token given to an inspector is too short to protect it. */
-export class InspectorTokenError extends LocalError {
-  /** Says how long a token must be. */
-  constructor() {
-    super(`an inspector token needs at least ${MIN_INSPECTOR_TOKEN_LENGTH} characters`);
-    this.name = "InspectorTokenError";
-  }
-}
 
 /** A new random token: 32 random bytes in hex. */
 export function randomInspectorToken(): string {
@@ -87,11 +74,9 @@ export class InspectorAuth {
   /** This inspector's cookie name. */
   readonly cookieName: string = `${INSPECTOR_COOKIE}_${randomHex(4)}`;
 
-  /** Guards `token` (at least {@linkcode MIN_INSPECTOR_TOKEN_LENGTH} characters). */
+  /** Guards `token` (at least `MIN_TOKEN_LENGTH` characters: `TokenTooShortError`). */
   constructor(token: string, options: InspectorAuthOptions = {}) {
-    if (typeof token !== "string" || token.length < MIN_INSPECTOR_TOKEN_LENGTH) {
-      throw new InspectorTokenError();
-    }
+    requireTokenLength(token);
     this.#tokenDigest = sha256(token);
     this.#clock = options.clock ?? systemClock;
     this.loginCodeTtlMs = options.loginCodeTtlMs ?? DEFAULT_LOGIN_CODE_TTL_MS;

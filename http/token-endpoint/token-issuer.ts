@@ -3,12 +3,12 @@
  * machine tokens are exchanged for HS256 JWTs valid five minutes, and the same issuer verifies
  * those JWTs on connect, on `executor.token.refresh` and on artifact uploads.
  */
-import type { Clock } from "../protocol/clock.ts";
-import { TokenRejectedError } from "./errors.ts";
+import type { Clock } from "../../protocol/clock.ts";
+import { TokenRejectedError } from "../../harness/errors.ts";
 import { HmacJwt, type JwtClaims } from "./jwt.ts";
-import { hex } from "../protocol/ids.ts";
-import { sameBytes, sha256 } from "./bearer-auth.ts";
-import type { CredentialScope, Principal } from "./principal.ts";
+import { hex } from "../../protocol/ids.ts";
+import { sameBytes, sha256 } from "../shared/bearer.ts";
+import type { CredentialScope, Principal } from "../../harness/principal.ts";
 
 /** An environment key accepted by the endpoint. */
 export interface EnvironmentCredential {

@@ -17,59 +17,48 @@
 import { Hono } from "hono";
 import type { Context } from "hono";
 import * as z from "zod";
-import { type Clock, systemClock } from "../protocol/clock.ts";
+import { type Clock, systemClock } from "../../protocol/clock.ts";
+import { randomId } from "../../protocol/ids.ts";
+import type { TraceContext } from "../../protocol/trace-context.ts";
+import { type Logger, silentLogger } from "../../protocol/logger.ts";
 import {
-  CapabilityNotAdvertisedError,
-  InvalidOutgoingParamsError,
-  LocalError,
-  ProtocolError,
-  RequestAbortedError,
-  RequestTimeoutError,
-} from "../protocol/errors.ts";
-import { randomId } from "../protocol/ids.ts";
-import type { TraceContext } from "../protocol/trace-context.ts";
-import { type Logger, silentLogger } from "../protocol/logger.ts";
-import {
-  type Capabilities,
   ExecutorCloseParamsSchema,
   ExecutorDrainParamsSchema,
-  type ExecutorInfo,
   InteractionResponseParamsSchema,
-  type ProtocolVersion,
   SessionAssignParamsSchema,
   SessionCloseParamsSchema,
-  type SessionMetadata,
   SessionStopParamsSchema,
   ToolCallParamsSchema,
   ToolCancelParamsSchema,
   TurnCancelParamsSchema,
   TurnInputParamsSchema,
   TurnStartParamsSchema,
-} from "../protocol/generated/contract.ts";
+} from "../../protocol/generated/contract.ts";
+import { ToolOutcomeUnknownError } from "../../harness/errors.ts";
+import type { ExecutorHandle, Session } from "../../harness/handles.ts";
+import type { Harness } from "../../harness/harness.ts";
+import type { SessionEventRecord, ToolCallResult } from "../../harness/records.ts";
+import { normalizeBasePath } from "../shared/base-path.ts";
+import { admits, type Authorize } from "../shared/bearer.ts";
+import { eventStream } from "./event-stream.ts";
+import { type BrainToolCallView, executorView, sessionView } from "./views.ts";
+import { within } from "./within.ts";
 import {
-  ExecutorUnavailableError,
-  HarnessClosedError,
-  NoAgentPlatformError,
-  SessionEndedError,
-  SessionRefusedError,
-  ToolOutcomeUnknownError,
-} from "./errors.ts";
-import type { ExecutorHandle, Session } from "./handles.ts";
-import type { SessionState } from "./lifecycle.ts";
-import type { Harness } from "./harness.ts";
-import type { SessionEventRecord, ToolCallResult } from "./records.ts";
-import { normalizeBasePath } from "./base-path.ts";
-import { bearer, tokensEqual } from "./bearer-auth.ts";
-import { eventStream } from "./brain-event-stream.ts";
-import { JsonBodyError, readJsonObject } from "./json-body.ts";
+  ApiError,
+  errorAnswer,
+  requestObject,
+  routeErrorAnswer,
+  unauthorizedAnswer,
+} from "../shared/api-error.ts";
+import { jsonAnswer as json } from "../shared/json-answer.ts";
 
 /** Options of {@linkcode brainApi}. */
 export interface BrainApiOptions {
   /**
    * Decides on every request before anything else (false, or a throw: 401). The API drives
-   * real machines, so there is no default; {@linkcode brainApiBearer} checks a bearer token.
+   * real machines, so there is no default; `bearerAuthorize(token)` checks a bearer token.
    */
-  authorize(request: Request): boolean | Promise<boolean>;
+  authorize: Authorize;
   /**
    * The path the routes live under (`"/v1/harness"`; hono patterns such as
    * `"/v1/harness/:scope/:owner"` work too). Default: the root.
@@ -90,97 +79,6 @@ export interface BrainApiOptions {
   logger?: Logger;
 }
 
-/** An executor as the brain API shows it. */
-export interface BrainExecutorView {
-  /** Its id. */
-  executor_id: string;
-  /** Whether a registered connection is open now (it may reconnect within its lease). */
-  connected: boolean;
-  /** Whether it was asked to drain (new sessions are refused). */
-  draining: boolean;
-  /** Whether it is gone for good. */
-  gone: boolean;
-  /** The negotiated subprotocol. */
-  protocol: ProtocolVersion;
-  /** `""` for a machine-scoped executor. */
-  environment_id: string;
-  /** The machine of a machine-scoped executor. */
-  machine_id?: string;
-  /** What it registered as. */
-  executor: ExecutorInfo;
-  /** What it advertises. */
-  capabilities: Capabilities;
-  /** Most sessions it holds at once, when it said. */
-  max_sessions?: number;
-  /** When its lease expires without a heartbeat (ISO 8601). */
-  lease_expires_at?: string;
-  /** Its live sessions. */
-  sessions: string[];
-}
-
-/** A session as the brain API shows it. */
-export interface BrainSessionView {
-  /** Its id. */
-  session_id: string;
-  /** The executor it runs on. */
-  executor_id: string;
-  /** Where it is. */
-  state: SessionState;
-  /** The metadata it was assigned with. */
-  metadata: SessionMetadata;
-  /** Why it ended, once it has. */
-  end_reason?: string;
-  /** The last `session.status` the executor reported. */
-  reported_status?: { status: string; detail?: string };
-}
-
-/** A tool call as the brain API shows it. */
-export interface BrainToolCallView {
-  /** Its id (generated when the request had none). */
-  tool_call_id: string;
-  /** Its session. */
-  session_id: string;
-  /** `settled` once its outcome is known; else where the harness has it, or `pending`. */
-  state: string;
-  /** The executor's `tool.result`, once it arrived. */
-  result?: ToolCallResult;
-  /** Why no result will come (`tool_outcome_unknown`, with `data.reason`). */
-  error?: BrainError;
-}
-
-/** The error member of every error answer: `{"error": BrainError}`. */
-export interface BrainError {
-  /** The protocol's JSON-RPC code when the executor refused, else a name (`invalid_params`, ...). */
-  code: number | string;
-  /** What went wrong. */
-  message: string;
-  /** Details: the schema's `issues`, a refusal's `reason`, the protocol error's `data`. */
-  data?: unknown;
-}
-
-/** A refusal with its HTTP status. */
-class ApiError extends Error {
-  readonly status: number;
-  readonly error: BrainError;
-  constructor(status: number, code: number | string, message: string, data?: unknown) {
-    super(message);
-    this.status = status;
-    this.error = data === undefined ? { code, message } : { code, message, data };
-  }
-}
-
-/** The shortest token {@linkcode brainApiBearer} takes: 16 characters. */
-export const MIN_BRAIN_API_TOKEN_LENGTH = 16;
-
-/** The token given to {@linkcode brainApiBearer} is too short to protect the API. */
-export class BrainApiTokenError extends LocalError {
-  /** Says how long a token must be. */
-  constructor() {
-    super(`a brain API token needs at least ${MIN_BRAIN_API_TOKEN_LENGTH} characters`);
-    this.name = "BrainApiTokenError";
-  }
-}
-
 /**
  * The W3C trace context of a request's `traceparent` and `tracestate` headers, as call options
  * (`{ trace }`); none without a `traceparent` (an invalid one is ignored further on).
@@ -190,22 +88,6 @@ function traceOf(headers: Headers): { trace?: TraceContext } {
   if (traceparent === null) return {};
   const tracestate = headers.get("tracestate");
   return { trace: tracestate === null ? { traceparent } : { traceparent, tracestate } };
-}
-
-/**
- * An `authorize` that admits requests carrying `Authorization: Bearer <token>`, compared in time
- * that does not depend on where a presented token differs. Throws
- * {@linkcode BrainApiTokenError} for a token shorter than 16 characters.
- */
-export function brainApiBearer(token: string): (request: Request) => Promise<boolean> {
-  if (typeof token !== "string" || token.length < MIN_BRAIN_API_TOKEN_LENGTH) {
-    throw new BrainApiTokenError();
-  }
-  return async (request) => {
-    const presented = bearer(request.headers);
-    // Neither a missing header (null) nor a malformed one ("") is compared.
-    return presented !== null && presented !== "" && await tokensEqual(presented, token);
-  };
 }
 
 const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
@@ -231,12 +113,12 @@ const ToolCallBody = z.looseObject({ session_id: z.never().optional() });
  * `Bun.serve`, a Durable Object's `fetch`, `serveInspector(app.fetch)` on Node).
  *
  * ```ts
- * import { brainApi, brainApiBearer, Harness, serveInspector } from "bma-executor-sdk/harness/node";
+ * import { brainApi, bearerAuthorize, Harness, serveInspector } from "bma-executor-sdk/harness/node";
  *
  * const harness = new Harness({ insecureNoAuth: true });
  * await harness.serve({ port: 7700 });
  * const token = crypto.randomUUID(); // the brain's secret: from your environment
- * const api = brainApi(harness, { authorize: brainApiBearer(token), basePath: "/v1/harness" });
+ * const api = brainApi(harness, { authorize: bearerAuthorize(token), basePath: "/v1/harness" });
  * // On 127.0.0.1; a brain calls http://127.0.0.1:7702/v1/harness/executors with the token.
  * await serveInspector((request) => Promise.resolve(api.fetch(request)), { port: 7702 });
  * ```
@@ -262,26 +144,8 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
   const app = new Hono();
 
   app.use("*", async (c, next) => {
-    let admitted = false;
-    try {
-      admitted = (await options.authorize(c.req.raw)) === true;
-    } catch (error) {
-      // Only the error's class: its message may quote what the request presented.
-      logger.warn("brain API authorize failed", {
-        error: error instanceof Error ? error.name : typeof error,
-      });
-    }
-    if (!admitted) {
-      // Say which of the two it is: nothing presented, or a credential that was refused.
-      const presented = c.req.header("authorization") !== undefined;
-      const message = presented
-        ? "the credential was refused: check the bearer token"
-        : "credential needed: send Authorization: Bearer <token>";
-      return json(401, { error: { code: "unauthorized", message } }, {
-        "www-authenticate": presented
-          ? 'Bearer realm="bma-brain", error="invalid_token"'
-          : 'Bearer realm="bma-brain"',
-      });
+    if (!(await admits(options.authorize, c.req.raw, logger, "brain API"))) {
+      return unauthorizedAnswer(c.req.raw, "bma-brain");
     }
     await next();
   });
@@ -294,13 +158,13 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
 
   app.post(at("/executors/:id/drain"), async (c) => {
     const executor = executorOf(c);
-    const params = checked(ExecutorDrainParamsSchema, await body(c, maxBodyBytes));
+    const params = checked(ExecutorDrainParamsSchema, await requestObject(c.req.raw, maxBodyBytes));
     return json(200, await executor.drain(params, { signal: c.req.raw.signal }));
   });
 
   app.post(at("/executors/:id/close"), async (c) => {
     const executor = executorOf(c);
-    const params = checked(ExecutorCloseParamsSchema, await body(c, maxBodyBytes));
+    const params = checked(ExecutorCloseParamsSchema, await requestObject(c.req.raw, maxBodyBytes));
     await executor.close(params.reason);
     return json(200, { executor_id: executor.id, closed: true });
   });
@@ -308,7 +172,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
   // ---- sessions --------------------------------------------------------------------------------
 
   app.post(at("/sessions"), async (c) => {
-    const input = await body(c, maxBodyBytes);
+    const input = await requestObject(c.req.raw, maxBodyBytes);
     const { executor_id: executorId, ...rest } = checked(AssignTarget, input);
     const params = checked(SessionAssignParamsSchema, rest);
     const executor = executorId !== undefined ? executorById(executorId) : available();
@@ -341,7 +205,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
   app.post(at("/sessions/:id/tool-calls"), async (c) => {
     const session = sessionOf(c);
     const query = checked(WaitQuery, c.req.query());
-    const input = checked(ToolCallBody, await body(c, maxBodyBytes));
+    const input = checked(ToolCallBody, await requestObject(c.req.raw, maxBodyBytes));
     const params = checked(ToolCallParamsSchema, {
       ...input,
       session_id: session.id,
@@ -359,10 +223,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
   });
 
   app.post(at("/sessions/:id/tool-calls/:call/cancel"), async (c) => {
-    const session = sessionOf(c);
-    const params = checked(ToolCancelParamsSchema, {
-      ...await body(c, maxBodyBytes),
-      session_id: session.id,
+    const { session, params } = await sessionRequest(c, ToolCancelParamsSchema, {
       tool_call_id: param(c, "call"),
     });
     return json(200, await session.cancelTool(params.tool_call_id, params.reason));
@@ -382,12 +243,8 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
   });
 
   app.post(at("/sessions/:id/stop"), async (c) => {
-    const session = sessionOf(c);
+    const { session, params } = await sessionRequest(c, SessionStopParamsSchema);
     const query = checked(WaitQuery, c.req.query());
-    const params = checked(SessionStopParamsSchema, {
-      ...await body(c, maxBodyBytes),
-      session_id: session.id,
-    });
     const stopping = session.stop(
       params.reason,
       params.grace_ms !== undefined ? { graceMs: params.grace_ms } : {},
@@ -406,7 +263,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
 
   app.post(at("/executors/:id/turns"), async (c) => {
     const executor = executorOf(c);
-    const input = await body(c, maxBodyBytes);
+    const input = await requestObject(c.req.raw, maxBodyBytes);
     const params = checked(TurnStartParamsSchema, {
       ...input,
       turn_id: input.turn_id ?? randomId("turn_"),
@@ -420,7 +277,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
 
   app.post(at("/sessions/:id/turns/:turn/input"), async (c) => {
     const session = sessionOf(c);
-    const input = await body(c, maxBodyBytes);
+    const input = await requestObject(c.req.raw, maxBodyBytes);
     const params = checked(TurnInputParamsSchema, {
       ...input,
       session_id: session.id,
@@ -432,30 +289,19 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
   });
 
   app.post(at("/sessions/:id/turns/cancel"), async (c) => {
-    const session = sessionOf(c);
-    const params = checked(TurnCancelParamsSchema, {
-      ...await body(c, maxBodyBytes),
-      session_id: session.id,
-    });
+    const { session, params } = await sessionRequest(c, TurnCancelParamsSchema);
     return json(200, await session.executor.cancelTurn(params, { signal: c.req.raw.signal }));
   });
 
   app.post(at("/sessions/:id/interactions/:interaction/response"), async (c) => {
-    const session = sessionOf(c);
-    const params = checked(InteractionResponseParamsSchema, {
-      ...await body(c, maxBodyBytes),
-      session_id: session.id,
+    const { session, params } = await sessionRequest(c, InteractionResponseParamsSchema, {
       interaction_id: param(c, "interaction"),
     });
     return json(200, await session.executor.respondInteraction(params));
   });
 
   app.post(at("/sessions/:id/close"), async (c) => {
-    const session = sessionOf(c);
-    const params = checked(SessionCloseParamsSchema, {
-      ...await body(c, maxBodyBytes),
-      session_id: session.id,
-    });
+    const { session, params } = await sessionRequest(c, SessionCloseParamsSchema);
     return json(
       200,
       await session.executor.closeAgentSession(session.id, {
@@ -488,7 +334,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     const session = harness.session(status.session_id);
     if (!session) throw new ApiError(404, "not_found", "the call's session is not known");
     const params = checked(ToolCancelParamsSchema, {
-      ...await body(c, maxBodyBytes),
+      ...await requestObject(c.req.raw, maxBodyBytes),
       session_id: status.session_id,
       tool_call_id: status.tool_call_id,
     });
@@ -497,15 +343,23 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
 
   app.notFound(() => json(404, { error: { code: "not_found", message: "no such endpoint" } }));
 
-  app.onError((error) => {
-    const answer = errorAnswer(error);
-    if (answer.status === 500) {
-      logger.error("brain API request failed", { error: String(error) });
-    }
-    return json(answer.status, { error: answer.error });
-  });
+  app.onError(routeErrorAnswer(logger, "brain API", json));
 
   // ---- helpers (closures over the harness) -----------------------------------------------------
+
+  /**
+   * The session of the path and the params of its request: the body with the path's session (and
+   * `fromPath`'s members), checked with `schema`.
+   */
+  async function sessionRequest<T>(
+    c: Context,
+    schema: z.ZodType<T>,
+    fromPath: Record<string, string> = {},
+  ): Promise<{ session: Session; params: T }> {
+    const session = sessionOf(c);
+    const body = await requestObject(c.req.raw, maxBodyBytes);
+    return { session, params: checked(schema, { ...body, session_id: session.id, ...fromPath }) };
+  }
 
   function waitOf(query: { wait_ms?: number }): number {
     return Math.min(query.wait_ms ?? 0, maxWaitMs);
@@ -605,74 +459,6 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
 
 // ---- module helpers ------------------------------------------------------------------------------
 
-function executorView(executor: ExecutorHandle): BrainExecutorView {
-  const lease = executor.leaseExpiresAt;
-  return {
-    executor_id: executor.id,
-    connected: executor.connected,
-    draining: executor.draining,
-    gone: executor.gone,
-    protocol: executor.protocol,
-    environment_id: executor.environmentId,
-    ...(executor.machineId !== undefined ? { machine_id: executor.machineId } : {}),
-    executor: executor.info,
-    capabilities: executor.capabilities,
-    ...(executor.maxSessions !== undefined ? { max_sessions: executor.maxSessions } : {}),
-    ...(lease !== undefined ? { lease_expires_at: new Date(lease).toISOString() } : {}),
-    sessions: [...executor.sessions.keys()],
-  };
-}
-
-async function sessionView(session: Session): Promise<BrainSessionView> {
-  const state = session.state;
-  // An ended session's `ended` has settled: the race reads its reason without waiting.
-  const end = state === "ended" ? await Promise.race([session.ended, undefined]) : undefined;
-  const reported = session.reportedStatus;
-  return {
-    session_id: session.id,
-    executor_id: session.executor.id,
-    state,
-    metadata: session.metadata,
-    ...(end ? { end_reason: end.reason } : {}),
-    ...(reported ? { reported_status: reported } : {}),
-  };
-}
-
-/**
- * Waits for `promise` at most `ms` (and at least one task), or until `signal` aborts.
- * `done: true` with the value once it resolved; with `settleErrors` a rejection is returned as
- * `error`, else it is thrown.
- */
-async function within<T>(
-  promise: Promise<T>,
-  ms: number,
-  signal: AbortSignal,
-  settleErrors = false,
-): Promise<{ done: true; value: T; error?: undefined } | { done: false; error?: unknown }> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  let onAbort: (() => void) | undefined;
-  const gaveUp = new Promise<{ done: false }>((resolve) => {
-    timer = setTimeout(() => resolve({ done: false }), signal.aborted ? 0 : ms);
-    onAbort = () => resolve({ done: false });
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
-  try {
-    return await Promise.race([
-      promise.then(
-        (value) => ({ done: true as const, value }),
-        (error) => {
-          if (!settleErrors) throw error;
-          return { done: false as const, error };
-        },
-      ),
-      gaveUp,
-    ]);
-  } finally {
-    clearTimeout(timer);
-    signal.removeEventListener("abort", onAbort!);
-  }
-}
-
 /** Parses `value` with a contract schema; a refusal is a 400 with the schema's issues. */
 function checked<T>(schema: z.ZodType<T>, value: unknown): T {
   const result = schema.safeParse(value);
@@ -685,57 +471,6 @@ function checked<T>(schema: z.ZodType<T>, value: unknown): T {
   });
 }
 
-/** The JSON object of a request's body (`{}` for an empty one; at most `maxBytes`, 128 deep). */
-async function body(c: Context, maxBytes: number): Promise<Record<string, unknown>> {
-  try {
-    return await readJsonObject(c.req.raw, maxBytes);
-  } catch (error) {
-    if (!(error instanceof JsonBodyError)) throw error;
-    throw new ApiError(
-      error.status,
-      error.status === 413 ? "payload_too_large" : "bad_request",
-      error.message,
-    );
-  }
-}
-
-/** What an error answers: its status and body. Messages are the SDK's own, never a secret. */
-function errorAnswer(error: unknown): { status: number; error: BrainError } {
-  const answer = (status: number, code: number | string, message: string, data?: unknown) => ({
-    status,
-    error: data === undefined ? { code, message } : { code, message, data },
-  });
-  if (error instanceof ApiError) return { status: error.status, error: error.error };
-  // The executor refused: its JSON-RPC error, unchanged.
-  if (error instanceof ProtocolError) return answer(409, error.code, error.message, error.data);
-  if (error instanceof InvalidOutgoingParamsError) {
-    return answer(400, "invalid_params", error.message, { issues: error.issues });
-  }
-  if (error instanceof SessionRefusedError) {
-    return answer(409, "session_refused", error.message, { reason: error.reason });
-  }
-  if (error instanceof SessionEndedError) {
-    return answer(409, "session_ended", error.message, { reason: error.reason });
-  }
-  if (error instanceof CapabilityNotAdvertisedError) {
-    return answer(409, "capability_not_advertised", error.message, {
-      capability: error.capability,
-    });
-  }
-  if (error instanceof ToolOutcomeUnknownError) {
-    return answer(502, "tool_outcome_unknown", error.message, { reason: error.reason });
-  }
-  if (error instanceof ExecutorUnavailableError) {
-    return answer(503, "executor_unavailable", error.message, { reason: error.reason });
-  }
-  if (error instanceof HarnessClosedError) return answer(503, "harness_closed", error.message);
-  if (error instanceof RequestTimeoutError) return answer(504, "timeout", error.message);
-  if (error instanceof RequestAbortedError) return answer(499, "aborted", error.message);
-  if (error instanceof NoAgentPlatformError) return answer(501, "not_implemented", error.message);
-  if (error instanceof LocalError) return answer(409, "refused", error.message);
-  return answer(500, "internal_error", "internal error");
-}
-
 /** A path parameter (paths are written out under the base path, so hono cannot type them). */
 function param(c: Context, name: string): string {
   const value = c.req.param(name);
@@ -743,15 +478,4 @@ function param(c: Context, name: string): string {
     throw new ApiError(404, "not_found", `no ${name} in the path`);
   }
   return value;
-}
-
-function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
-  return new Response(JSON.stringify(body), {
-    status,
-    headers: {
-      "content-type": "application/json; charset=utf-8",
-      "cache-control": "no-store",
-      ...headers,
-    },
-  });
 }

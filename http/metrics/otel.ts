@@ -8,22 +8,17 @@
  *
  * The SDK never imports `@opentelemetry/api` (an optional peer; the core bundles without it):
  * the user hands in a `Meter` (`otel.metrics.getMeter("bma-harness")`), and this module names
- * only the members it calls, structurally. Instrument names follow OpenTelemetry's style; a
- * Prometheus exporter turns them into the endpoint's names (`bma.tool_call.duration` in `s`
- * becomes `bma_tool_call_duration_seconds`).
+ * only the members it calls, structurally. The instruments are the metric catalogue's
+ * (catalogue.ts), under their OpenTelemetry names, with its help texts and units.
  *
  * Portable: no runtime API.
  *
  * @module
  */
-import type { Disposable } from "../protocol/peer-types.ts";
-import type { Harness } from "./harness.ts";
-import {
-  METRICS_DURATION_BUCKETS,
-  METRICS_OF,
-  TOOL_CALL_OUTCOMES,
-  type ToolCallOutcomeLabel,
-} from "./metrics.ts";
+import type { Disposable } from "../../protocol/peer-types.ts";
+import type { Harness } from "../../harness/harness.ts";
+import { METRICS_DURATION_BUCKETS, METRICS_OF } from "../../harness/metrics.ts";
+import { type LabelledCounter, METRIC_CATALOGUE, type ScalarMetric } from "./catalogue.ts";
 
 /** What an instrument is made with. */
 export interface OtelInstrumentOptions {
@@ -61,10 +56,12 @@ export interface OtelMeter {
   ): void;
 }
 
-/** The attributes of each outcome, made once: a collection allocates none. */
-const OUTCOME_ATTRIBUTES = Object.fromEntries(
-  TOOL_CALL_OUTCOMES.map((outcome) => [outcome, Object.freeze({ outcome })]),
-) as unknown as Record<ToolCallOutcomeLabel, Record<string, string>>;
+/** The attributes of each value of a label, made once: a collection allocates none. */
+function attributesOf(metric: LabelledCounter): Record<string, Record<string, string>> {
+  return Object.fromEntries(
+    metric.values.map((value) => [value, Object.freeze({ [metric.label]: value })]),
+  );
+}
 
 /**
  * Reports the metrics of `harness` through an OpenTelemetry `meter`
@@ -88,58 +85,41 @@ const OUTCOME_ATTRIBUTES = Object.fromEntries(
 export function meterHarness(harness: Harness, meter: OtelMeter): Disposable {
   const metrics = METRICS_OF.get(harness);
   if (!metrics) throw new TypeError("meterHarness needs a Harness");
-  const snapshot = () => harness.metrics;
-  const connected = meter.createObservableGauge("bma.executors.connected", {
-    description: "Executors with a registered connection open now.",
-    unit: "{executor}",
-  });
-  const held = meter.createObservableGauge("bma.executors.held", {
-    description: "Executors held: connected, or disconnected within their lease.",
-    unit: "{executor}",
-  });
-  const sessions = meter.createObservableGauge("bma.sessions.live", {
-    description: "Live sessions.",
-    unit: "{session}",
-  });
-  const inFlight = meter.createObservableGauge("bma.tool_calls.in_flight", {
-    description: "Tool calls made and not settled yet.",
-    unit: "{call}",
-  });
-  const calls = meter.createObservableCounter("bma.tool_calls", {
-    description: "Tool calls settled, by how they ended.",
-    unit: "{call}",
-  });
-  const events = meter.createObservableCounter("bma.session_events.stored", {
-    description: "Durable session events accepted (stored before their ack).",
-    unit: "{event}",
-  });
-  const failures = meter.createObservableCounter("bma.store.write.failures", {
-    description: "Harness store writes that failed.",
-    unit: "{write}",
-  });
   const advice = { explicitBucketBoundaries: [...METRICS_DURATION_BUCKETS] };
-  metrics.toolCallRecorder = meter.createHistogram("bma.tool_call.duration", {
-    description: "Tool call duration, from callTool until settled.",
-    unit: "s",
-    advice,
-  });
-  metrics.storeWriteRecorder = meter.createHistogram("bma.store.write.duration", {
-    description: "Harness store write duration, per batch.",
-    unit: "s",
-    advice,
-  });
-  const observables = [connected, held, sessions, inFlight, calls, events, failures];
-  const observe = (result: OtelBatchObservableResult) => {
-    const now = snapshot();
-    result.observe(connected, now.executorsConnected);
-    result.observe(held, now.executorsHeld);
-    result.observe(sessions, now.sessionsLive);
-    result.observe(inFlight, now.toolCallsInFlight);
-    for (const outcome of TOOL_CALL_OUTCOMES) {
-      result.observe(calls, now.toolCalls[outcome], OUTCOME_ATTRIBUTES[outcome]);
+  /** Each observable instrument with how a collection observes it. */
+  const observed: {
+    instrument: object;
+    metric: ScalarMetric | LabelledCounter;
+    attributes?: Record<string, Record<string, string>>;
+  }[] = [];
+  for (const metric of METRIC_CATALOGUE) {
+    const options = { description: metric.help, unit: metric.unit };
+    if (metric.kind === "histogram") {
+      metrics[metric.recorder] = meter.createHistogram(metric.otelName, { ...options, advice });
+      continue;
     }
-    result.observe(events, now.sessionEventsStored);
-    result.observe(failures, now.storeWriteFailures);
+    const instrument = metric.kind === "gauge"
+      ? meter.createObservableGauge(metric.otelName, options)
+      : meter.createObservableCounter(metric.otelName, options);
+    observed.push(
+      metric.label === undefined
+        ? { instrument, metric }
+        : { instrument, metric, attributes: attributesOf(metric) },
+    );
+  }
+  const observables = observed.map((entry) => entry.instrument);
+  const observe = (result: OtelBatchObservableResult) => {
+    const now = harness.metrics;
+    for (const { instrument, metric, attributes } of observed) {
+      if (metric.label === undefined) {
+        result.observe(instrument, metric.read(now));
+        continue;
+      }
+      const values = metric.read(now);
+      for (const value of metric.values) {
+        result.observe(instrument, values[value], attributes![value]);
+      }
+    }
   };
   meter.addBatchObservableCallback(observe, observables);
   let disposed = false;

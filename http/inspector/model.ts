@@ -15,10 +15,10 @@ import type { Clock } from "../../protocol/clock.ts";
 import type { Disposable } from "../../protocol/peer.ts";
 import type { Capabilities } from "../../protocol/generated/contract.ts";
 import { TOOL_JSON_SCHEMAS } from "../../protocol/generated/tool-schemas.ts";
-import type { ExecutorHandle } from "../handles.ts";
-import type { Harness } from "../harness.ts";
-import type { HarnessObservation } from "../observe.ts";
-import type { ToolCallResult } from "../records.ts";
+import type { ExecutorHandle } from "../../harness/handles.ts";
+import type { Harness } from "../../harness/harness.ts";
+import type { HarnessObservation } from "../../harness/observe.ts";
+import type { ToolCallResult } from "../../harness/records.ts";
 import { clip, errorView } from "./clip.ts";
 import type {
   CallView,

@@ -7,7 +7,7 @@
  * Portable: web-standard APIs only.
  */
 import type { Logger } from "../../protocol/logger.ts";
-import { StreamBacklogError } from "../errors.ts";
+import { StreamBacklogError } from "../../harness/errors.ts";
 
 /** What a stream's source writes to (see {@linkcode boundedEventStream}). */
 export interface EventSink {

@@ -3,8 +3,8 @@
  * executor tokens of the self-hosted token endpoint. The HMAC itself and the constant-time
  * comparison are WebCrypto's (`sign` / `verify`); this file only frames the token.
  */
-import { TokenRejectedError } from "./errors.ts";
-import { fromBase64, toBase64 } from "../protocol/base64.ts";
+import { TokenRejectedError } from "../../harness/errors.ts";
+import { fromBase64, toBase64 } from "../../protocol/base64.ts";
 
 /** Claims of a token. `iat`, `nbf` and `exp` are seconds since the epoch. */
 export interface JwtClaims {

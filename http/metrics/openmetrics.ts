@@ -8,12 +8,9 @@
  *
  * @module
  */
-import { LocalError } from "../protocol/errors.ts";
-import {
-  type HarnessMetricsSnapshot,
-  type HistogramSnapshot,
-  TOOL_CALL_OUTCOMES,
-} from "./metrics.ts";
+import { LocalError } from "../../protocol/errors.ts";
+import type { HarnessMetricsSnapshot, HistogramSnapshot } from "../../harness/metrics.ts";
+import { CATALOGUE_LABELS, METRIC_CATALOGUE, openMetricsUnit } from "./catalogue.ts";
 
 /** The content type of the text {@linkcode openMetricsText} writes. */
 export const OPENMETRICS_CONTENT_TYPE =
@@ -45,8 +42,6 @@ export class MetricsLabelError extends LocalError {
 }
 
 const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
-/** The label names the harness's own samples use. */
-const OWN_LABELS = new Set(["le", "outcome"]);
 
 /**
  * The label pairs of `labels`, each `name="value"` with the value escaped, joined by commas
@@ -57,7 +52,7 @@ export function labelPairs(labels: Readonly<Record<string, string>> | undefined)
   if (!labels) return "";
   const pairs: string[] = [];
   for (const [name, value] of Object.entries(labels)) {
-    if (!LABEL_NAME.test(name) || name.startsWith("__") || OWN_LABELS.has(name)) {
+    if (!LABEL_NAME.test(name) || name.startsWith("__") || CATALOGUE_LABELS.has(name)) {
       throw new MetricsLabelError(name);
     }
     pairs.push(`${name}="${escapeText(String(value))}"`);
@@ -77,76 +72,44 @@ export function openMetricsText(
   return renderOpenMetrics(snapshot, labelPairs(options.labels));
 }
 
-/** {@linkcode openMetricsText} with its constant labels already written as pairs. */
+/**
+ * {@linkcode openMetricsText} with its constant labels already written as pairs: each metric of
+ * the catalogue (catalogue.ts), in its order.
+ */
 export function renderOpenMetrics(snapshot: HarnessMetricsSnapshot, constant: string): string {
   // The harness's own label pairs follow the constant ones; a sample without them has only those.
   const before = constant ? `${constant},` : "";
   const only = constant ? `{${constant}}` : "";
   let out = "";
-  const head = (name: string, type: string, help: string, unit?: string) => {
-    out += `# TYPE ${name} ${type}\n`;
+  for (const metric of METRIC_CATALOGUE) {
+    const name = metric.name;
+    const unit = openMetricsUnit(metric.unit);
+    out += `# TYPE ${name} ${metric.kind}\n`;
     if (unit) out += `# UNIT ${name} ${unit}\n`;
-    out += `# HELP ${name} ${help}\n`;
-  };
-  const sample = (name: string, type: string, help: string, value: number) => {
-    head(name, type, help);
-    out += `${name}${type === "counter" ? "_total" : ""}${only} ${number(value)}\n`;
-  };
-  const histogram = (name: string, help: string, h: HistogramSnapshot) => {
-    head(name, "histogram", help, "seconds");
-    for (let i = 0; i < h.bounds.length; i++) {
-      out += `${name}_bucket{${before}le="${bound(h.bounds[i])}"} ${number(h.buckets[i])}\n`;
+    out += `# HELP ${name} ${metric.help}\n`;
+    if (metric.kind === "histogram") {
+      out += histogram(name, metric.read(snapshot), before, only);
+    } else if (metric.label !== undefined) {
+      const values = metric.read(snapshot);
+      for (const value of metric.values) {
+        out += `${name}_total{${before}${metric.label}="${value}"} ${number(values[value])}\n`;
+      }
+    } else {
+      const suffix = metric.kind === "counter" ? "_total" : "";
+      out += `${name}${suffix}${only} ${number(metric.read(snapshot))}\n`;
     }
-    out += `${name}_bucket{${before}le="+Inf"} ${number(h.count)}\n` +
-      `${name}_sum${only} ${number(h.sum)}\n${name}_count${only} ${number(h.count)}\n`;
-  };
-  const s = snapshot;
-  sample(
-    "bma_executors_connected",
-    "gauge",
-    "Executors with a registered connection open now.",
-    s.executorsConnected,
-  );
-  sample(
-    "bma_executors_held",
-    "gauge",
-    "Executors held: connected, or disconnected within their lease.",
-    s.executorsHeld,
-  );
-  sample("bma_sessions_live", "gauge", "Live sessions.", s.sessionsLive);
-  sample(
-    "bma_tool_calls_in_flight",
-    "gauge",
-    "Tool calls made and not settled yet.",
-    s.toolCallsInFlight,
-  );
-  head("bma_tool_calls", "counter", "Tool calls settled, by how they ended.");
-  for (const outcome of TOOL_CALL_OUTCOMES) {
-    out += `bma_tool_calls_total{${before}outcome="${outcome}"} ${number(s.toolCalls[outcome])}\n`;
   }
-  histogram(
-    "bma_tool_call_duration_seconds",
-    "Tool call duration, from callTool until settled.",
-    s.toolCallDuration,
-  );
-  sample(
-    "bma_session_events_stored",
-    "counter",
-    "Durable session events accepted (stored before their ack).",
-    s.sessionEventsStored,
-  );
-  histogram(
-    "bma_store_write_duration_seconds",
-    "Harness store write duration, per batch.",
-    s.storeWriteDuration,
-  );
-  sample(
-    "bma_store_write_failures",
-    "counter",
-    "Harness store writes that failed.",
-    s.storeWriteFailures,
-  );
   return `${out}# EOF\n`;
+}
+
+/** A histogram's samples: cumulative buckets, then `_sum` and `_count`. */
+function histogram(name: string, h: HistogramSnapshot, before: string, only: string): string {
+  let out = "";
+  for (let i = 0; i < h.bounds.length; i++) {
+    out += `${name}_bucket{${before}le="${bound(h.bounds[i])}"} ${number(h.buckets[i])}\n`;
+  }
+  return out + `${name}_bucket{${before}le="+Inf"} ${number(h.count)}\n` +
+    `${name}_sum${only} ${number(h.sum)}\n${name}_count${only} ${number(h.count)}\n`;
 }
 
 /** A label value escaped as OpenMetrics asks: backslash, double quote, line feed. */

@@ -3,8 +3,9 @@
 /**
  * What the inspector's two pages share in the browser (served as `dom.js`, an ES module both
  * import): the element builder that puts what executors send in text nodes only (never markup),
- * and the element lookup.
+ * the element lookup, and an error answer in the one shape the pages describe.
  */
+import type { ErrorView } from "../views.ts";
 
 /** An element's attributes: `on*` are listeners; `undefined`, `null` and `false` leave one out. */
 export type Attributes = Readonly<Record<string, unknown>>;
@@ -35,3 +36,16 @@ export function h<K extends keyof HTMLElementTagNameMap>(
 /** The element with `id` (of the type the page's markup gives it). */
 export const $ = <T extends HTMLElement = HTMLElement>(id: string): T =>
   document.getElementById(id) as T;
+
+/**
+ * An error as the pages describe it: an HTTP answer's error (`{code, message, data}`, the one
+ * body every API answers with) as a call's own (`{name, message, reason, issues}`).
+ */
+export function errorView(
+  error: ErrorView | { code?: unknown; message?: string; data?: Record<string, unknown> } | undefined,
+): ErrorView | undefined {
+  if (!error || ("name" in error && error.name !== undefined)) return error as ErrorView | undefined;
+  const answer = error as { code?: unknown; message?: string; data?: Record<string, unknown> };
+  if (answer.code === undefined) return error as ErrorView;
+  return { ...(answer.data ?? {}), name: String(answer.code), message: answer.message ?? "" };
+}

@@ -12,11 +12,12 @@ import { fromBase64, toBase64 } from "../../protocol/base64.ts";
 import { hex, randomId } from "../../protocol/ids.ts";
 import type { Logger } from "../../protocol/logger.ts";
 import type { Signal } from "../../protocol/generated/contract.ts";
-import type { Session } from "../handles.ts";
-import { serverSentEvent } from "../server-sent-event.ts";
-import { JsonBodyError, readBoundedBytes } from "../json-body.ts";
+import type { Session } from "../../harness/handles.ts";
+import { serverSentEvent } from "../shared/server-sent-event.ts";
+import { JsonBodyError, readBoundedBytes } from "../shared/json-body.ts";
 import { boundedEventStream } from "./event-stream.ts";
-import { ApiError, asset, json, optionalString, param, SECURITY_HEADERS } from "./http.ts";
+import { asset, json, optionalString, param, SECURITY_HEADERS } from "./http.ts";
+import { ApiError } from "../shared/api-error.ts";
 import { InspectorTerminals } from "./terminals.ts";
 import { MACHINE_CSS, MACHINE_HTML } from "./machine-page.ts";
 import { MACHINE_JS } from "./generated/pages.ts";
@@ -152,7 +153,11 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
   function heldTerminal(c: Context) {
     const held = terminals.get(param(c, "tid"));
     if (!held) {
-      throw new ApiError(404, "NotFound", "no such terminal (the inspector holds none by this id)");
+      throw new ApiError(
+        404,
+        "not_found",
+        "no such terminal (the inspector holds none by this id)",
+      );
     }
     return held;
   }
@@ -168,7 +173,7 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
     const { session, processId } = processOf(c);
     const stream = c.req.query("stream") ?? "stdout";
     if (stream !== "stdout" && stream !== "stderr") {
-      throw new ApiError(400, "BadRequest", "stream must be stdout or stderr");
+      throw new ApiError(400, "bad_request", "stream must be stdout or stderr");
     }
     const wait = Math.min(offsetOf(c.req.query("wait_ms") ?? "0"), PROCESS_WAIT_MAX_MS);
     const read = await session.executor.request("process.read", {
@@ -186,7 +191,7 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
     const { session, processId } = processOf(c);
     const signal = (optionalString(await readBody(c), "signal") ?? "SIGTERM") as Signal;
     if (!SIGNALS.includes(signal)) {
-      throw new ApiError(400, "BadRequest", `signal must be one of ${SIGNALS.join(", ")}`);
+      throw new ApiError(400, "bad_request", `signal must be one of ${SIGNALS.join(", ")}`);
     }
     const sent = await session.executor.request("process.signal", {
       session_id: session.id,
@@ -215,7 +220,7 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
     const failed = [here, below].find((result) => result.is_error);
     if (failed) {
       const text = failed.content.map((part) => ("text" in part ? part.text : "")).join(" ");
-      throw new ApiError(409, "GlobFailed", text || "the glob tool failed");
+      throw new ApiError(409, "glob_failed", text || "the glob tool failed");
     }
     const files = (here.structured_content?.files ?? []).filter((f) => !f.includes("/"));
     const directories = new Set<string>();
@@ -234,7 +239,7 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
   app.get(at("/api/sessions/:id/files/download"), async (c) => {
     const session = sessionOf(param(c, "id"));
     const path = c.req.query("path");
-    if (!path) throw new ApiError(400, "BadRequest", "path is required");
+    if (!path) throw new ApiError(400, "bad_request", "path is required");
     const read = (offset: number) =>
       session.executor.request("file.download", {
         session_id: session.id,
@@ -252,7 +257,7 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
           pending = undefined;
           // The file changed under the download: what was sent is not one file.
           if (chunk.sha256 !== first.sha256 || chunk.size !== first.size) {
-            throw new ApiError(409, "Conflict", "the file changed during the download");
+            throw new ApiError(409, "conflict", "the file changed during the download");
           }
           const bytes = fromBase64(chunk.content);
           next = chunk.offset + bytes.byteLength;
@@ -278,7 +283,7 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
   app.post(at("/api/sessions/:id/files/upload"), async (c) => {
     const session = sessionOf(param(c, "id"));
     const path = c.req.query("path");
-    if (!path) throw new ApiError(400, "BadRequest", "path is required");
+    if (!path) throw new ApiError(400, "bad_request", "path is required");
     let bytes: Uint8Array<ArrayBuffer>;
     try {
       bytes = await readBoundedBytes(c.req.raw, routes.maxUploadBytes);
@@ -286,7 +291,7 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
       if (!(error instanceof JsonBodyError)) throw error;
       throw new ApiError(
         413,
-        "PayloadTooLarge",
+        "payload_too_large",
         `uploads take at most ${routes.maxUploadBytes} bytes`,
       );
     }
@@ -318,7 +323,7 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
 function dimension(body: Record<string, unknown>, key: string, fallback: number): number {
   const value = body[key] ?? fallback;
   if (!Number.isInteger(value) || (value as number) < 1 || (value as number) > 1000) {
-    throw new ApiError(400, "BadRequest", `${key} must be an integer from 1 to 1000`);
+    throw new ApiError(400, "bad_request", `${key} must be an integer from 1 to 1000`);
   }
   return value as number;
 }
@@ -327,7 +332,7 @@ function dimension(body: Record<string, unknown>, key: string, fallback: number)
 function offsetOf(text: string): number {
   const value = Number(text);
   if (!Number.isSafeInteger(value) || value < 0) {
-    throw new ApiError(400, "BadRequest", "offsets are whole numbers from 0");
+    throw new ApiError(400, "bad_request", "offsets are whole numbers from 0");
   }
   return value;
 }
