@@ -44,7 +44,7 @@ import type {
   StopOptions,
 } from "./options.ts";
 import { deliver } from "../protocol/retry.ts";
-import type { ToolResultLostHandler } from "./tool-results.ts";
+import type { ToolResultLostHandler } from "./options.ts";
 import type { ExecutorSession } from "./sessions.ts";
 import { deferred } from "./timing.ts";
 import type {

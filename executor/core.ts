@@ -61,7 +61,8 @@ import { SecretScrubber } from "./secrets.ts";
 import { type ExecutorSession, SessionTable } from "./sessions.ts";
 import { type BackoffPolicy, describeError, sleep } from "./timing.ts";
 import { ToolCallRunner } from "./tool-calls.ts";
-import { INLINE_RESULT_BYTES, ResultOutbox, type ToolResultLostHandler } from "./tool-results.ts";
+import type { ToolResultLostHandler } from "./options.ts";
+import { INLINE_RESULT_BYTES, ResultOutbox } from "./tool-results.ts";
 import { ToolRegistry } from "./tool-slots.ts";
 
 type RequestFn = (params: unknown, context: RequestContext) => unknown;

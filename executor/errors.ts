@@ -5,12 +5,7 @@
  *
  * No message here ever contains a credential or a token.
  */
-import {
-  ConnectionClosedError,
-  HttpExchangeError,
-  LocalError,
-  ProtocolError,
-} from "../protocol/errors.ts";
+import { ConnectionClosedError, LocalError, ProtocolError } from "../protocol/errors.ts";
 
 /** The options given to the client cannot work (a missing credential, dialer, or id). */
 export class ExecutorConfigError extends LocalError {
@@ -44,8 +39,15 @@ export class CredentialRejectedError extends LocalError {
 }
 
 /** The token exchange failed in a way worth retrying: a 5xx, a network failure, a bad body. */
-export class TokenExchangeError extends HttpExchangeError {
-  override name = "TokenExchangeError";
+export class TokenExchangeError extends LocalError {
+  /** The HTTP status, when the endpoint answered at all. */
+  readonly status: number | undefined;
+  /** What failed, the HTTP status when there was one, and the underlying failure as `cause`. */
+  constructor(message: string, status?: number, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "TokenExchangeError";
+    this.status = status;
+  }
 }
 
 /** The harness refused the WebSocket upgrade for the token (HTTP 401 or 403): the client stops. */
@@ -79,8 +81,15 @@ export class NotConnectedError extends LocalError {
 }
 
 /** An artifact upload failed. */
-export class ArtifactUploadError extends HttpExchangeError {
-  override name = "ArtifactUploadError";
+export class ArtifactUploadError extends LocalError {
+  /** The HTTP status, when the endpoint answered. */
+  readonly status: number | undefined;
+  /** What failed, the HTTP status when there was one, and the underlying failure as `cause`. */
+  constructor(message: string, status?: number, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "ArtifactUploadError";
+    this.status = status;
+  }
 }
 
 /** A session id the client does not hold (never assigned, or already ended). */

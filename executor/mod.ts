@@ -174,7 +174,7 @@ export {
 export type { ArtifactUpload } from "./artifacts.ts";
 export type { ExecutorListener } from "./listener.ts";
 export type { ExecutorExtensionHost } from "./extension.ts";
-export type { ToolResultLostHandler } from "./tool-results.ts";
+export type { ToolResultLostHandler } from "./options.ts";
 export {
   ExecutorSession,
   type SessionCleanup,

@@ -7,13 +7,13 @@ import type {
   ExecutorInfo,
   SessionAssignParams,
   SessionStopParams,
+  ToolResultParams,
 } from "../protocol/generated/contract.ts";
 import type { Clock } from "../protocol/clock.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { TelemetryOption } from "../protocol/telemetry.ts";
 import type { Dialer } from "../transport/transport.ts";
 import type { WebSocketServe } from "../transport/server.ts";
-import type { ToolResultLostHandler } from "./tool-results.ts";
 import type { ExecutorSession } from "./sessions.ts";
 import type { BackoffPolicy } from "./timing.ts";
 
@@ -132,6 +132,9 @@ export interface ExecutorClientOptions {
    */
   telemetry?: TelemetryOption;
 }
+
+/** Called with a tool result the client gave up on, and why. */
+export type ToolResultLostHandler = (result: ToolResultParams, error: unknown) => void;
 
 /** Decides on a `session.assign`: return to accept, throw (e.g. `ResourceExhaustedError`) to refuse. */
 export type SessionAssignHandler = (

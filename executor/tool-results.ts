@@ -29,6 +29,7 @@ import { utf8Length } from "../protocol/jsonrpc.ts";
 import type { Logger } from "../protocol/logger.ts";
 import { type ConnectionLink, deliver } from "../protocol/retry.ts";
 import type { ArtifactUpload } from "./artifacts.ts";
+import type { ToolResultLostHandler } from "./options.ts";
 import { type BackoffPolicy, describeError } from "./timing.ts";
 
 /**
@@ -326,9 +327,6 @@ function unboundedListeners(signal: AbortSignal): void {
     // A runtime whose events module does not take an AbortSignal has no such limit either.
   }
 }
-
-/** Called with a tool result the client gave up on, and why. */
-export type ToolResultLostHandler = (result: ToolResultParams, error: unknown) => void;
 
 interface PendingResult {
   readonly params: ToolResultParams;

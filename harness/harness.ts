@@ -478,7 +478,9 @@ export class Harness {
         ? { handshakeTimeoutMs: this.#handshakeTimeoutMs }
         : {}),
       upgrade: (request, protocols) => this.upgrade(request, protocols),
-      fetch: fetch ? (request) => Promise.resolve(fetch(request)) : (request) => this.fetch(request),
+      fetch: fetch
+        ? (request) => Promise.resolve(fetch(request))
+        : (request) => this.fetch(request),
     });
     this.#servers.add(server);
     const close = async () => {

@@ -10,4 +10,10 @@
  *
  * @module
  */
-export type HarnessReadiness = "starting" | "standby" | "serving" | "draining" | "fenced" | "closed";
+export type HarnessReadiness =
+  | "starting"
+  | "standby"
+  | "serving"
+  | "draining"
+  | "fenced"
+  | "closed";

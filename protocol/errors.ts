@@ -56,21 +56,6 @@ export class LocalError extends Error {
   }
 }
 
-/**
- * An HTTP exchange failed (a WebSocket upgrade, a token fetch, an artifact upload): with its
- * HTTP status when the server answered, and the failure behind it as `cause`.
- */
-export class HttpExchangeError extends LocalError {
-  /** The HTTP status, when the server answered. */
-  readonly status: number | undefined;
-  /** What failed, the HTTP status when there was one, and the failure behind it as `cause`. */
-  constructor(message: string, status?: number, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = "HttpExchangeError";
-    this.status = status;
-  }
-}
-
 /** The connection ended; every request still pending on it is rejected with this. */
 export class ConnectionClosedError extends LocalError {
   /** The WebSocket close code. */

@@ -6,8 +6,6 @@
  * protocol core runs unchanged on every runtime.
  */
 
-import { HttpExchangeError } from "../protocol/errors.ts";
-
 /** How a connection ended: the WebSocket close code and reason seen by this side. */
 export interface CloseInfo {
   /** WebSocket close code (1000, 1001, 1006 for an abnormal end, 4001–4005 for the protocol's own). */
@@ -202,12 +200,16 @@ export abstract class SocketTransport implements Transport {
   protected abstract closeSocket(code: number, reason: string): void;
 }
 
-/**
- * Opening a connection failed; `status` is the HTTP status when the server refused the upgrade
- * (401, 403, 404, ...).
- */
-export class DialError extends HttpExchangeError {
-  override name = "DialError";
+/** Opening a connection failed; `status` is the HTTP status when the server refused the upgrade. */
+export class DialError extends Error {
+  /** HTTP status of a refused upgrade (401, 403, 404, ...), if the server answered. */
+  readonly status: number | undefined;
+  /** What failed, the HTTP status of a refused upgrade, and the failure behind it as `cause`. */
+  constructor(message: string, status?: number, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "DialError";
+    this.status = status;
+  }
 }
 
 /** Options for opening a client connection. */

@@ -71,7 +71,10 @@ export async function startHarness(dir: string, store: string): Promise<HarnessP
       PATH: process.env.PATH ?? "",
       HOME: dir,
       BMA_JWT_SECRET: JWT_SECRET,
-      BMA_CREDENTIALS: JSON.stringify([{ environmentId: "env_1", environmentKey: ENVIRONMENT_KEY }]),
+      BMA_CREDENTIALS: JSON.stringify([{
+        environmentId: "env_1",
+        environmentKey: ENVIRONMENT_KEY,
+      }]),
       BMA_BRAIN_TOKEN: BRAIN_TOKEN,
     },
   });
@@ -172,7 +175,10 @@ export async function startRig(dir: string, store: string): Promise<Rig> {
   const first = await startHarness(dir, store);
   await until("the first harness serves", async () => (await readyStatus(first.url)) === "serving");
   const second = await startHarness(dir, store);
-  await until("the second harness stands by", async () => (await readyStatus(second.url)) === "standby");
+  await until(
+    "the second harness stands by",
+    async () => (await readyStatus(second.url)) === "standby",
+  );
   const proxy = await startReadyProxy([first.url, second.url]);
   const brain = new Brain(proxy.url);
   const workdir = join(dir, "work");
@@ -189,9 +195,16 @@ export async function startRig(dir: string, store: string): Promise<Rig> {
       BMA_ENVIRONMENT_KEY_FILE: keyFile,
     },
   });
-  const executors = [new CountingExecutor(proxy.url, "client-b"), new CountingExecutor(proxy.url, "client-c")];
+  const executors = [
+    new CountingExecutor(proxy.url, "client-b"),
+    new CountingExecutor(proxy.url, "client-c"),
+  ];
   for (const executor of executors) await executor.client.start();
-  const ids = async () => (await brain.request("/executors")).body.executors as { executor_id: string; executor: { name: string } }[];
+  const ids = async () =>
+    (await brain.request("/executors")).body.executors as {
+      executor_id: string;
+      executor: { name: string };
+    }[];
   await until("three executors registered", async () => (await ids()).length === 3);
   for (const executor of await ids()) {
     const session = `ses_${executor.executor.name}`;
@@ -246,7 +259,11 @@ export async function checkNothingLost(rig: Rig, ticks: number): Promise<void> {
     for (const [id, runs] of executor.runs) assert.equal(runs, 1, `${id} ran ${runs} times`);
     const session = `ses_${executor.name}`;
     assert.deepEqual(executor.acked.get(session)?.slice().sort((a, b) => a - b), range(ticks));
-    const answer = await rig.brain.retry(`/sessions/${session}/events?from=0&limit=1000`, undefined, 200);
+    const answer = await rig.brain.retry(
+      `/sessions/${session}/events?from=0&limit=1000`,
+      undefined,
+      200,
+    );
     const stored = (answer.body.events as { event: { type: string; n: number } }[])
       .filter((record) => record.event.type === "tick")
       .map((record) => record.event.n);

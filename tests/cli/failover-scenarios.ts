@@ -21,7 +21,10 @@ export function failoverScenarios(store: () => string, dir: string): void {
         c.tick("ses_client-c", 0, TICKS),
       ]);
       // Once some of the work is acknowledged, the active harness dies mid-load.
-      await until("some ticks acknowledged", () => (b.acked.get("ses_client-b")?.length ?? 0) >= 10);
+      await until(
+        "some ticks acknowledged",
+        () => (b.acked.get("ses_client-b")?.length ?? 0) >= 10,
+      );
       sendSignal(active.cli.child, "SIGKILL");
       await exited(active.cli.child);
       await until("the standby serves", async () => (await readyStatus(standby.url)) === "serving");
@@ -43,12 +46,18 @@ export function failoverScenarios(store: () => string, dir: string): void {
         b.tick("ses_client-b", 0, TICKS),
         c.tick("ses_client-c", 0, TICKS),
       ]);
-      await until("some ticks acknowledged", () => (b.acked.get("ses_client-b")?.length ?? 0) >= 10);
+      await until(
+        "some ticks acknowledged",
+        () => (b.acked.get("ses_client-b")?.length ?? 0) >= 10,
+      );
       sendSignal(active.cli.child, "SIGSTOP");
       await until("the standby serves", async () => (await readyStatus(standby.url)) === "serving");
       await load;
       sendSignal(active.cli.child, "SIGCONT");
-      await until("the woken harness is fenced", async () => (await readyStatus(active.url)) === "fenced");
+      await until(
+        "the woken harness is fenced",
+        async () => (await readyStatus(active.url)) === "fenced",
+      );
       await callTools(rig, "call_f_after", 3);
       await checkNothingLost(rig, TICKS);
       // It still runs (its health says so) but serves nobody.

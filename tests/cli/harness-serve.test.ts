@@ -45,7 +45,10 @@ describe("bma-harness serve", { timeout: 240_000 }, () => {
     writeFileSync(brainFile, `${BRAIN_TOKEN}\n`);
     const cli = serve(["--port", "0", "--store", `sqlite:${db}`, "--brain-token-file", brainFile], {
       BMA_JWT_SECRET: JWT_SECRET,
-      BMA_CREDENTIALS: JSON.stringify([{ environmentId: "env_1", environmentKey: ENVIRONMENT_KEY }]),
+      BMA_CREDENTIALS: JSON.stringify([{
+        environmentId: "env_1",
+        environmentKey: ENVIRONMENT_KEY,
+      }]),
     });
     const base = await listeningUrl(cli);
     const first = jsonLogs(cli.stdout.lines)[0];
@@ -61,7 +64,11 @@ describe("bma-harness serve", { timeout: 240_000 }, () => {
       environmentKey: ENVIRONMENT_KEY,
       executor: INFO,
     });
-    client.tools.bash.handle(({ command }) => ({ stdout: `ran ${command}`, stderr: "", exit_code: 0 }));
+    client.tools.bash.handle(({ command }) => ({
+      stdout: `ran ${command}`,
+      stderr: "",
+      exit_code: 0,
+    }));
     await client.start();
 
     const brain = async (path: string, body?: unknown) => {
@@ -73,7 +80,10 @@ describe("bma-harness serve", { timeout: 240_000 }, () => {
       return { status: response.status, body: await response.json() };
     };
     assert.equal((await fetch(`${base}/v1/harness/executors`)).status, 401);
-    const assigned = await brain("/sessions", { session_id: "ses_1", metadata: { source: "harness" } });
+    const assigned = await brain("/sessions", {
+      session_id: "ses_1",
+      metadata: { source: "harness" },
+    });
     assert.equal(assigned.status, 201, JSON.stringify(assigned.body));
     await brain("/sessions/ses_1?until=ready&wait_ms=10000");
     const call = await brain("/sessions/ses_1/tool-calls?wait_ms=10000", {
@@ -87,7 +97,11 @@ describe("bma-harness serve", { timeout: 240_000 }, () => {
     sendSignal(cli.child, "SIGTERM");
     const end = await exited(cli.child);
     await client.stop();
-    assert.equal(RUNTIME === "deno" && end.code === null ? 0 : end.code, 0, cli.stderr.lines.join("\n"));
+    assert.equal(
+      RUNTIME === "deno" && end.code === null ? 0 : end.code,
+      0,
+      cli.stderr.lines.join("\n"),
+    );
     const logs = jsonLogs(cli.stdout.lines);
     assert.ok(logs.every((r) => typeof r.time === "string" && typeof r.level === "string"));
     const text = cli.stdout.lines.join("\n") + cli.stderr.lines.join("\n");

@@ -42,9 +42,14 @@ export const $ = <T extends HTMLElement = HTMLElement>(id: string): T =>
  * body every API answers with) as a call's own (`{name, message, reason, issues}`).
  */
 export function errorView(
-  error: ErrorView | { code?: unknown; message?: string; data?: Record<string, unknown> } | undefined,
+  error:
+    | ErrorView
+    | { code?: unknown; message?: string; data?: Record<string, unknown> }
+    | undefined,
 ): ErrorView | undefined {
-  if (!error || ("name" in error && error.name !== undefined)) return error as ErrorView | undefined;
+  if (!error || ("name" in error && error.name !== undefined)) {
+    return error as ErrorView | undefined;
+  }
   const answer = error as { code?: unknown; message?: string; data?: Record<string, unknown> };
   if (answer.code === undefined) return error as ErrorView;
   return { ...(answer.data ?? {}), name: String(answer.code), message: answer.message ?? "" };
