@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { argOptions } from "./argv.ts";
 
 /** A configuration `bma-harness serve` cannot run with: exit code 2 and this message. */
 export class ServeConfigError extends Error {
@@ -51,33 +52,31 @@ export interface ServeConfig {
 }
 
 /** The flags of `bma-harness serve`, for `parseArgs`. */
-export const SERVE_FLAGS = {
-  config: { type: "string" },
-  host: { type: "string" },
-  port: { type: "string" },
-  unix: { type: "string" },
-  store: { type: "string" },
-  "store-table": { type: "string" },
-  "store-renew-ms": { type: "string" },
-  standby: { type: "boolean" },
-  takeover: { type: "boolean" },
-  "log-format": { type: "string" },
-  "shutdown-grace": { type: "string" },
-  "jwt-secret-file": { type: "string" },
-  "credentials-file": { type: "string" },
-  "brain-token-file": { type: "string" },
-  "metrics-token-file": { type: "string" },
-  "heartbeat-ms": { type: "string" },
-  "request-timeout-ms": { type: "string" },
-  "max-frame-bytes": { type: "string" },
-  "token-ttl-seconds": { type: "string" },
-  "token-issuer": { type: "string" },
-  "connect-url": { type: "string" },
-  "insecure-no-auth": { type: "boolean" },
-  ui: { type: "boolean" },
-  "ui-port": { type: "string" },
-  help: { type: "boolean" },
-} as const;
+export const SERVE_FLAGS = argOptions({
+  values: [
+    "config",
+    "host",
+    "port",
+    "unix",
+    "store",
+    "store-table",
+    "store-renew-ms",
+    "log-format",
+    "shutdown-grace",
+    "jwt-secret-file",
+    "credentials-file",
+    "brain-token-file",
+    "metrics-token-file",
+    "heartbeat-ms",
+    "request-timeout-ms",
+    "max-frame-bytes",
+    "token-ttl-seconds",
+    "token-issuer",
+    "connect-url",
+    "ui-port",
+  ],
+  switches: ["standby", "takeover", "insecure-no-auth", "ui", "help"],
+});
 
 type Flag = keyof typeof SERVE_FLAGS;
 type FlagValues = { readonly [K in Flag]?: string | boolean };
