@@ -275,6 +275,12 @@ export {
 } from "./artifacts.ts";
 export type { FetchOptions, WebSocketUpgrader } from "./app.ts";
 export { brainApi, type BrainApiOptions } from "../http/brain-api/brain-api.ts";
+export {
+  healthRoutes,
+  HEALTHZ_PATH,
+  type ReadinessSource,
+  READYZ_PATH,
+} from "../http/health/health.ts";
 export type {
   BrainError,
   BrainExecutorView,
