@@ -11,7 +11,8 @@
  * exits 0 (1 if that took longer than `--shutdown-grace`). A second signal exits at once.
  *
  * What it runs with comes from `serve-config.ts`; the options it makes of it are the edge
- * harness's (`harnessOptionsFromEnv`), so both hosts read one description.
+ * harness's (`harnessOptionsFromVariables` of `http/env-options.ts`, which the edge's
+ * `harnessOptionsFromEnv` reads too), so both hosts read one description.
  *
  * @module
  */
@@ -44,7 +45,8 @@ import {
   serveInspector,
   StoreHeldError,
 } from "../node.ts";
-import { harnessOptionsFromEnv } from "../harness/workers/config.ts";
+import { harnessOptionsFromVariables } from "../http/env-options.ts";
+import { ApiError, apiErrorAnswer } from "../http/shared/api-error.ts";
 import { healthRoutes } from "../http/health/health.ts";
 
 /** Where `serve` writes and what it reads: the process's, or a test's. */
@@ -99,7 +101,7 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
 
   let options;
   try {
-    options = harnessOptionsFromEnv({
+    options = harnessOptionsFromVariables({
       ...config.env,
       ...(authenticated ? {} : { BMA_INSECURE_NO_AUTH: "true" }),
     });
@@ -154,9 +156,8 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
       // as it sends executors on, so a load balancer retries them at the holder.
       const readiness = harness.readiness;
       if (readiness !== "serving") {
-        return c.json(
-          { error: { code: "unavailable", message: `this harness is ${readiness}` } },
-          503,
+        return apiErrorAnswer(
+          new ApiError(503, "unavailable", `this harness is ${readiness}`),
           { "retry-after": "1" },
         );
       }

@@ -36,6 +36,7 @@ import { APP_CSS } from "./page-style.ts";
 import { APP_JS, DOM_JS } from "./generated/pages.ts";
 import { LOGIN_HELP_CSS, loginHelpHtml } from "./login-help.ts";
 import { normalizeBasePath } from "../shared/base-path.ts";
+import { isCrossOrigin } from "../shared/host-origin.ts";
 import { asset, json, optionalString, param, requiredString, SECURITY_HEADERS } from "./http.ts";
 import { ApiError, requestObject, routeErrorAnswer } from "../shared/api-error.ts";
 
@@ -202,8 +203,7 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
     if (c.req.method !== "GET" && c.req.method !== "HEAD") {
       // Cross-site writes: a browser sends JSON to another origin only after a preflight that
       // this handler never answers, and an Origin other than ours is refused outright.
-      const origin = c.req.header("origin");
-      if (origin !== undefined && origin !== new URL(c.req.url).origin) {
+      if (isCrossOrigin(c.req.raw)) {
         return json(403, { error: { code: "forbidden", message: "cross-origin request" } });
       }
       // A file's bytes go as they are; everything else is JSON. Either needs a preflight.

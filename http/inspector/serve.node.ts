@@ -11,6 +11,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { type Clock, systemClock } from "../../protocol/clock.ts";
 import { type Logger, silentLogger } from "../../protocol/logger.ts";
+import { requestedUrl, servedHosts } from "../shared/host-origin.ts";
 import type { Inspector } from "./inspector.ts";
 
 /** Options of {@linkcode serveInspector}. */
@@ -60,15 +61,13 @@ export const DEFAULT_SLOW_CLIENT_TIMEOUT_MS = 30_000;
 /** The default of {@linkcode ServeInspectorOptions.maxRequestBytes}: 8 MiB. */
 export const DEFAULT_MAX_REQUEST_BYTES = 8 * 1024 * 1024;
 
-const LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]"];
-
 /** Serves `handler` (an {@linkcode Inspector} or a fetch function) on 127.0.0.1 only. */
 export function serveInspector(
   handler: Inspector | ((request: Request) => Promise<Response>),
   options: ServeInspectorOptions = {},
 ): Promise<InspectorServer> {
   const fetch = typeof handler === "function" ? handler : handler.fetch;
-  const hosts = new Set([...LOOPBACK_HOSTS, ...(options.allowedHosts ?? [])].map(lower));
+  const hosts = servedHosts(options.allowedHosts);
   const slow: SlowClients = {
     timeoutMs: options.slowClientTimeoutMs ?? DEFAULT_SLOW_CLIENT_TIMEOUT_MS,
     clock: options.clock ?? systemClock,
@@ -93,8 +92,6 @@ export function serveInspector(
   });
 }
 
-const lower = (name: string) => name.toLowerCase();
-
 /** How clients that stop reading are found out (internal). */
 interface SlowClients {
   readonly timeoutMs: number;
@@ -108,29 +105,6 @@ function refuse(res: ServerResponse, status: number, message: string): void {
   res.end(`${message}\n`);
 }
 
-/**
- * The URL a request names (RFC 9112 3.2: an absolute-form target wins over `Host`), or a
- * reason to refuse it: a missing or malformed `Host`, a host this server does not serve.
- */
-function requestUrl(req: IncomingMessage, hosts: ReadonlySet<string>): URL | [number, string] {
-  const target = req.url ?? "/";
-  let url: URL;
-  try {
-    if (/^https?:\/\//i.test(target)) url = new URL(target);
-    else if (target.startsWith("/")) {
-      const host = req.headers.host;
-      if (!host) return [400, "a Host header is needed"];
-      url = new URL(`http://${host}${target}`);
-      // A Host the URL parser repaired (spaces, stray characters) is not the one sent.
-      if (url.host !== lower(host)) return [400, "malformed Host header"];
-    } else return [400, "malformed request target"];
-  } catch {
-    return [400, "malformed Host header or request target"];
-  }
-  if (!hosts.has(url.hostname)) return [421, `this server does not serve ${url.hostname}`];
-  return url;
-}
-
 async function answer(
   req: IncomingMessage,
   res: ServerResponse,
@@ -139,7 +113,7 @@ async function answer(
   slow: SlowClients,
   maxRequestBytes: number,
 ): Promise<void> {
-  const url = requestUrl(req, hosts);
+  const url = requestedUrl(req.url ?? "/", req.headers.host, hosts);
   if (!(url instanceof URL)) return refuse(res, url[0], url[1]);
   const declared = Number(req.headers["content-length"] ?? 0);
   if (declared > maxRequestBytes) return refuse(res, 413, "request body too large");

@@ -53,6 +53,11 @@ export class ApiError extends Error {
   }
 }
 
+/** The answer of `error`: its status and `{"error": {code, message, data?}}` (`headers` added). */
+export function apiErrorAnswer(error: ApiError, headers: Record<string, string> = {}): Response {
+  return jsonAnswer(error.status, { error: error.error }, headers);
+}
+
 /**
  * The 401 of a face whose `authorize` refused `request`, in `realm`: it says which of the two it
  * is — nothing presented, or a credential that was refused — and quotes nothing presented.

@@ -33,6 +33,28 @@ export function h<K extends keyof HTMLElementTagNameMap>(
   return el;
 }
 
+/**
+ * A table of the pages' lists: a head of `headings` (an empty one heads a column of buttons) over
+ * `rows`.
+ */
+export function table(headings: readonly string[], rows: Child): HTMLTableElement {
+  return h(
+    "table",
+    {},
+    h("thead", {}, h("tr", {}, headings.map((text) => h("th", {}, text || null)))),
+    h("tbody", {}, rows),
+  );
+}
+
+/** A list's table ({@linkcode table}), or, with no rows, a line saying `empty` ("No session."). */
+export function listTable(
+  empty: string,
+  headings: readonly string[],
+  rows: readonly Child[],
+): HTMLElement {
+  return rows.length === 0 ? h("p", { class: "empty" }, empty) : table(headings, rows);
+}
+
 /** The element with `id` (of the type the page's markup gives it). */
 export const $ = <T extends HTMLElement = HTMLElement>(id: string): T =>
   document.getElementById(id) as T;

@@ -7,7 +7,7 @@ import type {
   ProcessReadResult,
 } from "../../../protocol/generated/contract.ts";
 import type { ErrorView } from "../views.ts";
-import { $, h } from "./dom.ts";
+import { $, h, listTable } from "./dom.ts";
 import { base, describe, enc, fromBase64, get, post, showError } from "./machine-api.ts";
 
 /** The process whose output is shown, the stream shown, and how to stop reading it. */
@@ -33,47 +33,31 @@ export async function refreshProcesses(): Promise<void> {
   try {
     const { processes } = await get(base + "/processes") as ProcessListResult;
     showError("processes-error");
-    if (processes.length === 0) {
-      return $("processes").replaceChildren(h("p", { class: "empty" }, "No process."));
-    }
-    $("processes").replaceChildren(h(
-      "table",
-      {},
-      h(
-        "thead",
-        {},
+    $("processes").replaceChildren(listTable(
+      "No process.",
+      ["process", "command", "pid", "state", ""],
+      processes.map((p) =>
         h(
           "tr",
-          {},
-          h("th", {}, "process"),
-          h("th", {}, "command"),
-          h("th", {}, "pid"),
-          h("th", {}, "state"),
-          h("th", {}),
-        ),
-      ),
-      h(
-        "tbody",
-        {},
-        processes.map((p) =>
+          { "data-process": p.process_id },
+          h("td", { class: "mono" }, p.process_id),
+          h("td", { class: "mono" }, p.argv.join(" ")),
+          h("td", {}, p.pid ?? ""),
+          h("td", {}, processState(p)),
           h(
-            "tr",
-            { "data-process": p.process_id },
-            h("td", { class: "mono" }, p.process_id),
-            h("td", { class: "mono" }, p.argv.join(" ")),
-            h("td", {}, p.pid ?? ""),
-            h("td", {}, processState(p)),
+            "td",
+            { class: "actions" },
             h(
-              "td",
-              { class: "actions" },
-              h(
-                "button",
-                { type: "button", class: "output", onclick: () => openProcess(p) },
-                "Output",
-              ),
+              "button",
+              {
+                type: "button",
+                class: "output",
+                onclick: () => openProcess(p),
+              },
+              "Output",
             ),
-          )
-        ),
+          ),
+        )
       ),
     ));
     if (shown) {

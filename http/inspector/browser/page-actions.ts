@@ -62,6 +62,26 @@ export function act(target: EventTarget | null, run: () => unknown, key?: string
   });
 }
 
+/**
+ * A button that POSTs to `path` (no body), and the slot beside it where its failure shows:
+ * `key` names the action (`"stop:" + id`).
+ */
+export function postButton(
+  label: string,
+  className: string,
+  path: string,
+  key: string,
+): [HTMLButtonElement, HTMLSpanElement] {
+  return [
+    h("button", {
+      type: "button",
+      class: className,
+      onclick: (ev: Event) => act(ev.currentTarget, () => api(path), key),
+    }, label),
+    errorSlot(key),
+  ];
+}
+
 function errorSelector(key: string): string {
   return '[data-error-for="' + CSS.escape(key) + '"]';
 }

@@ -1,7 +1,7 @@
 /// <reference lib="dom" />
 /// <reference lib="dom.iterable" />
 /** The main page's agent part: the platform's interactions (approve, deny, answer) and the turns. */
-import { $, h } from "./dom.ts";
+import { $, h, listTable } from "./dom.ts";
 import { act, api, enc, errorSlot } from "./page-actions.ts";
 import { badge, clock, seconds } from "./page-format.ts";
 import { state } from "./page-state.ts";
@@ -129,46 +129,27 @@ export function renderInteractions(): void {
 /** Draws the agent turns again. */
 export function renderTurns(): void {
   const list = [...state.turns.values()].reverse();
-  if (list.length === 0) {
-    return $("turns").replaceChildren(h("p", { class: "empty" }, "No agent turn yet."));
-  }
-  $("turns").replaceChildren(h(
-    "table",
-    {},
-    h(
-      "thead",
-      {},
+  $("turns").replaceChildren(listTable(
+    "No agent turn yet.",
+    ["turn", "session", "state", "time"],
+    list.map((t) =>
       h(
         "tr",
-        {},
-        h("th", {}, "turn"),
-        h("th", {}, "session"),
-        h("th", {}, "state"),
-        h("th", {}, "time"),
-      ),
-    ),
-    h(
-      "tbody",
-      {},
-      list.map((t) =>
+        { class: "turn", "data-turn": t.turnId, "data-state": t.state },
+        h("td", { class: "mono" }, t.turnId),
+        h("td", { class: "mono" }, t.sessionId),
         h(
-          "tr",
-          { class: "turn", "data-turn": t.turnId, "data-state": t.state },
-          h("td", { class: "mono" }, t.turnId),
-          h("td", { class: "mono" }, t.sessionId),
-          h(
-            "td",
-            {},
-            badge(t.state, t.state === "running" ? "run" : t.state === "completed" ? "ok" : "warn"),
-          ),
-          h(
-            "td",
-            { class: "meta" },
-            clock(t.startedAt) +
-              (t.endedAt !== undefined ? " · " + seconds(t.endedAt - t.startedAt) : ""),
-          ),
-        )
-      ),
+          "td",
+          {},
+          badge(t.state, t.state === "running" ? "run" : t.state === "completed" ? "ok" : "warn"),
+        ),
+        h(
+          "td",
+          { class: "meta" },
+          clock(t.startedAt) +
+            (t.endedAt !== undefined ? " · " + seconds(t.endedAt - t.startedAt) : ""),
+        ),
+      )
     ),
   ));
 }

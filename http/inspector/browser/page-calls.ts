@@ -2,8 +2,8 @@
 /// <reference lib="dom.iterable" />
 /** The main page's tool calls: the running ones first, then the finished, each with its details. */
 import type { CallView } from "../views.ts";
-import { $, h } from "./dom.ts";
-import { act, api, describeError, enc, errorSlot } from "./page-actions.ts";
+import { $, h, table } from "./dom.ts";
+import { describeError, enc, postButton } from "./page-actions.ts";
 import { badge, clock, json, seconds, short } from "./page-format.ts";
 import { mark, now, state, ui } from "./page-state.ts";
 
@@ -79,19 +79,12 @@ export function renderCalls(): void {
         "td",
         { class: "actions" },
         RUNNING.has(c.state) && c.state !== "requested" && session && session.state !== "ended" &&
-          [
-            h("button", {
-              type: "button",
-              class: "cancel danger",
-              onclick: (ev: Event) =>
-                act(
-                  ev.currentTarget,
-                  () => api("api/sessions/" + enc(c.sessionId) + "/calls/" + enc(c.id) + "/cancel"),
-                  "cancel:" + c.id,
-                ),
-            }, "Cancel"),
-            errorSlot("cancel:" + c.id),
-          ],
+          postButton(
+            "Cancel",
+            "cancel danger",
+            "api/sessions/" + enc(c.sessionId) + "/calls/" + enc(c.id) + "/cancel",
+            "cancel:" + c.id,
+          ),
         " ",
         h("button", {
           type: "button",
@@ -112,25 +105,7 @@ export function renderCalls(): void {
       ));
     }
   }
-  $("calls").replaceChildren(h(
-    "table",
-    {},
-    h(
-      "thead",
-      {},
-      h(
-        "tr",
-        {},
-        h("th", {}, "call"),
-        h("th", {}, "tool"),
-        h("th", {}, "session"),
-        h("th", {}, "state"),
-        h("th", {}, "timing"),
-        h("th", {}),
-      ),
-    ),
-    h("tbody", {}, rows),
-  ));
+  $("calls").replaceChildren(table(["call", "tool", "session", "state", "timing", ""], rows));
 }
 
 function progressText(p: NonNullable<CallView["progress"]>): string {

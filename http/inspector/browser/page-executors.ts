@@ -6,7 +6,7 @@
  */
 import type { ExecutorView } from "../views.ts";
 import { $, h } from "./dom.ts";
-import { act, api, enc, errorSlot } from "./page-actions.ts";
+import { act, api, enc, errorSlot, postButton } from "./page-actions.ts";
 import { badge, json, seconds } from "./page-format.ts";
 import { mark, now, state, ui } from "./page-state.ts";
 
@@ -89,17 +89,7 @@ function executorCard(e: ExecutorView): Card {
           }, "assign:" + e.id),
       }, "Assign session"),
       errorSlot("assign:" + e.id),
-      h("button", {
-        type: "button",
-        class: "drain",
-        onclick: (ev: Event) =>
-          act(
-            ev.currentTarget,
-            () => api("api/executors/" + enc(e.id) + "/drain"),
-            "drain:" + e.id,
-          ),
-      }, "Drain"),
-      errorSlot("drain:" + e.id),
+      postButton("Drain", "drain", "api/executors/" + enc(e.id) + "/drain", "drain:" + e.id),
     ),
     turn: turnForm(e),
   };

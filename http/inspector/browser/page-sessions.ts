@@ -2,8 +2,8 @@
 /// <reference lib="dom.iterable" />
 /** The main page's sessions: a table, with each live one's actions (call a tool, its machine, stop). */
 import type { SessionView } from "../views.ts";
-import { $, h } from "./dom.ts";
-import { act, api, enc, errorSlot } from "./page-actions.ts";
+import { $, h, listTable } from "./dom.ts";
+import { enc, postButton } from "./page-actions.ts";
 import { renderFormChoices } from "./page-call-form.ts";
 import { ago, badge } from "./page-format.ts";
 import { state, ui } from "./page-state.ts";
@@ -25,71 +25,46 @@ function sessionBadge(s: SessionView): HTMLSpanElement {
 /** Draws the sessions again. */
 export function renderSessions(): void {
   const list = [...state.sessions.values()].reverse();
-  if (list.length === 0) {
-    return $("sessions").replaceChildren(h("p", { class: "empty" }, "No session."));
-  }
-  $("sessions").replaceChildren(h(
-    "table",
-    {},
-    h(
-      "thead",
-      {},
+  $("sessions").replaceChildren(listTable(
+    "No session.",
+    ["session", "executor", "state", "since", ""],
+    list.map((s) =>
       h(
         "tr",
-        {},
-        h("th", {}, "session"),
-        h("th", {}, "executor"),
-        h("th", {}, "state"),
-        h("th", {}, "since"),
-        h("th", {}),
-      ),
-    ),
-    h(
-      "tbody",
-      {},
-      list.map((s) =>
+        { "data-session": s.id },
+        h("td", { class: "mono" }, s.id),
+        h("td", {}, (state.executors.get(s.executorId) || { name: s.executorId }).name),
+        h("td", {}, sessionBadge(s)),
+        h("td", { class: "meta since", "data-since": s.since }, ago(s.since)),
         h(
-          "tr",
-          { "data-session": s.id },
-          h("td", { class: "mono" }, s.id),
-          h("td", {}, (state.executors.get(s.executorId) || { name: s.executorId }).name),
-          h("td", {}, sessionBadge(s)),
-          h("td", { class: "meta since", "data-since": s.since }, ago(s.since)),
-          h(
-            "td",
-            { class: "actions" },
-            s.state !== "ended" && [
-              h("button", {
-                type: "button",
-                class: "use",
-                onclick: () => {
-                  ui.session = s.id;
-                  renderFormChoices();
-                  $("call-form").scrollIntoView({ block: "nearest" });
-                },
-              }, "Call tool"),
-              " ",
-              h("a", {
-                class: "machine button",
-                href: "machine.html?session=" + enc(s.id),
-                title: "Its terminal, processes and files",
-              }, "Machine"),
-              " ",
-              h("button", {
-                type: "button",
-                class: "stop danger",
-                onclick: (ev: Event) =>
-                  act(
-                    ev.currentTarget,
-                    () => api("api/sessions/" + enc(s.id) + "/stop"),
-                    "stop:" + s.id,
-                  ),
-              }, "Stop"),
-              errorSlot("stop:" + s.id),
-            ],
-          ),
-        )
-      ),
+          "td",
+          { class: "actions" },
+          s.state !== "ended" && [
+            h("button", {
+              type: "button",
+              class: "use",
+              onclick: () => {
+                ui.session = s.id;
+                renderFormChoices();
+                $("call-form").scrollIntoView({ block: "nearest" });
+              },
+            }, "Call tool"),
+            " ",
+            h("a", {
+              class: "machine button",
+              href: "machine.html?session=" + enc(s.id),
+              title: "Its terminal, processes and files",
+            }, "Machine"),
+            " ",
+            postButton(
+              "Stop",
+              "stop danger",
+              "api/sessions/" + enc(s.id) + "/stop",
+              "stop:" + s.id,
+            ),
+          ],
+        ),
+      )
     ),
   ));
 }

@@ -1,0 +1,145 @@
+/**
+ * How the `BMA_*` variables describe a harness's options: the token endpoint and its JWT check,
+ * heartbeat, frame and request limits, `insecureNoAuth`, the brain API and the metrics endpoint.
+ * One reading for both hosts that take them from an environment — the edge harness (a Worker's
+ * vars and secrets, `harness/workers/config.ts`) and `bma-harness serve` — so the two read one
+ * description.
+ *
+ * Portable: web-standard APIs only.
+ *
+ * @module
+ */
+import type { BrainApiOptions } from "./brain-api/brain-api.ts";
+import type { HarnessOptions } from "../harness/harness-options.ts";
+import { type Authorize, bearerAuthorize, MIN_TOKEN_LENGTH } from "./shared/bearer.ts";
+import type { ExecutorCredential } from "./token-endpoint/token-issuer.ts";
+import type { DurableObjectNamespaceLike } from "../harness/workers/types.ts";
+
+/**
+ * An environment that describes a harness: the `BMA_*` variables (numbers arrive as strings),
+ * and on the edge the Worker's bindings. Secrets (`BMA_JWT_SECRET`, `BMA_CREDENTIALS`,
+ * `BMA_BRAIN_TOKEN`, `BMA_METRICS_TOKEN`) never belong in a file under version control: on the
+ * edge they go in `wrangler secret put`, never in `wrangler.toml`.
+ */
+export interface HarnessEnv {
+  /**
+   * The edge's Durable Object namespace of `HarnessObject` (the binding name is configurable).
+   */
+  BMA_HARNESS?: DurableObjectNamespaceLike;
+  /** HS256 secret (≥ 32 bytes) of the self-hosted token endpoint; without it nothing connects. */
+  BMA_JWT_SECRET?: string;
+  /**
+   * JSON array of the credentials the token endpoint exchanges:
+   * `[{"environmentId":"env_1","environmentKey":"..."},{"machineId":"m_1","machineToken":"..."}]`.
+   */
+  BMA_CREDENTIALS?: string;
+  /** Bearer token of the brain API; without it the brain API answers 401 to everyone. */
+  BMA_BRAIN_TOKEN?: string;
+  /**
+   * Bearer token of the metrics endpoint (OpenMetrics text; on the edge, each object's
+   * `GET /v1/harness/<object name>/metrics`); without it there is no such route (404), and a too
+   * short one (under 16 characters) admits nobody.
+   */
+  BMA_METRICS_TOKEN?: string;
+  /** Heartbeat interval handed to executors, ms (the lease is twice that). Default 15000. */
+  BMA_HEARTBEAT_INTERVAL_MS?: string;
+  /** Lifetime of issued executor tokens, s. Default 300. */
+  BMA_TOKEN_TTL_SECONDS?: string;
+  /** `iss` of issued tokens. Default `bma-harness`. */
+  BMA_TOKEN_ISSUER?: string;
+  /** The `url` the token endpoint returns. Default: this host's `/v1/executors/connect`. */
+  BMA_CONNECT_URL?: string;
+  /** Frames over this many bytes close the connection with 1009. Default 1 MiB. */
+  BMA_MAX_FRAME_BYTES?: string;
+  /** Timeout of the requests the harness sends executors, ms. Default 60000. */
+  BMA_REQUEST_TIMEOUT_MS?: string;
+  /**
+   * `"true"`: executors connect without any token (every connection gets the empty principal;
+   * on the edge, the `default` object). Only for a harness nobody else can reach, such as a local
+   * test.
+   */
+  BMA_INSECURE_NO_AUTH?: string;
+  /** The Worker's other bindings (on the edge), or the process's other variables. */
+  [binding: string]: unknown;
+}
+
+/** The options the variables describe: some of a harness's, and its brain API's. */
+export interface HarnessVariableOptions extends
+  Pick<
+    HarnessOptions,
+    | "maxFrameBytes"
+    | "heartbeatIntervalMs"
+    | "requestTimeoutMs"
+    | "insecureNoAuth"
+    | "metricsEndpoint"
+    | "tokens"
+  > {
+  /** The brain API's options: its `authorize` (behind `BMA_BRAIN_TOKEN`). */
+  brainApi: Omit<BrainApiOptions, "basePath">;
+}
+
+/**
+ * The options the environment describes: the token endpoint and its JWT check
+ * (`BMA_JWT_SECRET`, `BMA_CREDENTIALS`, ...), heartbeat, frame and request limits,
+ * `insecureNoAuth`, the brain API behind `BMA_BRAIN_TOKEN` and the metrics behind
+ * `BMA_METRICS_TOKEN`. Throws on malformed credentials.
+ */
+export function harnessOptionsFromVariables(env: HarnessEnv): HarnessVariableOptions {
+  const secret = env.BMA_JWT_SECRET;
+  const number = (value: string | undefined) => {
+    const n = Number(value);
+    return value !== undefined && Number.isFinite(n) && n > 0 ? n : undefined;
+  };
+  const heartbeatIntervalMs = number(env.BMA_HEARTBEAT_INTERVAL_MS);
+  const requestTimeoutMs = number(env.BMA_REQUEST_TIMEOUT_MS);
+  const ttlSeconds = number(env.BMA_TOKEN_TTL_SECONDS);
+  return {
+    maxFrameBytes: number(env.BMA_MAX_FRAME_BYTES) ?? 1024 * 1024,
+    ...(heartbeatIntervalMs ? { heartbeatIntervalMs } : {}),
+    ...(requestTimeoutMs ? { requestTimeoutMs } : {}),
+    ...(env.BMA_INSECURE_NO_AUTH === "true" ? { insecureNoAuth: true } : {}),
+    brainApi: { authorize: tokenOrNobody(env.BMA_BRAIN_TOKEN) },
+    ...(env.BMA_METRICS_TOKEN !== undefined
+      ? { metricsEndpoint: { authorize: tokenOrNobody(env.BMA_METRICS_TOKEN) } }
+      : {}),
+    ...(typeof secret === "string" && secret !== ""
+      ? {
+        tokens: {
+          secret,
+          credentials: parseCredentials(env.BMA_CREDENTIALS),
+          ...(env.BMA_TOKEN_ISSUER ? { issuer: env.BMA_TOKEN_ISSUER } : {}),
+          ...(env.BMA_CONNECT_URL ? { connectUrl: env.BMA_CONNECT_URL } : {}),
+          ...(ttlSeconds ? { ttlSeconds } : {}),
+        },
+      }
+      : {}),
+  };
+}
+
+function parseCredentials(text: string | undefined): ExecutorCredential[] {
+  if (!text) return [];
+  const value: unknown = JSON.parse(text);
+  if (!Array.isArray(value)) throw new TypeError("BMA_CREDENTIALS must be a JSON array");
+  return value.map((item) => {
+    const c = item as Record<string, unknown>;
+    const id = typeof c.id === "string" ? { id: c.id } : {};
+    if (typeof c.machineId === "string" && typeof c.machineToken === "string") {
+      return { machineId: c.machineId, machineToken: c.machineToken, ...id };
+    }
+    if (typeof c.environmentId === "string" && typeof c.environmentKey === "string") {
+      return { environmentId: c.environmentId, environmentKey: c.environmentKey, ...id };
+    }
+    throw new TypeError(
+      "each credential needs environmentId + environmentKey or machineId + machineToken",
+    );
+  });
+}
+
+/**
+ * The `authorize` of the brain API and the metrics endpoint: the bearer `token`; none (or a too
+ * short one) admits nobody, so a Worker missing its secret serves no one rather than failing.
+ */
+function tokenOrNobody(token: string | undefined): Authorize {
+  if (typeof token !== "string" || token.length < MIN_TOKEN_LENGTH) return () => false;
+  return bearerAuthorize(token);
+}

@@ -1,0 +1,57 @@
+/**
+ * Which requests a face served to browsers accepts by where they say they go and where they come
+ * from: the `Host` a request names must be one the server serves (a page of another site whose
+ * name resolves to 127.0.0.1, DNS rebinding, reaches nothing), and a write must come from the
+ * face's own origin (a cross-site form or script is refused). The one rule of both, used by every
+ * face that is served to a browser.
+ *
+ * Portable: web-standard APIs only.
+ *
+ * @module
+ */
+
+/** The host names a server on the loopback interface always answers to. */
+export const LOOPBACK_HOSTS: readonly string[] = ["127.0.0.1", "localhost", "[::1]"];
+
+/** The host names a server answers to: the loopback ones and `allowed` (without ports). */
+export function servedHosts(allowed: readonly string[] = []): ReadonlySet<string> {
+  return new Set([...LOOPBACK_HOSTS, ...allowed].map((name) => name.toLowerCase()));
+}
+
+/** A refusal of a request before any handler runs: its HTTP status and a plain message. */
+export type HostRefusal = readonly [status: number, message: string];
+
+/**
+ * The URL a request names (RFC 9112 3.2: an absolute-form `target` wins over `host`, the `Host`
+ * header), or why it is refused: a missing or malformed `Host` (400), a host that is not one of
+ * `hosts` (421).
+ */
+export function requestedUrl(
+  target: string,
+  host: string | undefined,
+  hosts: ReadonlySet<string>,
+): URL | HostRefusal {
+  let url: URL;
+  try {
+    if (/^https?:\/\//i.test(target)) url = new URL(target);
+    else if (target.startsWith("/")) {
+      if (!host) return [400, "a Host header is needed"];
+      url = new URL(`http://${host}${target}`);
+      // A Host the URL parser repaired (spaces, stray characters) is not the one sent.
+      if (url.host !== host.toLowerCase()) return [400, "malformed Host header"];
+    } else return [400, "malformed request target"];
+  } catch {
+    return [400, "malformed Host header or request target"];
+  }
+  if (!hosts.has(url.hostname)) return [421, `this server does not serve ${url.hostname}`];
+  return url;
+}
+
+/**
+ * Whether `request` names an `Origin` other than its own URL's: a write from another site. A
+ * request with no `Origin` (not sent by a browser's script or form) is not cross-origin.
+ */
+export function isCrossOrigin(request: Request): boolean {
+  const origin = request.headers.get("origin");
+  return origin !== null && origin !== new URL(request.url).origin;
+}
