@@ -21,6 +21,7 @@ const LATENCY_CASES: readonly (readonly [string, string])[] = [
   ["events", "durable event, no store"],
   ["events-sqlite", "durable event, SQLite"],
   ["events-sqlite-full", "durable event, SQLite FULL"],
+  ["events-postgres", "durable event, PostgreSQL"],
 ];
 
 /** Prints suites 1 and 2 from their results on each runtime (`cols`, in column order). */
@@ -31,6 +32,8 @@ export function printCallSuites(
 ): void {
   const { print, check } = report;
   const { cols, compare, cpu } = options;
+  // The PostgreSQL case runs only where the bench found PostgreSQL's binaries (main.ts).
+  const hasPostgres = cols.some((r) => all[r]?.["events-postgres"] !== undefined);
   const get = (r: Runtime, id: string, key: string) => all[r]?.[id]?.[key];
   const med = (r: Runtime, id: string, key: string) => {
     const values = get(r, id, key);
@@ -188,6 +191,27 @@ export function printCallSuites(
     ratioRow("    / no store, 1 in flight", ["events-sqlite-full", "1"], ["events", "1"]),
     figure("  SQLite store, synchronous FULL, windowed (64 in flight)", "events-sqlite-full", "64"),
     ratioRow("    / no store, 64 in flight", ["events-sqlite-full", "64"], ["events", "64"]),
+    ...(hasPostgres
+      ? [
+        figure(
+          "  PostgreSQL store, 1 in flight (each event committed before its ACK)",
+          "events-postgres",
+          "1",
+        ),
+        ratioRow("    / no store, 1 in flight", ["events-postgres", "1"], ["events", "1"]),
+        figure(
+          "  PostgreSQL store, windowed (64 in flight, group commit)",
+          "events-postgres",
+          "64",
+        ),
+        ratioRow(
+          "    / no store, 64 in flight (target ≥ 0.5)",
+          ["events-postgres", "64"],
+          ["events", "64"],
+          0.5,
+        ),
+      ]
+      : []),
     [
       `  harness heap per event its log keeps (${int(HEAP_EVENTS)} small events)`,
       ...cols.map((r) => {
@@ -279,6 +303,14 @@ export function printCallSuites(
     0.8,
     true,
   );
+  if (hasPostgres) {
+    check(
+      "durable events with the PostgreSQL store ≥ 0.5× no store, 64 in flight",
+      per(["events-postgres", "64"], ["events", "64"]),
+      0.5,
+      true,
+    );
+  }
   if (cols.includes("node")) {
     check(
       "in-memory tool calls on Node ≥ 1.5× MCP in memory (1 / 64 in flight)",

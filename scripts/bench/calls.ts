@@ -50,6 +50,11 @@ export interface CallSuiteOptions {
   compare?: string;
   /** Only these cases (ids, e.g. `tool-ws`; their `--compare` twins follow them). */
   cases?: readonly string[];
+  /**
+   * A PostgreSQL database (the bench's own server, see main.ts): adds `events-postgres`, the
+   * durable events with the harness's state in a table there.
+   */
+  postgresUrl?: string;
 }
 
 /** The cases of the SDK (not the raw baselines): twinned by `--compare`. */
@@ -99,7 +104,7 @@ const GC_FLAGS: Record<Runtime, string[]> = {
   bun: [],
 };
 
-function cases(runtime: Runtime, dir: string): CaseSpec[] {
+function cases(runtime: Runtime, dir: string, postgresUrl: string | undefined): CaseSpec[] {
   const sock = (name: string) => join(dir, `${runtime}-${name}.sock`);
   // What the durable-event cases share: the executor drives, each run in a fresh session.
   const events: Omit<CaseSpec, "id" | "first"> = {
@@ -183,6 +188,15 @@ function cases(runtime: Runtime, dir: string): CaseSpec[] {
       first: ["events-harness", join(dir, `${runtime}-events-full.db`), "full"],
     },
   ];
+  if (postgresUrl) {
+    // And with the PostgreSQL store: every accepted event committed in the database before its
+    // ACK (a table per runtime, so each harness holds its own claim).
+    list.push({
+      ...events,
+      id: "events-postgres",
+      first: ["events-harness", postgresUrl, `bench_events_${runtime}`],
+    });
+  }
   if (runtime === "node") {
     list.push(
       { id: "mcp-memory", group: "memory", first: ["mcp-memory"], driver: "first", modes: PAIR },
@@ -226,7 +240,7 @@ export async function runCallSuite(
     started.push(child); // stopped at the end whatever happens
     return child;
   };
-  let specs = cases(runtime, dir);
+  let specs = cases(runtime, dir, options.postgresUrl);
   if (options.cases) specs = specs.filter((s) => options.cases!.includes(s.id));
   if (options.compare) {
     // The twins share their group with the cases they are compared with, so the turns

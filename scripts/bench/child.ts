@@ -10,9 +10,10 @@
  *   harness drives.
  * - `memory`: harness and executor in this process over the in-memory pair (and the JSON
  *   reference figure).
- * - `events-harness [<file> [normal|full]]`, `events-executor <url>`: durable session events;
- *   the executor drives. Given a file, the harness keeps its state in a SQLite store there
- *   (synchronous NORMAL, the default, or FULL). The harness also answers `heap` (heap used
+ * - `events-harness [<file> [normal|full] | <postgres://…> <table>]`, `events-executor <url>`:
+ *   durable session events; the executor drives. Given a file, the harness keeps its state in a
+ *   SQLite store there (synchronous NORMAL, the default, or FULL); given a PostgreSQL URL, in
+ *   that table of that database. The harness also answers `heap` (heap used
  *   after a full collection: run it with the GC exposed) and `kept {session}`; the executor
  *   `fill {client, session, count}`.
  * - `mcp-memory`, `mcp-ws-server`, `mcp-ws-client <url>`: the MCP SDK baseline.
@@ -49,6 +50,7 @@ import { measureLoop, sleep } from "./common.ts";
 import { openSqliteStore as openOnBun } from "../../harness/store/sqlite.bun.ts";
 import { openSqliteStore as openOnDeno } from "../../harness/store/sqlite.deno.ts";
 import { openSqliteStore as openOnNode } from "../../harness/store/sqlite.node.ts";
+import { openPostgresStore } from "../../harness/store/postgres.node.ts";
 
 const [role, ...args] = process.argv.slice(2);
 
@@ -193,9 +195,16 @@ async function main(): Promise<void> {
     case "events-harness": {
       const { Harness } = await presets();
       // `events-harness <file> [normal|full]`: the harness keeps its state in a SQLite file
-      // there, with that `synchronous` level.
-      const store = args[0] ? await openSqlite(args[0], synchronousArg(args[1])) : undefined;
+      // there, with that `synchronous` level; `events-harness <postgres://…> <table>`: in that
+      // PostgreSQL table.
+      const store = !args[0]
+        ? undefined
+        : /^postgres(ql)?:/.test(args[0])
+        ? await openPostgresStore(args[0], { table: args[1] })
+        : await openSqlite(args[0], synchronousArg(args[1]));
       const harness = new Harness({ insecureNoAuth: true, ...(store ? { store } : {}) });
+      // A store that answers with promises is read back (and claimed) before the harness serves.
+      await harness.ready;
       const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
       report({ ready: true, url: server.url });
       const sessions = new Map<string, Session>();

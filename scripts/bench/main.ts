@@ -3,7 +3,8 @@
  * baselines, printed as tables of figures and ratios (every ratio against a baseline measured
  * in the same run). Not a test: nothing here asserts a time.
  *
- *   npm run bench [-- --quick] [--only calls,scale,binary,workers,store,edge] [--runtimes node,deno,bun]
+ *   npm run bench [-- --quick] [--only calls,scale,binary,workers,store,edge,failover]
+ *                 [--runtimes node,deno,bun] [--failover-runs N] [--failover-executors N]
  *                 [--duration MS] [--runs N] [--warmup MS] [--sizes 1000,5000,10000] [--window MS]
  *                 [--edge-sizes 100,250,500,...] [--edge-interval MS]
  *                 [--cpu N | --no-pin] [--compare DIR] [--cases ID,...] [--json FILE] [--help]
@@ -12,14 +13,19 @@
  * root, with node_modules), each taking turns with this checkout's, and prints both side by
  * side: a before/after of a change measured in one run. `--cases` keeps only some cases of suites
  * 1 and 2 (ids: ws-echo, tool-ws, unix-echo, tool-unix, ndjson-echo, tool-memory, events, events-sqlite,
- * events-sqlite-full, mcp-memory, mcp-ws).
+ * events-sqlite-full, events-postgres, mcp-memory, mcp-ws).
+ *
+ * Suites 2, 6 and 8 start a PostgreSQL server of their own (tests/helpers/postgres-server.ts: a
+ * fresh cluster in a temp dir, on 127.0.0.1 and a Unix socket there, fsync turned on), stopped at the
+ * end; without the machine's PostgreSQL binaries their PostgreSQL cases are skipped, said so.
  *
  * 1. Tool-call round trips (harness `callTool` → executor handler → result at the harness), 1
  *    and 64 in flight, in memory, over WebSocket and over a Unix socket, on Node, Deno and Bun;
  *    baselines: a raw WebSocket / Unix-socket echo of a frame of the same size on the same
  *    runtime, and on Node the MCP TypeScript SDK's tools/call in memory and over WebSocket.
  * 2. Durable session events per second (executor emits, harness acknowledges), 1 in flight
- *    and windowed, without a store and with the SQLite store (synchronous NORMAL and FULL); the
+ *    and windowed, without a store, with the SQLite store (synchronous NORMAL and FULL) and with
+ *    the PostgreSQL store (over TCP 127.0.0.1, group commit when windowed); the
  *    harness's heap per durable event its session log keeps, and its growth over 50,000 events
  *    (the log keeps the newest 10,000 by default).
  *    Then, per runtime, the latency of each operation of suites 1 and 2 (a tool call, an echo, an
@@ -28,17 +34,22 @@
  *    re-registration after a restart).
  * 4. The compiled executor: size, and spawn-to-registered time.
  * 5. The Workers harness bundle, minified and gzipped (scripts/bench/workers-bundle.ts).
- * 6. The harness store's writes per durable event: memory against SQLite (scripts/bench/store.ts).
+ * 6. The harness store's writes per durable event: memory against SQLite and PostgreSQL
+ *    (scripts/bench/store.ts), and the bound each store's commit sets on suite 2's ratios.
  * 7. The edge harness's capacity: N executors on one `HarnessObject` in workerd (Miniflare) —
  *    memory and CPU per executor and per heartbeat, tool-call latency as it fills, and where it
  *    stops keeping up (scripts/bench/edge.ts). `--edge-sizes` and `--edge-interval` (the
  *    heartbeat interval the object hands out, ms) set its steps.
+ * 8. Failover (scripts/bench/failover.ts): two `bma-harness serve --standby` on one PostgreSQL
+ *    table, N executors through a readiness proxy; `kill -9` of the active → every executor's
+ *    events acknowledged by the standby. At the default lease and at `--store-renew-ms 1000`;
+ *    `--failover-runs` repetitions each (default 3, 1 with --quick), median and max.
  *
  * Sequential figures on a small VM swing with core placement, so both processes of every
  * case of suites 1 and 2, candidate and baseline alike, run pinned to one CPU (`taskset -c`)
  * when taskset exists; the output says how.
  */
-import { cpus } from "node:os";
+import { cpus, loadavg } from "node:os";
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -50,7 +61,15 @@ import { runScaleSuite, type ScaleResult } from "./scale.ts";
 import { type BinaryResult, runBinarySuite } from "./binary.ts";
 import { bin, HAS_TASKSET, type Runtime } from "./procs.ts";
 import { int, kb, median, rate, Report, type Row, table, verdict } from "./report.ts";
-import { runStoreSuite, STORE_CASES, type StoreResults } from "./store.ts";
+import { POSTGRES_STORE_CASES, runStoreSuite, STORE_CASES, type StoreResults } from "./store.ts";
+import {
+  canUnshareUts,
+  type FailoverCase,
+  type FailoverResults,
+  runFailoverSuite,
+} from "./failover.ts";
+import type { PostgresServer } from "../../tests/helpers/postgres-server.ts";
+import { startBenchPostgres } from "./postgres.ts";
 
 const { values: flags } = parseArgs({
   options: {
@@ -69,6 +88,8 @@ const { values: flags } = parseArgs({
     compare: { type: "string" },
     cases: { type: "string" },
     json: { type: "string" },
+    "failover-runs": { type: "string" },
+    "failover-executors": { type: "string" },
     help: { type: "boolean", default: false },
   },
 });
@@ -87,7 +108,9 @@ if (compare && !existsSync(join(compare, "scripts/bench/child.ts"))) {
 }
 
 const quick = flags.quick!;
-const suites = new Set((flags.only ?? "calls,scale,binary,workers,store,edge").split(","));
+const suites = new Set(
+  (flags.only ?? "calls,scale,binary,workers,store,edge,failover").split(","),
+);
 const runtimes = (flags.runtimes ?? "node,deno,bun").split(",") as Runtime[];
 const durationMs = Number(flags.duration ?? (quick ? 1000 : 3000));
 // The targets at 1 in flight are read as the median of five runs per runtime.
@@ -134,6 +157,23 @@ print(
   } s of warm-up per case and mode (median${runs > 1 ? ", ± half the range" : ""})`,
 );
 print(`machine: ${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}); ${versions()}`);
+print(`load average at the start: ${loadavg().map((l) => l.toFixed(2)).join(", ")}`);
+
+// One PostgreSQL server for the suites that measure the PostgreSQL store, when the machine has
+// its binaries; stopped at the end (and on any exit, by the rig itself).
+let postgres: PostgresServer | undefined;
+if (["calls", "store", "failover"].some((s) => suites.has(s))) {
+  log("starting a PostgreSQL server");
+  const started = await startBenchPostgres();
+  postgres = started?.server;
+  print(
+    `PostgreSQL: ${
+      started?.description ??
+        "no server binaries (initdb, pg_ctl) on this machine: the PostgreSQL cases are skipped"
+    }`,
+  );
+}
+json.postgres = postgres !== undefined;
 
 if (suites.has("calls")) {
   const all: Partial<Record<Runtime, CallResults>> = {};
@@ -146,6 +186,7 @@ if (suites.has("calls")) {
       log,
       ...(compare ? { compare } : {}),
       ...(flags.cases ? { cases: flags.cases.split(",") } : {}),
+      ...(postgres ? { postgresUrl: postgres.url } : {}),
     });
   }
   json.calls = all;
@@ -252,6 +293,8 @@ if (suites.has("workers")) {
 function storeRank(label: string): number {
   return label === "memory"
     ? 0
+    : label.startsWith("postgres")
+    ? 5 + Number(label.includes("group"))
     : label.includes("group")
     ? 4
     : label.includes("full")
@@ -275,15 +318,19 @@ if (suites.has("store")) {
         warmupMs: warmupMs / 3,
         runs,
         cpu,
+        ...(postgres ? { postgresUrl: postgres.url } : {}),
       });
     } catch (error) {
       print(`   ${runtime}: not measured: ${(error as Error).message.split("\n")[0]}`);
     }
   }
   json.store = all;
-  const labels = [...new Set(runtimes.flatMap((r) => Object.keys(STORE_CASES[r])))].sort((a, b) =>
-    storeRank(a) - storeRank(b)
-  );
+  const labels = [
+    ...new Set(runtimes.flatMap((r) => [
+      ...Object.keys(STORE_CASES[r]),
+      ...(postgres ? Object.keys(POSTGRES_STORE_CASES) : []),
+    ])),
+  ].sort((a, b) => storeRank(a) - storeRank(b));
   const med = (r: Runtime, label: string) => {
     const values = all[r]?.[label];
     return values?.length ? median(values) : undefined;
@@ -324,6 +371,17 @@ if (suites.has("store")) {
     return events?.length && store ? 1 / (1 + median(events) / store) : undefined;
   };
   if (calls) {
+    // And the PostgreSQL store's: its commit over TCP, one transaction per batch or per group.
+    const postgresBounds: Row[] = [
+      [
+        "  bound on durable events, PostgreSQL / no store, 1 in flight (its commit's s per batch)",
+        ...runtimes.map((r) => bound(r, "1", "postgres")?.toFixed(2) ?? "–"),
+      ],
+      [
+        "  the same, 64 in flight, with the group commit's s per batch (target ≥ 0.5)",
+        ...runtimes.map((r) => bound(r, "64", "postgres, group commit of 64")?.toFixed(2) ?? "–"),
+      ],
+    ];
     print(table(["", ...runtimes], [
       [
         "  bound on durable events, SQLite / no store, 1 in flight: 1 / (1 + no-store events/s × s per batch)",
@@ -335,11 +393,17 @@ if (suites.has("store")) {
           bound(r, "64", "sqlite, group commit of 64 (default driver)")?.toFixed(2) ?? "–"
         ),
       ],
+      ...(postgres ? postgresBounds : []),
     ]));
   }
   print(
     '   sqlite: one file in WAL mode, synchronous NORMAL (a committed batch survives kill -9) unless "full sync" (FULL: one fsync per batch, survives power loss); each run starts an empty store.',
   );
+  if (postgres) {
+    print(
+      "   postgres: one transaction per batch (the epoch check and the event) over TCP 127.0.0.1 to the bench's own server, a new table per run; group commit: the 64 batches of a turn in one transaction.",
+    );
+  }
 }
 
 if (suites.has("edge")) {
@@ -368,6 +432,84 @@ if (suites.has("edge")) {
     print(`   not measured: ${(error as Error).message.split("\n")[0]}`);
   }
 }
+
+if (suites.has("failover")) {
+  print();
+  print(
+    "8. Failover (two `bma-harness serve --standby` on one PostgreSQL table, executors through a readiness proxy, each emitting durable events one after another; kill -9 of the active)",
+  );
+  if (!postgres) {
+    print("   not measured: no PostgreSQL server binaries on this machine");
+  } else {
+    const failoverRuns = Number(flags["failover-runs"] ?? (quick ? 1 : 3));
+    const executors = Number(flags["failover-executors"] ?? 5);
+    try {
+      const twoHosts = canUnshareUts();
+      const cases: FailoverCase[] = [
+        {
+          label: "default lease (renewed every 5 s, stale after 15 s)",
+          renewMs: undefined,
+          twoHosts,
+        },
+        { label: "--store-renew-ms 1000 (stale after 3 s)", renewMs: 1000, twoHosts },
+      ];
+      if (twoHosts) {
+        cases.push({
+          label: "default lease, both on one host (the pid probe)",
+          renewMs: undefined,
+          twoHosts: false,
+        });
+      }
+      const results: FailoverResults = await runFailoverSuite({
+        postgresUrl: postgres.url,
+        cases,
+        runs: failoverRuns,
+        executors,
+        log,
+      });
+      json.failover = results;
+      const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+      const rows: Row[] = cases.map(({ label }) => {
+        const list = results[label];
+        const all = list.map((r) => r.allMs);
+        return [
+          `  ${label}`,
+          seconds(median(all)),
+          seconds(Math.max(...all)),
+          seconds(median(list.map((r) => r.standbyServingMs))),
+          seconds(median(list.flatMap((r) => r.perExecutorMs))),
+        ];
+      });
+      print(table([
+        "",
+        `all ${executors} resumed, median`,
+        "max",
+        "standby serving, median",
+        "per executor, median",
+      ], rows));
+      print(
+        `   from the kill to each executor's first durable event acknowledged after it (by the standby), ${failoverRuns} run${
+          failoverRuns > 1 ? "s" : ""
+        } each; "standby serving": from the kill to its /readyz 200. ${
+          twoHosts
+            ? "Each harness under a host name of its own (unshare --uts): the standby waits for the lease (3 renewal intervals without a renewal), as on another machine; on one host it sees the holder's pid gone and takes over at its next poll."
+            : "Both harnesses on this host (unshare --uts is not allowed here): the standby sees the holder's pid gone and takes over at its next poll, sooner than another machine would (after the lease)."
+        }`,
+      );
+      const byDefault = results[cases[0].label].map((r) => r.allMs);
+      check(
+        "failover at the default lease: every executor resumed ≤ 20 s (15 s lease + one 5 s poll) after kill -9 (median)",
+        [["s", median(byDefault) / 1000]],
+        20,
+        false,
+      );
+    } catch (error) {
+      print(`   not measured: ${(error as Error).message.split("\n")[0]}`);
+    }
+  }
+}
+
+await postgres?.stop();
 
 print();
 print("Targets");

@@ -6,6 +6,8 @@
  * the event loop through `writeGrouped` (group commit), as a windowed executor sends them.
  *
  *   <runtime> store-child.ts <durationMs> <warmupMs> <runs> <label=kind[:driver[:synchronous[:grouped]]]>...
+ *
+ * Kind `postgres` writes into a new table of the database at `$BMA_BENCH_POSTGRES_URL` per run.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,6 +17,7 @@ import { type HarnessStore, MemoryHarnessStore, type StoreOp } from "../../mod.t
 import { openSqliteStore as openOnBun } from "../../harness/store/sqlite.bun.ts";
 import { openSqliteStore as openOnDeno } from "../../harness/store/sqlite.deno.ts";
 import { openSqliteStore as openOnNode } from "../../harness/store/sqlite.node.ts";
+import { openPostgresStore } from "../../harness/store/postgres.node.ts";
 
 const RUNTIME: "node" | "deno" | "bun" = "Deno" in globalThis
   ? "deno"
@@ -32,9 +35,16 @@ const [durationMs, warmupMs, runs] = args.slice(0, 3).map(Number);
 const specs = args.slice(3);
 const dir = mkdtempSync(join(tmpdir(), "bma-bench-store-"));
 
+let tables = 0;
+
 async function open(spec: string, run: string): Promise<HarnessStore> {
   const [kind, driver, synchronous] = spec.split(":");
   if (kind === "memory") return new MemoryHarnessStore();
+  if (kind === "postgres") {
+    const url = process.env.BMA_BENCH_POSTGRES_URL;
+    if (!url) throw new Error("kind postgres needs BMA_BENCH_POSTGRES_URL");
+    return await openPostgresStore(url, { table: `bench_store_${RUNTIME}_${++tables}` });
+  }
   const openSqliteStore = { node: openOnNode, deno: openOnDeno, bun: openOnBun }[RUNTIME] as (
     path: string,
     options: Record<string, unknown>,
@@ -74,7 +84,7 @@ async function writeEvents(
   run: string,
   grouped: boolean,
 ): Promise<{ count: number; ms: number }> {
-  store.write([{ put: "w/epoch", value: 1 }]);
+  await store.write([{ put: "w/epoch", value: 1 }]);
   const started = performance.now();
   const end = started + ms;
   let count = 0;
@@ -84,7 +94,9 @@ async function writeEvents(
       durable.push(store.writeGrouped!(eventBatch(count, run)));
       if (durable.length === 64) await Promise.all(durable.splice(0));
     } else {
-      store.write(eventBatch(count, run));
+      // The SQLite stores write synchronously; the PostgreSQL store answers with a promise.
+      const written = store.write(eventBatch(count, run));
+      if (written) await written;
     }
     count++;
     if ((count & 63) === 0 && performance.now() >= end) break;

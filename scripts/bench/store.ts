@@ -2,7 +2,8 @@
  * The harness store's cost per durable event: the batch an accepted `session.event` writes (the
  * harness's epoch check and the stored event) into the memory store and into the SQLite file
  * store (each driver of each runtime; WAL, `synchronous` NORMAL and FULL), one batch after
- * another, and with group commit (64 batches a turn), in a child process per runtime
+ * another, and with group commit (64 batches a turn), and, when the bench runs a PostgreSQL
+ * server, into a PostgreSQL table the same two ways, in a child process per runtime
  * (store-child.ts). Ratios are against the memory store of the same child.
  */
 import { spawn } from "node:child_process";
@@ -37,15 +38,35 @@ export const STORE_CASES: Record<Runtime, Record<string, string>> = {
   },
 };
 
+/**
+ * The PostgreSQL store's cases, on every runtime, when the bench runs a PostgreSQL server
+ * (main.ts): one batch after another, and 64 a turn through group commit.
+ */
+export const POSTGRES_STORE_CASES: Record<string, string> = {
+  "postgres": "postgres",
+  "postgres, group commit of 64": "postgres:postgres:normal:grouped",
+};
+
 /** Events per second by store label, one figure per run. */
 export type StoreResults = Record<string, number[]>;
 
 /** Runs the store benchmark on `runtime`. */
 export async function runStoreSuite(
   runtime: Runtime,
-  options: { durationMs: number; warmupMs: number; runs: number; cpu?: number },
+  options: {
+    durationMs: number;
+    warmupMs: number;
+    runs: number;
+    cpu?: number;
+    /** A PostgreSQL database: adds {@linkcode POSTGRES_STORE_CASES}, each run in a new table. */
+    postgresUrl?: string;
+  },
 ): Promise<StoreResults> {
-  const specs = Object.entries(STORE_CASES[runtime]).map(([label, kind]) => `${label}=${kind}`);
+  const cases = {
+    ...STORE_CASES[runtime],
+    ...(options.postgresUrl ? POSTGRES_STORE_CASES : {}),
+  };
+  const specs = Object.entries(cases).map(([label, kind]) => `${label}=${kind}`);
   const args = [
     String(options.durationMs),
     String(options.warmupMs),
@@ -76,7 +97,12 @@ export async function runStoreSuite(
     argv = ["-c", String(options.cpu), command, ...argv];
     command = "taskset";
   }
-  const child = spawn(command, argv, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(command, argv, {
+    cwd: ROOT,
+    stdio: ["ignore", "pipe", "pipe"],
+    // Not on the command line: a label=kind spec splits on ":" and "=".
+    env: { ...process.env, BMA_BENCH_POSTGRES_URL: options.postgresUrl ?? "" },
+  });
   let out = "";
   let err = "";
   child.stdout.on("data", (chunk) => (out += chunk));
