@@ -13,6 +13,7 @@ import type { HarnessReadiness } from "../../harness/readiness.ts";
 
 /** What the health routes read: the harness's readiness now. */
 export interface ReadinessSource {
+  /** `serving` answers 200; anything else 503 (`Harness.readiness`). */
   readonly readiness: HarnessReadiness;
 }
 

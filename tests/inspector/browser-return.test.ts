@@ -344,7 +344,7 @@ describe("inspector in Chromium: coming back to it", {
     await error.waitFor();
     assert.equal(await error.count(), 1);
     const text = await error.textContent() ?? "";
-    assert.match(text, /^SessionRefusedError: session ses_refused refused \(draining\)$/);
+    assert.match(text, /^session_refused: session ses_refused refused \(draining\)$/);
     assert.equal(text.split("draining").length, 2, `"draining" once: ${text}`);
     assert.equal(
       await error.evaluate((el) => el.previousElementSibling?.classList.contains("assign")),
