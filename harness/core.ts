@@ -34,13 +34,20 @@ import type { SessionEventRecord } from "./records.ts";
 import { CallbackDeadline, Scheduler } from "./scheduler.ts";
 import { DEFAULT_REMEMBER_ENDED_SESSIONS, Sessions } from "./sessions.ts";
 import type { EntryServices, ExecutorEntry, SessionEntry } from "./state.ts";
-import { type HarnessStore, isPromiseLike, type MaybePromise } from "./store/store.ts";
+import {
+  type HarnessStore,
+  InvalidStoreRequestError,
+  isPromiseLike,
+  type MaybePromise,
+  StoreClosedError,
+} from "./store/store.ts";
 import {
   describeHolder,
   type HolderIdentity,
   StoreClaim,
   StoreFencedError,
   StoreHeldError,
+  StoreLockedError,
 } from "./store/claim.ts";
 import { ToolCallLedger } from "./tool-call-ledger.ts";
 import { HarnessClosedError } from "./errors.ts";
@@ -127,6 +134,8 @@ export class HarnessCore {
   #closeFinished = false;
   /** Set while another live harness holds the store and this one waits for it (`standby`). */
   #standingBy = false;
+  /** Set once a standby said who holds the store. */
+  #heldLogged = false;
   /** Ends a standby: the harness was closed while it waited. */
   #endStandby: (() => void) | undefined;
 
@@ -145,6 +154,11 @@ export class HarnessCore {
             live
               ? "took the harness store over from a live harness; it is fenced"
               : "took the harness store from a harness that is gone",
+            { holder: describeHolder(previous, clock.now()) },
+          ),
+        onStopped: (previous) =>
+          logger.warn(
+            "ended the store's stale holder on this machine: frozen, it held the database's lock",
             { holder: describeHolder(previous, clock.now()) },
           ),
       })
@@ -253,13 +267,17 @@ export class HarnessCore {
         (error) => {
           this.#recovering = undefined;
           if (this.#closed && error instanceof HarnessClosedError) return;
-          if (error instanceof StoreHeldError) {
+          // Never serve on a store not read back: a harness that could not claim its store (held,
+          // locked, unreachable) or read it fails its start-up.
+          if (error instanceof StoreHeldError || error instanceof StoreLockedError) {
             logger.error(error.message);
-            this.#failure = error;
-            void this.close();
-            return;
+          } else {
+            logger.error("claiming or reading the harness store back failed", {
+              error: String(error),
+            });
           }
-          logger.error("reading the harness store back failed", { error: String(error) });
+          this.#failure = error;
+          void this.close();
         },
       );
     }
@@ -299,16 +317,30 @@ export class HarnessCore {
           resolve();
         }, waitOrFail);
       };
+      let failing = false;
       const waitOrFail = (error: unknown) => {
-        if (!(error instanceof StoreHeldError)) {
+        if (
+          error instanceof InvalidStoreRequestError || error instanceof StoreClosedError ||
+          this.#closed
+        ) {
           this.#endStandby = undefined;
           reject(error);
           return;
         }
-        if (!this.#standingBy) {
-          this.#standingBy = true;
-          this.#options.logger.info("standing by: another harness holds the store", {
-            holder: describeHolder(error.holder, this.#options.clock.now()),
+        this.#standingBy = true;
+        if (error instanceof StoreHeldError) {
+          if (!this.#heldLogged) {
+            this.#heldLogged = true;
+            this.#options.logger.info("standing by: another harness holds the store", {
+              holder: describeHolder(error.holder, this.#options.clock.now()),
+            });
+          }
+          failing = false;
+        } else if (!failing) {
+          // The store is locked or unreachable: claimed later, never served unread.
+          failing = true;
+          this.#options.logger.warn("standing by: the store cannot be claimed now; retrying", {
+            error: String(error),
           });
         }
         this.scheduler.set(
