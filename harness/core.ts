@@ -134,6 +134,11 @@ export class HarnessCore {
   #closeFinished = false;
   /** Set while another live harness holds the store and this one waits for it (`standby`). */
   #standingBy = false;
+  /**
+   * Set when the claim took the store from a harness that did not let go (gone, frozen, or
+   * taken over): its executors may still be attached to it, unaware.
+   */
+  #tookOver = false;
   /** Set once a standby said who holds the store. */
   #heldLogged = false;
   /** Ends a standby: the harness was closed while it waited. */
@@ -149,13 +154,15 @@ export class HarnessCore {
         takeover: options.takeover,
         renewMs: options.storeRenewMs,
         onFenced: (error) => this.#fenced(error),
-        onTaken: (previous, live) =>
+        onTaken: (previous, live) => {
+          this.#tookOver = true;
           logger.warn(
             live
               ? "took the harness store over from a live harness; it is fenced"
               : "took the harness store from a harness that is gone",
             { holder: describeHolder(previous, clock.now()) },
-          ),
+          );
+        },
         onStopped: (previous) =>
           logger.warn(
             "ended the store's stale holder on this machine: frozen, it held the database's lock",
@@ -545,7 +552,11 @@ export class HarnessCore {
   #recover(ledger: ToolCallLedger): MaybePromise<void> {
     if (!this.store) return;
     const executors = this.executors;
-    return then(executors.recover(), () =>
+    // Executors still attached to a harness that froze notice only when a heartbeat goes
+    // unanswered for two intervals, up to three after its last answer (before this claim):
+    // their recovered leases count that too, so they reconnect here within them.
+    const graceMs = this.#tookOver ? 3 * this.#options.heartbeatIntervalMs : 0;
+    return then(executors.recover(graceMs), () =>
       then(this.sessions.recover(executors.byId), () =>
         then(
           ledger.recover((pending) =>
