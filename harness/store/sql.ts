@@ -387,7 +387,9 @@ export class SqlHarnessStore implements HarnessStore {
 
   /**
    * Writes and commits the burst's waiting batches in one synchronous transaction: a failed
-   * condition refuses its batch alone; any other failure refuses them all.
+   * condition refuses its batch and those written after it (they may have been decided on it;
+   * as the PostgreSQL store does), those before it are committed; any other failure refuses
+   * them all.
    */
   #commitPending(): void {
     const pending = this.#pending;
@@ -402,7 +404,8 @@ export class SqlHarnessStore implements HarnessStore {
       for (const batch of pending) batch.reject(error);
       return;
     }
-    const refused: (StoreConditionError | undefined)[] = new Array(pending.length);
+    let refused: StoreConditionError | undefined;
+    let kept = pending.length;
     let begun = false;
     try {
       this.#driver.begin!();
@@ -413,8 +416,9 @@ export class SqlHarnessStore implements HarnessStore {
           this.#checkHeld(batch, texts, checks);
         } catch (error) {
           if (!(error instanceof StoreConditionError)) throw error;
-          refused[i] = error;
-          continue;
+          refused = error;
+          kept = i;
+          break;
         }
         this.#applyHeld(batch, texts, checks);
       }
@@ -428,9 +432,8 @@ export class SqlHarnessStore implements HarnessStore {
     }
     this.#held = undefined;
     for (let i = 0; i < pending.length; i++) {
-      const error = refused[i];
-      if (error === undefined) pending[i].resolve();
-      else pending[i].reject(error);
+      if (i < kept) pending[i].resolve();
+      else pending[i].reject(refused);
     }
   }
 
