@@ -556,23 +556,26 @@ export class HarnessCore {
     // unanswered for two intervals, up to three after its last answer (before this claim):
     // their recovered leases count that too, so they reconnect here within them.
     const graceMs = this.#tookOver ? 3 * this.#options.heartbeatIntervalMs : 0;
-    return then(executors.recover(graceMs), () =>
-      then(this.sessions.recover(executors.byId), () =>
-        then(
-          ledger.recover((pending) =>
-            executors.byId.get(pending.executorId)?.sessions?.get(pending.sessionId) !== undefined
-          ),
-          (entries) => {
-            if (executors.byId.size > 0) {
-              this.logger.info("harness recovered from its store", {
-                executors: executors.byId.size,
-                sessions: this.sessions.live.size,
-                pending_calls: entries.length,
-              });
-            }
-            return this.#agent?.recover?.();
-          },
-        )));
+    return then(
+      executors.recover(graceMs),
+      () =>
+        then(this.sessions.recover(executors.byId), () =>
+          then(
+            ledger.recover((pending) =>
+              executors.byId.get(pending.executorId)?.sessions?.get(pending.sessionId) !== undefined
+            ),
+            (entries) => {
+              if (executors.byId.size > 0) {
+                this.logger.info("harness recovered from its store", {
+                  executors: executors.byId.size,
+                  sessions: this.sessions.live.size,
+                  pending_calls: entries.length,
+                });
+              }
+              return this.#agent?.recover?.();
+            },
+          )),
+    );
   }
 
   /** The sink of durable events: the user's, then the agent capability's for agent events. */

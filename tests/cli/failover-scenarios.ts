@@ -21,7 +21,10 @@ export function failoverScenarios(store: () => string, dir: string): void {
         c.tick("ses_client-c", 0, TICKS),
       ]);
       // Once some of the work is acknowledged, the active harness dies mid-load.
-      await until("some ticks acknowledged", () => (b.acked.get("ses_client-b")?.length ?? 0) >= 10);
+      await until(
+        "some ticks acknowledged",
+        () => (b.acked.get("ses_client-b")?.length ?? 0) >= 10,
+      );
       sendSignal(active.cli.child, "SIGKILL");
       await exited(active.cli.child);
       await until("the standby serves", async () => (await readyStatus(standby.url)) === "serving");
@@ -43,7 +46,10 @@ export function failoverScenarios(store: () => string, dir: string): void {
         b.tick("ses_client-b", 0, TICKS),
         c.tick("ses_client-c", 0, TICKS),
       ]);
-      await until("some ticks acknowledged", () => (b.acked.get("ses_client-b")?.length ?? 0) >= 10);
+      await until(
+        "some ticks acknowledged",
+        () => (b.acked.get("ses_client-b")?.length ?? 0) >= 10,
+      );
       sendSignal(active.cli.child, "SIGSTOP");
       await until("the standby serves", async () => (await readyStatus(standby.url)) === "serving");
       await load;
@@ -55,7 +61,10 @@ export function failoverScenarios(store: () => string, dir: string): void {
         assert.ok(log.includes(`pid ${active.cli.child.pid}`), log);
       } else {
         sendSignal(active.cli.child, "SIGCONT");
-        await until("the woken harness is fenced", async () => (await readyStatus(active.url)) === "fenced");
+        await until(
+          "the woken harness is fenced",
+          async () => (await readyStatus(active.url)) === "fenced",
+        );
       }
       await callTools(rig, "call_f_after", 3);
       await checkNothingLost(rig, TICKS);
@@ -65,7 +74,9 @@ export function failoverScenarios(store: () => string, dir: string): void {
       }
     } catch (error) {
       // What the harnesses and the CLI executor said: the story of a failed takeover.
-      for (const { child, stdout, stderr } of [...rig.harnesses.map((h) => h.cli), rig.cliExecutor]) {
+      for (
+        const { child, stdout, stderr } of [...rig.harnesses.map((h) => h.cli), rig.cliExecutor]
+      ) {
         console.error(`pid ${child.pid}:\n${[...stdout.lines, ...stderr.lines].join("\n")}`);
       }
       throw error;

@@ -6,8 +6,13 @@
  * committed one kept. A claimant that cannot end it refuses to start naming the holder
  * (`StoreLockedError`), or, standing by, waits, never serving a store it did not read back.
  * The frozen holder is a child process of this runtime (tests/store/frozen-holder.ts).
+ *
+ * On PostgreSQL the server ends a transaction left idle (`idle_in_transaction_session_timeout`,
+ * set by the store in each of its transactions): a takeover or a standby claims once it did, and
+ * the holder, woken (SIGCONT), finds its batch refused and itself fenced
+ * (tests/store/frozen-holder-postgres.ts).
  */
-import { after, describe, it } from "node:test";
+import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -18,8 +23,11 @@ import type { Harness, HolderIdentity, SqlHarnessStore } from "../../node.ts";
 import { StoreLockedError } from "../../node.ts";
 import { openSqliteStore, RUNTIME, scriptCommand } from "./sqlite-fixture.ts";
 import { until } from "./harness-process.ts";
+import { PostgresServer } from "../helpers/postgres-server.ts";
+import { freshTable, openPostgresStore } from "./postgres-fixture.ts";
 
 const HOLDER = fileURLToPath(new URL("./frozen-holder.ts", import.meta.url));
+const PG_HOLDER = fileURLToPath(new URL("./frozen-holder-postgres.ts", import.meta.url));
 const RENEW = 100;
 const root = mkdtempSync(join(tmpdir(), "bma-frozen-holder-"));
 const children = new Set<ChildProcess>();
@@ -28,9 +36,9 @@ after(() => {
   rmSync(root, { recursive: true, force: true });
 });
 
-/** A holder frozen inside a transaction on `path`: its process and how it ended. */
-async function frozenHolder(path: string, renewMs: number) {
-  const [command, args] = scriptCommand(HOLDER, [path, String(renewMs)]);
+/** A holder frozen inside a transaction (`script` with `argv`): its process, its lines, how it ended. */
+async function frozenHolder(path: string, renewMs: number, script = HOLDER, argv?: string[]) {
+  const [command, args] = scriptCommand(script, argv ?? [path, String(renewMs)]);
   const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"] });
   children.add(child);
   let out = "";
@@ -47,7 +55,8 @@ async function frozenHolder(path: string, renewMs: number) {
     child.once("exit", (code) => reject(new Error(`the holder exited (${code}): ${err}`)));
   });
   const pid = Number(/frozen (\d+)/.exec(out)![1]);
-  return { child, pid, ended };
+  const printed = () => out;
+  return { child, pid, ended, printed };
 }
 
 /** A logger that keeps its lines. */
@@ -55,7 +64,10 @@ function recorder() {
   const lines: string[] = [];
   const log = (level: string) => (message: string, fields?: Record<string, unknown>) =>
     lines.push(`${level} ${message} ${JSON.stringify(fields ?? {})}`);
-  return { lines, logger: { debug() {}, info: log("info"), warn: log("warn"), error: log("error") } };
+  return {
+    lines,
+    logger: { debug() {}, info: log("info"), warn: log("warn"), error: log("error") },
+  };
 }
 
 /** Waits until the holder's record has not been renewed for three renewals. */
@@ -173,4 +185,51 @@ describe(`a SQLite store whose holder froze inside a transaction, on ${RUNTIME}`
     await standby.close();
     store.close();
   });
+});
+
+describe(`a PostgreSQL table whose holder froze inside a transaction, on ${RUNTIME}`, {
+  timeout: 120_000,
+}, () => {
+  let server: PostgresServer;
+  before(async () => {
+    server = await PostgresServer.start();
+  });
+  after(async () => {
+    await server?.stop();
+  });
+
+  for (const mode of ["takeover", "standby"] as const) {
+    it(`${mode === "takeover" ? "a takeover" : "a standby"} claims once the server ended the frozen transaction; woken, the holder is fenced`, async () => {
+      const table = freshTable("frozen");
+      const holder = await frozenHolder("", 0, PG_HOLDER, [server.url, table]);
+      const store = await openPostgresStore(server.url, { table });
+      const { Harness } = await import(`../../${RUNTIME}.ts`);
+      const harness = new Harness({
+        store,
+        insecureNoAuth: true,
+        heartbeatIntervalMs: 120_000,
+        storeRenewMs: 200,
+        ...(mode === "takeover" ? { takeover: true } : { standby: true }),
+      }) as Harness;
+      try {
+        // The claim waits on the frozen transaction's locks until the server ends it.
+        await harness.ready;
+        assert.equal(harness.readiness, "serving");
+        const record = await store.get<{ pid: number }>("w/holder");
+        assert.equal(record?.pid, (globalThis as any).process.pid);
+        assert.equal(await store.get("x/frozen"), undefined);
+
+        holder.child.kill("SIGCONT");
+        await until(() => /fenced \w+/.test(holder.printed()), "the woken holder fenced");
+        assert.match(holder.printed(), /fenced StoreFencedError/);
+        const write = /write (\w+)/.exec(holder.printed())![1];
+        assert.notEqual(write, "committed", "the frozen batch was refused");
+        assert.equal(await store.get("x/frozen"), undefined);
+        assert.equal((await store.get<{ pid: number }>("w/holder"))?.pid, record?.pid);
+      } finally {
+        await harness.close();
+        await store.close();
+      }
+    });
+  }
 });
