@@ -135,8 +135,8 @@ export class HarnessCore {
   /** Set while another live harness holds the store and this one waits for it (`standby`). */
   #standingBy = false;
   /**
-   * Set when the claim took the store from a harness that did not let go (gone, frozen, or
-   * taken over): its executors may still be attached to it, unaware.
+   * Set when the claim took the store from a harness that did not let go and stopped renewing
+   * (gone, or frozen): its executors may still be attached to it, unaware.
    */
   #tookOver = false;
   /** Set once a standby said who holds the store. */
@@ -155,7 +155,8 @@ export class HarnessCore {
         renewMs: options.storeRenewMs,
         onFenced: (error) => this.#fenced(error),
         onTaken: (previous, live) => {
-          this.#tookOver = true;
+          // A live holder, taken over, finds itself fenced and closes its executors (1001).
+          if (!live) this.#tookOver = true;
           logger.warn(
             live
               ? "took the harness store over from a live harness; it is fenced"
