@@ -36,6 +36,7 @@ import type { Logger } from "../protocol/logger.ts";
 import {
   brainApi,
   Harness,
+  HarnessClosedError,
   type HarnessServer,
   type HarnessStore,
   inspector,
@@ -44,6 +45,7 @@ import {
   randomInspectorToken,
   serveInspector,
   StoreHeldError,
+  StoreLockedError,
 } from "../node.ts";
 import { harnessOptionsFromVariables } from "../http/env-options.ts";
 import { ApiError, apiErrorAnswer } from "../http/shared/api-error.ts";
@@ -139,7 +141,7 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
     });
   } catch (error) {
     await store?.close?.();
-    if (error instanceof StoreHeldError) {
+    if (error instanceof StoreHeldError || error instanceof StoreLockedError) {
       io.stderr(`bma-harness serve: ${error.message} (or start this one with --standby)\n`);
       return 1;
     }
@@ -201,12 +203,24 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
     io.stderr(`inspector ${await page.loginUrl(web.url)}\n`);
   }
 
+  let failedStart: ((error: unknown) => void) | undefined;
   harness.ready.then(
     () => logger.info("serving: the store is held"),
-    () => {},
+    (error) => failedStart?.(error),
   );
 
   return await new Promise<number>((resolve) => {
+    // A store that could not be claimed or read back (held, locked, unreachable): the harness
+    // closed itself, serving nothing; the process says so and exits.
+    failedStart = (error) => {
+      if (error instanceof HarnessClosedError) return;
+      void (async () => {
+        await harness.close();
+        await closeInspector?.();
+        await store?.close?.();
+        resolve(1);
+      })();
+    };
     let signals = 0;
     const onSignal = (signal: NodeJS.Signals) => {
       if (++signals > 1) {

@@ -34,13 +34,20 @@ import type { SessionEventRecord } from "./records.ts";
 import { CallbackDeadline, Scheduler } from "./scheduler.ts";
 import { DEFAULT_REMEMBER_ENDED_SESSIONS, Sessions } from "./sessions.ts";
 import type { EntryServices, ExecutorEntry, SessionEntry } from "./state.ts";
-import { type HarnessStore, isPromiseLike, type MaybePromise } from "./store/store.ts";
+import {
+  type HarnessStore,
+  InvalidStoreRequestError,
+  isPromiseLike,
+  type MaybePromise,
+  StoreClosedError,
+} from "./store/store.ts";
 import {
   describeHolder,
   type HolderIdentity,
   StoreClaim,
   StoreFencedError,
   StoreHeldError,
+  StoreLockedError,
 } from "./store/claim.ts";
 import { ToolCallLedger } from "./tool-call-ledger.ts";
 import { HarnessClosedError } from "./errors.ts";
@@ -127,6 +134,13 @@ export class HarnessCore {
   #closeFinished = false;
   /** Set while another live harness holds the store and this one waits for it (`standby`). */
   #standingBy = false;
+  /**
+   * Set when the claim took the store from a harness that did not let go and stopped renewing
+   * (gone, or frozen): its executors may still be attached to it, unaware.
+   */
+  #tookOver = false;
+  /** Set once a standby said who holds the store. */
+  #heldLogged = false;
   /** Ends a standby: the harness was closed while it waited. */
   #endStandby: (() => void) | undefined;
 
@@ -140,11 +154,19 @@ export class HarnessCore {
         takeover: options.takeover,
         renewMs: options.storeRenewMs,
         onFenced: (error) => this.#fenced(error),
-        onTaken: (previous, live) =>
+        onTaken: (previous, live) => {
+          // A live holder, taken over, finds itself fenced and closes its executors (1001).
+          if (!live) this.#tookOver = true;
           logger.warn(
             live
               ? "took the harness store over from a live harness; it is fenced"
               : "took the harness store from a harness that is gone",
+            { holder: describeHolder(previous, clock.now()) },
+          );
+        },
+        onStopped: (previous) =>
+          logger.warn(
+            "ended the store's stale holder on this machine: frozen, it held the database's lock",
             { holder: describeHolder(previous, clock.now()) },
           ),
       })
@@ -253,13 +275,17 @@ export class HarnessCore {
         (error) => {
           this.#recovering = undefined;
           if (this.#closed && error instanceof HarnessClosedError) return;
-          if (error instanceof StoreHeldError) {
+          // Never serve on a store not read back: a harness that could not claim its store (held,
+          // locked, unreachable) or read it fails its start-up.
+          if (error instanceof StoreHeldError || error instanceof StoreLockedError) {
             logger.error(error.message);
-            this.#failure = error;
-            void this.close();
-            return;
+          } else {
+            logger.error("claiming or reading the harness store back failed", {
+              error: String(error),
+            });
           }
-          logger.error("reading the harness store back failed", { error: String(error) });
+          this.#failure = error;
+          void this.close();
         },
       );
     }
@@ -299,16 +325,30 @@ export class HarnessCore {
           resolve();
         }, waitOrFail);
       };
+      let failing = false;
       const waitOrFail = (error: unknown) => {
-        if (!(error instanceof StoreHeldError)) {
+        if (
+          error instanceof InvalidStoreRequestError || error instanceof StoreClosedError ||
+          this.#closed
+        ) {
           this.#endStandby = undefined;
           reject(error);
           return;
         }
-        if (!this.#standingBy) {
-          this.#standingBy = true;
-          this.#options.logger.info("standing by: another harness holds the store", {
-            holder: describeHolder(error.holder, this.#options.clock.now()),
+        this.#standingBy = true;
+        if (error instanceof StoreHeldError) {
+          if (!this.#heldLogged) {
+            this.#heldLogged = true;
+            this.#options.logger.info("standing by: another harness holds the store", {
+              holder: describeHolder(error.holder, this.#options.clock.now()),
+            });
+          }
+          failing = false;
+        } else if (!failing) {
+          // The store is locked or unreachable: claimed later, never served unread.
+          failing = true;
+          this.#options.logger.warn("standing by: the store cannot be claimed now; retrying", {
+            error: String(error),
           });
         }
         this.scheduler.set(
@@ -513,23 +553,30 @@ export class HarnessCore {
   #recover(ledger: ToolCallLedger): MaybePromise<void> {
     if (!this.store) return;
     const executors = this.executors;
-    return then(executors.recover(), () =>
-      then(this.sessions.recover(executors.byId), () =>
-        then(
-          ledger.recover((pending) =>
-            executors.byId.get(pending.executorId)?.sessions?.get(pending.sessionId) !== undefined
-          ),
-          (entries) => {
-            if (executors.byId.size > 0) {
-              this.logger.info("harness recovered from its store", {
-                executors: executors.byId.size,
-                sessions: this.sessions.live.size,
-                pending_calls: entries.length,
-              });
-            }
-            return this.#agent?.recover?.();
-          },
-        )));
+    // Executors still attached to a harness that froze notice only when a heartbeat goes
+    // unanswered for two intervals, up to three after its last answer (before this claim):
+    // their recovered leases count that too, so they reconnect here within them.
+    const graceMs = this.#tookOver ? 3 * this.#options.heartbeatIntervalMs : 0;
+    return then(
+      executors.recover(graceMs),
+      () =>
+        then(this.sessions.recover(executors.byId), () =>
+          then(
+            ledger.recover((pending) =>
+              executors.byId.get(pending.executorId)?.sessions?.get(pending.sessionId) !== undefined
+            ),
+            (entries) => {
+              if (executors.byId.size > 0) {
+                this.logger.info("harness recovered from its store", {
+                  executors: executors.byId.size,
+                  sessions: this.sessions.live.size,
+                  pending_calls: entries.length,
+                });
+              }
+              return this.#agent?.recover?.();
+            },
+          )),
+    );
   }
 
   /** The sink of durable events: the user's, then the agent capability's for agent events. */

@@ -456,9 +456,10 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
   /**
    * Reads back the executors a previous run of the harness left in the store, each with a lease
    * set by the harness's {@linkcode RecoveredLeases} policy: they reconnect and resume within
-   * it, or expire.
+   * it, or expire. A lease given from now lasts `graceMs` longer (the time executors take to
+   * notice that the harness they were attached to is gone).
    */
-  recover(): MaybePromise<void> {
+  recover(graceMs = 0): MaybePromise<void> {
     const store = this.#deps.store;
     if (!store) return;
     return then(store.list<ExecutorRecord>(keys.executors), (rows) => {
@@ -472,7 +473,8 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
           entry.lease!.extend(record.leaseExpiresAt);
           this.#detachedInStore.add(record.id);
         } else {
-          entry.lease!.renew();
+          const expiry = entry.lease!.renew();
+          if (graceMs > 0) entry.lease!.extend(expiry + graceMs);
           if (stored) renewed.push(entry);
         }
       }

@@ -356,6 +356,7 @@ export {
   type MaybePromise,
   prefixEnd,
   type PutOp,
+  StoreBusyError,
   StoreClosedError,
   StoreConditionError,
   type StoreOp,
@@ -366,6 +367,7 @@ export {
   StoreFencedError,
   StoreHeldError,
   type StoreHolderRecord,
+  StoreLockedError,
 } from "./store/claim.ts";
 export { MemoryHarnessStore, type MemoryHarnessStoreOptions } from "./store/memory.ts";
 export {

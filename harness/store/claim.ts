@@ -11,6 +11,14 @@
  * alone: a released record is free; one not renewed for `staleAfterMs` is stale; one of this
  * machine whose process is gone (or whose pid now names a later process) is stale.
  *
+ * A holder frozen inside a transaction (SIGSTOP, a debugger) still holds SQLite's write lock:
+ * POSIX locks last while the process lives, so no claim can write. A claim that finds the store
+ * locked ({@linkcode StoreBusyError}) while its holder is stale, on this machine, ends that
+ * process ({@linkcode HolderIdentity.stop}, which makes sure the pid still names the process
+ * that claimed) and claims again; otherwise it throws {@linkcode StoreLockedError} naming the
+ * holder. PostgreSQL ends a frozen holder's transaction itself (the store's
+ * `idle_in_transaction_session_timeout`).
+ *
  * @module
  */
 import type { Clock } from "../../protocol/clock.ts";
@@ -22,6 +30,7 @@ import {
   InvalidStoreRequestError,
   isPromiseLike,
   type MaybePromise,
+  StoreBusyError,
   StoreConditionError,
   type StoreOp,
 } from "./store.ts";
@@ -39,6 +48,11 @@ export interface HolderIdentity {
   readonly processStarted: number;
   /** Whether a process of this machine runs. Absent: unknowable (Workers, the portable core). */
   readonly alive?: (pid: number) => boolean;
+  /**
+   * Ends (SIGKILL) process `pid` of this machine, if it is the one that started at
+   * `processStarted` (ms since the epoch): whether it did. Absent: this runtime cannot.
+   */
+  readonly stop?: (pid: number, processStarted: number) => boolean;
 }
 
 /** The holder record a store keeps (key `w/holder`), for the harness that claimed it last. */
@@ -92,6 +106,26 @@ export class StoreHeldError extends LocalError {
   }
 }
 
+/**
+ * The store's database is locked by another connection (SQLite's write lock), and the claim
+ * could not end its holder: this harness refuses to start on it.
+ */
+export class StoreLockedError extends LocalError {
+  /** The harness that holds the store, as its record says (absent when there is none). */
+  readonly holder: StoreHolderRecord | undefined;
+  /** The holder's record as read at `now`, and the driver's error as `cause`. */
+  constructor(holder: StoreHolderRecord | undefined, now: number, options?: { cause?: unknown }) {
+    super(
+      "the store is locked by another harness" +
+        (holder ? ` (${describeHolder(holder, now)})` : "") +
+        ": stop that one (a harness frozen in a transaction holds the lock until it ends)",
+      options,
+    );
+    this.name = "StoreLockedError";
+    this.holder = holder;
+  }
+}
+
 /** Another harness took the store over: this one's writes are refused from then on. */
 export class StoreFencedError extends LocalError {
   /** The harness that holds the store now (absent when its record could not be read). */
@@ -141,6 +175,8 @@ export interface StoreClaimOptions {
   readonly onFenced: (error: StoreFencedError) => void;
   /** Told when the claim took the store from another holder (a takeover or a stale one). */
   readonly onTaken?: (previous: StoreHolderRecord, live: boolean) => void;
+  /** Told when the claim ended a stale holder of this machine that held the database's lock. */
+  readonly onStopped?: (previous: StoreHolderRecord) => void;
 }
 
 /**
@@ -239,18 +275,47 @@ export class StoreClaim {
           try {
             written = raw.write(batch);
           } catch (error) {
-            return this.#contended(error, left);
+            return this.#contended(error, left, holder);
           }
           if (!isPromiseLike(written)) return claimed();
-          return written.then(claimed, (error) => this.#contended(error, left));
+          return written.then(claimed, (error) => this.#contended(error, left, holder));
         }),
     );
   }
 
-  /** Another harness claimed between the read and the write: decide again on what it wrote. */
-  #contended(error: unknown, left: number): MaybePromise<void> {
+  /**
+   * Another harness claimed between the read and the write: decide again on what it wrote. The
+   * database is locked: a stale holder of this machine frozen in a transaction is ended, then
+   * the claim tries again; else {@linkcode StoreLockedError}.
+   */
+  #contended(
+    error: unknown,
+    left: number,
+    holder: StoreHolderRecord | undefined,
+  ): MaybePromise<void> {
+    if (error instanceof StoreBusyError) {
+      if (left > 1 && holder !== undefined && this.#stopStale(holder)) {
+        return this.#attempt(left - 1);
+      }
+      throw new StoreLockedError(holder, this.#options.clock.now(), { cause: error });
+    }
     if (!(error instanceof StoreConditionError) || left <= 1) throw error;
     return this.#attempt(left - 1);
+  }
+
+  /**
+   * Ends `holder`'s process when it is stale (not renewed for three renewals, not released),
+   * of this machine, another process, and still the one that claimed: whether it did.
+   */
+  #stopStale(holder: StoreHolderRecord): boolean {
+    const { identity, clock, renewMs } = this.#options;
+    if (holder.releasedAt !== undefined) return false;
+    if (clock.now() - holder.renewedAt <= renewMs * 3) return false;
+    if (identity.host === "" || holder.host !== identity.host) return false;
+    if (holder.pid <= 0 || holder.pid === identity.pid || !identity.stop) return false;
+    if (!identity.stop(holder.pid, holder.processStarted)) return false;
+    this.#options.onStopped?.(holder);
+    return true;
   }
 
   #write(batch: readonly StoreOp[]): MaybePromise<void> {

@@ -78,10 +78,21 @@ export interface PostgresStoreOptions {
    * backoff, before it is refused, ms. Default 10 000.
    */
   readonly retryMs?: number;
+  /**
+   * How long PostgreSQL lets one of this store's transactions sit idle before it ends the
+   * session (`idle_in_transaction_session_timeout`, set in each transaction), ms: a harness
+   * frozen inside a transaction (SIGSTOP, a paused VM) then loses its locks, so a standby's claim
+   * goes on, and the frozen one finds its transaction aborted and its epoch fenced when it wakes.
+   * Default 5 000 (a transaction of this store never waits on its client that long).
+   */
+  readonly idleInTransactionTimeoutMs?: number;
 }
 
 /** The table a {@linkcode PostgresHarnessStore} uses unless told otherwise. */
 export const DEFAULT_POSTGRES_TABLE = "bma_harness_store";
+
+/** How long PostgreSQL lets a store's transaction sit idle by default, ms. */
+export const DEFAULT_POSTGRES_IDLE_IN_TRANSACTION_MS = 5_000;
 
 /** How long a store retries what lost its connection by default, ms. */
 export const DEFAULT_POSTGRES_RETRY_MS = 10_000;
@@ -193,6 +204,8 @@ export class PostgresHarnessStore implements HarnessStore {
   readonly #sql: PostgresClientLike;
   readonly #endClient: boolean;
   readonly #retryMs: number;
+  /** Sets the transaction's idle timeout: the first statement of each transaction. */
+  readonly #idleTimeout: string;
   readonly #tableLock: number;
   readonly #get: string;
   readonly #lock: string;
@@ -232,6 +245,14 @@ export class PostgresHarnessStore implements HarnessStore {
     this.#sql = sql;
     this.#endClient = endClient;
     this.#retryMs = retryMs;
+    const idle = options.idleInTransactionTimeoutMs ?? DEFAULT_POSTGRES_IDLE_IN_TRANSACTION_MS;
+    if (!Number.isSafeInteger(idle) || idle < 0) {
+      throw new InvalidStoreRequestError(
+        "option",
+        "idleInTransactionTimeoutMs must be an integer ≥ 0",
+      );
+    }
+    this.#idleTimeout = `SET LOCAL idle_in_transaction_session_timeout = ${idle}`;
     this.#tableLock = lockKey(table);
     if (options.groupCommit !== false) this.writeGrouped = (batch) => this.#writeGrouped(batch);
     const t = `"${table}"`;
@@ -566,12 +587,16 @@ export class PostgresHarnessStore implements HarnessStore {
       let sent = false;
       try {
         await this.#sql.begin(async (tx) => {
+          // Pipelined with the rest: a frozen client's transaction is ended by the server.
+          const idle = Promise.resolve(tx.unsafe(this.#idleTimeout));
+          idle.catch(() => {}); // Its failure fails the transaction: awaited below.
           // Sent first, pipelined with the rest: the id to ask about if the commit's answer is lost.
           const id = Promise.resolve(tx.unsafe("SELECT txid_current()::text AS xid")).then(
             (rows) => void (xid = rows[0]?.xid as string | undefined),
             () => {},
           );
           await body(tx);
+          await idle;
           await id;
           sent = true;
         });

@@ -24,6 +24,7 @@ import {
   InvalidStoreRequestError,
   type ListOptions,
   prefixEnd,
+  StoreBusyError,
   StoreClosedError,
   StoreConditionError,
   type StoreOp,
@@ -101,10 +102,22 @@ interface CommitGroup {
   reject(error: unknown): void;
 }
 
+/** A batch of a burst, waiting in memory (no transaction open) for the end of the turn. */
+interface PendingBatch {
+  readonly batch: readonly StoreOp[];
+  readonly texts: (string | undefined)[];
+  readonly checks: number[] | undefined;
+  resolve(): void;
+  reject(error: unknown): void;
+}
+
 /**
  * A {@linkcode HarnessStore} over one SQLite table. Every method answers synchronously but
- * `writeGrouped`, whose batches are applied at once and committed together at the end of the
- * event loop's turn.
+ * `writeGrouped`, whose batches are committed together: those of one task in a transaction
+ * opened by the first and committed once the task's microtasks ran; those of a burst (tasks
+ * one after the other, each with a batch) kept in memory until the turn's end, then written and
+ * committed in one synchronous transaction. No transaction stays open across a turn of the
+ * event loop, so a harness paused between turns (SIGSTOP, a debugger) holds no lock on the file.
  */
 export class SqlHarnessStore implements HarnessStore {
   readonly #driver: SqlDriver;
@@ -126,10 +139,16 @@ export class SqlHarnessStore implements HarnessStore {
    */
   #held: Map<string, string | undefined> | undefined;
   /**
+   * The batches of a burst, waiting in memory for the turn's end: every read and `write` writes
+   * and commits them first, so this store's reads see them at once.
+   */
+  #pending: PendingBatch[] | undefined;
+  readonly #flushPending = () => this.#commitPending();
+  /**
    * A group committed in this turn of the event loop: more batches are arriving in a burst (a
-   * runtime that hands over each frame in a task of its own), so the next group waits for the
-   * turn's end to take them all. Otherwise a group commits once its own task's microtasks ran,
-   * adding no wait to one batch alone.
+   * runtime that hands over each frame in a task of its own), so the next ones wait, in memory,
+   * for the turn's end to take them all. Otherwise a group commits once its own task's
+   * microtasks ran, adding no wait to one batch alone.
    */
   #burst = false;
   readonly #burstEnded = () => {
@@ -182,6 +201,7 @@ export class SqlHarnessStore implements HarnessStore {
   get<T = unknown>(key: string): T | undefined {
     this.#open();
     checkKey(key);
+    if (this.#pending !== undefined) this.#commitPending();
     const rows = this.#driver.all(this.#get, [key]);
     return rows.length === 0 ? undefined : JSON.parse(rows[0].value as string) as T;
   }
@@ -189,6 +209,7 @@ export class SqlHarnessStore implements HarnessStore {
   list<T = unknown>(prefix: string, options?: ListOptions): [string, T][] {
     this.#open();
     checkList(prefix, options);
+    if (this.#pending !== undefined) this.#commitPending();
     let low = prefix;
     let shape = 0;
     const after = options?.after;
@@ -224,6 +245,19 @@ export class SqlHarnessStore implements HarnessStore {
     if (batch.length === 0) return;
     // Every key and value is checked (and serialized) before the transaction starts.
     const { texts, checks } = batchTexts(batch);
+    if (this.#pending !== undefined) this.#commitPending();
+    try {
+      this.#writeNow(batch, texts, checks);
+    } catch (error) {
+      throw busyOr(error);
+    }
+  }
+
+  #writeNow(
+    batch: readonly StoreOp[],
+    texts: (string | undefined)[],
+    checks: number[] | undefined,
+  ): void {
     if (this.#group !== undefined) {
       // Joins the batches waiting in the open transaction, and commits them all now.
       this.#applyInGroup(batch, texts, checks);
@@ -247,6 +281,7 @@ export class SqlHarnessStore implements HarnessStore {
 
   close(): void {
     if (this.#closed) return;
+    if (this.#pending !== undefined) this.#commitPending();
     if (this.#group !== undefined) {
       try {
         this.#commitGroup(true);
@@ -264,8 +299,25 @@ export class SqlHarnessStore implements HarnessStore {
     checkBatch(batch);
     const { texts, checks } = batchTexts(batch);
     let group = this.#group;
+    if (group === undefined && (this.#burst || this.#pending !== undefined)) {
+      // A burst: the batch waits in memory, in order behind the others, not in an open
+      // transaction (which would hold the file's write lock across the turn).
+      let pending = this.#pending;
+      if (pending === undefined) {
+        pending = this.#pending = [];
+        afterTurn(this.#flushPending);
+      }
+      const waiting = pending;
+      return new Promise<void>((resolve, reject) => {
+        waiting.push({ batch, texts, checks, resolve, reject });
+      });
+    }
     if (group === undefined) {
-      this.#driver.begin!();
+      try {
+        this.#driver.begin!();
+      } catch (error) {
+        throw busyOr(error);
+      }
       let resolve!: () => void;
       let reject!: (error: unknown) => void;
       const done = new Promise<void>((yes, no) => {
@@ -289,30 +341,99 @@ export class SqlHarnessStore implements HarnessStore {
     texts: (string | undefined)[],
     checks: number[] | undefined,
   ): void {
-    if (checks) {
-      for (const i of checks) {
-        const { check } = batch[i] as CheckOp;
-        const held = this.#held;
-        if (held !== undefined && held.has(check) && held.get(check) === texts[i]) continue;
-        this.#check(batch[i] as CheckOp, texts[i]);
-        (this.#held ??= new Map()).set(check, texts[i]);
-      }
-    }
+    this.#checkHeld(batch, texts, checks);
     try {
-      for (let i = 0; i < batch.length; i++) {
-        const op = batch[i];
-        if (checks !== undefined && "check" in op) continue;
-        const held = this.#held;
-        if (held !== undefined) {
-          if ("put" in op) held.delete(op.put);
-          else if ("delete" in op) held.delete(op.delete);
-          else held.clear();
-        }
-        this.#apply(op, texts[i]);
-      }
+      this.#applyHeld(batch, texts, checks);
     } catch (error) {
       this.#abortGroup(error);
       throw error;
+    }
+  }
+
+  /** Checks a batch's conditions in the open transaction, each key once while it holds. */
+  #checkHeld(
+    batch: readonly StoreOp[],
+    texts: (string | undefined)[],
+    checks: number[] | undefined,
+  ): void {
+    if (!checks) return;
+    for (const i of checks) {
+      const { check } = batch[i] as CheckOp;
+      const held = this.#held;
+      if (held !== undefined && held.has(check) && held.get(check) === texts[i]) continue;
+      this.#check(batch[i] as CheckOp, texts[i]);
+      (this.#held ??= new Map()).set(check, texts[i]);
+    }
+  }
+
+  /** Applies a checked batch's writes in the open transaction. */
+  #applyHeld(
+    batch: readonly StoreOp[],
+    texts: (string | undefined)[],
+    checks: number[] | undefined,
+  ): void {
+    for (let i = 0; i < batch.length; i++) {
+      const op = batch[i];
+      if (checks !== undefined && "check" in op) continue;
+      const held = this.#held;
+      if (held !== undefined) {
+        if ("put" in op) held.delete(op.put);
+        else if ("delete" in op) held.delete(op.delete);
+        else held.clear();
+      }
+      this.#apply(op, texts[i]);
+    }
+  }
+
+  /**
+   * Writes and commits the burst's waiting batches in one synchronous transaction: a failed
+   * condition refuses its batch and those written after it (they may have been decided on it;
+   * as the PostgreSQL store does), those before it are committed; any other failure refuses
+   * them all.
+   */
+  #commitPending(): void {
+    const pending = this.#pending;
+    if (pending === undefined) return;
+    this.#pending = undefined;
+    if (!this.#burst) {
+      this.#burst = true;
+      afterTurn(this.#burstEnded);
+    }
+    if (this.#closed) {
+      const error = new StoreClosedError();
+      for (const batch of pending) batch.reject(error);
+      return;
+    }
+    let refused: StoreConditionError | undefined;
+    let kept = pending.length;
+    let begun = false;
+    try {
+      this.#driver.begin!();
+      begun = true;
+      for (let i = 0; i < pending.length; i++) {
+        const { batch, texts, checks } = pending[i];
+        try {
+          this.#checkHeld(batch, texts, checks);
+        } catch (error) {
+          if (!(error instanceof StoreConditionError)) throw error;
+          refused = error;
+          kept = i;
+          break;
+        }
+        this.#applyHeld(batch, texts, checks);
+      }
+      this.#driver.commit!();
+    } catch (error) {
+      this.#held = undefined;
+      if (begun) this.#rollback();
+      const failure = busyOr(error);
+      this.#failedAll(failure, pending.map((batch) => batch.reject));
+      return;
+    }
+    this.#held = undefined;
+    for (let i = 0; i < pending.length; i++) {
+      if (i < kept) pending[i].resolve();
+      else pending[i].reject(refused);
     }
   }
 
@@ -328,7 +449,8 @@ export class SqlHarnessStore implements HarnessStore {
     }
     try {
       this.#driver.commit!();
-    } catch (error) {
+    } catch (cause) {
+      const error = busyOr(cause);
       this.#rollback();
       this.#failed(group, error);
       if (rethrow) throw error;
@@ -347,13 +469,17 @@ export class SqlHarnessStore implements HarnessStore {
   }
 
   #failed(group: CommitGroup, error: unknown): void {
+    this.#failedAll(error, [group.reject]);
+  }
+
+  #failedAll(error: unknown, rejects: ((error: unknown) => void)[]): void {
     const failure = { error };
     this.#failure = failure;
     // A timer runs after the microtasks, the group's rejection handlers among them.
     setTimeout(() => {
       if (this.#failure === failure) this.#failure = undefined;
     }, 0);
-    group.reject(error);
+    for (const reject of rejects) reject(error);
   }
 
   #rollback(): void {
@@ -387,6 +513,22 @@ export class SqlHarnessStore implements HarnessStore {
   #open(): void {
     if (this.#closed) throw new StoreClosedError();
   }
+}
+
+/**
+ * `error` as a {@linkcode StoreBusyError} when it says another connection holds the file's lock
+ * (`SQLITE_BUSY`, as node:sqlite, bun:sqlite and libsql report it), else `error` itself.
+ */
+export function busyOr(error: unknown): unknown {
+  if (error instanceof StoreBusyError) return error;
+  const { code, errcode, message } = (error ?? {}) as {
+    code?: unknown;
+    errcode?: unknown;
+    message?: unknown;
+  };
+  const busy = code === "SQLITE_BUSY" || errcode === 5 ||
+    (typeof message === "string" && /database is locked|SQLITE_BUSY/.test(message));
+  return busy ? new StoreBusyError({ cause: error }) : error;
 }
 
 const setImmediateOf = (globalThis as { setImmediate?: (run: () => void) => unknown })

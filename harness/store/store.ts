@@ -100,7 +100,8 @@ export interface HarnessStore {
   write(batch: readonly StoreOp[]): MaybePromise<void>;
   /**
    * Group commit (optional): applies `batch` now, in order with every other write (a refused
-   * batch throws now and changes nothing; this store's reads see the batch at once), and
+   * batch throws now, or rejects alone, and changes nothing; this store's reads see the batch
+   * at once), and
    * resolves once it is durable, committed in one transaction with the batches written beside
    * it (those of one turn of the event loop). A rejection means that none of that transaction's
    * batches was kept: whatever was decided on them must be read back from the store. A `write`
@@ -153,6 +154,18 @@ export class StoreClosedError extends LocalError {
   constructor() {
     super("the harness store is closed");
     this.name = "StoreClosedError";
+  }
+}
+
+/**
+ * The store's database is locked by another connection, past the store's wait for it (SQLite's
+ * `SQLITE_BUSY`, "database is locked"): another process holds its write lock.
+ */
+export class StoreBusyError extends LocalError {
+  /** The driver's error as `cause`. */
+  constructor(options?: { cause?: unknown }) {
+    super("the harness store's database is locked by another connection", options);
+    this.name = "StoreBusyError";
   }
 }
 

@@ -2,7 +2,8 @@
  * Group commit in the SQLite store, on every driver of this runtime, on real files: the batches
  * written with `writeGrouped` in one turn are one transaction (a second connection sees none of
  * them before their promises resolve, and all of them after), a failed condition refuses its
- * batch alone, a failed commit loses the whole group and says so to every writer, and a plain
+ * batch alone, a failed commit loses the whole group and says so to every writer, no
+ * transaction stays open across tasks (a burst's batches wait in memory), and a plain
  * `write` joins the waiting batches and commits them all. Then through a real harness over a
  * WebSocket: durable events whose transaction failed are refused with -32004 and, sent again,
  * accepted once each — and are in the file as the harness holds them.
@@ -122,6 +123,50 @@ for (const driver of DRIVERS) {
         await nextTurn();
         await store.writeGrouped!([{ put: "after", value: 4 }]);
         assert.deepEqual(store.list(""), [["after", 4], ["kept", 0]]);
+      } finally {
+        store.close();
+      }
+    });
+
+    it("holds no transaction across tasks: a burst's batches wait in memory", async () => {
+      const path = join(dir, `g${++files}.db`);
+      const store = await openSqliteStore(path, { driver });
+      // No wait for a lock: an open transaction of the first store would refuse its writes.
+      const other = await openSqliteStore(path, { driver, busyTimeoutMs: 0 });
+      try {
+        // A group committed in this turn: the batches after it are a burst.
+        await store.writeGrouped!([{ put: "first", value: 1 }]);
+        const read = store.writeGrouped!([{ put: "read", value: 2 }]);
+        // No transaction is open (a harness paused here would hold no lock).
+        other.write([{ put: "other", value: 3 }]);
+        // This store reads its batch at once (committed first).
+        assert.equal(store.get("read"), 2);
+        await read;
+        const late = store.writeGrouped!([{ put: "late", value: 4 }]);
+        other.write([{ put: "other", value: 5 }]);
+        assert.deepEqual(other.list(""), [["first", 1], ["other", 5], ["read", 2]]);
+        // Committed at the turn's end.
+        await late;
+        assert.deepEqual(other.get("late"), 4);
+      } finally {
+        store.close();
+        other.close();
+      }
+    });
+
+    it("refuses a burst's batch whose condition fails, and those after it", async () => {
+      const path = join(dir, `g${++files}.db`);
+      const store = await openSqliteStore(path, { driver });
+      try {
+        store.write([{ put: "epoch", value: 1 }]);
+        await store.writeGrouped!([{ put: "first", value: 1 }]);
+        const kept = store.writeGrouped!([{ check: "epoch", value: 1 }, { put: "a", value: 1 }]);
+        const refused = store.writeGrouped!([{ check: "epoch", value: 2 }, { put: "b", value: 2 }]);
+        const after = store.writeGrouped!([{ put: "c", value: 3 }]);
+        const outcomes = await Promise.allSettled([kept, refused, after]);
+        assert.deepEqual(outcomes.map((o) => o.status), ["fulfilled", "rejected", "rejected"]);
+        assert.ok((outcomes[1] as PromiseRejectedResult).reason instanceof StoreConditionError);
+        assert.deepEqual(store.list(""), [["a", 1], ["epoch", 1], ["first", 1]]);
       } finally {
         store.close();
       }
