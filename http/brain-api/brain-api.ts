@@ -34,7 +34,7 @@ import {
   TurnInputParamsSchema,
   TurnStartParamsSchema,
 } from "../../protocol/generated/contract.ts";
-import { ToolOutcomeUnknownError } from "../../harness/errors.ts";
+import { HarnessClosedError, ToolOutcomeUnknownError } from "../../harness/errors.ts";
 import type { ExecutorHandle, Session } from "../../harness/handles.ts";
 import type { Harness } from "../../harness/harness.ts";
 import type { SessionEventRecord, ToolCallResult } from "../../harness/records.ts";
@@ -407,6 +407,9 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
       return json(200, { ...view, state: "settled", result: waited.value });
     }
     if (waited.error instanceof ToolOutcomeUnknownError) {
+      // This harness is going away (a drain, or fenced): the call is in its store, and the
+      // harness that holds the store next answers it. Not final: the brain repeats the request.
+      if (waited.error.reason === "harness_closed") throw new HarnessClosedError();
       return json(200, { ...view, state: "settled", error: errorAnswer(waited.error).error });
     }
     if (waited.error !== undefined) throw waited.error;

@@ -20,7 +20,7 @@ export const JWT_SECRET = "failover-secret-".repeat(3);
 export const ENVIRONMENT_KEY = "ek_failover_0123456789abcdef";
 export const BRAIN_TOKEN = "failover-brain-token-0123";
 /** The claim is renewed this often: a silent holder is gone after three of them. */
-const RENEW_MS = 300;
+const RENEW_MS = 1_000;
 
 /** A harness process of the rig. */
 export interface HarnessProcess {
@@ -62,7 +62,7 @@ export async function startHarness(dir: string, store: string): Promise<HarnessP
     "--store-renew-ms",
     String(RENEW_MS),
     "--heartbeat-ms",
-    "1000",
+    "2000",
     "--log-format",
     "json",
   ], {
