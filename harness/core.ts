@@ -31,25 +31,18 @@ import { then } from "./maybe.ts";
 import { HarnessMetrics, type HarnessMetricsSnapshot } from "./metrics.ts";
 import { type HarnessObserver, Observers } from "./observe.ts";
 import type { SessionEventRecord } from "./records.ts";
-import { CallbackDeadline, Scheduler } from "./scheduler.ts";
+import { Scheduler } from "./scheduler.ts";
 import { DEFAULT_REMEMBER_ENDED_SESSIONS, Sessions } from "./sessions.ts";
 import type { EntryServices, ExecutorEntry, SessionEntry } from "./state.ts";
+import { type HarnessStore, isPromiseLike, type MaybePromise } from "./store/store.ts";
 import {
-  type HarnessStore,
-  InvalidStoreRequestError,
-  isPromiseLike,
-  type MaybePromise,
-  StoreClosedError,
-} from "./store/store.ts";
-import {
-  describeHolder,
   type HolderIdentity,
-  StoreClaim,
   StoreFencedError,
   StoreHeldError,
   StoreLockedError,
 } from "./store/claim.ts";
 import { ToolCallLedger } from "./tool-call-ledger.ts";
+import { StoreTenure } from "./store-tenure.ts";
 import { HarnessClosedError } from "./errors.ts";
 import type { HarnessReadiness } from "./readiness.ts";
 import { ToolCalls } from "./tool-calls.ts";
@@ -127,59 +120,36 @@ export class HarnessCore {
   /** Why start-up failed (the store is held by another harness). */
   #failure: Error | undefined;
   /** This harness's claim on its store (none without a store, or on a single-writer one). */
-  readonly #claim: StoreClaim | undefined;
+  readonly #tenure: StoreTenure | undefined;
   readonly #ledger: ToolCallLedger;
   #closed = false;
   /** Set once `close` has finished. */
   #closeFinished = false;
-  /** Set while another live harness holds the store and this one waits for it (`standby`). */
-  #standingBy = false;
-  /**
-   * Set when the claim took the store from a harness that did not let go and stopped renewing
-   * (gone, or frozen): its executors may still be attached to it, unaware.
-   */
-  #tookOver = false;
-  /** Set once a standby said who holds the store. */
-  #heldLogged = false;
-  /** Ends a standby: the harness was closed while it waited. */
-  #endStandby: (() => void) | undefined;
 
   constructor(options: CoreOptions) {
     this.#options = options;
     const { clock, logger } = options;
-    const claim = options.store && !options.store.singleWriter
-      ? new StoreClaim(options.store, {
+    this.scheduler = new Scheduler(clock);
+    const tenure = options.store && !options.store.singleWriter
+      ? new StoreTenure(options.store, {
         identity: options.holderIdentity,
         clock,
+        logger,
+        scheduler: this.scheduler,
         takeover: options.takeover,
+        standby: options.standby === true,
         renewMs: options.storeRenewMs,
         onFenced: (error) => this.#fenced(error),
-        onTaken: (previous, live) => {
-          // A live holder, taken over, finds itself fenced and closes its executors (1001).
-          if (!live) this.#tookOver = true;
-          logger.warn(
-            live
-              ? "took the harness store over from a live harness; it is fenced"
-              : "took the harness store from a harness that is gone",
-            { holder: describeHolder(previous, clock.now()) },
-          );
-        },
-        onStopped: (previous) =>
-          logger.warn(
-            "ended the store's stale holder on this machine: frozen, it held the database's lock",
-            { holder: describeHolder(previous, clock.now()) },
-          ),
       })
       : undefined;
-    this.#claim = claim;
-    this.scheduler = new Scheduler(clock);
+    this.#tenure = tenure;
     // Claimed before anything is read back: a store held by a live harness throws here, unless
     // this harness stands by for it.
-    const claimed = claim && options.standby ? this.#standBy(claim) : claim?.claim();
+    const claimed = tenure?.claim();
     const metrics = new HarnessMetrics(clock);
     this.metrics = metrics;
     const reporting = options.store &&
-      reportingStore(meteredStore(claim?.store ?? options.store, metrics), logger, clock);
+      reportingStore(meteredStore(tenure?.store ?? options.store, metrics), logger, clock);
     const telemetry = options.telemetry;
     const store = reporting && telemetry ? tracedStore(reporting, telemetry) : reporting;
     this.clock = clock;
@@ -265,10 +235,6 @@ export class HarnessCore {
     const recovered = isPromiseLike(claimed)
       ? claimed.then(() => this.#recover(ledger))
       : this.#recover(ledger);
-    if (claim) {
-      if (isPromiseLike(claimed)) claimed.then(() => this.#renewLater(), () => {});
-      else this.#renewLater();
-    }
     if (isPromiseLike(recovered)) {
       this.#recovering = Promise.resolve(recovered).then(
         () => void (this.#recovering = undefined),
@@ -301,89 +267,15 @@ export class HarnessCore {
   }
 
   /**
-   * Claims the store once no live harness holds it: tries now, then every `storeRenewMs` (a
-   * holder that stopped renewing is gone after three of them, one that let go at once).
-   */
-  #standBy(claim: StoreClaim): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.#endStandby = () => reject(new HarnessClosedError());
-      const attempt = () => {
-        if (this.#closed) return;
-        let claimed: MaybePromise<void>;
-        try {
-          claimed = claim.claim();
-        } catch (error) {
-          waitOrFail(error);
-          return;
-        }
-        Promise.resolve(claimed).then(() => {
-          this.#endStandby = undefined;
-          if (this.#standingBy) {
-            this.#options.logger.info("the store's holder is gone: this harness holds it now");
-          }
-          this.#standingBy = false;
-          resolve();
-        }, waitOrFail);
-      };
-      let failing = false;
-      const waitOrFail = (error: unknown) => {
-        if (
-          error instanceof InvalidStoreRequestError || error instanceof StoreClosedError ||
-          this.#closed
-        ) {
-          this.#endStandby = undefined;
-          reject(error);
-          return;
-        }
-        this.#standingBy = true;
-        if (error instanceof StoreHeldError) {
-          if (!this.#heldLogged) {
-            this.#heldLogged = true;
-            this.#options.logger.info("standing by: another harness holds the store", {
-              holder: describeHolder(error.holder, this.#options.clock.now()),
-            });
-          }
-          failing = false;
-        } else if (!failing) {
-          // The store is locked or unreachable: claimed later, never served unread.
-          failing = true;
-          this.#options.logger.warn("standing by: the store cannot be claimed now; retrying", {
-            error: String(error),
-          });
-        }
-        this.scheduler.set(
-          new CallbackDeadline(attempt),
-          this.#options.clock.now() + this.#options.storeRenewMs,
-        );
-      };
-      attempt();
-    });
-  }
-
-  /**
    * Whether this harness takes executors now ({@linkcode HarnessReadiness}): what `/readyz`
    * answers.
    */
   get readiness(): HarnessReadiness {
     if (this.#failure instanceof StoreFencedError) return "fenced";
     if (this.#closed) return this.#closeFinished ? "closed" : "draining";
-    if (this.#standingBy) return "standby";
+    if (this.#tenure?.standingBy) return "standby";
     if (this.#recovering) return "starting";
     return "serving";
-  }
-
-  /** Renews the claim on the store every `storeRenewMs`, until the harness closes. */
-  #renewLater(): void {
-    const claim = this.#claim!;
-    const renew = new CallbackDeadline(() => {
-      if (this.#closed || claim.fenced) return;
-      try {
-        const renewed = claim.renew();
-        if (isPromiseLike(renewed)) renewed.catch(() => {});
-      } catch { /* a fenced claim closes the harness; a failing store is logged where it fails */ }
-      this.scheduler.set(renew, this.clock.now() + this.#options.storeRenewMs);
-    });
-    this.scheduler.set(renew, this.clock.now() + this.#options.storeRenewMs);
   }
 
   /** Another harness took the store over: this one stops, and its executors go to that one. */
@@ -506,7 +398,7 @@ export class HarnessCore {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    this.#endStandby?.();
+    this.#tenure?.stop();
     for (const executor of [...this.executors.byId.values()]) {
       this.executors.release(executor, "harness_closed");
     }
@@ -516,11 +408,7 @@ export class HarnessCore {
     this.#agent?.close?.();
     await Promise.all(closing);
     // Let go of the store last: the next harness may claim it at once.
-    if (this.#claim && !this.#failure) {
-      try {
-        await this.#claim.release();
-      } catch { /* a store that cannot be written is logged where it fails */ }
-    }
+    if (this.#tenure && !this.#failure) await this.#tenure.release();
     this.#closeFinished = true;
   }
 
@@ -556,7 +444,7 @@ export class HarnessCore {
     // Executors still attached to a harness that froze notice only when a heartbeat goes
     // unanswered for two intervals, up to three after its last answer (before this claim):
     // their recovered leases count that too, so they reconnect here within them.
-    const graceMs = this.#tookOver ? 3 * this.#options.heartbeatIntervalMs : 0;
+    const graceMs = this.#tenure?.tookOver ? 3 * this.#options.heartbeatIntervalMs : 0;
     return then(
       executors.recover(graceMs),
       () =>
