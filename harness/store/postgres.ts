@@ -35,8 +35,12 @@ import {
   compareKeys,
   type HarnessStore,
   InvalidStoreRequestError,
+  keyRange,
   type ListOptions,
   prefixEnd,
+  RANGE_EXCLUSIVE_LOW,
+  RANGE_HAS_HIGH,
+  RANGE_REVERSE,
   StoreClosedError,
   StoreConditionError,
   type StoreOp,
@@ -159,11 +163,6 @@ function lockKey(text: string): number {
   return hash | 0;
 }
 
-// List statements by shape: bit 0 lower bound exclusive, bit 1 upper bound present, bit 2 reverse.
-const EXCLUSIVE_LOW = 1;
-const HAS_HIGH = 2;
-const REVERSE = 4;
-
 /** One batch in a transaction, checked and serialized. */
 interface Entry {
   readonly batch: readonly StoreOp[];
@@ -267,9 +266,11 @@ export class PostgresHarnessStore implements HarnessStore {
     this.#deleteFrom = `DELETE FROM ${t} WHERE key >= $1`;
     for (let shape = 0; shape < 8; shape++) {
       this.#lists.push(
-        `SELECT key, value FROM ${t} WHERE key ${shape & EXCLUSIVE_LOW ? ">" : ">="} $1` +
-          (shape & HAS_HIGH ? " AND key < $2" : "") +
-          ` ORDER BY key ${shape & REVERSE ? "DESC" : "ASC"} LIMIT $${shape & HAS_HIGH ? 3 : 2}`,
+        `SELECT key, value FROM ${t} WHERE key ${shape & RANGE_EXCLUSIVE_LOW ? ">" : ">="} $1` +
+          (shape & RANGE_HAS_HIGH ? " AND key < $2" : "") +
+          ` ORDER BY key ${shape & RANGE_REVERSE ? "DESC" : "ASC"} LIMIT $${
+            shape & RANGE_HAS_HIGH ? 3 : 2
+          }`,
       );
     }
   }
@@ -327,27 +328,12 @@ export class PostgresHarnessStore implements HarnessStore {
   list<T = unknown>(prefix: string, options?: ListOptions): Promise<[string, T][]> {
     this.#openCheck();
     checkList(prefix, options);
-    let low = prefix;
-    let shape = 0;
-    const after = options?.after;
-    if (after !== undefined && compareKeys(after, low) >= 0) {
-      low = after;
-      shape |= EXCLUSIVE_LOW;
-    }
-    let high = prefixEnd(prefix);
-    const before = options?.before;
-    if (before !== undefined && (high === undefined || compareKeys(before, high) < 0)) {
-      high = before;
-    }
-    if (options?.reverse) shape |= REVERSE;
+    const { low, high, shape } = keyRange(prefix, options);
     const limit = options?.limit;
     if (limit === 0) return Promise.resolve([]);
-    const params: unknown[] = [low];
-    if (high !== undefined) {
-      shape |= HAS_HIGH;
-      params.push(high);
-    }
-    params.push(limit ?? null);
+    const params: unknown[] = high === undefined
+      ? [low, limit ?? null]
+      : [low, high, limit ?? null];
     return this.#read(this.#lists[shape], params).then((rows) => {
       const out: [string, T][] = new Array(rows.length);
       for (let i = 0; i < rows.length; i++) {

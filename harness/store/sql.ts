@@ -19,11 +19,14 @@ import {
   checkKey,
   checkList,
   type CheckOp,
-  compareKeys,
   type HarnessStore,
   InvalidStoreRequestError,
+  keyRange,
   type ListOptions,
   prefixEnd,
+  RANGE_EXCLUSIVE_LOW,
+  RANGE_HAS_HIGH,
+  RANGE_REVERSE,
   StoreBusyError,
   StoreClosedError,
   StoreConditionError,
@@ -89,11 +92,6 @@ export class SqliteDriverUnavailableError extends LocalError {
     this.driver = driver;
   }
 }
-
-// List statements by shape: bit 0 lower bound exclusive, bit 1 upper bound present, bit 2 reverse.
-const EXCLUSIVE_LOW = 1;
-const HAS_HIGH = 2;
-const REVERSE = 4;
 
 /** The batches of one transaction of group commit: they are durable, or lost, together. */
 interface CommitGroup {
@@ -191,9 +189,9 @@ export class SqlHarnessStore implements HarnessStore {
     this.#deleteFrom = `DELETE FROM ${table} WHERE key >= ?`;
     for (let shape = 0; shape < 8; shape++) {
       this.#lists.push(
-        `SELECT key, value FROM ${table} WHERE key ${shape & EXCLUSIVE_LOW ? ">" : ">="} ?` +
-          (shape & HAS_HIGH ? " AND key < ?" : "") +
-          ` ORDER BY key ${shape & REVERSE ? "DESC" : "ASC"} LIMIT ?`,
+        `SELECT key, value FROM ${table} WHERE key ${shape & RANGE_EXCLUSIVE_LOW ? ">" : ">="} ?` +
+          (shape & RANGE_HAS_HIGH ? " AND key < ?" : "") +
+          ` ORDER BY key ${shape & RANGE_REVERSE ? "DESC" : "ASC"} LIMIT ?`,
       );
     }
   }
@@ -210,27 +208,10 @@ export class SqlHarnessStore implements HarnessStore {
     this.#open();
     checkList(prefix, options);
     if (this.#pending !== undefined) this.#commitPending();
-    let low = prefix;
-    let shape = 0;
-    const after = options?.after;
-    if (after !== undefined && compareKeys(after, low) >= 0) {
-      low = after;
-      shape |= EXCLUSIVE_LOW;
-    }
-    let high = prefixEnd(prefix);
-    const before = options?.before;
-    if (before !== undefined && (high === undefined || compareKeys(before, high) < 0)) {
-      high = before;
-    }
-    if (options?.reverse) shape |= REVERSE;
+    const { low, high, shape } = keyRange(prefix, options);
     const limit = options?.limit ?? -1;
     if (limit === 0) return [];
-    const params: SqlValue[] = [low];
-    if (high !== undefined) {
-      shape |= HAS_HIGH;
-      params.push(high);
-    }
-    params.push(limit);
+    const params: SqlValue[] = high === undefined ? [low, limit] : [low, high, limit];
     const rows = this.#driver.all(this.#lists[shape], params);
     const out: [string, T][] = new Array(rows.length);
     for (let i = 0; i < rows.length; i++) {

@@ -268,6 +268,40 @@ export function prefixEnd(prefix: string): string | undefined {
   return undefined;
 }
 
+/** A key range's shape, as bits: its low bound exclusive, a high bound, read in reverse. */
+export const RANGE_EXCLUSIVE_LOW = 1;
+/** A key range's shape: it has a high bound. */
+export const RANGE_HAS_HIGH = 2;
+/** A key range's shape: read from its high end. */
+export const RANGE_REVERSE = 4;
+
+/**
+ * The keys `list(prefix, options)` reads, for a store that asks a database: the low bound (`after`
+ * where it lies at or past the prefix: exclusive), the high bound (the prefix's end or an earlier
+ * `before`, exclusive; none: to the last key), and the range's shape as bits (`RANGE_*`), by which
+ * a SQL store picks its statement.
+ */
+export function keyRange(
+  prefix: string,
+  options?: ListOptions,
+): { low: string; high: string | undefined; shape: number } {
+  let low = prefix;
+  let shape = 0;
+  const after = options?.after;
+  if (after !== undefined && compareKeys(after, low) >= 0) {
+    low = after;
+    shape |= RANGE_EXCLUSIVE_LOW;
+  }
+  let high = prefixEnd(prefix);
+  const before = options?.before;
+  if (before !== undefined && (high === undefined || compareKeys(before, high) < 0)) {
+    high = before;
+  }
+  if (options?.reverse) shape |= RANGE_REVERSE;
+  if (high !== undefined) shape |= RANGE_HAS_HIGH;
+  return { low, high, shape };
+}
+
 /**
  * Serializes a value as stored by the stores that keep JSON text. Throws
  * {@linkcode InvalidStoreRequestError} for what JSON cannot represent (`undefined`, a function,
