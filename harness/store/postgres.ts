@@ -35,16 +35,13 @@ import {
   compareKeys,
   type HarnessStore,
   InvalidStoreRequestError,
-  keyRange,
   type ListOptions,
   prefixEnd,
-  RANGE_EXCLUSIVE_LOW,
-  RANGE_HAS_HIGH,
-  RANGE_REVERSE,
   StoreClosedError,
   StoreConditionError,
   type StoreOp,
 } from "./store.ts";
+import { keyRange, RANGE_EXCLUSIVE_LOW, RANGE_HAS_HIGH, RANGE_REVERSE } from "./store.ts";
 
 /** Rows as the client returns them, by column name. */
 export type PostgresRows = readonly Record<string, unknown>[];
