@@ -12,6 +12,7 @@ import {
   ConnectionClosedError,
   InvalidOutgoingParamsError,
   ProtocolError,
+  RequestTimeoutError,
 } from "../protocol/errors.ts";
 import { servesTool } from "../protocol/capabilities.ts";
 import {
@@ -199,6 +200,14 @@ export class ToolCalls implements CallOps<SessionEntry> {
         if (error instanceof ConnectionClosedError) {
           // Sent again after the executor reconnects within its lease.
           entry.state = "queued";
+          return;
+        }
+        if (error instanceof RequestTimeoutError) {
+          // The ack is late, not refused (a held link, a busy executor): a duplicate
+          // `tool_call_id` is acknowledged without running again, so the call goes out again
+          // until it is acknowledged, the connection ends, or its caller stops waiting.
+          entry.dispatchedOn = undefined;
+          this.dispatch(entry, executor);
           return;
         }
         // A protocol error means the executor refused the call: it never ran.
