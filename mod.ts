@@ -214,6 +214,7 @@ export {
   ArtifactUploadError,
   ClientStoppedError,
   ConnectionRefusedError,
+  ConnectTimeoutError,
   CredentialRejectedError,
   ExecutorClient,
   ExecutorConfigError,

@@ -23,6 +23,7 @@ import type { Credentials, ExecutorToken } from "./credentials.ts";
 import {
   ClientStoppedError,
   ConnectionRefusedError,
+  ConnectTimeoutError,
   CredentialRejectedError,
   errorCause,
   ExecutorConfigError,
@@ -95,8 +96,15 @@ export interface ConnectionLoopOptions<C extends Connection> {
   credentials: Credentials;
   dial: Dialer;
   maxFrameBytes: number;
+  /** See `ExecutorClientOptions.connectTimeoutMs`; undefined: the default. */
+  connectTimeoutMs: number | undefined;
   host: ConnectionHost<C>;
 }
+
+/** The deadline of an attempt's token exchange and dial before the first registration. */
+export const FIRST_CONNECT_TIMEOUT_MS = 30_000;
+/** The least deadline derived from a harness's heartbeat interval. */
+export const MIN_CONNECT_TIMEOUT_MS = 2_000;
 
 /** Runs connection attempts until stopped. */
 export class ConnectionLoop<C extends Connection> {
@@ -113,6 +121,8 @@ export class ConnectionLoop<C extends Connection> {
   /** What the current attempt is doing, and the URL it is doing it with (for its log line). */
   #stage: "token" | "dial" | "register" = "token";
   #target = "";
+  /** The heartbeat interval the harness gave at the latest registration. */
+  #heartbeatIntervalMs: number | undefined;
 
   constructor(options: ConnectionLoopOptions<C>) {
     this.#options = options;
@@ -186,6 +196,7 @@ export class ConnectionLoop<C extends Connection> {
       }
       failures = 0;
       this.#current = connection;
+      this.#heartbeatIntervalMs = connection.registration.heartbeat_interval_ms;
       this.#options.host.state("connected");
       this.#first.resolve(connection);
       this.#options.host.connected(connection);
@@ -225,29 +236,52 @@ export class ConnectionLoop<C extends Connection> {
   }
 
   async #attempt(): Promise<C> {
-    const signal = this.#controller.signal;
-    const { credentials, dial, maxFrameBytes } = this.#options;
-    this.#stage = "token";
-    this.#target = credentials.baseUrl ?? "";
-    const token = await credentials.fetchToken(signal);
-    const headers: Record<string, string> = {};
-    if (token.token) headers.authorization = `Bearer ${token.token}`;
-    this.#stage = "dial";
-    this.#target = token.url;
-    this.#options.logger.debug("connecting", { url: displayUrl(token.url) });
-    const transport = await dial(token.url, {
-      protocols: [...PROTOCOLS],
-      headers,
-      signal,
-      maxFrameBytes,
-    });
-    if (signal.aborted) {
+    const stop = this.#controller.signal;
+    const { credentials, dial, maxFrameBytes, clock } = this.#options;
+    // The token exchange and the dial end by a deadline: a harness that accepts a connection
+    // and never answers (frozen, or a kept-alive HTTP connection to one that is gone) would
+    // otherwise hold the attempt, and the executor's lease with it, for ever.
+    const timeoutMs = this.#connectTimeoutMs();
+    const deadline = new AbortController();
+    const timer = clock.setTimeout(
+      () =>
+        deadline.abort(
+          new ConnectTimeoutError(this.#stage === "dial" ? "dial" : "token", timeoutMs),
+        ),
+      timeoutMs,
+    );
+    const signal = AbortSignal.any([stop, deadline.signal]);
+    let token: ExecutorToken;
+    let transport: Transport;
+    try {
+      this.#stage = "token";
+      this.#target = credentials.baseUrl ?? "";
+      token = await credentials.fetchToken(signal);
+      const headers: Record<string, string> = {};
+      if (token.token) headers.authorization = `Bearer ${token.token}`;
+      this.#stage = "dial";
+      this.#target = token.url;
+      this.#options.logger.debug("connecting", { url: displayUrl(token.url) });
+      transport = await dial(token.url, {
+        protocols: [...PROTOCOLS],
+        headers,
+        signal,
+        maxFrameBytes,
+      });
+    } catch (error) {
+      // A dial aborted by the deadline says so, not "aborted".
+      if (deadline.signal.aborted && !stop.aborted) throw deadline.signal.reason;
+      throw error;
+    } finally {
+      clock.clearTimeout(timer);
+    }
+    if (stop.aborted) {
       transport.close(1000, "executor stopping");
-      throw signal.reason;
+      throw stop.reason;
     }
     this.#stage = "register";
     try {
-      return await this.#options.host.register(transport, token, signal);
+      return await this.#options.host.register(transport, token, stop);
     } catch (error) {
       try {
         transport.close(1000, "registration failed");
@@ -256,6 +290,20 @@ export class ConnectionLoop<C extends Connection> {
       }
       throw error;
     }
+  }
+
+  /**
+   * The deadline of a token exchange or a dial: as given, else one heartbeat interval of the
+   * harness (at least {@linkcode MIN_CONNECT_TIMEOUT_MS}; a harness that does not answer within
+   * it would have missed a heartbeat), else {@linkcode FIRST_CONNECT_TIMEOUT_MS}.
+   */
+  #connectTimeoutMs(): number {
+    const given = this.#options.connectTimeoutMs;
+    if (given !== undefined) return given;
+    const interval = this.#heartbeatIntervalMs;
+    return interval === undefined
+      ? FIRST_CONNECT_TIMEOUT_MS
+      : Math.max(interval, MIN_CONNECT_TIMEOUT_MS);
   }
 
   /** The backoff delay before retry number `attempt`. */

@@ -45,6 +45,7 @@ export class Connector implements ConnectionHost<ClientConnection> {
       credentials,
       dial,
       maxFrameBytes: core.maxFrameBytes,
+      connectTimeoutMs: core.options.connectTimeoutMs,
       host: this,
     });
     return this.#loop;

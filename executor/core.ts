@@ -476,6 +476,10 @@ function checkOptions(options: ExecutorClientOptions): void {
   ) {
     throw new ExecutorConfigError("maxSessions must be a positive integer");
   }
+  const connectTimeout = options.connectTimeoutMs;
+  if (connectTimeout !== undefined && !(Number.isFinite(connectTimeout) && connectTimeout > 0)) {
+    throw new ExecutorConfigError("connectTimeoutMs must be a positive number of ms");
+  }
 }
 
 /**

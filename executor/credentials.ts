@@ -285,6 +285,10 @@ class ExchangedCredentials extends FetchingCredentials {
           authorization: `Bearer ${this.#secret}`,
           "content-type": "application/json",
           accept: "application/json",
+          // Not kept alive for a later exchange: behind a TCP load balancer a kept-alive
+          // connection stays tied to the harness it first reached, and after a failover that
+          // one may be frozen (Deno's and Bun's fetch keep idle connections for long).
+          connection: "close",
         },
         body: JSON.stringify(body),
         signal,

@@ -7,6 +7,28 @@
  */
 import { ConnectionClosedError, LocalError, ProtocolError } from "../protocol/errors.ts";
 
+/**
+ * A connection attempt's token exchange or WebSocket dial took longer than its deadline (see
+ * `ExecutorClientOptions.connectTimeoutMs`): the harness behind the address accepted the
+ * connection but does not answer (a frozen process, a kept-alive connection to a harness that
+ * is gone). The client abandons the attempt and tries again.
+ */
+export class ConnectTimeoutError extends LocalError {
+  /** What the attempt was doing. */
+  readonly stage: "token" | "dial";
+  /** The deadline, in ms. */
+  readonly timeoutMs: number;
+  /** The stage that ran out of time, and its deadline. */
+  constructor(stage: "token" | "dial", timeoutMs: number) {
+    super(
+      `the ${stage === "token" ? "token exchange" : "WebSocket dial"} took over ${timeoutMs} ms`,
+    );
+    this.name = "ConnectTimeoutError";
+    this.stage = stage;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
 /** The options given to the client cannot work (a missing credential, dialer, or id). */
 export class ExecutorConfigError extends LocalError {
   /** `message` says which option is wrong. */

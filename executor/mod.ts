@@ -165,6 +165,7 @@ export {
   ArtifactUploadError,
   ClientStoppedError,
   ConnectionRefusedError,
+  ConnectTimeoutError,
   CredentialRejectedError,
   ExecutorConfigError,
   NotConnectedError,

@@ -105,6 +105,13 @@ export interface ExecutorClientOptions {
   tokenRefreshLeadMs?: number;
   /** Timeout of each request the client sends. Default 30 s. */
   requestTimeoutMs?: number;
+  /**
+   * How long a connection attempt's token exchange, and then its WebSocket dial, may take before
+   * the attempt is abandoned (`ConnectTimeoutError`, logged) and tried again. Default: the
+   * heartbeat interval the harness gave at the latest registration (at least 2 s), 30 s before
+   * the first.
+   */
+  connectTimeoutMs?: number;
   /** Frame size limit. Default 16 MiB. */
   maxFrameBytes?: number;
   /** Time between SIGTERM and SIGKILL for a session's cleanup, unless `session.stop` says. Default 5 s. */

@@ -89,7 +89,13 @@ export class Brain {
   async request(path: string, body?: unknown): Promise<{ status: number; body: any }> {
     const response = await fetch(`${this.base}/v1/harness${path}`, {
       method: body === undefined ? "GET" : "POST",
-      headers: { authorization: `Bearer ${BRAIN_TOKEN}`, "content-type": "application/json" },
+      // A brain in its own process would not share the executors' connection pool; here it
+      // does, so it keeps no connection tied to the harness that is about to be lost.
+      headers: {
+        authorization: `Bearer ${BRAIN_TOKEN}`,
+        "content-type": "application/json",
+        connection: "close",
+      },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       signal: AbortSignal.timeout(20_000),
     });
@@ -185,7 +191,14 @@ export async function startRig(dir: string, store: string): Promise<Rig> {
   mkdirSync(workdir, { recursive: true });
   const keyFile = join(dir, "key");
   writeFileSync(keyFile, ENVIRONMENT_KEY);
-  const cliExecutor = launchCli(EXECUTOR, ["--workdir", workdir, "--name", "cli-executor"], {
+  const cliExecutor = launchCli(EXECUTOR, [
+    "--workdir",
+    workdir,
+    "--name",
+    "cli-executor",
+    "--log-level",
+    "debug",
+  ], {
     stdio: ["ignore", "pipe", "pipe"],
     env: {
       PATH: process.env.PATH ?? "",

@@ -5,16 +5,6 @@ import { mkdtempSync } from "node:fs";
 import { join } from "node:path";
 import { callTools, checkNothingLost, readyStatus, startRig, until } from "./failover-rig.ts";
 import { exited, sendSignal } from "./cli-helpers.ts";
-import { RUNTIME } from "../helpers/runtime-command.ts";
-
-/**
- * On Node only for now: with the `bma-executor` CLI on Deno and Bun, its session's lease expired
- * across the failover in the suite's runs (the session ended `lease_expired` before the CLI had
- * resumed at the standby). A defect still open in issue 32, not a flake to retry.
- */
-const SKIP = RUNTIME === "node"
-  ? false
-  : "the CLI executor on Deno and Bun loses its lease across the failover (issue 32)";
 
 const TICKS = 60;
 
@@ -22,7 +12,6 @@ const TICKS = 60;
 export function failoverScenarios(store: () => string, dir: string): void {
   it(
     "kill -9 of the active: the standby holds the store, executors resume, nothing lost or run twice",
-    { skip: SKIP },
     async () => {
       const rig = await startRig(mkdtempSync(join(dir, "kill-")), store());
       try {
@@ -55,7 +44,6 @@ export function failoverScenarios(store: () => string, dir: string): void {
 
   it(
     "a frozen active (SIGSTOP) is taken over; woken, it writes nothing more, turns fenced and closes its executors",
-    { skip: SKIP },
     async () => {
       const rig = await startRig(mkdtempSync(join(dir, "freeze-")), store());
       try {

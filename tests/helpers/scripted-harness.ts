@@ -85,6 +85,8 @@ export class ScriptedHarness {
   readonly tokenRequests: { path: string; authorization: string | null; body: string }[] = [];
   /** Status the token endpoint answers with (200 issues a token). */
   tokenStatus = 200;
+  /** While set, token requests are received but answered only once it resolves. */
+  tokenGate: Promise<void> | undefined;
   /** Paths of the HTTP endpoints that answer 404 (an older deployment). */
   missingPaths: RegExp | undefined;
   /** Every artifact uploaded: path, headers and bytes. */
@@ -279,6 +281,7 @@ export class ScriptedHarness {
     this.tokenRequests.push({ path, authorization: request.headers.get("authorization"), body });
     this.#wake();
     if (!path.endsWith("/token")) return new Response("not found", { status: 404 });
+    if (this.tokenGate) await this.tokenGate;
     if (this.tokenStatus !== 200) {
       return Response.json({ error: "invalid_credential" }, { status: this.tokenStatus });
     }
