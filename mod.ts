@@ -221,6 +221,7 @@ export {
   INLINE_RESULT_BYTES,
   InvalidToolOutputError,
   LOCAL_ENVIRONMENT_ID,
+  NotAHarnessError,
   NotConnectedError,
   SessionEndedSignal,
   TokenExchangeError,

@@ -167,6 +167,7 @@ export {
   ConnectionRefusedError,
   CredentialRejectedError,
   ExecutorConfigError,
+  NotAHarnessError,
   NotConnectedError,
   TokenExchangeError,
   UnknownSessionError,
