@@ -219,6 +219,7 @@ export {
   ExecutorConfigError,
   ExecutorSession,
   INLINE_RESULT_BYTES,
+  InvalidTokenSourceResultError,
   InvalidToolOutputError,
   LOCAL_ENVIRONMENT_ID,
   NotAHarnessError,

@@ -83,6 +83,22 @@ export class NotAHarnessError extends LocalError {
   }
 }
 
+/**
+ * A `tokenSource` returned what is not a `TokenSourceResult` (a bare string, no
+ * `token`, no `url`, an `expiresAt` that is no time): a mistake in the program, which no retry
+ * mends, so the client stops at once (`closed` says `config`). The message names what is wrong,
+ * never the value returned.
+ */
+export class InvalidTokenSourceResultError extends ExecutorConfigError {
+  /** What is wrong with the result. */
+  constructor(problem: string) {
+    super(
+      `the token source returned ${problem}: it must resolve to { token: string, expiresAt, url: string }`,
+    );
+    this.name = "InvalidTokenSourceResultError";
+  }
+}
+
 /** The client has stopped (or is stopping): the operation cannot complete. */
 export class ClientStoppedError extends LocalError {
   /** Defaults to a message saying the client has stopped. */

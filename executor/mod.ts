@@ -167,6 +167,7 @@ export {
   ConnectionRefusedError,
   CredentialRejectedError,
   ExecutorConfigError,
+  InvalidTokenSourceResultError,
   NotAHarnessError,
   NotConnectedError,
   TokenExchangeError,
