@@ -8,10 +8,10 @@
  *   BMA_BASE_URL=… BMA_ENVIRONMENT_KEY=… BMA_ENVIRONMENT_ID=… bma-executor
  *
  * Logs go to stderr (the SDK's own lines, through its injected logger; this file adds only what
- * the SDK cannot know: signals, a work directory it cannot use, a URL that is no harness), stdout
- * carries the lines for scripts (`registered <id>`, again for each new id, and `stopped, exit
- * code <n>`); secrets are never printed. SIGTERM/SIGINT at any point exit 0: a registered
- * executor drains (no new sessions, current work finishes within --drain-ms), a
+ * the SDK cannot know: signals, a work directory it cannot use, which flag named a URL that is no
+ * harness), stdout carries the lines for scripts (`registered <id>`, again for each new id, and
+ * `stopped, exit code <n>`); secrets are never printed. SIGTERM/SIGINT at any point exit 0: a
+ * registered executor drains (no new sessions, current work finishes within --drain-ms), a
  * second signal stops at once (running calls canceled, their processes killed), a third exits
  * without waiting.
  */
@@ -33,9 +33,7 @@ import { CONTRACT_VERSION } from "../protocol/generated/contract.ts";
 import type { ExecutorClosedInfo } from "../executor/connection-loop.ts";
 import { SDK_VERSION as VERSION } from "../executor/version.ts";
 import { concatBytes } from "../transport/bytes.ts";
-import { type Dialer, DialError } from "../transport/transport.ts";
-import { ExecutorConfigError } from "../executor/errors.ts";
-import { displayUrl } from "../executor/connection-loop.ts";
+import { NotAHarnessError } from "../executor/errors.ts";
 import { executorOptions, type Runtime } from "../runtime/runtime.ts";
 
 const USAGE =
@@ -136,6 +134,8 @@ interface Config {
   graceMs: number;
   drainMs: number;
   logger: Logger;
+  /** Where the harness URL came from (`--harness`, `BMA_HARNESS_URL`), when it was given. */
+  harnessFrom: string | undefined;
 }
 
 /** Reads a credential from a file ("-": standard input), without its trailing newline. */
@@ -222,30 +222,9 @@ function checkWorkdir(dir: string, logger: Logger): string {
   return dir;
 }
 
-/**
- * `dial` (the runtime's dialer), except that a server answering the WebSocket upgrade with HTTP
- * 404 (or 405, 410: no such endpoint) is no harness: a configuration error, which stops the
- * executor instead of retrying forever.
- */
-function harnessDialer(flag: string, dial: Dialer): Dialer {
-  return async (url, options) => {
-    try {
-      return await dial(url, options);
-    } catch (error) {
-      if (error instanceof DialError && [404, 405, 410].includes(error.status ?? 0)) {
-        throw new ExecutorConfigError(
-          `${displayUrl(url)} answered HTTP ${error.status}: it is not a harness (check ${flag})`,
-        );
-      }
-      throw error;
-    }
-  };
-}
-
 async function configure(
   argv: string[],
   env: Record<string, string | undefined>,
-  dial: Dialer,
 ): Promise<Config | "help" | "version"> {
   let parsed;
   try {
@@ -276,6 +255,7 @@ async function configure(
   };
   const harnessUrl = v.harness ?? env.BMA_HARNESS_URL;
   const credential: Partial<Config["options"]> = {};
+  let harnessFrom: string | undefined;
   if (harnessUrl) {
     if (!/^(wss?:\/\/|unix:\/\/)/.test(harnessUrl)) {
       throw new UsageError(
@@ -283,7 +263,7 @@ async function configure(
       );
     }
     credential.harnessUrl = harnessUrl;
-    credential.dial = harnessDialer(v.harness ? "--harness" : "BMA_HARNESS_URL", dial);
+    harnessFrom = v.harness ? "--harness" : "BMA_HARNESS_URL";
   } else {
     const baseUrl = env.BMA_BASE_URL;
     if (!baseUrl) {
@@ -344,6 +324,7 @@ async function configure(
     graceMs: positiveInt("grace-ms", v["grace-ms"]) ?? 2_000,
     drainMs: positiveInt("drain-ms", v["drain-ms"]) ?? 30_000,
     logger,
+    harnessFrom,
   };
 }
 
@@ -361,7 +342,7 @@ async function main(runtime: Runtime): Promise<number> {
   process.on("SIGINT", () => onSignal("SIGINT"));
   let config: Awaited<ReturnType<typeof configure>>;
   try {
-    config = await configure(process.argv.slice(2), process.env, runtime.dial);
+    config = await configure(process.argv.slice(2), process.env);
   } catch (error) {
     if (error instanceof UsageError) {
       process.stderr.write(`bma-executor: ${redactUrls(error.message)} (see --help)\n`);
@@ -455,11 +436,16 @@ async function main(runtime: Runtime): Promise<number> {
     }
   }
   const closed = await client.closed;
-  if (closed.reason === "config" && closed.error) {
-    // A --harness that is no harness (HTTP 404): said here too, beside the SDK's log line.
+  if (closed.error instanceof NotAHarnessError) {
+    // A --harness that is no harness (HTTP 404), as the SDK decided: said here too, beside the
+    // SDK's log line, with where to look.
+    const from = config.harnessFrom ? ` (check ${config.harnessFrom})` : "";
+    process.stderr.write(`bma-executor: ${redactUrls(closed.error.message)}${from}\n`);
+  } else if (closed.reason === "config" && closed.error) {
     process.stderr.write(`bma-executor: ${redactUrls(closed.error.message)}\n`);
   }
-  const code = stopping ? 0 : closed.reason === "config" ? 2 : 1;
+  const configError = closed.reason === "config" || closed.reason === "not_a_harness";
+  const code = stopping ? 0 : configError ? 2 : 1;
   process.stdout.write(`stopped, exit code ${code}\n`);
   return code;
 }

@@ -10,7 +10,7 @@
  * Portable: the dialer and fetch are injected (`executor/node.ts` preconfigures the Node dialer).
  */
 import { aborted, raceSignal, throwIfAborted } from "../protocol/abort.ts";
-import { LocalError } from "../protocol/errors.ts";
+import { LocalError, RequestAbortedError } from "../protocol/errors.ts";
 import type {
   Artifact,
   Capabilities,
@@ -366,20 +366,33 @@ export class ExecutorClient {
 
   /**
    * Connects and registers; resolves with the registration once registered. Transient failures
-   * are retried with backoff meanwhile. Rejects with the contract's error when the harness
-   * refuses the registration (-32010 `ProtocolMismatchError`, -32012 `CapabilityMissingError`
-   * with `data.reason` and `data.capability`), `CredentialRejectedError` when the token endpoint
-   * refuses the credential, `ConnectionRefusedError` for a refused upgrade, or
-   * `ClientStoppedError` when stopped first. `options.signal` stops waiting (rejects with
-   * `RequestAbortedError`) while the client goes on connecting (`stop()` ends that); an
-   * already-aborted signal starts nothing.
+   * (no answer, a refused connection, HTTP 5xx, 408, 429, a dropped connection) are retried
+   * with backoff meanwhile. Rejects with the contract's error when the harness refuses the
+   * registration (-32010 `ProtocolMismatchError`, -32012 `CapabilityMissingError` with
+   * `data.reason` and `data.capability`), `CredentialRejectedError` when the token endpoint
+   * refuses the credential, `ConnectionRefusedError` for a refused upgrade (HTTP 401, 403),
+   * `NotAHarnessError` when the URL answers as no harness does (HTTP 404, a 200 without an
+   * upgrade, ...), `InvalidTokenSourceResultError` when a `tokenSource` returns the wrong shape,
+   * or `ClientStoppedError` when stopped first. `options.signal` stops waiting (rejects with
+   * `RequestAbortedError`, whose `cause` is the last attempt's failure — why it has not
+   * connected yet — or, when none failed, the signal's reason) while the client goes on
+   * connecting (`stop()` ends that); an already-aborted signal starts nothing.
+   *
+   * ```ts
+   * try {
+   *   await client.start({ signal: AbortSignal.timeout(30_000) });
+   * } catch (error) {
+   *   if (error instanceof RequestAbortedError) console.error("not connected yet:", error.cause);
+   *   await client.stop();
+   * }
+   * ```
    */
   start(startOptions: { signal?: AbortSignal } = {}): Promise<ExecutorRegisterResult> {
     if (this.#stopping) return Promise.reject(new ClientStoppedError());
     const signal = startOptions.signal;
     const refused = aborted(signal, "start");
     if (refused) return refused;
-    if (this.#started) return raceSignal(this.#started, signal, "start");
+    if (this.#started) return this.#whenStarted(this.#started, signal);
     const { missingCredential, credentials, options } = this.#core;
     if (missingCredential) return Promise.reject(missingCredential);
     if (!options.dial) {
@@ -389,7 +402,25 @@ export class ExecutorClient {
         ),
       );
     }
-    return raceSignal(this.#run(credentials, options.dial), signal, "start");
+    return this.#whenStarted(this.#run(credentials, options.dial), signal);
+  }
+
+  /**
+   * `started`, unless `signal` aborts first: then `RequestAbortedError` with the last failed
+   * attempt's error as its `cause` (a caller that gives up is told why it waited), or the
+   * signal's reason when no attempt has failed.
+   */
+  #whenStarted(
+    started: Promise<ExecutorRegisterResult>,
+    signal: AbortSignal | undefined,
+  ): Promise<ExecutorRegisterResult> {
+    return raceSignal(started, signal, "start").catch((error: unknown) => {
+      const last = this.#connector.lastFailure;
+      const byTheSignal = error instanceof RequestAbortedError && signal?.aborted === true &&
+        error.cause === signal.reason;
+      if (!byTheSignal || last === undefined) throw error;
+      throw new RequestAbortedError("start", last);
+    });
   }
 
   /**

@@ -5,8 +5,9 @@
  *
  * Stop for good: a received `executor.close`, close codes the contract marks `reconnect: false`
  * (1000, 1008, 4002, 4003, 4004), a refused credential (HTTP 401 at the token endpoint or the
- * upgrade), and a refused registration (-32010, -32012, -32001, -32602). Everything else —
- * 1001, 1009, 1011, 4001, 4005, network failures, unknown codes — reconnects.
+ * upgrade), an upgrade answered as no harness does (HTTP 404, a 200: `upgrade-verdict.ts`), and
+ * a refused registration (-32010, -32012, -32001, -32602). Everything else — 1001, 1009, 1011,
+ * 4001, 4005, network failures, 5xx, unknown codes — reconnects.
  */
 import type { Clock } from "../protocol/clock.ts";
 import {
@@ -27,7 +28,9 @@ import {
   CredentialRejectedError,
   errorCause,
   ExecutorConfigError,
+  NotAHarnessError,
 } from "./errors.ts";
+import { upgradeVerdict } from "./upgrade-verdict.ts";
 import { backoffDelay, type BackoffPolicy, deferred, describeError, sleep } from "./timing.ts";
 
 /** Where the client is. */
@@ -51,6 +54,8 @@ export type StopReason =
   | "credential_rejected"
   /** The harness refused the WebSocket upgrade (HTTP 401/403). */
   | "connection_refused"
+  /** The URL answered as no harness does (HTTP 404, a 200 without an upgrade, ...). */
+  | "not_a_harness"
   /** The harness refused `executor.register` (-32010, -32012, -32001, -32602). */
   | "register_refused"
   /** The client's configuration cannot work. */
@@ -123,6 +128,7 @@ export class ConnectionLoop<C extends Connection> {
   #target = "";
   /** The heartbeat interval the harness gave at the latest registration. */
   #heartbeatIntervalMs: number | undefined;
+  #lastFailure: unknown = undefined;
 
   constructor(options: ConnectionLoopOptions<C>) {
     this.#options = options;
@@ -138,6 +144,14 @@ export class ConnectionLoop<C extends Connection> {
       this.#end({ reason: "config", error: error instanceof Error ? error : undefined });
     });
     return this.#first.promise;
+  }
+
+  /**
+   * Why the latest attempt failed, while none has succeeded since (undefined once registered):
+   * what a caller that stops waiting for the first registration is told.
+   */
+  get lastFailure(): unknown {
+    return this.#lastFailure;
   }
 
   /** Stops attempting: aborts a dial or a backoff wait; the current connection is left to the caller. */
@@ -169,7 +183,8 @@ export class ConnectionLoop<C extends Connection> {
         connection = await this.#attempt();
       } catch (error) {
         if (this.#halted) break;
-        const fatal = fatalAttemptError(error);
+        this.#lastFailure = error;
+        const fatal = fatalAttemptError(error, this.#target);
         if (fatal) {
           this.#options.logger.error("connection refused for good", {
             url: displayUrl(this.#target),
@@ -195,6 +210,7 @@ export class ConnectionLoop<C extends Connection> {
         continue;
       }
       failures = 0;
+      this.#lastFailure = undefined;
       this.#current = connection;
       this.#heartbeatIntervalMs = connection.registration.heartbeat_interval_ms;
       this.#options.host.state("connected");
@@ -351,14 +367,23 @@ const REGISTER_REFUSALS: ReadonlySet<number> = new Set([
   ErrorCode.INVALID_PARAMS,
 ]);
 
-/** The stop decision for a failed attempt; undefined to retry. */
-function fatalAttemptError(error: unknown): ExecutorClosedInfo | undefined {
+/** The stop decision for a failed attempt to reach `url`; undefined to retry. */
+function fatalAttemptError(error: unknown, url: string): ExecutorClosedInfo | undefined {
   if (error instanceof CredentialRejectedError) return { reason: "credential_rejected", error };
-  if (error instanceof DialError && (error.status === 401 || error.status === 403)) {
-    return {
-      reason: "connection_refused",
-      error: new ConnectionRefusedError(error.status, { cause: error }),
-    };
+  if (error instanceof DialError && error.status !== undefined) {
+    const verdict = upgradeVerdict(error.status);
+    if (verdict === "refused") {
+      return {
+        reason: "connection_refused",
+        error: new ConnectionRefusedError(error.status, { cause: error }),
+      };
+    }
+    if (verdict === "not_a_harness") {
+      return {
+        reason: "not_a_harness",
+        error: new NotAHarnessError(displayUrl(url), error.status, { cause: error }),
+      };
+    }
   }
   if (error instanceof ProtocolError && REGISTER_REFUSALS.has(error.code)) {
     return { reason: "register_refused", error };

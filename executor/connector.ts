@@ -51,6 +51,11 @@ export class Connector implements ConnectionHost<ClientConnection> {
     return this.#loop;
   }
 
+  /** Why the latest connection attempt failed, while none has succeeded since. */
+  get lastFailure(): unknown {
+    return this.#loop?.lastFailure;
+  }
+
   /** Stops the loop: no more attempts; the current connection is left to {@linkcode close}. */
   halt(): void {
     this.#loop?.halt();

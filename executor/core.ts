@@ -121,6 +121,7 @@ export class ExecutorCore {
     const scrubber = this.scrubber = new SecretScrubber([
       options.environmentKey,
       options.machineToken,
+      options.token,
     ]);
     const logger = this.logger = scrubber.logger(options.logger ?? silentLogger);
     const { credentials, missing } = credentialsOf(options, clock, scrubber);
@@ -493,7 +494,7 @@ function credentialsOf(
 ): { credentials: Credentials; missing?: ExecutorConfigError } {
   const deps = { fetch: options.fetch, clock, scrubber };
   const none = options.tokenSource === undefined && options.machineToken === undefined &&
-    options.environmentKey === undefined && !options.harnessUrl;
+    options.environmentKey === undefined && options.token === undefined && !options.harnessUrl;
   if (!none) return { credentials: createCredentials(options, deps) };
   try {
     return { credentials: createCredentials(options, deps) };

@@ -1,11 +1,17 @@
 /**
  * Where the executor's connection token comes from: an environment key or a machine token
- * exchanged at the token endpoint (protocol/contract/http.md), a custom token source, or none at
- * all for a local harness (`harnessUrl`).
+ * exchanged at the token endpoint (protocol/contract/http.md), a custom token source, a token
+ * given as it is (`token`, for a harness whose `authenticate` checks it), or none at all for a
+ * local harness (`harnessUrl`).
  */
 import type { Clock } from "../protocol/clock.ts";
 import { isLocalSocketUrl, localSocketPath } from "../transport/server.ts";
-import { CredentialRejectedError, ExecutorConfigError, TokenExchangeError } from "./errors.ts";
+import {
+  CredentialRejectedError,
+  ExecutorConfigError,
+  InvalidTokenSourceResultError,
+  TokenExchangeError,
+} from "./errors.ts";
 import type {
   ExecutorClientOptions,
   FetchFunction,
@@ -36,6 +42,7 @@ export type CredentialOptions = Pick<
   | "machineToken"
   | "machineId"
   | "tokenSource"
+  | "token"
   | "harnessUrl"
   | "socketFetch"
 >;
@@ -43,7 +50,7 @@ export type CredentialOptions = Pick<
 /** How the client is identified and how it obtains tokens. */
 export interface Credentials {
   /** Which kind of credential this is. */
-  readonly scope: "environment" | "machine" | "custom" | "local";
+  readonly scope: "environment" | "machine" | "custom" | "static" | "local";
   /** The environment id sent in `executor.register` (`""` for a machine-scoped executor). */
   readonly environmentId: string;
   /** The machine id (machine scope). */
@@ -78,6 +85,7 @@ export function createCredentials(
 ): Credentials {
   const baseUrl = options.baseUrl ? normalizeBaseUrl(options.baseUrl) : undefined;
   const harnessUrl = options.harnessUrl;
+  if (options.token !== undefined) return staticCredentials(options.token, options, baseUrl);
   if (options.tokenSource) {
     return new CustomCredentials(options.tokenSource, options, baseUrl, deps);
   }
@@ -109,6 +117,52 @@ export function createCredentials(
   throw new ExecutorConfigError(
     "no credential: give environmentKey + environmentId, machineToken + machineId, tokenSource, or harnessUrl",
   );
+}
+
+/**
+ * A token given as it is (`token`): presented to `harnessUrl` on every connection as
+ * `Authorization: Bearer …`, and to its HTTP side for uploads. It does not expire as far as the
+ * client knows, so nothing refreshes it; it is held in memory only, and the scrubber keeps it out
+ * of every log line.
+ */
+function staticCredentials(
+  token: unknown,
+  options: CredentialOptions,
+  baseUrl: string | undefined,
+): Credentials {
+  if (typeof token !== "string" || !token) {
+    throw new ExecutorConfigError("token must be a non-empty string");
+  }
+  if (!isHeaderSafe(token)) {
+    throw new ExecutorConfigError("token must not contain spaces or control characters");
+  }
+  if (
+    options.tokenSource !== undefined || options.machineToken !== undefined ||
+    options.environmentKey !== undefined
+  ) {
+    throw new ExecutorConfigError(
+      "token is a credential of its own: give it without tokenSource, machineToken or environmentKey",
+    );
+  }
+  const harnessUrl = options.harnessUrl;
+  if (!harnessUrl) {
+    throw new ExecutorConfigError(
+      "token needs harnessUrl: the harness whose authenticate checks it",
+    );
+  }
+  return {
+    scope: "static",
+    environmentId: options.environmentId ?? (options.machineId ? "" : LOCAL_ENVIRONMENT_ID),
+    machineId: options.machineId,
+    ...(baseUrl === undefined ? localHarnessOrigin(harnessUrl, options.socketFetch) : { baseUrl }),
+    refreshable: false,
+    fetchToken: () => Promise.resolve({ token, url: harnessUrl }),
+  };
+}
+
+/** Whether a token can travel in an `Authorization` header: visible ASCII only. */
+function isHeaderSafe(token: string): boolean {
+  return /^[\x21-\x7e]+$/.test(token);
 }
 
 /**
@@ -202,16 +256,54 @@ class CustomCredentials extends FetchingCredentials {
       }
       throw new TokenExchangeError("the token source failed", undefined, { cause: error });
     }
-    if (!result || typeof result.token !== "string" || !result.token) {
-      throw new TokenExchangeError("the token source returned no token");
-    }
+    // A wrong shape is the program's mistake, which asking again does not mend: refused at once.
+    const problem = tokenSourceProblem(result, this.harnessUrl === undefined);
+    if (problem) throw new InvalidTokenSourceResultError(problem);
     this.scrubber.add(result.token);
-    const url = this.harnessUrl ?? result.url;
-    if (typeof url !== "string" || !url) {
-      throw new TokenExchangeError("the token source returned no channel url");
-    }
-    return { token: result.token, expiresAt: parseExpiry(result.expiresAt), url };
+    return {
+      token: result.token,
+      expiresAt: parseExpiry(result.expiresAt),
+      url: this.harnessUrl ?? result.url,
+    };
   }
+}
+
+/**
+ * What is wrong with what a token source returned, in words that never hold its values (a
+ * token must not reach an error message); undefined when it is a `TokenSourceResult`. `url`
+ * may be left out when `harnessUrl` names where to dial; `expiresAt` may be left out (the token
+ * is then never refreshed: the harness ends the connection with 4001 when it expires, and the
+ * client reconnects with a fresh one).
+ */
+function tokenSourceProblem(result: unknown, needsUrl: boolean): string | undefined {
+  if (result === undefined || result === null) return String(result);
+  if (typeof result !== "object") return `a ${typeof result} instead of an object`;
+  if (Array.isArray(result)) return "an array instead of an object";
+  const { token, url, expiresAt } = result as Record<string, unknown>;
+  if (token === undefined) return "no token";
+  if (typeof token !== "string") return `a token of type ${typeName(token)}`;
+  if (!token) return "an empty token";
+  if (!isHeaderSafe(token)) return "a token with spaces or control characters";
+  if (needsUrl) {
+    if (url === undefined) return "no url (and the client has no harnessUrl)";
+    if (typeof url !== "string") return `a url of type ${typeName(url)}`;
+    if (!url) return "an empty url";
+  }
+  if (expiresAt !== undefined) {
+    const valid = expiresAt instanceof Date || typeof expiresAt === "number" ||
+      typeof expiresAt === "string";
+    if (!valid) return `an expiresAt of type ${typeName(expiresAt)}`;
+    const ms = parseExpiry(expiresAt);
+    if (ms === undefined || !Number.isFinite(ms)) return "an expiresAt that is no time";
+  }
+  return undefined;
+}
+
+/** A value's kind, for a message that must not show the value. */
+function typeName(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "array";
+  return typeof value;
 }
 
 /** The token endpoint's 200 body (protocol/contract/http.md). */

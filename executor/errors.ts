@@ -84,6 +84,43 @@ export class ConnectionRefusedError extends LocalError {
   }
 }
 
+/**
+ * The URL the client dials answered as no harness does, with an answer that retrying cannot
+ * change: HTTP 404 (or 405, 410: nothing is served there), a 200 or another answer without an
+ * upgrade, a redirect, or another 4xx than 401, 403, 408 and 429 (which are refused,
+ * {@linkcode ConnectionRefusedError}, or retried). The client stops (`closed` says
+ * `not_a_harness`); check the URL. The refused dial is its `cause`.
+ */
+export class NotAHarnessError extends LocalError {
+  /** The HTTP status of the answer. */
+  readonly status: number;
+  /** The URL dialed, as it may be shown (no user info, query or fragment). */
+  readonly url: string;
+  /** The URL as it may be shown, the status, and the refused dial as `cause`. */
+  constructor(url: string, status: number, options?: { cause?: unknown }) {
+    super(`${url} answered HTTP ${status}: it is not a harness`, options);
+    this.name = "NotAHarnessError";
+    this.url = url;
+    this.status = status;
+  }
+}
+
+/**
+ * A `tokenSource` returned what is not a `TokenSourceResult` (a bare string, no
+ * `token`, no `url`, an `expiresAt` that is no time): a mistake in the program, which no retry
+ * mends, so the client stops at once (`closed` says `config`). The message names what is wrong,
+ * never the value returned.
+ */
+export class InvalidTokenSourceResultError extends ExecutorConfigError {
+  /** What is wrong with the result. */
+  constructor(problem: string) {
+    super(
+      `the token source returned ${problem}: it must resolve to { token: string, expiresAt, url: string }`,
+    );
+    this.name = "InvalidTokenSourceResultError";
+  }
+}
+
 /** The client has stopped (or is stopping): the operation cannot complete. */
 export class ClientStoppedError extends LocalError {
   /** Defaults to a message saying the client has stopped. */

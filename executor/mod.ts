@@ -168,6 +168,8 @@ export {
   ConnectTimeoutError,
   CredentialRejectedError,
   ExecutorConfigError,
+  InvalidTokenSourceResultError,
+  NotAHarnessError,
   NotConnectedError,
   TokenExchangeError,
   UnknownSessionError,

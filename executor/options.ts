@@ -17,17 +17,42 @@ import type { WebSocketServe } from "../transport/server.ts";
 import type { ExecutorSession } from "./sessions.ts";
 import type { BackoffPolicy } from "./timing.ts";
 
-/** What a custom {@linkcode TokenSource} returns. */
+/**
+ * What a custom {@linkcode TokenSource} resolves to. Anything else (a bare string, no `token`,
+ * no `url`, an `expiresAt` that is no time) makes `start()` reject with
+ * `InvalidTokenSourceResultError` at once: a wrong shape is never retried.
+ */
 export interface TokenSourceResult {
-  /** The executor JWT. */
+  /** The token the harness's `authenticate` checks (an executor JWT, an opaque key, ...). */
   token: string;
-  /** Its expiry: a Date, ms since the epoch, or an ISO 8601 string. */
+  /**
+   * Its expiry: a Date, ms since the epoch, or an ISO 8601 string. The client asks the source
+   * again `tokenRefreshLeadMs` before it, and extends the connection with the fresh token.
+   */
   expiresAt: Date | number | string;
-  /** The channel URL to dial with it. */
+  /** The channel URL to dial with it (`ws://`, `wss://`, `unix:///path.sock`); `harnessUrl` wins. */
   url: string;
 }
 
-/** A custom credential: returns a fresh token, carrying its own channel URL, on every call. */
+/**
+ * A custom credential: a function the client calls for a fresh token before each connection and
+ * before the token expires. It carries its own channel URL. A source that throws is retried
+ * with backoff (throw `CredentialRejectedError` to stop the client for good); one that resolves
+ * to the wrong shape stops it at once (`InvalidTokenSourceResultError`).
+ *
+ * ```ts
+ * const client = new ExecutorClient({
+ *   environmentId: "env_1",
+ *   // Your own identity service issues short-lived tokens for the harness's `authenticate`.
+ *   tokenSource: async ({ signal }) => {
+ *     const response = await fetch("https://id.example.com/executor-token", { signal });
+ *     const { jwt, expires_at } = await response.json();
+ *     return { token: jwt, expiresAt: expires_at, url: "wss://harness.example.com" };
+ *   },
+ *   executor: { name: "builder-7", os: "linux", arch: "x64", version: "1.0.0" },
+ * });
+ * ```
+ */
 export type TokenSource = (options: { signal: AbortSignal }) => Promise<TokenSourceResult>;
 
 /** The fetch function the client uses (web-standard; injectable for tests and runtimes). */
@@ -58,8 +83,28 @@ export interface ExecutorClientOptions {
   machineToken?: string;
   /** The machine the token belongs to. */
   machineId?: string;
-  /** Your own credential: returns a fresh token with its channel URL on every call. */
+  /**
+   * Your own credential: returns a fresh token with its channel URL on every call (see
+   * {@linkcode TokenSource} for an example). For a token that does not change, `token`.
+   */
   tokenSource?: TokenSource;
+  /**
+   * A token that does not change, for a harness whose `authenticate` checks it: sent to
+   * `harnessUrl` (required) as `Authorization: Bearer <token>` on every connection, and with
+   * artifact uploads. Held in memory only and never logged; never refreshed (a harness that
+   * lets it expire closes with 4001, and the client reconnects with the same token). Not with
+   * `tokenSource`, `machineToken` or `environmentKey`.
+   *
+   * ```ts
+   * const client = new ExecutorClient({
+   *   harnessUrl: "wss://harness.example.com",
+   *   token: process.env.HARNESS_TOKEN!, // e.g. read from a secret store
+   *   environmentId: "env_1", // as the harness's authenticate binds the token
+   *   executor: { name: "builder-7", os: "linux", arch: "x64", version: "1.0.0" },
+   * });
+   * ```
+   */
+  token?: string;
   /**
    * A local harness (`ws://`, `wss://`, `unix:///path.sock`) reached without token exchange; or,
    * with a credential, the URL to dial instead of the one the token endpoint names. Without

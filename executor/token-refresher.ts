@@ -10,7 +10,7 @@ import { MethodNotFoundError } from "../protocol/generated/errors.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { Peer } from "../protocol/peer.ts";
 import type { Credentials, TokenCache } from "./credentials.ts";
-import { CredentialRejectedError } from "./errors.ts";
+import { CredentialRejectedError, ExecutorConfigError } from "./errors.ts";
 import { backoffDelay, type BackoffPolicy, describeError } from "./timing.ts";
 
 /** The least time between two refreshes of one connection. */
@@ -95,6 +95,14 @@ export class TokenRefresher {
       if (this.#stopped || error instanceof ConnectionClosedError) return;
       if (error instanceof MethodNotFoundError || error instanceof MethodUnavailableError) {
         logger.info("the harness cannot refresh tokens: reconnecting when it closes with 4001");
+        this.stop();
+        return;
+      }
+      if (error instanceof ExecutorConfigError) {
+        // A token source returning the wrong shape: asking it again would not mend that.
+        logger.error("the token source cannot refresh the token", {
+          error: describeError(error),
+        });
         this.stop();
         return;
       }

@@ -1,0 +1,246 @@
+/**
+ * `start()` against a URL that answers as no harness does: an answer that retrying cannot change
+ * (HTTP 404, a 200 without an upgrade, a redirect, another 4xx) rejects it at once with
+ * `NotAHarnessError`, and nothing is tried again; an answer that may change (5xx, 408, 429, a
+ * refused connection) is retried, and a `start({ signal })` aborted meanwhile carries the last
+ * attempt's failure as its cause. Real HTTP servers (`node:http`) and the project's own
+ * `Harness` on 127.0.0.1, dialed with this runtime's own dialer and with `ws`.
+ */
+import { afterEach, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import {
+  ClientStoppedError,
+  ExecutorClient,
+  type ExecutorClientOptions,
+  NotAHarnessError,
+} from "../../executor/mod.ts";
+import { Harness } from "../../harness/node.ts";
+import { RequestAbortedError } from "../../protocol/errors.ts";
+import { type Dialer, DialError } from "../../transport/transport.ts";
+import { dialWithWs } from "../../transport/node.ts";
+import { EXECUTOR_INFO, until } from "../helpers/executor-fixture.ts";
+import { CapturingLogger } from "../helpers/raw.ts";
+
+const runtime = typeof (globalThis as { Bun?: unknown }).Bun !== "undefined"
+  ? "bun"
+  : typeof (globalThis as { Deno?: unknown }).Deno !== "undefined"
+  ? "deno"
+  : "node";
+const { dialWebSocket } = runtime === "bun"
+  ? await import("../../transport/bun.ts")
+  : runtime === "deno"
+  ? await import("../../transport/deno.ts")
+  : await import("../../transport/node.ts");
+
+const DIALERS: [string, Dialer][] = [
+  [`${runtime}'s own dialer`, dialWebSocket],
+  ["ws", dialWithWs],
+];
+
+/** A plain HTTP server answering every request with `status`, counting the requests. */
+interface Answering {
+  readonly url: string;
+  /** Requests received so far. */
+  readonly requests: () => number;
+  /** Resolves when the `n`th request has arrived. */
+  readonly request: (n: number) => Promise<void>;
+}
+
+const servers: Server[] = [];
+const clients: ExecutorClient[] = [];
+const cleanups: (() => Promise<void>)[] = [];
+
+afterEach(async () => {
+  for (const client of clients.splice(0)) await client.stop();
+  for (const cleanup of cleanups.splice(0)) await cleanup();
+  for (const server of servers.splice(0)) {
+    server.closeAllConnections?.();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+});
+
+async function answering(status: number): Promise<Answering> {
+  let count = 0;
+  const waiters: { n: number; resolve: () => void }[] = [];
+  const server = createServer((_req, res) => {
+    count++;
+    for (const waiter of waiters.filter((w) => w.n <= count)) {
+      waiters.splice(waiters.indexOf(waiter), 1);
+      waiter.resolve();
+    }
+    res.statusCode = status;
+    if (status >= 300 && status < 400) res.setHeader("location", "http://127.0.0.1:1/elsewhere");
+    res.setHeader("connection", "close");
+    res.end(status === 200 ? "<html>a web page</html>" : "");
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  servers.push(server);
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `ws://127.0.0.1:${port}/v1/executors/connect`,
+    requests: () => count,
+    request: (n) =>
+      count >= n ? Promise.resolve() : new Promise((resolve) => waiters.push({ n, resolve })),
+  };
+}
+
+/** A capturing logger that also tells when the client first says it is retrying. */
+class RetryWatchingLogger extends CapturingLogger {
+  #retried!: () => void;
+  /** Resolves at the first "retrying" line. */
+  readonly retried = new Promise<void>((resolve) => (this.#retried = resolve));
+  override warn(message: string, fields?: Record<string, unknown>): void {
+    super.warn(message, fields);
+    if (/retrying/.test(message)) this.#retried();
+  }
+}
+
+function client(
+  harnessUrl: string,
+  dial: Dialer,
+  options: Partial<ExecutorClientOptions> = {},
+): { client: ExecutorClient; logger: RetryWatchingLogger } {
+  const logger = new RetryWatchingLogger();
+  const made = new ExecutorClient({
+    harnessUrl,
+    dial,
+    executor: EXECUTOR_INFO,
+    logger,
+    reconnect: { initialDelayMs: 1, maxDelayMs: 5 },
+    ...options,
+  });
+  clients.push(made);
+  return { client: made, logger };
+}
+
+/**
+ * How `start()` ends, unless a second attempt comes first: without a bound of time, a client
+ * that retries what it should not is seen retrying, and the test fails instead of hanging.
+ */
+async function startOrRetry(
+  started: Promise<unknown>,
+  secondAttempt: Promise<void>,
+): Promise<unknown> {
+  return await Promise.race([
+    started.then(
+      (value) => ({ resolved: value }),
+      (error: unknown) => error,
+    ),
+    secondAttempt.then(() => "retried"),
+  ]);
+}
+
+for (const [dialerName, dial] of DIALERS) {
+  describe(`ExecutorClient.start() over ${dialerName}: an answer no harness gives`, {
+    timeout: 30_000,
+  }, () => {
+    for (const status of [404, 200, 400, 405, 410, 426, 301]) {
+      it(`rejects at once with NotAHarnessError for HTTP ${status}, trying nothing again`, async () => {
+        const server = await answering(status);
+        const { client: executor, logger } = client(server.url, dial);
+        const outcome = await startOrRetry(executor.start(), server.request(2));
+        assert.ok(
+          outcome instanceof NotAHarnessError,
+          `start() must reject with NotAHarnessError, got ${String(outcome)}`,
+        );
+        assert.equal(outcome.status, status);
+        assert.equal(outcome.url, server.url);
+        assert.equal(
+          outcome.message,
+          `${server.url} answered HTTP ${status}: it is not a harness`,
+        );
+        assert.ok(outcome.cause instanceof DialError, "the refused dial is its cause");
+        const closed = await executor.closed;
+        assert.equal(closed.reason, "not_a_harness");
+        assert.equal(closed.error, outcome);
+        assert.equal(executor.state, "stopped");
+        assert.equal(server.requests(), 1, "nothing was tried again");
+        // The default logger is silent; a logger of one's own is told why, once, as an error.
+        const errors = logger.records.filter((r) => r.level === "error");
+        assert.equal(errors.length, 1, logger.text());
+        assert.doesNotMatch(logger.text(), /retrying/);
+        // A later start() says it has stopped.
+        await assert.rejects(executor.start(), ClientStoppedError);
+      });
+    }
+
+    it("rejects a harness's own 404 (a path it does not serve) at once", async () => {
+      const harness = new Harness({ insecureNoAuth: true });
+      const served = await harness.serve({ hostname: "127.0.0.1", port: 0 });
+      cleanups.push(async () => {
+        await harness.close();
+        await served.close();
+      });
+      const url = `${served.url.replace(/\/v1\/executors\/connect$|\/$/, "")}/not-the-connect-path`;
+      const { client: executor, logger } = client(url, dial);
+      const outcome = await startOrRetry(executor.start(), logger.retried);
+      assert.ok(outcome instanceof NotAHarnessError, `got ${String(outcome)}`);
+      assert.equal(outcome.status, 404);
+      assert.equal(harness.executors.length, 0);
+    });
+
+    for (const status of [503, 500, 502, 429, 408]) {
+      it(`retries HTTP ${status}; start({ signal }) aborted meanwhile carries that answer as its cause`, async () => {
+        const server = await answering(status);
+        const { client: executor } = client(server.url, dial);
+        const abort = new AbortController();
+        const started = executor.start({ signal: abort.signal });
+        await server.request(3);
+        abort.abort();
+        const error = await started.then(
+          () => assert.fail("start() resolved"),
+          (error: unknown) => error,
+        );
+        assert.ok(error instanceof RequestAbortedError, String(error));
+        assert.ok(
+          error.cause instanceof DialError,
+          `the cause is the last attempt's failure, not the signal's reason: ${
+            String(error.cause)
+          }`,
+        );
+        assert.equal(error.cause.status, status);
+        // Aborting stopped the wait, not the client: it goes on trying until stopped.
+        assert.notEqual(executor.state, "stopped");
+        await server.request(server.requests() + 1);
+      });
+    }
+
+    it("retries a refused connection; the aborted start carries the refusal as its cause", async () => {
+      // A port nothing listens on (any more).
+      const probe = createServer();
+      await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+      const port = (probe.address() as AddressInfo).port;
+      await new Promise<void>((resolve) => probe.close(() => resolve()));
+      const { client: executor, logger } = client(`ws://127.0.0.1:${port}`, dial);
+      const abort = new AbortController();
+      const started = executor.start({ signal: abort.signal });
+      const retries = () =>
+        logger.records.filter((r) => r.message === "connection attempt failed: retrying").length;
+      await until(() => retries() >= 2, "two failed attempts");
+      abort.abort(new Error("the caller gave up"));
+      const error = await started.then(
+        () => assert.fail("start() resolved"),
+        (error: unknown) => error,
+      );
+      assert.ok(error instanceof RequestAbortedError, String(error));
+      assert.ok(error.cause instanceof DialError, String(error.cause));
+      assert.equal(error.cause.status, undefined);
+      assert.notEqual(executor.state, "stopped");
+    });
+
+    it("an abort before any attempt failed carries the signal's reason", async () => {
+      const server = await answering(503);
+      const { client: executor } = client(server.url, dial);
+      const reason = new Error("no time");
+      const abort = new AbortController();
+      abort.abort(reason);
+      await assert.rejects(
+        executor.start({ signal: abort.signal }),
+        (error: unknown) => error instanceof RequestAbortedError && error.cause === reason,
+      );
+      assert.equal(server.requests(), 0, "an aborted signal starts nothing");
+    });
+  });
+}
