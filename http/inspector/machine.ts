@@ -296,7 +296,10 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
       );
     }
     // The last chunk carries the hash of the whole: the executor checks that it has the file.
+    // The chunks build a temporary of their own (`upload_id`) that only the last, checked,
+    // renames over the path: another upload to it meanwhile neither mixes in nor destroys it.
     const sha256 = await sha256Hex(bytes);
+    const uploadId = randomId("up_");
     let result: { path: string; size: number; sha256: string } | undefined;
     for (
       let offset = 0;
@@ -310,6 +313,7 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
         path,
         content: toBase64(chunk),
         offset,
+        upload_id: uploadId,
         ...(last ? { sha256 } : {}),
       });
     }

@@ -10,7 +10,15 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type * as Entry from "../../node.ts";
@@ -172,6 +180,39 @@ describe(`inspector machine routes (${RUNTIME})`, { timeout: 60_000 }, () => {
     assert.deepEqual(listing.directories, ["sub"]);
     const inside = await (await api(`sessions/${session.id}/files?path=sub`)).json();
     assert.deepEqual(inside.files, ["blob.bin"]);
+  });
+
+  it("two uploads to one path at once, 50 rounds with and without a file there: the file is one of them, whole", async () => {
+    const put = (bytes: Uint8Array) =>
+      api(`sessions/${session.id}/files/upload?path=race/same.bin`, {
+        method: "POST",
+        headers: { "content-type": "application/octet-stream" },
+        body: bytes,
+      });
+    mkdirSync(join(workdir, "race"), { recursive: true });
+    const file = join(workdir, "race", "same.bin");
+    for (let round = 0; round < 50; round++) {
+      const previous = round % 2 === 0 ? new Uint8Array(1000).fill(round) : undefined;
+      if (previous) writeFileSync(file, previous);
+      // More than one 512 KiB chunk each, so that the chunks of the two interleave.
+      const a = new Uint8Array(520 * 1024).fill(0xa0 + (round % 16));
+      const b = new Uint8Array(514 * 1024 + 3).fill(0x10 + (round % 16));
+      const answers = await Promise.all([put(a), put(b)]);
+      const what = `round ${round} (${previous ? "a file there" : "no file there"})`;
+      for (const answer of answers) {
+        assert.equal(answer.status, 201, `${what}: ${await answer.text()}`);
+      }
+      assert.ok(existsSync(file), `${what}: the file is gone`);
+      const now = readFileSync(file);
+      const which = [a, b, ...(previous ? [previous] : [])].find((one) => now.equals(one));
+      assert.ok(which, `${what}: the file is none of them (${now.length} bytes)`);
+      assert.deepEqual(
+        readdirSync(join(workdir, "race")),
+        ["same.bin"],
+        `${what}: nothing else is left`,
+      );
+      rmSync(file);
+    }
   });
 
   it("refuses what it cannot do, with the status that says why", async () => {
