@@ -288,12 +288,9 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
     try {
       bytes = await readBoundedBytes(c.req.raw, routes.maxUploadBytes);
     } catch (error) {
+      // Past this route's bound or the server's: the server answers it as it promised.
       if (!(error instanceof JsonBodyError)) throw error;
-      throw new ApiError(
-        413,
-        "payload_too_large",
-        `uploads take at most ${routes.maxUploadBytes} bytes`,
-      );
+      throw new ApiError(413, "payload_too_large", error.message);
     }
     // The last chunk carries the hash of the whole: the executor checks that it has the file.
     // The chunks build a temporary of their own (`upload_id`) that only the last, checked,

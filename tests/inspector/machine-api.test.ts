@@ -183,7 +183,7 @@ describe(`inspector machine routes (${RUNTIME})`, { timeout: 60_000 }, () => {
   });
 
   it("two uploads to one path at once, 50 rounds with and without a file there: the file is one of them, whole", async () => {
-    const put = (bytes: Uint8Array) =>
+    const put = (bytes: Uint8Array<ArrayBuffer>) =>
       api(`sessions/${session.id}/files/upload?path=race/same.bin`, {
         method: "POST",
         headers: { "content-type": "application/octet-stream" },
