@@ -24,6 +24,9 @@ import {
 export type { RunningServer, ServeWebSocketOptions, UpgradeDecision } from "./server.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "./bytes.ts";
 import { dialNetSocket } from "./websocket-stream.node.ts";
+import { systemClock } from "../protocol/clock.ts";
+import { JsonBodyError, readBoundedStream } from "../http/shared/json-body.ts";
+import { endLingering, requestBodyStream } from "../http/shared/request-body.node.ts";
 import { canDialByteWebSocket } from "./websocket-stream.ts";
 
 /**
@@ -349,24 +352,36 @@ function toRequest(req: IncomingMessage, base: string, body?: Uint8Array): Reque
   });
 }
 
+/** Largest plain-HTTP request body this server reads (an artifact upload's, a brain's). */
+const MAX_HTTP_BODY_BYTES = 64 * 1024 * 1024;
+
 async function handleHttp(
   req: IncomingMessage,
   res: ServerResponse,
   fetch: ((request: Request) => Promise<Response>) | undefined,
 ): Promise<void> {
   try {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of req) {
-      size += (chunk as Buffer).length;
-      if (size > 64 * 1024 * 1024) {
-        res.writeHead(413).end();
-        return;
-      }
-      chunks.push(chunk as Buffer);
+    let body: Uint8Array;
+    try {
+      body = await readBoundedStream(
+        requestBodyStream(req, MAX_HTTP_BODY_BYTES),
+        MAX_HTTP_BODY_BYTES,
+      );
+    } catch (error) {
+      if (!(error instanceof JsonBodyError)) throw error;
+      // Sent or chunked alike: a readable 413, and the connection closes lingering.
+      const text = JSON.stringify({ error: { code: "payload_too_large", message: error.message } });
+      res.writeHead(413, {
+        "content-type": "application/json; charset=utf-8",
+        "content-length": String(Buffer.byteLength(text)),
+        connection: "close",
+      });
+      res.write(text);
+      await endLingering(res, systemClock);
+      return;
     }
     const host = req.headers.host ?? "localhost";
-    const request = toRequest(req, `http://${host}`, new Uint8Array(Buffer.concat(chunks)));
+    const request = toRequest(req, `http://${host}`, body);
     const response = fetch ? await fetch(request) : new Response("not found", { status: 404 });
     const headers: Record<string, string> = {};
     response.headers.forEach((value, key) => (headers[key] = value));

@@ -23,8 +23,9 @@ import {
   InvalidParamsError,
   NotFoundError,
 } from "../../protocol/generated/errors.ts";
-import { WRITE_FLAGS } from "./confined-dir.node.ts";
+import { type ConfinedDir, FsError, WRITE_FLAGS } from "./confined-dir.node.ts";
 import { DEFAULT_MACHINE_LIMITS, type FileTransferLimits } from "./limits.ts";
+import { PendingUploads, removeDropped, removeTemporary } from "./pending-uploads.node.ts";
 import { errorCode, PathOutsideWorkdirError, type Workdir, writeIn } from "./workdir.node.ts";
 
 const HASH_CHUNK_BYTES = 1024 * 1024;
@@ -105,59 +106,193 @@ function hashesOf(workdir: Workdir): FileHashes {
   return hashes;
 }
 
-/** `file.upload`: offset 0 creates or replaces; a later chunk must start at the current size. */
+/** One {@linkcode PendingUploads} per workdir, made on first use. */
+const uploadsByWorkdir = new WeakMap<Workdir, PendingUploads>();
+function uploadsOf(workdir: Workdir): PendingUploads {
+  let uploads = uploadsByWorkdir.get(workdir);
+  if (!uploads) uploadsByWorkdir.set(workdir, uploads = new PendingUploads());
+  return uploads;
+}
+
+/**
+ * `file.upload`. A chunk at offset 0 without `upload_id` is a whole file: written to a private
+ * temporary and renamed over the name once its hash is checked. Chunks with an `upload_id` build
+ * a private temporary that their last chunk renames (see `pending-uploads.node.ts`). A later chunk
+ * without one is appended in place, as the contract has always allowed.
+ */
 export async function uploadFile(
   params: FileUploadParams,
   workdir: Workdir,
 ): Promise<FileUploadResult> {
-  const offset = params.offset ?? 0;
   const bytes = decodeBase64(params.content);
-  const hashes = hashesOf(workdir);
+  const uploads = uploadsOf(workdir);
+  await removeDropped(workdir, uploads.takeIdle());
   const { dir, name } = await workdir.parentOf(params.path, { create: true })
     .catch(transferError);
   try {
-    let state: Hash;
-    let after: BigIntStats;
-    if (offset === 0) {
-      // A new version in a temporary file renamed over the name: no link at the name is
-      // followed, and readers never see a half-written file.
-      state = createHash("sha256").update(bytes);
-      let stat: BigIntStats | undefined;
-      await writeIn(dir, name, async (file) => {
-        await writeAll(file, bytes, 0);
-        if (params.mode !== undefined) await file.chmod(params.mode);
-        stat = await file.stat({ bigint: true });
-      }).catch(transferError);
-      after = stat!;
-    } else {
-      let opened;
-      try {
-        opened = await dir.openFile(name, WRITE_FLAGS);
-      } catch (error) {
-        if (errorCode(error) !== "ENOENT") transferError(error);
+    if (params.upload_id !== undefined) {
+      const key = PendingUploads.key(params.upload_id, params.path);
+      return await uploads.serialized(key, () => uploadChunk(params, bytes, workdir, dir, name));
+    }
+    if ((params.offset ?? 0) === 0) return await uploadWhole(params, bytes, workdir, dir, name);
+    return await appendInPlace(params, bytes, workdir, dir, name);
+  } finally {
+    await dir.close();
+  }
+}
+
+/** A whole file in one chunk: nothing at the name changes unless it is whole and checked. */
+async function uploadWhole(
+  params: FileUploadParams,
+  bytes: Uint8Array,
+  workdir: Workdir,
+  dir: ConfinedDir,
+  name: string,
+): Promise<FileUploadResult> {
+  const state = createHash("sha256").update(bytes);
+  const sha256 = state.copy().digest("hex");
+  if (params.sha256 !== undefined && params.sha256 !== sha256) throw sha256Mismatch();
+  let after: BigIntStats | undefined;
+  // A new version in a temporary file renamed over the name: no link at the name is followed,
+  // and readers never see a half-written file.
+  await writeIn(dir, name, async (file) => {
+    await writeAll(file, bytes, 0);
+    after = await file.stat({ bigint: true });
+  }, params.mode).catch(transferError);
+  hashesOf(workdir).remember(after!, state);
+  return { path: dir.pathOf(name), size: Number(after!.size), sha256 };
+}
+
+/** A chunk of the upload `params.upload_id`, in its private temporary (renamed by the last). */
+async function uploadChunk(
+  params: FileUploadParams,
+  bytes: Uint8Array,
+  workdir: Workdir,
+  dir: ConfinedDir,
+  name: string,
+): Promise<FileUploadResult> {
+  const uploads = uploadsOf(workdir);
+  const key = PendingUploads.key(params.upload_id!, params.path);
+  const offset = params.offset ?? 0;
+  let upload = uploads.get(key);
+  if (offset === 0) {
+    // The upload starts (again): an earlier start of it is dropped.
+    if (upload) {
+      uploads.delete(key);
+      await removeTemporary(dir, upload);
+    }
+    const existing = await dir.lstat(name).catch(transferError);
+    if (existing?.isDirectory()) transferError(new FsError("EISDIR", "is a directory"));
+    const temp = await dir.createTemp(".bma-upload-").catch(transferError);
+    try {
+      await writeAll(temp.file, bytes, 0);
+      const stat = await temp.file.stat();
+      upload = {
+        path: params.path,
+        temp: temp.name,
+        dev: stat.dev,
+        ino: stat.ino,
+        size: bytes.byteLength,
+        state: createHash("sha256").update(bytes),
+        touchedAt: 0,
+      };
+    } catch (error) {
+      await dir.unlink(temp.name).catch(() => {});
+      throw error;
+    } finally {
+      await temp.file.close();
+    }
+  } else {
+    if (!upload) throw offsetMismatch(0);
+    if (upload.size !== offset) throw offsetMismatch(upload.size);
+    const opened = await dir.openFile(upload.temp, WRITE_FLAGS).catch(() => undefined);
+    try {
+      // Its temporary is gone or is another file now: the upload starts again from 0.
+      if (
+        !opened || opened.stat.dev !== upload.dev || opened.stat.ino !== upload.ino ||
+        opened.stat.size !== upload.size
+      ) {
+        uploads.delete(key);
         throw offsetMismatch(0);
       }
-      try {
-        const before = await opened.file.stat({ bigint: true });
-        if (Number(before.size) !== offset) throw offsetMismatch(Number(before.size));
-        state = hashes.peek(before) ?? await hashPrefix(opened.file, offset);
-        await writeAll(opened.file, bytes, offset);
-        state.update(bytes);
-        if (params.mode !== undefined) await opened.file.chmod(params.mode);
-        after = await opened.file.stat({ bigint: true });
-      } finally {
-        await opened.file.close();
-      }
+      await writeAll(opened.file, bytes, offset);
+      upload.state.update(bytes);
+      upload.size += bytes.byteLength;
+    } finally {
+      await opened?.file.close();
     }
+  }
+  const sha256 = upload.state.copy().digest("hex");
+  if (params.sha256 === undefined) {
+    await removeDropped(workdir, uploads.set(key, upload));
+    return { path: dir.pathOf(name), size: upload.size, sha256 };
+  }
+  // The last chunk: the file lands whole, or only this upload's temporary goes.
+  uploads.delete(key);
+  try {
+    if (params.sha256 !== sha256) throw sha256Mismatch();
+    const opened = await dir.openFile(upload.temp, WRITE_FLAGS);
+    let after: BigIntStats;
+    try {
+      if (opened.stat.dev !== upload.dev || opened.stat.ino !== upload.ino) {
+        throw offsetMismatch(0);
+      }
+      const existing = await dir.lstat(name);
+      const mode = params.mode ?? (existing?.isFile() ? existing.mode & 0o7777 : undefined);
+      if (mode !== undefined) await opened.file.chmod(mode);
+      after = await opened.file.stat({ bigint: true });
+    } finally {
+      await opened.file.close();
+    }
+    await dir.rename(upload.temp, name);
+    hashesOf(workdir).remember(after, upload.state);
+    return { path: dir.pathOf(name), size: upload.size, sha256 };
+  } catch (error) {
+    await removeTemporary(dir, upload);
+    if (error instanceof ConflictError) throw error;
+    return transferError(error);
+  }
+}
+
+/** A later chunk without `upload_id`: appended to the file at the name. */
+async function appendInPlace(
+  params: FileUploadParams,
+  bytes: Uint8Array,
+  workdir: Workdir,
+  dir: ConfinedDir,
+  name: string,
+): Promise<FileUploadResult> {
+  const offset = params.offset ?? 0;
+  let opened;
+  try {
+    opened = await dir.openFile(name, WRITE_FLAGS);
+  } catch (error) {
+    if (errorCode(error) !== "ENOENT") transferError(error);
+    throw offsetMismatch(0);
+  }
+  try {
+    const before = await opened.file.stat({ bigint: true });
+    if (Number(before.size) !== offset) throw offsetMismatch(Number(before.size));
+    const hashes = hashesOf(workdir);
+    const state = hashes.peek(before) ?? await hashPrefix(opened.file, offset);
+    await writeAll(opened.file, bytes, offset);
+    state.update(bytes);
+    if (params.mode !== undefined) await opened.file.chmod(params.mode);
+    const after = await opened.file.stat({ bigint: true });
     const sha256 = state.copy().digest("hex");
     if (params.sha256 !== undefined && params.sha256 !== sha256) {
-      await dir.unlink(name); // the contract: the file is removed
-      throw new ConflictError("sha256 mismatch", { reason: "sha256_mismatch" });
+      // The contract: the file is removed; but only this file, not one renamed over the name
+      // since (another upload's).
+      const now = await dir.lstat(name);
+      if (now && BigInt(now.ino) === after.ino && BigInt(now.dev) === after.dev) {
+        await dir.unlink(name);
+      }
+      throw sha256Mismatch();
     }
     hashes.remember(after, state);
     return { path: dir.pathOf(name), size: Number(after.size), sha256 };
   } finally {
-    await dir.close();
+    await opened.file.close();
   }
 }
 
@@ -197,6 +332,10 @@ export async function downloadFile(
   } finally {
     await opened.file.close();
   }
+}
+
+function sha256Mismatch(): ConflictError {
+  return new ConflictError("sha256 mismatch", { reason: "sha256_mismatch" });
 }
 
 function offsetMismatch(expected: number): ConflictError {

@@ -18,6 +18,7 @@ import { JsonBodyError, readBoundedBytes } from "../shared/json-body.ts";
 import { boundedEventStream } from "./event-stream.ts";
 import { asset, json, optionalString, param, SECURITY_HEADERS } from "./http.ts";
 import { ApiError } from "../shared/api-error.ts";
+import { ForbiddenError } from "../../protocol/generated/errors.ts";
 import { InspectorTerminals } from "./terminals.ts";
 import { MACHINE_CSS, MACHINE_HTML } from "./machine-page.ts";
 import { MACHINE_JS } from "./generated/pages.ts";
@@ -219,6 +220,9 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
     ]);
     const failed = [here, below].find((result) => result.is_error);
     if (failed) {
+      // The tool says why in words only: a path outside the workdir is refused 403 as a
+      // download's is, by the executor's typed verdict on it.
+      await checkedPath(session, path);
       const text = failed.content.map((part) => ("text" in part ? part.text : "")).join(" ");
       throw new ApiError(409, "glob_failed", text || "the glob tool failed");
     }
@@ -247,7 +251,7 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
         offset,
         max_bytes: TRANSFER_CHUNK_BYTES,
       });
-    const first = await read(0);
+    const first = await read(0).catch(pathRefused);
     let next = first.offset;
     let pending: typeof first | undefined = first;
     const body = new ReadableStream<Uint8Array>({
@@ -288,15 +292,15 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
     try {
       bytes = await readBoundedBytes(c.req.raw, routes.maxUploadBytes);
     } catch (error) {
+      // Past this route's bound or the server's: the server answers it as it promised.
       if (!(error instanceof JsonBodyError)) throw error;
-      throw new ApiError(
-        413,
-        "payload_too_large",
-        `uploads take at most ${routes.maxUploadBytes} bytes`,
-      );
+      throw new ApiError(413, "payload_too_large", error.message);
     }
     // The last chunk carries the hash of the whole: the executor checks that it has the file.
+    // The chunks build a temporary of their own (`upload_id`) that only the last, checked,
+    // renames over the path: another upload to it meanwhile neither mixes in nor destroys it.
     const sha256 = await sha256Hex(bytes);
+    const uploadId = randomId("up_");
     let result: { path: string; size: number; sha256: string } | undefined;
     for (
       let offset = 0;
@@ -310,13 +314,44 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
         path,
         content: toBase64(chunk),
         offset,
+        upload_id: uploadId,
         ...(last ? { sha256 } : {}),
-      });
+      }).catch(pathRefused);
     }
     return json(201, result);
   });
 
   return terminals;
+}
+
+/**
+ * An executor's refusal of a path the caller named outside the workdir (-32001), answered for what
+ * it is, a refusal of the caller's input: 403, with the executor's code, message and data
+ * unchanged (as every other refusal of the executor, 409, has them). Any other error is thrown as
+ * it is.
+ */
+function pathRefused(error: unknown): never {
+  if (error instanceof ForbiddenError) {
+    throw new ApiError(403, error.code, error.message, error.data);
+  }
+  throw error;
+}
+
+/**
+ * Asks the executor whether `path` lies inside the workdir (reading one byte of it with
+ * `file.download`), and throws its refusal as {@linkcode pathRefused} answers it; any other
+ * answer (a directory, a missing file, an executor without file transfer) passes.
+ */
+async function checkedPath(session: Session, path: string): Promise<void> {
+  try {
+    await session.executor.request("file.download", {
+      session_id: session.id,
+      path,
+      max_bytes: 1,
+    });
+  } catch (error) {
+    if (error instanceof ForbiddenError) pathRefused(error);
+  }
 }
 
 /** A terminal's columns or rows (1 to 1000). */

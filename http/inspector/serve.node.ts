@@ -12,6 +12,15 @@ import type { AddressInfo } from "node:net";
 import { type Clock, systemClock } from "../../protocol/clock.ts";
 import { type Logger, silentLogger } from "../../protocol/logger.ts";
 import { requestedUrl, servedHosts } from "../shared/host-origin.ts";
+import { JsonBodyError } from "../shared/json-body.ts";
+import {
+  bodyLeftUnread,
+  DISCARD_BYTES,
+  discardBody,
+  endLingering,
+  requestBodyStream,
+} from "../shared/request-body.node.ts";
+import { concatBytes } from "../../transport/bytes.ts";
 import type { Inspector } from "./inspector.ts";
 
 /** Options of {@linkcode serveInspector}. */
@@ -99,10 +108,27 @@ interface SlowClients {
   readonly logger: Logger;
 }
 
-/** A plain answer: malformed requests and refusals, before any handler runs. */
-function refuse(res: ServerResponse, status: number, message: string): void {
-  res.writeHead(status, { "content-type": "text/plain; charset=utf-8", connection: "close" });
-  res.end(`${message}\n`);
+/**
+ * A plain answer: malformed requests and refusals, before any handler runs. A body left unread
+ * closes the connection lingering (`request-body.node.ts`).
+ */
+async function refuse(
+  req: IncomingMessage,
+  res: ServerResponse,
+  status: number,
+  text: string,
+  slow: SlowClients,
+  json = false,
+): Promise<void> {
+  const body = new TextEncoder().encode(json ? text : `${text}\n`);
+  res.writeHead(status, {
+    "content-type": json ? "application/json; charset=utf-8" : "text/plain; charset=utf-8",
+    "content-length": String(body.byteLength),
+    connection: "close",
+  });
+  res.write(body);
+  if (bodyLeftUnread(req)) await endLingering(res, slow.clock);
+  else res.end();
 }
 
 async function answer(
@@ -114,9 +140,13 @@ async function answer(
   maxRequestBytes: number,
 ): Promise<void> {
   const url = requestedUrl(req.url ?? "/", req.headers.host, hosts);
-  if (!(url instanceof URL)) return refuse(res, url[0], url[1]);
+  if (!(url instanceof URL)) return await refuse(req, res, url[0], url[1], slow);
   const declared = Number(req.headers["content-length"] ?? 0);
-  if (declared > maxRequestBytes) return refuse(res, 413, "request body too large");
+  if (declared > maxRequestBytes) {
+    const error = new JsonBodyError(413, `bodies take at most ${maxRequestBytes} bytes`);
+    const body = { error: { code: "payload_too_large", message: error.message } };
+    return await refuse(req, res, 413, JSON.stringify(body), slow, true);
+  }
   const aborting = new AbortController();
   res.on("close", () => aborting.abort());
   try {
@@ -129,7 +159,7 @@ async function answer(
     // The body is read only if the handler reads it: after it has authenticated the request.
     const body = method === "GET" || method === "HEAD"
       ? undefined
-      : bodyStream(req, maxRequestBytes);
+      : requestBodyStream(req, maxRequestBytes);
     // A stream body needs `duplex: "half"` (Node, Deno), which the DOM's RequestInit lacks.
     const init = { method, headers, body, signal: aborting.signal, duplex: "half" };
     const request = new Request(url, init as RequestInit);
@@ -141,20 +171,27 @@ async function answer(
     });
     const cookies = response.headers.getSetCookie();
     if (cookies.length) out["set-cookie"] = cookies;
-    // A body the handler left unread (a request refused before it was authenticated) is never
-    // kept: a small one of declared length is dropped as it arrives, and the connection kept;
-    // any other is not read, and the connection closes after a linger (see `lingered`).
-    const unread = body !== undefined && !req.readableEnded;
+    // A body the handler left unread (a request refused before it was authenticated, or past a
+    // bound) is never kept: a small one of declared length is dropped as it arrives, and the
+    // connection kept; for any other the connection closes lingering (`request-body.node.ts`).
+    const unread = body !== undefined && bodyLeftUnread(req);
     const droppable = unread && declared > 0 && declared <= DISCARD_BYTES;
-    if (droppable) discard(req);
+    if (droppable) discardBody(req);
     else if (unread) out.connection = "close";
     const linger = unread && !droppable;
+    // A short answer (a refusal) goes out with its length: the client has it whole at once,
+    // while the connection lingers.
+    const { whole, stream } = linger && method !== "HEAD"
+      ? await shortBody(response.body)
+      : { whole: undefined, stream: response.body };
+    if (whole) out["content-length"] = String(whole.byteLength);
     res.writeHead(response.status, out);
-    if (!response.body || method === "HEAD") {
+    if (!stream || method === "HEAD") {
       // A body nobody reads (a HEAD of the live stream) is canceled, so it ends at once.
-      await response.body?.cancel().catch(() => {});
-      if (linger) await lingered(res, slow);
-      res.end();
+      await stream?.cancel().catch(() => {});
+      if (whole) res.write(whole);
+      if (linger) await endLingering(res, slow.clock);
+      else res.end();
       return;
     }
     // An event stream's headers go out at once, not with its first event: its client learns
@@ -162,7 +199,7 @@ async function answer(
     if (/^text\/event-stream/i.test(response.headers.get("content-type") ?? "")) {
       res.flushHeaders();
     }
-    const reader = response.body.getReader();
+    const reader = stream.getReader();
     aborting.signal.addEventListener("abort", () => void reader.cancel().catch(() => {}), {
       once: true,
     });
@@ -171,8 +208,8 @@ async function answer(
       if (done) break;
       if (!res.write(value)) await taken(res, "drain", slow);
     }
-    if (linger) await lingered(res, slow);
-    res.end();
+    if (linger) await endLingering(res, slow.clock);
+    else res.end();
     // An end the client does not take (the last of a stream it stopped reading) is not kept.
     if (res.writableLength > 0 && !res.writableFinished) await taken(res, "finish", slow);
   } catch {
@@ -188,66 +225,40 @@ async function answer(
   }
 }
 
-/** An unread request body this small is read and dropped, so that its connection can stay. */
-const DISCARD_BYTES = 64 * 1024;
-
-/** Reads what is left of a request's body and drops it. */
-function discard(req: IncomingMessage): void {
-  req.removeAllListeners("data");
-  req.on("data", () => {});
-  req.resume();
-}
-
-/** How long a connection whose request body was left unread stays open after its answer. */
-const LINGER_MS = 2_000;
+/** Most bytes of an answer to an unread body sent with its length (a refusal is shorter). */
+const SHORT_BODY_BYTES = 64 * 1024;
 
 /**
- * Waits, before the end of an answer to a request whose body was not read, until the client has
- * closed or {@linkcode LINGER_MS} passed. Closing a socket with bytes unread resets it (RST), and
- * a reset can destroy the answer in the client's kernel before the client has read it (nginx
- * lingers for the same reason). The body stays unread meanwhile: it waits in the kernel's
- * buffers, not in this process.
+ * A body whole when it is short (a refusal's), else as a stream again (what was read of it back
+ * in front).
  */
-function lingered(res: ServerResponse, slow: SlowClients): Promise<void> {
-  return new Promise((resume) => {
-    if (res.destroyed) return resume();
-    const done = () => {
-      slow.clock.clearTimeout(timer);
-      res.off("close", done);
-      resume();
-    };
-    const timer = slow.clock.setTimeout(done, LINGER_MS);
-    res.on("close", done);
-  });
-}
-
-/** The request's body as a web stream, at most `maxBytes`. */
-function bodyStream(req: IncomingMessage, maxBytes: number): ReadableStream<Uint8Array> {
+async function shortBody(
+  body: ReadableStream<Uint8Array> | null,
+): Promise<{ whole?: Uint8Array; stream?: ReadableStream<Uint8Array> }> {
+  if (!body) return {};
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
   let size = 0;
-  return new ReadableStream<Uint8Array>({
+  while (size <= SHORT_BODY_BYTES) {
+    const { done, value } = await reader.read();
+    if (done) return { whole: concatBytes(chunks, size) };
+    chunks.push(value);
+    size += value.byteLength;
+  }
+  const stream = new ReadableStream<Uint8Array>({
     start(controller) {
-      req.on("data", (chunk: Uint8Array) => {
-        size += chunk.byteLength;
-        if (size > maxBytes) {
-          controller.error(new Error("request body too large"));
-          req.destroy();
-          return;
-        }
-        controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
-        // One chunk at a time: the socket is read as fast as the handler reads.
-        if ((controller.desiredSize ?? 0) <= 0) req.pause();
-      });
-      req.once("end", () => controller.close());
-      req.once("error", (error) => controller.error(error));
-      req.pause();
+      for (const chunk of chunks) controller.enqueue(chunk);
     },
-    pull() {
-      req.resume();
+    async pull(controller) {
+      const { done, value } = await reader.read();
+      if (done) controller.close();
+      else controller.enqueue(value);
     },
-    cancel() {
-      req.destroy();
+    cancel(reason) {
+      return reader.cancel(reason);
     },
-  }, { highWaterMark: 1 });
+  });
+  return { stream };
 }
 
 /**

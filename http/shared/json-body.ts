@@ -41,11 +41,22 @@ export async function readBoundedBytes(
   request: Request,
   maxBytes: number,
 ): Promise<Uint8Array<ArrayBuffer>> {
-  const tooLarge = () => new JsonBodyError(413, `bodies take at most ${maxBytes} bytes`);
   const declared = request.headers.get("content-length");
-  if (declared !== null && Number(declared) > maxBytes) throw tooLarge();
-  if (!request.body) return new Uint8Array(0);
-  const reader = request.body.getReader();
+  if (declared !== null && Number(declared) > maxBytes) throw tooLarge(maxBytes);
+  return await readBoundedStream(request.body, maxBytes);
+}
+
+/**
+ * The bytes of `body`, at most `maxBytes`; {@linkcode JsonBodyError} 413 past it. What is left is
+ * not read: the server that holds the connection answers and closes it lingering
+ * (`request-body.node.ts`), never with a reset.
+ */
+export async function readBoundedStream(
+  body: ReadableStream<Uint8Array> | null,
+  maxBytes: number,
+): Promise<Uint8Array<ArrayBuffer>> {
+  if (!body) return new Uint8Array(0);
+  const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
   for (;;) {
@@ -54,11 +65,15 @@ export async function readBoundedBytes(
     size += value.byteLength;
     if (size > maxBytes) {
       await reader.cancel().catch(() => {});
-      throw tooLarge();
+      throw tooLarge(maxBytes);
     }
     chunks.push(value);
   }
   return concatBytes(chunks, size);
+}
+
+function tooLarge(maxBytes: number): JsonBodyError {
+  return new JsonBodyError(413, `bodies take at most ${maxBytes} bytes`);
 }
 
 /** The text of a body of at most `maxBytes`; {@linkcode JsonBodyError} 413 past it. */

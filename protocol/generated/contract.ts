@@ -1478,6 +1478,8 @@ export interface FileUploadParams {
   sha256?: string;
   /** POSIX mode for a new file, e.g. 420 (0644). */
   mode?: number;
+  /** Names one upload of several chunks, chosen by the sender (e.g. random): its chunks go to a private temporary file that replaces path only when the last (with sha256) matches. */
+  upload_id?: string;
 }
 
 /** Read a file from the executor (executor to harness data). */
@@ -2218,6 +2220,7 @@ const FileUploadParams_ = z.looseObject({
   offset: z.int().min(0).optional(),
   sha256: z.string().regex(new RegExp("^[0-9a-f]{64}$")).optional(),
   mode: z.int().min(0).max(4095).optional(),
+  upload_id: z.string().regex(new RegExp("^[A-Za-z0-9_-]{1,128}$")).optional(),
 });
 const FileDownloadParams_ = z.looseObject({
   session_id: z.string().min(1),
@@ -2264,6 +2267,7 @@ const ARRAY_PROTOTYPE_: object = Array.prototype;
 const PATTERN_0_: RegExp = new RegExp("^[A-Za-z0-9+/]*={0,2}$");
 const PATTERN_1_: RegExp = new RegExp("^[0-9a-f]{64}$");
 const PATTERN_2_: RegExp = new RegExp("^[a-z0-9][a-z0-9._-]{0,63}$");
+const PATTERN_3_: RegExp = new RegExp("^[A-Za-z0-9_-]{1,128}$");
 /** The pattern of z.iso.datetime({ offset: true }), taken from zod itself. */
 const DATETIME_OFFSET_: RegExp = z.iso.datetime({ offset: true }).def.pattern ?? /(?!)/;
 const HAS_OWN_: (this: unknown, key: PropertyKey) => boolean = Object.prototype.hasOwnProperty;
@@ -3480,6 +3484,9 @@ function isFileUploadParams_(v: any): v is FileUploadParams {
   if (v.mode !== undefined && !(Number.isSafeInteger(v.mode) && v.mode >= 0 && v.mode <= 4095)) {
     return false;
   }
+  if (
+    v.upload_id !== undefined && !(typeof v.upload_id === "string" && PATTERN_3_.test(v.upload_id))
+  ) return false;
   return true;
 }
 function isFileDownloadParams_(v: any): v is FileDownloadParams {

@@ -10,6 +10,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import type { ChildProcess } from "node:child_process";
 import { connect } from "node:net";
+import { request } from "node:http";
 import { readFileSync } from "node:fs";
 import { Lines } from "../cli/cli-helpers.ts";
 import { spawnTs } from "../helpers/runtime-command.ts";
@@ -59,6 +60,45 @@ function rawRequest(port: number, head: string, bodyBytes = 0): Promise<number> 
   });
 }
 
+/**
+ * POSTs `totalBytes` of body with `Transfer-Encoding: chunked` (no `Content-Length`) from a real
+ * HTTP client, writing while the server answers; resolves with the answer's status and body,
+ * read whole (a connection reset before then rejects).
+ */
+function chunkedPost(
+  url: string,
+  headers: Record<string, string>,
+  totalBytes: number,
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: "POST", headers });
+    let answered = false;
+    req.on("response", (res) => {
+      answered = true;
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => (body += chunk));
+      res.on("end", () => resolve({ status: res.statusCode!, body }));
+      res.on("error", reject);
+      res.on("aborted", () => reject(new Error(`the answer was cut: ${JSON.stringify(body)}`)));
+    });
+    // Once the answer is in, the server may close while the body is still being sent.
+    req.on("error", (error) => {
+      if (!answered) reject(error);
+    });
+    const chunk = Buffer.alloc(64 * 1024, 0x20);
+    let left = totalBytes;
+    const more = () => {
+      while (left > 0 && !answered && !req.destroyed) {
+        left -= chunk.length;
+        if (!req.write(chunk)) return void req.once("drain", more);
+      }
+      if (!req.destroyed) req.end();
+    };
+    more();
+  });
+}
+
 /** JSON text nesting `depth` arrays. */
 const nested = (depth: number) => "[".repeat(depth) + "]".repeat(depth);
 
@@ -69,6 +109,8 @@ describe("HTTP servers against hostile requests", {
   let child: ChildProcess;
   let inspectorPort: number;
   let brainUrl: string;
+  let harnessBrainUrl: string;
+  let sessionId: string;
   let stderr = "";
 
   before(async () => {
@@ -79,6 +121,8 @@ describe("HTTP servers against hostile requests", {
     const out = new Lines(child.stdout!, "http-server");
     inspectorPort = Number(new URL((await out.match(/^inspector (\S+)$/)).match[1]).port);
     brainUrl = (await out.match(/^brain (\S+)$/)).match[1];
+    harnessBrainUrl = (await out.match(/^harness-brain (\S+)$/)).match[1];
+    sessionId = (await out.match(/^session (\S+)$/)).match[1];
   });
 
   after(async () => {
@@ -158,6 +202,39 @@ describe("HTTP servers against hostile requests", {
     assert.equal(call.status, 400, await call.text());
     assert.doesNotMatch(stderr, /RangeError|Maximum call stack/);
     const state = await fetch(`${brainUrl}/executors`, { headers: auth });
+    assert.equal(state.status, 200, "still serving");
+    await state.text();
+  });
+
+  it("answers a chunked body past a bound with a readable 413 on every face, then serves on", async () => {
+    const inspector = `http://127.0.0.1:${inspectorPort}`;
+    const asInspector = { authorization: `Bearer ${INSPECTOR_TOKEN}` };
+    const asBrain = { authorization: `Bearer ${BRAIN_TOKEN}`, "content-type": "application/json" };
+    const cases: [string, string, Record<string, string>, number][] = [
+      [
+        "the inspector's JSON (1 MiB)",
+        `${inspector}/api/sessions/${sessionId}/terminals`,
+        { ...asInspector, "content-type": "application/json" },
+        3 * MiB,
+      ],
+      [
+        "the machine page's upload, past the server's 8 MiB",
+        `${inspector}/api/sessions/${sessionId}/files/upload?path=big.bin`,
+        { ...asInspector, "content-type": "application/octet-stream" },
+        12 * MiB,
+      ],
+      ["the brain API (1 MiB)", `${brainUrl}/sessions`, asBrain, 3 * MiB],
+      ["the brain API on the harness's server", `${harnessBrainUrl}/sessions`, asBrain, 3 * MiB],
+    ];
+    for (const [what, url, headers, bytes] of cases) {
+      const answer = await chunkedPost(url, headers, bytes).catch((error) => {
+        throw new Error(`${what}: ${error}`);
+      });
+      assert.equal(answer.status, 413, `${what}: ${answer.body}`);
+      assert.equal(JSON.parse(answer.body).error.code, "payload_too_large", what);
+    }
+    assert.equal(await get("/api/state"), 401, "still serving");
+    const state = await fetch(`${brainUrl}/executors`, { headers: asBrain });
     assert.equal(state.status, 200, "still serving");
     await state.text();
   });

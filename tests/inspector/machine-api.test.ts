@@ -10,7 +10,16 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type * as Entry from "../../node.ts";
@@ -20,7 +29,7 @@ const RUNTIME = "Deno" in globalThis ? "deno" : "Bun" in globalThis ? "bun" : "n
 const { ExecutorClient, Harness, inspector, randomInspectorToken, serveInspector, serveMachine }:
   typeof Entry = await import(`../../${RUNTIME}.ts`);
 
-describe(`inspector machine routes (${RUNTIME})`, { timeout: 60_000 }, () => {
+describe(`inspector machine routes (${RUNTIME})`, { timeout: 300_000 }, () => {
   const dir = mkdtempSync(join(tmpdir(), "bma-machine-api-"));
   const workdir = join(dir, "work");
   const home = join(dir, "home");
@@ -174,6 +183,89 @@ describe(`inspector machine routes (${RUNTIME})`, { timeout: 60_000 }, () => {
     assert.deepEqual(inside.files, ["blob.bin"]);
   });
 
+  // 20 rounds here (each moves 2 MiB through the page); tests/machine/transfer.test.ts runs 50
+  // of file.upload itself.
+  it("two uploads to one path at once, 20 rounds with and without a file there: the file is one of them, whole", async () => {
+    const put = (bytes: Uint8Array<ArrayBuffer>) =>
+      api(`sessions/${session.id}/files/upload?path=race/same.bin`, {
+        method: "POST",
+        headers: { "content-type": "application/octet-stream" },
+        body: bytes,
+      });
+    mkdirSync(join(workdir, "race"), { recursive: true });
+    const file = join(workdir, "race", "same.bin");
+    for (let round = 0; round < 20; round++) {
+      const previous = round % 2 === 0 ? new Uint8Array(1000).fill(round) : undefined;
+      if (previous) writeFileSync(file, previous);
+      // More than one 512 KiB chunk each, so that the chunks of the two interleave.
+      const a = new Uint8Array(512 * 1024 + 1).fill(0xa0 + (round % 16));
+      const b = new Uint8Array(512 * 1024 + 3).fill(0x10 + (round % 16));
+      const answers = await Promise.all([put(a), put(b)]);
+      const what = `round ${round} (${previous ? "a file there" : "no file there"})`;
+      for (const answer of answers) {
+        assert.equal(answer.status, 201, `${what}: ${await answer.text()}`);
+      }
+      assert.ok(existsSync(file), `${what}: the file is gone`);
+      const now = readFileSync(file);
+      const which = [a, b, ...(previous ? [previous] : [])].find((one) => now.equals(one));
+      assert.ok(which, `${what}: the file is none of them (${now.length} bytes)`);
+      assert.deepEqual(
+        readdirSync(join(workdir, "race")),
+        ["same.bin"],
+        `${what}: nothing else is left`,
+      );
+      rmSync(file);
+    }
+  });
+
+  it("refuses a path outside the workdir 403 on every route that takes one, and writes nothing there", async () => {
+    const outside = join(dir, "outside");
+    mkdirSync(outside);
+    writeFileSync(join(outside, "secret.txt"), "secret");
+    symlinkSync(join(outside, "secret.txt"), join(workdir, "out-file"));
+    symlinkSync(outside, join(workdir, "out-dir"));
+    const routes: [string, (path: string) => Promise<Response>][] = [
+      ["list", (path) => api(`sessions/${session.id}/files?path=${encodeURIComponent(path)}`)],
+      [
+        "download",
+        (path) => api(`sessions/${session.id}/files/download?path=${encodeURIComponent(path)}`),
+      ],
+      [
+        "upload",
+        (path) =>
+          api(`sessions/${session.id}/files/upload?path=${encodeURIComponent(path)}`, {
+            method: "POST",
+            headers: { "content-type": "application/octet-stream" },
+            body: "pwned",
+          }),
+      ],
+    ];
+    const paths = [
+      "../outside/secret.txt",
+      "../x",
+      "a/../../x",
+      outside,
+      "/etc",
+      "out-file",
+      "out-dir",
+      "out-dir/secret.txt",
+    ];
+    for (const path of paths) {
+      for (const [route, call] of routes) {
+        const answer = await call(path);
+        const body = await answer.text();
+        assert.equal(answer.status, 403, `${route} ${path}: ${body}`);
+        assert.equal(
+          JSON.parse(body).error.data?.reason,
+          "path_outside_workdir",
+          `${route} ${path}`,
+        );
+      }
+    }
+    assert.equal(readFileSync(join(outside, "secret.txt"), "utf8"), "secret");
+    assert.deepEqual(readdirSync(outside), ["secret.txt"]);
+  });
+
   it("refuses what it cannot do, with the status that says why", async () => {
     const cases: [string, Promise<Response>, number][] = [
       ["an unknown terminal", post("terminals/term_nosuch/input", { data: "x" }), 404],
@@ -196,7 +288,7 @@ describe(`inspector machine routes (${RUNTIME})`, { timeout: 60_000 }, () => {
       [
         "a download outside the workdir",
         api(`sessions/${session.id}/files/download?path=/etc/passwd`),
-        409,
+        403,
       ],
       ["a missing file", api(`sessions/${session.id}/files/download?path=nope.txt`), 409],
       ["an unknown session", api("sessions/ses_nosuch/processes"), 404],

@@ -15,6 +15,7 @@ import {
   openSync,
   readdirSync,
   readFileSync,
+  rmSync,
   statSync,
   symlinkSync,
   utimesSync,
@@ -117,6 +118,100 @@ describe("file transfer on the wire", { timeout: 120_000 }, () => {
     );
     assert.equal(existsSync(join(root, "whole.txt")), false);
     assert.deepEqual(readdirSync(root), [], "no temporary file is left either");
+  });
+
+  it("two uploads to one path at once, 50 rounds with and without a file there: the file is one of them, whole", async () => {
+    const { root, upload } = await transfer();
+    const CHUNK = 64 * 1024;
+    /** An upload of `bytes` in chunks (each with `upload_id`), or whole in one chunk. */
+    const send = async (bytes: Uint8Array, uploadId: string | undefined) => {
+      if (uploadId === undefined) return await upload("same.bin", bytes, { sha256: sha256(bytes) });
+      let result;
+      for (let offset = 0; offset < bytes.length; offset += CHUNK) {
+        const last = offset + CHUNK >= bytes.length;
+        result = await upload("same.bin", bytes.subarray(offset, offset + CHUNK), {
+          offset,
+          upload_id: uploadId,
+          ...(last ? { sha256: sha256(bytes) } : {}),
+        });
+      }
+      return result;
+    };
+    for (let round = 0; round < 50; round++) {
+      const previous = round % 2 === 0 ? new Uint8Array(1000).fill(round) : undefined;
+      if (previous) writeFileSync(join(root, "same.bin"), previous);
+      const a = new Uint8Array(5 * CHUNK + 7).fill(0xa0 + (round % 16));
+      const b = new Uint8Array(4 * CHUNK + 3).fill(0x10 + (round % 16));
+      // Chunked uploads each time; one of them whole in one chunk every third round.
+      const outcomes = await Promise.allSettled([
+        send(a, `a${round}`),
+        send(b, round % 3 === 0 ? undefined : `b${round}`),
+      ]);
+      const what = `round ${round} (${previous ? "a file there" : "no file there"})`;
+      for (const outcome of outcomes) {
+        assert.equal(
+          outcome.status,
+          "fulfilled",
+          `${what}: ${(outcome as PromiseRejectedResult).reason}`,
+        );
+      }
+      assert.ok(existsSync(join(root, "same.bin")), `${what}: the file is gone`);
+      const now = new Uint8Array(readFileSync(join(root, "same.bin")));
+      const which = [a, b, ...(previous ? [previous] : [])].find((one) =>
+        Buffer.from(one).equals(now)
+      );
+      assert.ok(which, `${what}: the file is none of them (${now.length} bytes)`);
+      assert.deepEqual(readdirSync(root), ["same.bin"], `${what}: nothing else is left`);
+      rmSync(join(root, "same.bin"));
+    }
+  });
+
+  it("a failed upload leaves the previous file and removes only its own temporary", async () => {
+    const { root, upload } = await transfer();
+    writeFileSync(join(root, "keep.txt"), "previous");
+    await assert.rejects(upload("keep.txt", "other", { sha256: sha256("not it") }), ConflictError);
+    await upload("keep.txt", "first half,", { upload_id: "u1" });
+    assert.equal(readFileSync(join(root, "keep.txt"), "utf8"), "previous");
+    await assert.rejects(
+      upload("keep.txt", "second", { offset: 11, upload_id: "u1", sha256: sha256("nope") }),
+      (error: unknown) =>
+        error instanceof ConflictError &&
+        (error.data as { reason: string }).reason === "sha256_mismatch",
+    );
+    assert.equal(readFileSync(join(root, "keep.txt"), "utf8"), "previous");
+    assert.deepEqual(readdirSync(root), ["keep.txt"]);
+    // An upload id whose start was not seen: expected_offset 0; a wrong offset: its size.
+    await assert.rejects(
+      upload("keep.txt", "x", { offset: 5, upload_id: "u2" }),
+      (error: unknown) => {
+        assert.deepEqual((error as ConflictError).data, {
+          reason: "offset_mismatch",
+          expected_offset: 0,
+        });
+        return true;
+      },
+    );
+    await upload("keep.txt", "12345", { upload_id: "u3" });
+    await assert.rejects(
+      upload("keep.txt", "x", { offset: 3, upload_id: "u3" }),
+      (error: unknown) => {
+        assert.deepEqual((error as ConflictError).data, {
+          reason: "offset_mismatch",
+          expected_offset: 5,
+        });
+        return true;
+      },
+    );
+    const done = await upload("keep.txt", "678", {
+      offset: 5,
+      upload_id: "u3",
+      sha256: sha256("12345678"),
+      mode: 0o600,
+    });
+    assert.equal(done.size, 8);
+    assert.equal(readFileSync(join(root, "keep.txt"), "utf8"), "12345678");
+    assert.equal(statSync(join(root, "keep.txt")).mode & 0o777, 0o600);
+    assert.deepEqual(readdirSync(root), ["keep.txt"]);
   });
 
   it("the next chunk's hash follows the file, also when something else changed it between chunks", async () => {
