@@ -194,9 +194,10 @@ async function runCase(options: ReconnectOptions, setting: ReconnectCase): Promi
   } finally {
     running = false;
     await client.stop().catch(() => {});
-    await Promise.all(loops);
     await proxy.close();
+    // Closing the harness settles what is still pending at its end too.
     await server.close();
+    await Promise.all(loops);
   }
 }
 
