@@ -3,8 +3,8 @@
  * baselines, printed as tables of figures and ratios (every ratio against a baseline measured
  * in the same run). Not a test: nothing here asserts a time.
  *
- *   npm run bench [-- --quick] [--only calls,scale,binary,workers,store,edge,failover]
- *                 [--runtimes node,deno,bun] [--failover-runs N] [--failover-executors N]
+ *   npm run bench [-- --quick] [--only calls,scale,binary,workers,store,edge,failover,reconnect]
+ *                 [--runtimes node,deno,bun] [--failover-runs N] [--failover-executors N] [--cuts N]
  *                 [--duration MS] [--runs N] [--warmup MS] [--sizes 1000,5000,10000] [--window MS]
  *                 [--edge-sizes 100,250,500,...] [--edge-interval MS]
  *                 [--cpu N | --no-pin] [--compare DIR] [--cases ID,...] [--json FILE] [--help]
@@ -44,6 +44,12 @@
  *    table, N executors through a readiness proxy; `kill -9` of the active → every executor's
  *    events acknowledged by the standby. At the default lease and at `--store-renew-ms 1000`;
  *    `--failover-runs` repetitions each (default 3, 1 with --quick), median and max.
+ * 9. Reconnect-to-resume (scripts/bench/reconnect.ts): a Node harness and an executor through a
+ *    proxy that cuts both sockets, under durable events and tool calls in flight; per cut, the
+ *    time to the executor resumed and to its first event acknowledged and first tool result,
+ *    p50 / p99 / max over `--cuts` cuts (default 100, 30 with --quick), with the default backoff
+ *    and with `reconnect: { initialDelayMs: 0 }`; beside them suite 3's memory per executor at
+ *    10,000 when it ran.
  *
  * Sequential figures on a small VM swing with core placement, so both processes of every
  * case of suites 1 and 2, candidate and baseline alike, run pinned to one CPU (`taskset -c`)
@@ -90,6 +96,7 @@ const { values: flags } = parseArgs({
     json: { type: "string" },
     "failover-runs": { type: "string" },
     "failover-executors": { type: "string" },
+    cuts: { type: "string" },
     help: { type: "boolean", default: false },
   },
 });
@@ -109,7 +116,7 @@ if (compare && !existsSync(join(compare, "scripts/bench/child.ts"))) {
 
 const quick = flags.quick!;
 const suites = new Set(
-  (flags.only ?? "calls,scale,binary,workers,store,edge,failover").split(","),
+  (flags.only ?? "calls,scale,binary,workers,store,edge,failover,reconnect").split(","),
 );
 const runtimes = (flags.runtimes ?? "node,deno,bun").split(",") as Runtime[];
 const durationMs = Number(flags.duration ?? (quick ? 1000 : 3000));
@@ -506,6 +513,23 @@ if (suites.has("failover")) {
     } catch (error) {
       print(`   not measured: ${(error as Error).message.split("\n")[0]}`);
     }
+  }
+}
+
+if (suites.has("reconnect")) {
+  print();
+  print(
+    "9. Reconnect-to-resume (a Node harness and an ExecutorClient through a proxy that cuts both sockets, under load)",
+  );
+  const { reconnectReport, runReconnectSuite } = await import("./reconnect.ts");
+  const options = { cuts: Number(flags.cuts ?? (quick ? 30 : 100)), events: 16, calls: 4, log };
+  try {
+    const results = await runReconnectSuite(options);
+    json.reconnect = results;
+    const scale = json.scale as ScaleResult[] | undefined;
+    for (const line of reconnectReport(results, options, scale)) print(line);
+  } catch (error) {
+    print(`   not measured: ${(error as Error).message.split("\n")[0]}`);
   }
 }
 
