@@ -516,11 +516,12 @@ export class Peer {
     if (Array.isArray(params)) {
       return failure(id, ErrorCode.INVALID_PARAMS, "invalid params: params are by name", {
         issues: [],
+        issue_count: 0,
       });
     }
     const data = checked(spec.acceptsParams, spec.params, params ?? {});
     if (data instanceof Refused) {
-      return failure(id, ErrorCode.INVALID_PARAMS, "invalid params", { issues: data.issues });
+      return failure(id, ErrorCode.INVALID_PARAMS, "invalid params", data.data);
     }
     const handler = this.#requestHandlers.get(method) ?? this.#shared!.request(method)!;
     let result: unknown;

@@ -19,6 +19,7 @@ import type { Context } from "hono";
 import * as z from "zod";
 import { type Clock, systemClock } from "../../protocol/clock.ts";
 import { randomId } from "../../protocol/ids.ts";
+import { issueData, reportOf } from "../../protocol/issues.ts";
 import type { TraceContext } from "../../protocol/trace-context.ts";
 import { type Logger, silentLogger } from "../../protocol/logger.ts";
 import {
@@ -466,11 +467,10 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
 function checked<T>(schema: z.ZodType<T>, value: unknown): T {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
+  const { issues, ...count } = issueData(reportOf(result.error.issues));
   throw new ApiError(400, "invalid_params", "the request does not match its schema", {
-    issues: result.error.issues.map((issue) => ({
-      path: issue.path.map((p) => typeof p === "number" ? p : String(p)),
-      message: issue.message,
-    })),
+    issues: issues.map(({ path, message }) => ({ path, message })),
+    ...count,
   });
 }
 
