@@ -189,6 +189,8 @@ export {
   isUpgradeRequest,
   offeredProtocols,
   TransportClosedError,
+  UnsentBudget,
+  UnsentEntry,
   webSocketTransport,
 } from "./transport/mod.ts";
 export type {
@@ -204,6 +206,7 @@ export type {
   ServeWebSocketOptions,
   Transport,
   TransportReceiver,
+  UnsentHolder,
   UpgradeDecision,
   WebSocketLike,
   WebSocketServe,

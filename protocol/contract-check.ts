@@ -5,13 +5,7 @@
  */
 import { LocalError } from "./errors.ts";
 import { METHOD_SPECS, type MethodSpec } from "./generated/contract.ts";
-import {
-  issueData,
-  type IssueReport,
-  MAX_REPORTED_ISSUES,
-  parseBounded,
-  type ValidationIssue,
-} from "./issues.ts";
+import { issueData, type IssueReport, parseBounded, type ValidationIssue } from "./issues.ts";
 
 export type { ValidationIssue } from "./issues.ts";
 
@@ -25,7 +19,7 @@ export function requireSpec(method: string, kind: "request" | "notification"): M
 
 /** What {@linkcode checked} returns for a value outside the contract: why, in bounded size. */
 export class Refused {
-  /** The first issues found (at most {@linkcode MAX_REPORTED_ISSUES}). */
+  /** The first issues found (at most `MAX_REPORTED_ISSUES`, issues.ts). */
   readonly issues: ValidationIssue[];
   /** How many were found, and whether the search stopped before the end. */
   readonly report: IssueReport;

@@ -44,7 +44,7 @@ import {
   type RequestMap,
   type RequestMethod,
 } from "./generated/contract.ts";
-import { CloseCode, ErrorCode, protocolErrorFromWire } from "./generated/errors.ts";
+import { ErrorCode, protocolErrorFromWire } from "./generated/errors.ts";
 import {
   BROKEN_NOTIFICATION,
   BROKEN_RESPONSE,

@@ -21,53 +21,82 @@ export interface UnsentHolder {
   shed(): void;
 }
 
-/** One holder's place in an {@linkcode UnsentBudget}: what it reported last. */
+/** One holder's place in an {@linkcode UnsentBudget} (see {@linkcode UnsentBudget.track}). */
 export class UnsentEntry {
-  /** Its last report. */
-  bytes = 0;
-  readonly #budget: UnsentBudget;
+  /** The holder it counts. */
   readonly holder: UnsentHolder;
+  readonly #budget: UnsentBudget;
+  #bytes = 0;
   #released = false;
 
+  /** An entry of `holder` in `budget` (made by {@linkcode UnsentBudget.track}). */
   constructor(budget: UnsentBudget, holder: UnsentHolder) {
     this.#budget = budget;
     this.holder = holder;
   }
 
+  /** What the holder reported last (0 once released). */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /** Whether it no longer counts (released, or shed). */
+  get released(): boolean {
+    return this.#released;
+  }
+
   /** Reports what the holder holds unsent now (after a send): may shed the largest holders. */
   update(bytes: number): void {
     if (this.#released) return;
-    const budget = this.#budget;
-    budget.totalBytes += bytes - this.bytes;
-    this.bytes = bytes;
-    if (budget.totalBytes > budget.maxBytes) budget.rebalance();
+    const delta = bytes - this.#bytes;
+    this.#bytes = bytes;
+    this.#budget.add(delta);
   }
 
   /** The holder ended: it no longer counts. Idempotent. */
   release(): void {
     if (this.#released) return;
     this.#released = true;
-    this.#budget.remove(this);
+    const bytes = this.#bytes;
+    this.#bytes = 0;
+    this.#budget.forget(this, bytes);
+  }
+
+  /** Reads the holder again (a rebalance): returns what it holds now. */
+  measure(): number {
+    if (!this.#released) this.#bytes = this.holder.unsentBytes();
+    return this.#bytes;
   }
 }
 
-/** A budget of unsent bytes shared by the connections of one server. */
+/** A budget of unsent bytes shared by the connections (or streams) of one server. */
 export class UnsentBudget {
   /** The most bytes its holders may hold unsent together. */
   readonly maxBytes: number;
-  /** The sum of the holders' last reports. */
-  totalBytes = 0;
-  /** Holders shed so far. */
-  shedCount = 0;
+  #totalBytes = 0;
+  #shed = 0;
   readonly #entries = new Set<UnsentEntry>();
-  readonly #onShed: ((bytes: number, totalBytes: number) => void) | undefined;
   #rebalancing = false;
 
-  /** `onShed` hears of each holder shed, with what it held and the total before it went. */
-  constructor(maxBytes: number, onShed?: (bytes: number, totalBytes: number) => void) {
+  /** A budget of `maxBytes` (positive). */
+  constructor(maxBytes: number) {
     if (!(maxBytes > 0)) throw new RangeError(`an unsent budget must be positive: ${maxBytes}`);
     this.maxBytes = maxBytes;
-    this.#onShed = onShed;
+  }
+
+  /** The sum of the holders' last reports. */
+  get totalBytes(): number {
+    return this.#totalBytes;
+  }
+
+  /** How many holders it has shed. */
+  get shedCount(): number {
+    return this.#shed;
+  }
+
+  /** How many holders it counts. */
+  get size(): number {
+    return this.#entries.size;
   }
 
   /** Counts `holder` against the budget until its entry is released. */
@@ -77,21 +106,20 @@ export class UnsentBudget {
     return entry;
   }
 
-  /** How many holders it counts. */
-  get size(): number {
-    return this.#entries.size;
+  /** Adds an entry's change to the total (its `update`); over the budget, rebalances. */
+  add(delta: number): void {
+    this.#totalBytes += delta;
+    if (this.#totalBytes > this.maxBytes) this.rebalance();
   }
 
-  /** @internal Called by a released entry. */
-  remove(entry: UnsentEntry): void {
-    if (!this.#entries.delete(entry)) return;
-    this.totalBytes -= entry.bytes;
-    entry.bytes = 0;
+  /** Takes a released entry's last report off the total (its `release`). */
+  forget(entry: UnsentEntry, bytes: number): void {
+    if (this.#entries.delete(entry)) this.#totalBytes -= bytes;
   }
 
   /**
-   * @internal The reports add up to more than the budget: reads every holder again, and sheds
-   * the largest until the rest fit.
+   * Reads every holder again (some drained since their last report) and, while the total is
+   * still over the budget, sheds the one that holds the most.
    */
   rebalance(): void {
     // Shedding releases entries, which must not start another pass.
@@ -99,20 +127,14 @@ export class UnsentBudget {
     this.#rebalancing = true;
     try {
       let total = 0;
-      for (const entry of this.#entries) {
-        entry.bytes = entry.holder.unsentBytes();
-        total += entry.bytes;
-      }
-      this.totalBytes = total;
+      for (const entry of this.#entries) total += entry.measure();
+      this.#totalBytes = total;
       if (total <= this.maxBytes) return;
       const largestFirst = [...this.#entries].sort((a, b) => b.bytes - a.bytes);
       for (const entry of largestFirst) {
-        if (this.totalBytes <= this.maxBytes) break;
-        const { bytes } = entry;
-        const before = this.totalBytes;
+        if (this.#totalBytes <= this.maxBytes) break;
         entry.release();
-        this.shedCount++;
-        this.#onShed?.(bytes, before);
+        this.#shed++;
         entry.holder.shed();
       }
     } finally {
