@@ -189,6 +189,8 @@ export {
   isUpgradeRequest,
   offeredProtocols,
   TransportClosedError,
+  UnsentBudget,
+  UnsentEntry,
   webSocketTransport,
 } from "./transport/mod.ts";
 export type {
@@ -204,6 +206,7 @@ export type {
   ServeWebSocketOptions,
   Transport,
   TransportReceiver,
+  UnsentHolder,
   UpgradeDecision,
   WebSocketLike,
   WebSocketServe,
@@ -287,6 +290,7 @@ export {
   DEFAULT_MAX_STORED_ARTIFACT_BYTES,
   DEFAULT_MAX_STREAM_QUEUE_BYTES,
   DEFAULT_MAX_UNREGISTERED_CONNECTIONS,
+  DEFAULT_MAX_UNSENT_BYTES,
   DEFAULT_REMEMBER_ENDED_SESSIONS,
   DEFAULT_STORE_RENEW_MS,
   DEFAULT_STORE_TABLE,

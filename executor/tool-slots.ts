@@ -17,6 +17,7 @@ import { TOOL_NAMES, TOOL_SPECS } from "../protocol/generated/contract.ts";
 import type { Disposable } from "../protocol/peer.ts";
 import type { TraceContext } from "../protocol/trace-context.ts";
 import { InvalidParamsError } from "../protocol/generated/errors.ts";
+import { issueData, reportOf } from "../protocol/issues.ts";
 import { ExecutorConfigError } from "./errors.ts";
 import type { ExecutorSession } from "./sessions.ts";
 import { InvalidToolOutputError, type ToolOutput, ToolResult } from "./tool-results.ts";
@@ -338,13 +339,10 @@ function checkName(name: unknown): asserts name is string {
 export function checkedInput(schema: zc.$ZodType, input: unknown): unknown {
   const parsed = z.safeParse(schema, input);
   if (parsed.success) return parsed.data;
-  throw new InvalidParamsError("invalid params", {
-    issues: parsed.error.issues.map((issue) => ({
-      path: ["input", ...issue.path.map((p) => (typeof p === "symbol" ? String(p) : p))],
-      message: issue.message,
-      code: issue.code,
-    })),
-  });
+  throw new InvalidParamsError(
+    "invalid params",
+    issueData(reportOf(parsed.error.issues, ["input"])),
+  );
 }
 
 /**

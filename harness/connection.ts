@@ -13,6 +13,7 @@ import type { ProtocolError } from "../protocol/errors.ts";
 import type { Clock } from "../protocol/clock.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { Transport } from "../transport/transport.ts";
+import type { UnsentBudget } from "../transport/unsent-budget.ts";
 import type {
   ExecutorRegisterParams,
   ExecutorRegisterResult,
@@ -66,6 +67,8 @@ export interface ConnectionHost {
   readonly scheduler: Scheduler;
   readonly maxFrameBytes: number | undefined;
   readonly maxFrameDepth: number | undefined;
+  /** The budget of unsent bytes its connections share. */
+  readonly unsentBudget: UnsentBudget;
   readonly requestTimeoutMs: number | undefined;
   /** Frames refused before `executor.register` that close the connection with 1008. */
   readonly maxUnregisteredRequests: number;
@@ -158,6 +161,7 @@ export class ExecutorConnection extends Deadline {
       logger: host.logger,
       maxFrameBytes: host.maxFrameBytes,
       maxFrameDepth: host.maxFrameDepth,
+      unsentBudget: host.unsentBudget,
       ...(host.requestTimeoutMs !== undefined ? { requestTimeoutMs: host.requestTimeoutMs } : {}),
       handlers: host.handlers(protocol),
       owner: this,

@@ -18,6 +18,7 @@ import { tracedStore } from "./tracing.ts";
 import { meteredStore } from "./store/metered.ts";
 import type { Disposable } from "../protocol/peer.ts";
 import type { Transport } from "../transport/transport.ts";
+import { UnsentBudget } from "../transport/unsent-budget.ts";
 import type { ProtocolVersion } from "../protocol/generated/contract.ts";
 import { CloseCode, NotFoundError } from "../protocol/generated/errors.ts";
 import type { Authenticate, Principal } from "./principal.ts";
@@ -58,6 +59,8 @@ export interface CoreOptions {
   readonly maxUnregisteredRequests: number;
   readonly maxFrameBytes: number | undefined;
   readonly maxFrameDepth: number | undefined;
+  /** The budget of unsent bytes across all connections. */
+  readonly maxUnsentBytes: number;
   readonly authenticate: Authenticate | undefined;
   readonly onSessionEvent: SessionEventSink | undefined;
   readonly maxSessionEvents: number | undefined;
@@ -491,6 +494,7 @@ export class HarnessCore {
       scheduler: this.scheduler,
       maxFrameBytes: options.maxFrameBytes,
       maxFrameDepth: options.maxFrameDepth,
+      unsentBudget: new UnsentBudget(options.maxUnsentBytes),
       requestTimeoutMs: options.requestTimeoutMs,
       maxUnregisteredRequests: options.maxUnregisteredRequests,
       registerTimeoutMs: options.registerTimeoutMs,

@@ -36,6 +36,7 @@ import {
   UnavailableError,
 } from "../protocol/generated/errors.ts";
 import { RecentIds } from "../protocol/bounded-set.ts";
+import { issueData, parseBounded } from "../protocol/issues.ts";
 import { EVENT_BLOCK, keys, type SessionEventRecord, type StoredEvent } from "./records.ts";
 import {
   type HarnessStore,
@@ -308,15 +309,13 @@ export class EventLog {
       }
       const checked = isAgentEvent(params.event)
         ? undefined
-        : AgentEventSchema.safeParse(params.event);
+        : parseBounded(AgentEventSchema, params.event);
       if (checked && !checked.success) {
+        const { issues, ...count } = issueData(checked.report);
         throw new InvalidParamsError("invalid params: event is not an AgentEvent", {
           field: "/event",
-          issues: checked.error.issues.map((i) => ({
-            path: ["event", ...i.path.map(String)],
-            message: i.message,
-            code: i.code,
-          })),
+          issues: issues.map((i) => ({ ...i, path: ["event", ...i.path.map(String)] })),
+          ...count,
         });
       }
     }

@@ -26,6 +26,8 @@ import type { TokenEndpointOptions } from "../http/token-endpoint/token-issuer.t
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 15_000;
 /** The default largest artifact upload: 64 MiB. */
 export const DEFAULT_MAX_ARTIFACT_BYTES = 64 * 1024 * 1024;
+/** The default most bytes a harness holds unsent across its connections: 256 MiB. */
+export const DEFAULT_MAX_UNSENT_BYTES = 256 * 1024 * 1024;
 /** The default most connections that have not registered yet (authenticating included): 4,096. */
 export const DEFAULT_MAX_UNREGISTERED_CONNECTIONS = 4_096;
 
@@ -57,6 +59,14 @@ export interface HarnessOptions {
    * `too_deep`) and the connection stays. Default 128.
    */
   maxFrameDepth?: number;
+  /**
+   * Most bytes the harness holds unsent across all its executor connections: what executors
+   * that read slower than it sends have not taken yet. Each connection is bounded on its own
+   * (64 MiB, then closed with 1011); past this total, the connections that hold the most are
+   * ended at once (1011, what they hold discarded; they reconnect and resume) until the rest
+   * fit. Default 256 MiB ({@linkcode DEFAULT_MAX_UNSENT_BYTES}).
+   */
+  maxUnsentBytes?: number;
   /** Timeout of requests the harness sends (session.assign, tool.call acks, ...). Default 60 s. */
   requestTimeoutMs?: number;
   /** How long a connection may stay without `executor.register`. Default: two heartbeat intervals. */

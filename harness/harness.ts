@@ -42,6 +42,7 @@ import {
   DEFAULT_HEARTBEAT_INTERVAL_MS,
   DEFAULT_MAX_ARTIFACT_BYTES,
   DEFAULT_MAX_UNREGISTERED_CONNECTIONS,
+  DEFAULT_MAX_UNSENT_BYTES,
 } from "./harness-options.ts";
 import { type HarnessMetricsSnapshot, METRICS_OF } from "./metrics.ts";
 import { METRICS_PATH } from "../http/metrics/endpoint.ts";
@@ -134,6 +135,7 @@ export class Harness {
       maxUnregisteredRequests: options.maxUnregisteredRequests ?? 16,
       maxFrameBytes: options.maxFrameBytes,
       maxFrameDepth: options.maxFrameDepth,
+      maxUnsentBytes: options.maxUnsentBytes ?? DEFAULT_MAX_UNSENT_BYTES,
       authenticate: this.#authenticate,
       onSessionEvent: options.onSessionEvent,
       maxSessionEvents: options.maxSessionEvents,

@@ -185,6 +185,7 @@ export {
   DEFAULT_HEARTBEAT_INTERVAL_MS,
   DEFAULT_MAX_ARTIFACT_BYTES,
   DEFAULT_MAX_UNREGISTERED_CONNECTIONS,
+  DEFAULT_MAX_UNSENT_BYTES,
   type HarnessOptions,
   type ServeOptions,
   type ServeUnixOptions,

@@ -5,6 +5,9 @@
  */
 import { LocalError } from "./errors.ts";
 import { METHOD_SPECS, type MethodSpec } from "./generated/contract.ts";
+import { issueData, type IssueReport, parseBounded, type ValidationIssue } from "./issues.ts";
+
+export type { ValidationIssue } from "./issues.ts";
 
 /** The contract's spec of `method`; throws a {@linkcode LocalError} for another method or kind. */
 export function requireSpec(method: string, kind: "request" | "notification"): MethodSpec {
@@ -14,17 +17,27 @@ export function requireSpec(method: string, kind: "request" | "notification"): M
   return spec;
 }
 
-/** What {@linkcode checked} returns for a value outside the contract: why. */
+/** What {@linkcode checked} returns for a value outside the contract: why, in bounded size. */
 export class Refused {
+  /** The first issues found (at most `MAX_REPORTED_ISSUES`, issues.ts). */
   readonly issues: ValidationIssue[];
-  constructor(issues: ValidationIssue[]) {
+  /** How many were found, and whether the search stopped before the end. */
+  readonly report: IssueReport;
+  constructor(issues: ValidationIssue[], report?: IssueReport) {
     this.issues = issues;
+    this.report = report ?? { issues, count: issues.length, truncated: false };
+  }
+
+  /** The `data` of the -32602 answer: the first issues, their count, and `truncated`. */
+  get data(): ReturnType<typeof issueData> {
+    return issueData(this.report);
   }
 }
 
 /**
  * Checks a value against the contract: the generated predicate admits almost every valid value
- * as it is (nothing allocated); zod decides the rest, returning its data or why it refused.
+ * as it is (nothing allocated); zod decides the rest, returning its data or why it refused
+ * (found with bounded work: see issues.ts).
  */
 export function checked(
   accepts: (value: unknown) => boolean,
@@ -32,26 +45,6 @@ export function checked(
   value: unknown,
 ): unknown {
   if (accepts(value)) return value;
-  const parsed = schema.safeParse(value);
-  return parsed.success ? parsed.data : new Refused(toIssues(parsed.error));
-}
-
-/** Issues as sent in `data.issues` of a -32602 answer. */
-export interface ValidationIssue {
-  /** Where in the params: member names and array indexes. */
-  path: (string | number)[];
-  /** What is wrong there. */
-  message: string;
-  /** The kind of issue (zod's code). */
-  code: string;
-}
-
-function toIssues(
-  error: { issues: readonly { path: PropertyKey[]; message: string; code: string }[] },
-): ValidationIssue[] {
-  return error.issues.map((i) => ({
-    path: i.path.map((p) => (typeof p === "symbol" ? String(p) : p)),
-    message: i.message,
-    code: i.code,
-  }));
+  const parsed = parseBounded(schema, value);
+  return parsed.success ? parsed.data : new Refused(parsed.report.issues, parsed.report);
 }

@@ -14,6 +14,7 @@ import type {
 import type { JsonRpcId } from "./jsonrpc.ts";
 import type { Clock } from "./clock.ts";
 import type { Logger } from "./logger.ts";
+import type { UnsentBudget } from "../transport/unsent-budget.ts";
 
 /** Options of a {@linkcode Peer}. */
 export interface PeerOptions {
@@ -48,6 +49,13 @@ export interface PeerOptions {
    * frames of the largest size.
    */
   maxQueuedBytes?: number;
+  /**
+   * A budget of unsent bytes this peer shares with the other connections of its server: each
+   * send reports what the transport holds, and past the budget the connections that hold the
+   * most are ended at once (1011, what they hold discarded). Default: none (only
+   * {@linkcode PeerOptions.maxQueuedBytes} bounds it).
+   */
+  unsentBudget?: UnsentBudget;
   /** Time and timers. Default: the system clock. */
   clock?: Clock;
   /** Where diagnostics go. Default: nowhere. */

@@ -19,6 +19,8 @@ import {
   TransportClosedError,
 } from "../transport/transport.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../transport/bytes.ts";
+import type { UnsentEntry } from "../transport/unsent-budget.ts";
+import { dropUnread, PeerHolder } from "./peer-backlog.ts";
 import { hasCapability } from "./capabilities.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { checked, Refused, requireSpec } from "./contract-check.ts";
@@ -42,7 +44,7 @@ import {
   type RequestMap,
   type RequestMethod,
 } from "./generated/contract.ts";
-import { CloseCode, ErrorCode, protocolErrorFromWire } from "./generated/errors.ts";
+import { ErrorCode, protocolErrorFromWire } from "./generated/errors.ts";
 import {
   BROKEN_NOTIFICATION,
   BROKEN_RESPONSE,
@@ -127,6 +129,8 @@ export class Peer {
   readonly #maxFrameBytes: number;
   readonly #maxBufferedBytes: number;
   readonly #maxQueuedBytes: number;
+  /** Its place in the server's budget of unsent bytes, if it has one. */
+  readonly #unsent: UnsentEntry | undefined;
   #dropped = 0;
   readonly #maxDepth: number;
   readonly #timeoutMs: number;
@@ -166,6 +170,9 @@ export class Peer {
     this.capabilities = options.capabilities;
     this.#shared = options.handlers as PeerHandlers<unknown> | undefined;
     this.#owner = options.owner;
+    this.#unsent = options.unsentBudget && transport.bufferedAmount !== undefined
+      ? options.unsentBudget.track(new PeerHolder(transport, this.#logger))
+      : undefined;
     this.closed = transport.closed.then((info) => {
       this.#shutdown(info);
       return info;
@@ -296,15 +303,17 @@ export class Peer {
     return true;
   }
 
-  /** Closes a connection whose peer let more than `maxQueuedBytes` pile up unsent. */
+  /** Ends a connection holding more than `maxQueuedBytes` unsent; reports it to the budget. */
   #bound(): void {
     const queued = this.#transport.bufferedAmount;
-    if (queued === undefined || queued <= this.#maxQueuedBytes || this.#closeInfo) return;
+    if (queued === undefined) return;
+    this.#unsent?.update(queued);
+    if (queued <= this.#maxQueuedBytes || this.#closeInfo) return;
     this.#logger.warn("peer reads nothing: closing the connection", {
       unsent_bytes: queued,
       max_queued_bytes: this.#maxQueuedBytes,
     });
-    this.#transport.close(CloseCode.INTERNAL_ERROR, "the peer reads nothing: unsent backlog");
+    dropUnread(this.#transport, "the peer reads nothing: unsent backlog");
   }
 
   /**
@@ -516,11 +525,12 @@ export class Peer {
     if (Array.isArray(params)) {
       return failure(id, ErrorCode.INVALID_PARAMS, "invalid params: params are by name", {
         issues: [],
+        issue_count: 0,
       });
     }
     const data = checked(spec.acceptsParams, spec.params, params ?? {});
     if (data instanceof Refused) {
-      return failure(id, ErrorCode.INVALID_PARAMS, "invalid params", { issues: data.issues });
+      return failure(id, ErrorCode.INVALID_PARAMS, "invalid params", data.data);
     }
     const handler = this.#requestHandlers.get(method) ?? this.#shared!.request(method)!;
     let result: unknown;
@@ -678,6 +688,7 @@ export class Peer {
   #shutdown(info: CloseInfo): void {
     if (this.#closeInfo) return;
     this.#closeInfo = info;
+    this.#unsent?.release();
     this.#requests?.end(info.code, info.reason);
     for (const request of this.#inFlight) {
       request.abort(new ConnectionClosedError(info.code, info.reason));

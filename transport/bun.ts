@@ -32,6 +32,7 @@ interface BunServerSocket {
   send(data: string): number;
   getBufferedAmount?(): number;
   close(code?: number, reason?: string): void;
+  terminate?(): void;
 }
 interface BunSocketData {
   transport?: BunServerTransport;
@@ -95,6 +96,10 @@ class BunServerTransport extends SocketTransport {
   }
   protected closeSocket(code: number, reason: string): void {
     this.#socket.close(code, reason);
+  }
+  protected override abortSocket(code: number, reason: string): void {
+    if (this.#socket.terminate) this.#socket.terminate();
+    else this.#socket.close(code, reason);
   }
   /** A message from the socket, text or bytes. */
   receive(message: string | Uint8Array): void {

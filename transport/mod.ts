@@ -26,3 +26,4 @@ export {
   type UpgradeDecision,
   type WebSocketServe,
 } from "./server.ts";
+export { UnsentBudget, UnsentEntry, type UnsentHolder } from "./unsent-budget.ts";

@@ -171,6 +171,11 @@ class WsTransport extends SocketTransport {
     }
   }
 
+  protected override abortSocket(): void {
+    this.#corked = undefined;
+    this.#ws.terminate();
+  }
+
   /** Writes what the turn corked. */
   flush(): void {
     const socket = this.#corked;

@@ -36,6 +36,13 @@ export interface Transport {
   listen(receiver: TransportReceiver): void;
   /** Closes the connection with a WebSocket close code and reason (default 1000). Idempotent. */
   close(code?: number, reason?: string): void;
+  /**
+   * Ends the connection at once, discarding what is queued for the peer: no closing handshake,
+   * whose close frame would wait behind a backlog a peer that reads nothing never takes (and
+   * hold it meanwhile). `closed` settles with `code` and `reason`. Absent where the runtime
+   * cannot; `close` is then the nearest. Idempotent.
+   */
+  abort?(code?: number, reason?: string): void;
   /** Settles when the connection has ended, with the code and reason this side observed. */
   readonly closed: Promise<CloseInfo>;
   /**
@@ -169,6 +176,15 @@ export abstract class SocketTransport implements Transport {
     if (!this.#closeInfo) this.closeSocket(code, clampCloseReason(reason));
   }
 
+  abort(code = 1000, reason = ""): void {
+    assertSendableCloseCode(code);
+    if (this.#closeInfo) return;
+    const clamped = clampCloseReason(reason);
+    // Settled first: the socket's own close event (1006, no close frame) comes too late to say why.
+    this.finish(code, clamped);
+    this.abortSocket(code, clamped);
+  }
+
   /** A whole frame from the socket: to the receiver, or kept until `listen` names one. */
   deliver(frame: string): void {
     const receiver = this.#receiver;
@@ -198,6 +214,14 @@ export abstract class SocketTransport implements Transport {
    * connection has not ended).
    */
   protected abstract closeSocket(code: number, reason: string): void;
+
+  /**
+   * Drops the socket without a closing handshake, discarding what it holds (`abort`). By
+   * default it closes it: an adapter whose socket can be dropped overrides this.
+   */
+  protected abortSocket(code: number, reason: string): void {
+    this.closeSocket(code, reason);
+  }
 }
 
 /** Opening a connection failed; `status` is the HTTP status when the server refused the upgrade. */

@@ -19,6 +19,8 @@ import type { Context } from "hono";
 import * as z from "zod";
 import { type Clock, systemClock } from "../../protocol/clock.ts";
 import { randomId } from "../../protocol/ids.ts";
+import { issueData, reportOf } from "../../protocol/issues.ts";
+import { UnsentBudget } from "../../transport/unsent-budget.ts";
 import type { TraceContext } from "../../protocol/trace-context.ts";
 import { type Logger, silentLogger } from "../../protocol/logger.ts";
 import {
@@ -73,6 +75,12 @@ export interface BrainApiOptions {
    * for a client that is behind) and its connection closes; the client reconnects. Default 5 min.
    */
   maxStreamMs?: number;
+  /**
+   * Most bytes all its event streams hold that their clients have not read, together (each holds
+   * at most 64 KiB and one event): past it the streams that hold the most are dropped. Default
+   * 64 MiB.
+   */
+  maxUnsentBytes?: number;
   /** The harness's clock, when it was given one (event streams' lifetimes and pings). */
   clock?: Clock;
   /** Where failures the API could not attribute to the request go. Default: nowhere. */
@@ -139,6 +147,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
   const maxStreamMs = options.maxStreamMs ?? DEFAULT_MAX_STREAM_MS;
   const clock = options.clock ?? systemClock;
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const unsent = new UnsentBudget(options.maxUnsentBytes ?? 64 * 1024 * 1024);
   const base = normalizeBasePath(options.basePath);
   const at = (path: string) => `${base}${path}`;
   const app = new Hono();
@@ -237,7 +246,13 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
       const from = lastId !== undefined && /^\d{1,15}$/.test(lastId)
         ? Number(lastId)
         : query.from ?? 0;
-      return eventStream(session, from, { signal: c.req.raw.signal, clock, logger, maxStreamMs });
+      return eventStream(session, from, {
+        signal: c.req.raw.signal,
+        clock,
+        logger,
+        maxStreamMs,
+        budget: unsent,
+      });
     }
     return eventPage(session, query, c.req.raw.signal);
   });
@@ -466,11 +481,10 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
 function checked<T>(schema: z.ZodType<T>, value: unknown): T {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
+  const { issues, ...count } = issueData(reportOf(result.error.issues));
   throw new ApiError(400, "invalid_params", "the request does not match its schema", {
-    issues: result.error.issues.map((issue) => ({
-      path: issue.path.map((p) => typeof p === "number" ? p : String(p)),
-      message: issue.message,
-    })),
+    issues: issues.map(({ path, message }) => ({ path, message })),
+    ...count,
   });
 }
 

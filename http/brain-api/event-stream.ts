@@ -12,6 +12,8 @@ import type { Logger } from "../../protocol/logger.ts";
 import type { Session } from "../../harness/handles.ts";
 import type { SessionEventRecord } from "../../harness/records.ts";
 import { serverSentEvent } from "../shared/server-sent-event.ts";
+import { StreamBacklogError } from "../../harness/errors.ts";
+import type { UnsentBudget, UnsentEntry } from "../../transport/unsent-budget.ts";
 
 /** A comment on an idle event stream this often keeps proxies and idle timeouts from closing it. */
 const STREAM_PING_MS = 5_000;
@@ -31,6 +33,11 @@ export interface EventStreamOptions {
   readonly logger: Logger;
   /** Its lifetime: it then ends with `event: end`. */
   readonly maxStreamMs: number;
+  /**
+   * The budget of unread bytes it shares with the API's other streams: past it the streams that
+   * hold the most error (their connections are dropped, what they held discarded).
+   */
+  readonly budget?: UnsentBudget;
 }
 
 /**
@@ -54,12 +61,18 @@ export function eventStream(
   let ping: TimerHandle | undefined;
   let stopped = false;
   let next = from;
-  const send = (text: string) => controller.enqueue(encoder.encode(text));
+  let counted: UnsentEntry | undefined;
+  const held = () => Math.max(0, STREAM_HIGH_WATER_BYTES - (controller.desiredSize ?? 0));
+  const send = (text: string) => {
+    controller.enqueue(encoder.encode(text));
+    counted?.update(held());
+  };
 
   /** Stops reading the log and the timers; false when it already had. */
   const stop = (): boolean => {
     if (stopped) return false;
     stopped = true;
+    counted?.release();
     if (lifetime !== undefined) clock.clearTimeout(lifetime);
     if (ping !== undefined) clock.clearTimeout(ping);
     requestSignal.removeEventListener("abort", cancel);
@@ -85,6 +98,18 @@ export function eventStream(
   const stream = new ReadableStream<Uint8Array>({
     start(c) {
       controller = c;
+      const budget = options.budget;
+      counted = budget?.track({
+        unsentBytes: held,
+        shed: () => {
+          const bytes = held();
+          if (!stop()) return;
+          logger.info("brain API event stream dropped: the streams' unread bytes are over budget", {
+            queued_bytes: bytes,
+          });
+          controller.error(new StreamBacklogError(budget.maxBytes));
+        },
+      });
       requestSignal.addEventListener("abort", cancel, { once: true });
       // The lifetime ends the stream even while a record waits for the client: what it holds
       // stays as it is, and a server drops a client that takes nothing (`serveInspector`'s

@@ -8,6 +8,7 @@
  */
 import type { Logger } from "../../protocol/logger.ts";
 import { StreamBacklogError } from "../../harness/errors.ts";
+import type { UnsentBudget } from "../../transport/unsent-budget.ts";
 
 /** What a stream's source writes to (see {@linkcode boundedEventStream}). */
 export interface EventSink {
@@ -27,6 +28,11 @@ export interface BoundedEventStreamOptions {
   readonly logger: Logger;
   /** Headers of the response besides its content type. */
   readonly headers: Record<string, string>;
+  /**
+   * The budget of unread bytes this stream shares with the server's other streams: past it the
+   * streams that hold the most are dropped as a page that stops reading is.
+   */
+  readonly budget?: UnsentBudget;
 }
 
 /** What the server reads into its own buffer before the stream counts as behind. */
@@ -50,6 +56,16 @@ export function boundedEventStream(
     start(controller) {
       let ended = false;
       let stop: (() => void) | undefined;
+      const held = () => Math.max(0, HIGH_WATER_BYTES - (controller.desiredSize ?? 0));
+      const counted = options.budget?.track({
+        unsentBytes: held,
+        shed: () => {
+          logger.info("inspector stream dropped: the streams' unread bytes are over budget", {
+            queued_bytes: held(),
+          });
+          end(new StreamBacklogError(maxQueueBytes));
+        },
+      });
       const write = (bytes: Uint8Array) => {
         if (ended) return;
         // A page that stops reading is dropped. The stream errors rather than closes: that
@@ -64,12 +80,14 @@ export function boundedEventStream(
           return end(new StreamBacklogError(maxQueueBytes));
         }
         controller.enqueue(bytes);
+        counted?.update(held());
       };
       const ping = setInterval(() => write(PING), PING_MS);
       const onAbort = () => end();
       end = (error) => {
         if (ended) return;
         ended = true;
+        counted?.release();
         clearInterval(ping);
         signal.removeEventListener("abort", onAbort);
         stop?.();

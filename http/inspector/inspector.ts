@@ -25,6 +25,7 @@ import { type Logger, silentLogger } from "../../protocol/logger.ts";
 import type { InteractionOutcome } from "../../protocol/generated/contract.ts";
 import { SessionEndedError } from "../../harness/errors.ts";
 import { boundedEventStream } from "./event-stream.ts";
+import { UnsentBudget } from "../../transport/unsent-budget.ts";
 import { machineRoutes } from "./machine.ts";
 import type { Harness } from "../../harness/harness.ts";
 import { InspectorAuth } from "./auth.ts";
@@ -71,6 +72,12 @@ export interface InspectorOptions {
    * ({@linkcode DEFAULT_MAX_STREAM_QUEUE_BYTES}).
    */
   maxStreamQueueBytes?: number;
+  /**
+   * Most bytes all the inspector's streams (live state and terminals) hold that their pages have
+   * not read, together: past it the streams that hold the most are dropped as one over
+   * `maxStreamQueueBytes` is. Default 64 MiB.
+   */
+  maxUnsentBytes?: number;
   /**
    * The path the inspector is mounted under, when a server of yours hands it the requests of
    * a prefix (`"/inspector"`). Default: the root.
@@ -133,6 +140,7 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
   const limits: InspectorLimits = { ...DEFAULT_INSPECTOR_LIMITS, ...options.limits };
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
   const maxStreamQueueBytes = options.maxStreamQueueBytes ?? DEFAULT_MAX_STREAM_QUEUE_BYTES;
+  const unsent = new UnsentBudget(options.maxUnsentBytes ?? 64 * 1024 * 1024);
   const base = normalizeBasePath(options.basePath);
   const model = new InspectorModel(harness, limits, clock);
   const streams = new Set<() => void>();
@@ -357,6 +365,7 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
     logger,
     now: () => clock.now(),
     maxStreamQueueBytes,
+    unsent,
     maxUploadBytes: options.maxUploadBytes ?? 8 * 1024 * 1024,
   });
 
@@ -407,6 +416,7 @@ export function inspector(harness: Harness, options: InspectorOptions): Inspecto
     const { response } = boundedEventStream({
       signal,
       maxQueueBytes: maxStreamQueueBytes,
+      budget: unsent,
       logger,
       headers: SECURITY_HEADERS,
     }, (sink) => {

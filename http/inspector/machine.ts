@@ -23,6 +23,7 @@ import { InspectorTerminals } from "./terminals.ts";
 import { MACHINE_CSS, MACHINE_HTML } from "./machine-page.ts";
 import { MACHINE_JS } from "./generated/pages.ts";
 import { FIT_MJS, XTERM_CSS, XTERM_MJS } from "./generated/xterm.ts";
+import type { UnsentBudget } from "../../transport/unsent-budget.ts";
 
 /** What the machine's routes need from the inspector that mounts them. */
 export interface MachineRoutes {
@@ -36,6 +37,8 @@ export interface MachineRoutes {
   readonly now: () => number;
   /** Most bytes a page's stream holds unread. */
   readonly maxStreamQueueBytes: number;
+  /** The budget of unread bytes the inspector's streams share. */
+  readonly unsent: UnsentBudget;
   /** Largest file the page uploads. */
   readonly maxUploadBytes: number;
 }
@@ -104,6 +107,7 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
     const { response } = boundedEventStream({
       signal: c.req.raw.signal,
       maxQueueBytes: routes.maxStreamQueueBytes,
+      budget: routes.unsent,
       logger: routes.logger,
       headers: SECURITY_HEADERS,
     }, (sink) => {

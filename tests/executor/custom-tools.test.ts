@@ -158,6 +158,7 @@ describe("custom tools: the executor end", { timeout: 30_000 }, () => {
         message: "Invalid input: expected string, received number",
         code: "invalid_type",
       }],
+      issue_count: 1,
     });
     const tooMany = await refusal({
       tool_call_id: "c2",
@@ -563,6 +564,7 @@ describe("custom tools in workerd", {
           message: "Too small: expected string to have >=1 characters",
           code: "too_small",
         }],
+        issue_count: 1,
       });
       assert.equal(body.executor.ran, 0);
     } finally {
