@@ -575,10 +575,11 @@ export function sqliteFileSettings(options: SqliteStoreOptions = {}): SqliteFile
  * Sets a SQLite file store's pragmas on `driver`: first the busy timeout, so that every later
  * statement waits that long for another connection's lock; then WAL, and the sync level.
  *
- * Switching a file to WAL takes its exclusive lock without waiting for it (SQLite calls no busy
- * handler there): two harnesses opening one fresh file at once meet there, and one of them (or
- * each) is told "database is locked". So the switch is tried again until the busy timeout has
- * passed; a lock held longer is {@linkcode StoreBusyError}.
+ * Switching a file to WAL takes its exclusive lock, and SQLite does not always wait for that lock
+ * (seen with node:sqlite and bun:sqlite, the busy timeout set): two harnesses opening one fresh
+ * file at once meet there, and one of them (or each) is told "database is locked". So the switch
+ * is tried again until the busy timeout has passed; a lock held longer is
+ * {@linkcode StoreBusyError}.
  */
 export async function configureSqliteFile(
   driver: SqlDriver,
