@@ -22,6 +22,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { join } from "node:path";
+import { processAlive } from "./process-probe.node.ts";
 
 /** The directory of the executor's own cgroup (cgroup v2), when there is one. */
 export function ownCgroupDirectory(): string | undefined {
@@ -201,19 +202,10 @@ function sweepStale(dir: string): void {
   }
   for (const name of entries) {
     const owner = OURS.exec(name)?.[1];
-    if (!owner || Number(owner) === process.pid || running(Number(owner))) continue;
+    if (!owner || Number(owner) === process.pid || processAlive(Number(owner))) continue;
     const stale = new Cgroup(join(dir, name));
     if (stale.populated()) stale.kill();
     removeTree(stale.path);
-  }
-}
-
-function running(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as { code?: string }).code === "EPERM";
   }
 }
 

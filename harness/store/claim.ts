@@ -222,7 +222,22 @@ export class StoreClaim {
    * holds it and this is no takeover.
    */
   claim(): MaybePromise<void> {
-    return this.#attempt(3);
+    let claimed: MaybePromise<void>;
+    try {
+      claimed = this.#attempt(3);
+    } catch (error) {
+      throw this.#locked(error);
+    }
+    if (!isPromiseLike(claimed)) return claimed;
+    return claimed.then(undefined, (error) => {
+      throw this.#locked(error);
+    });
+  }
+
+  /** A read of the claim that found the database locked past its wait names no holder. */
+  #locked(error: unknown): unknown {
+    if (!(error instanceof StoreBusyError)) return error;
+    return new StoreLockedError(undefined, this.#options.clock.now(), { cause: error });
   }
 
   /** Says the claim still holds (a fenced claim finds out here when it writes nothing else). */

@@ -1,8 +1,8 @@
 /**
  * This process as the holder of a harness store (Node, Deno and Bun, through `node:os` and
- * `process`): its machine's name, its pid, when it started, and a signal-0 probe for whether
- * another process of this machine still runs; and the means to end a stale holder of this
- * machine that still holds the database's lock (frozen inside a transaction).
+ * `process`): its machine's name, its pid, when it started, and whether another process of this
+ * machine still runs (a zombie does not: {@linkcode processAlive}); and the means to end a stale
+ * holder of this machine that still holds the database's lock (frozen inside a transaction).
  *
  * @module
  */
@@ -10,17 +10,8 @@ import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import process from "node:process";
+import { processAlive, procStat } from "../../executor/machine/process-probe.node.ts";
 import type { HolderIdentity } from "./claim.ts";
-
-/** Whether process `pid` of this machine runs (EPERM: it does, as another user's). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as { code?: string }).code === "EPERM";
-  }
-}
 
 /**
  * How far a process's start time as the system tells it may lie from the `processStarted` its
@@ -33,11 +24,10 @@ const START_TOLERANCE_MS = 3_000;
 function startedAt(pid: number): number | undefined {
   try {
     // Linux: field 22 of /proc/PID/stat, in clock ticks (100 a second) after boot.
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    const ticks = Number(fields[19]);
+    const fields = procStat(pid);
+    const ticks = Number(fields?.[19]);
     const boot = /^btime (\d+)$/m.exec(readFileSync("/proc/stat", "utf8"));
-    if (boot && Number.isFinite(ticks)) return Number(boot[1]) * 1000 + ticks * 10;
+    if (fields && boot && Number.isFinite(ticks)) return Number(boot[1]) * 1000 + ticks * 10;
   } catch {
     // Not Linux, or no such process: ask ps.
   }
@@ -77,7 +67,7 @@ export function processHolderIdentity(): HolderIdentity {
     host: hostname(),
     pid: process.pid,
     processStarted: Math.round(performance.timeOrigin),
-    alive,
+    alive: processAlive,
     stop,
   };
 }

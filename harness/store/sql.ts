@@ -178,9 +178,15 @@ export class SqlHarnessStore implements HarnessStore {
     ) {
       this.writeGrouped = (batch) => this.#writeGrouped(batch);
     }
-    driver.exec(
-      `CREATE TABLE IF NOT EXISTS ${table} (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID`,
-    );
+    try {
+      // One statement: it waits for the write lock (the busy timeout) when the table is missing,
+      // and finds the table another connection made meanwhile (SQLite prepares it again).
+      driver.exec(
+        `CREATE TABLE IF NOT EXISTS ${table} (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID`,
+      );
+    } catch (error) {
+      throw busyOr(error);
+    }
     this.#get = `SELECT value FROM ${table} WHERE key = ?`;
     this.#put =
       `INSERT INTO ${table} (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
@@ -200,7 +206,7 @@ export class SqlHarnessStore implements HarnessStore {
     this.#open();
     checkKey(key);
     if (this.#pending !== undefined) this.#commitPending();
-    const rows = this.#driver.all(this.#get, [key]);
+    const rows = this.#read(this.#get, [key]);
     return rows.length === 0 ? undefined : JSON.parse(rows[0].value as string) as T;
   }
 
@@ -212,7 +218,7 @@ export class SqlHarnessStore implements HarnessStore {
     const limit = options?.limit ?? -1;
     if (limit === 0) return [];
     const params: SqlValue[] = high === undefined ? [low, limit] : [low, high, limit];
-    const rows = this.#driver.all(this.#lists[shape], params);
+    const rows = this.#read(this.#lists[shape], params);
     const out: [string, T][] = new Array(rows.length);
     for (let i = 0; i < rows.length; i++) {
       out[i] = [rows[i].key as string, JSON.parse(rows[i].value as string) as T];
@@ -491,6 +497,15 @@ export class SqlHarnessStore implements HarnessStore {
     if (held !== expected) throw new StoreConditionError(op.check);
   }
 
+  /** A query's rows; a lock held past the busy timeout is {@linkcode StoreBusyError}. */
+  #read(sql: string, params: readonly SqlValue[]): SqlRow[] {
+    try {
+      return this.#driver.all(sql, params);
+    } catch (error) {
+      throw busyOr(error);
+    }
+  }
+
   #open(): void {
     if (this.#closed) throw new StoreClosedError();
   }
@@ -537,8 +552,14 @@ export interface SqliteStoreOptions extends SqlHarnessStoreOptions {
   readonly busyTimeoutMs?: number;
 }
 
-/** The pragmas of a SQLite file store: WAL, the chosen sync level, a busy timeout. */
-export function sqliteFilePragmas(options: SqliteStoreOptions = {}): string {
+/** A SQLite file store's pragmas, checked ({@linkcode sqliteFileSettings}). */
+export interface SqliteFileSettings {
+  readonly busyTimeoutMs: number;
+  readonly synchronous: "NORMAL" | "FULL";
+}
+
+/** The options' pragmas, checked before the file is opened. */
+export function sqliteFileSettings(options: SqliteStoreOptions = {}): SqliteFileSettings {
   const synchronous = options.synchronous ?? "normal";
   if (synchronous !== "normal" && synchronous !== "full") {
     throw new InvalidStoreRequestError("option", `synchronous must be "normal" or "full"`);
@@ -547,8 +568,36 @@ export function sqliteFilePragmas(options: SqliteStoreOptions = {}): string {
   if (!Number.isSafeInteger(busy) || busy < 0) {
     throw new InvalidStoreRequestError("option", "busyTimeoutMs must be an integer ≥ 0");
   }
-  return `PRAGMA journal_mode = WAL; PRAGMA synchronous = ${synchronous.toUpperCase()}; ` +
-    `PRAGMA busy_timeout = ${busy};`;
+  return { busyTimeoutMs: busy, synchronous: synchronous === "full" ? "FULL" : "NORMAL" };
+}
+
+/**
+ * Sets a SQLite file store's pragmas on `driver`: first the busy timeout, so that every later
+ * statement waits that long for another connection's lock; then WAL, and the sync level.
+ *
+ * Switching a file to WAL takes its exclusive lock, and SQLite does not always wait for that lock
+ * (seen with node:sqlite and bun:sqlite, the busy timeout set): two harnesses opening one fresh
+ * file at once meet there, and one of them (or each) is told "database is locked". So the switch
+ * is tried again until the busy timeout has passed; a lock held longer is
+ * {@linkcode StoreBusyError}.
+ */
+export async function configureSqliteFile(
+  driver: SqlDriver,
+  settings: SqliteFileSettings,
+): Promise<void> {
+  driver.exec(`PRAGMA busy_timeout = ${settings.busyTimeoutMs};`);
+  const deadline = Date.now() + settings.busyTimeoutMs;
+  for (let pause = 1;; pause = Math.min(pause * 2, 50)) {
+    try {
+      driver.exec("PRAGMA journal_mode = WAL;");
+      break;
+    } catch (error) {
+      const failure = busyOr(error);
+      if (!(failure instanceof StoreBusyError) || Date.now() + pause > deadline) throw failure;
+    }
+    await new Promise((resolve) => setTimeout(resolve, pause));
+  }
+  driver.exec(`PRAGMA synchronous = ${settings.synchronous};`);
 }
 
 /** A prepared statement as the file drivers use it (`libsql`, `bun:sqlite`, `node:sqlite`). */

@@ -7,12 +7,14 @@
  * @module
  */
 import {
+  busyOr,
+  configureSqliteFile,
   type PreparingDatabaseLike,
   preparingDriver,
   type SqlDriver,
   SqlHarnessStore,
   SqliteDriverUnavailableError,
-  sqliteFilePragmas,
+  sqliteFileSettings,
   type SqliteStoreOptions,
 } from "./sql.ts";
 
@@ -96,14 +98,15 @@ export async function openSqliteWith<D extends string>(
   if (!Object.hasOwn(drivers, name)) {
     throw new SqliteDriverUnavailableError(String(name), "unknown driver");
   }
-  const pragmas = sqliteFilePragmas(options);
+  const settings = sqliteFileSettings(options);
   const driver = await drivers[name](path);
   try {
-    driver.exec(pragmas);
+    await configureSqliteFile(driver, settings);
     return new SqlHarnessStore(driver, options);
   } catch (error) {
     driver.close?.();
-    throw error;
+    // Never the driver's raw "database is locked": a typed store error.
+    throw busyOr(error);
   }
 }
 

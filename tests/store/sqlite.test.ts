@@ -1,14 +1,20 @@
 /**
  * The SQLite file store, with each driver this runtime ships (Node: libsql; Deno: node:sqlite
  * and libsql; Bun: bun:sqlite and libsql): the conformance suite on real files in a temp dir,
- * write-ahead logging, and the errors of a driver that is missing.
+ * write-ahead logging, a file locked past the busy timeout, and the errors of a driver that is
+ * missing.
  */
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { preparingDriver, SqlHarnessStore, SqliteDriverUnavailableError } from "../../mod.ts";
+import {
+  preparingDriver,
+  SqlHarnessStore,
+  SqliteDriverUnavailableError,
+  StoreBusyError,
+} from "../../mod.ts";
 import { failAtStatement } from "./store-conformance.ts";
 import { runConformance } from "./run-conformance.ts";
 import { DRIVERS, openSqliteStore, rawDatabase, RUNTIME } from "./sqlite-fixture.ts";
@@ -61,6 +67,24 @@ for (const driver of DRIVERS) {
       assert.equal(b.get("k"), "b");
       a.close();
       b.close();
+    });
+
+    it("is StoreBusyError, never the driver's error, when the file stays locked", async () => {
+      const path = join(root, `locked-${++files}.db`);
+      // Another connection holds the fresh file's exclusive lock (no WAL yet): the store can
+      // neither switch it to WAL nor read it, however long it waits.
+      const holder = await rawDatabase(driver, path);
+      holder.exec("BEGIN EXCLUSIVE");
+      try {
+        await assert.rejects(
+          () => openSqliteStore(path, { driver, busyTimeoutMs: 100 }),
+          (e: unknown) => e instanceof StoreBusyError && e.cause !== undefined,
+        );
+      } finally {
+        holder.exec("ROLLBACK");
+        holder.close();
+      }
+      (await openSqliteStore(path, { driver, busyTimeoutMs: 100 })).close();
     });
 
     it("refuses a file that is not a database, and bad options", async () => {
