@@ -48,6 +48,7 @@ describe(`serveMachine refuses an unusable workdir at once (${RUNTIME})`, () => 
     const { dir, client } = setup();
     const missing = join(dir, "does-not-exist");
     const error = refusal(client, missing);
+    assert.ok(error instanceof Error, "serveMachine refused it at once");
     assert.ok(error instanceof sdk.WorkdirError, String(error));
     assert.ok(error instanceof sdk.ExecutorConfigError);
     assert.equal(error.code, "ENOENT");
@@ -66,6 +67,7 @@ describe(`serveMachine refuses an unusable workdir at once (${RUNTIME})`, () => 
     const file = join(dir, "file");
     writeFileSync(file, "");
     const error = refusal(client, file);
+    assert.ok(error instanceof Error, "serveMachine refused it at once");
     assert.ok(error instanceof sdk.WorkdirError, String(error));
     assert.equal(error.code, "ENOTDIR");
     assert.match(error.message, /is not a directory/);
