@@ -17,6 +17,9 @@
  *
  * A work directory the tools could not use (missing, not a directory, not readable) is refused
  * at once, before anything is served ({@linkcode WorkdirError}).
+ *
+ * Every process it starts is ended with the executor's process too, however that ends (its
+ * reaper, `reaper.node.ts`).
  */
 import type { Clock } from "../../protocol/clock.ts";
 import type { HarnessRequestMethod, RequestMap } from "../../protocol/generated/contract.ts";
