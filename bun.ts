@@ -53,6 +53,7 @@ export {
   type PtySpawnOptions,
   serveMachine,
   type ServeMachineOptions,
+  WorkdirError,
 } from "./executor/bun.ts";
 export {
   Harness,

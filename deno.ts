@@ -55,6 +55,7 @@ export {
   type PtySpawnOptions,
   serveMachine,
   type ServeMachineOptions,
+  WorkdirError,
 } from "./executor/deno.ts";
 export {
   Harness,

@@ -53,6 +53,7 @@ export {
   type PtySpawnOptions,
   serveMachine,
   type ServeMachineOptions,
+  WorkdirError,
 } from "./executor/node.ts";
 export {
   Harness,

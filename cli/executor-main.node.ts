@@ -16,7 +16,7 @@
  * without waiting.
  */
 import { argOptions, negativeValues } from "./argv.ts";
-import { accessSync, constants, statSync } from "node:fs";
+import { statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { arch, platform } from "node:process";
@@ -24,6 +24,7 @@ import { parseArgs } from "node:util";
 import { ExecutorClient, type ExecutorClientOptions } from "../executor/mod.ts";
 import { serveMachine } from "../executor/machine/serve.node.ts";
 import { readMcpConfig } from "../executor/machine/mcp.node.ts";
+import { checkWorkdir, WorkdirError } from "../executor/machine/workdir-check.node.ts";
 import {
   ALWAYS_WITHHELD,
   type ChildEnvironmentOptions,
@@ -189,35 +190,16 @@ const OPTIONS = argOptions({
 });
 
 /**
- * The work directory, refused at start when the tools could not use it: missing (the message
- * says how to create it), not a directory, or not readable and searchable. Not created here: a
- * typo would otherwise become a new, empty work directory.
+ * The work directory, refused at start when the tools could not use it (`checkWorkdir`, the
+ * rule `serveMachine` applies too, which also warns when it is read-only): missing (the message
+ * says how to create it), not a directory, or not readable and searchable.
  */
-function checkWorkdir(dir: string, logger: Logger): string {
-  let stat;
+function usableWorkdir(dir: string): string {
   try {
-    stat = statSync(dir);
+    checkWorkdir(dir);
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === "ENOENT") {
-      throw new UsageError(
-        `--workdir ${dir} does not exist: create it first (mkdir -p ${JSON.stringify(dir)})`,
-      );
-    }
-    throw new UsageError(`--workdir ${dir} cannot be used: ${(error as Error).message}`);
-  }
-  if (!stat.isDirectory()) throw new UsageError(`--workdir ${dir} is not a directory`);
-  try {
-    accessSync(dir, constants.R_OK | constants.X_OK);
-  } catch {
-    throw new UsageError(`--workdir ${dir} cannot be read by this user`);
-  }
-  try {
-    accessSync(dir, constants.W_OK);
-  } catch {
-    logger.warn("the work directory is read-only for this user: write, edit and bash may fail", {
-      workdir: dir,
-    });
+    if (error instanceof WorkdirError) throw new UsageError(`--workdir ${dir} ${error.problem}`);
+    throw error;
   }
   return dir;
 }
@@ -320,7 +302,7 @@ async function configure(
     },
     environment,
     mcpConfig: v["mcp-config"],
-    workdir: checkWorkdir(v.workdir ?? ".", logger),
+    workdir: usableWorkdir(v.workdir ?? "."),
     graceMs: positiveInt("grace-ms", v["grace-ms"]) ?? 2_000,
     drainMs: positiveInt("drain-ms", v["drain-ms"]) ?? 30_000,
     logger,

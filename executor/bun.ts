@@ -37,6 +37,7 @@ export {
   type PtySpawnOptions,
 } from "./machine/pty.ts";
 export type { ServeMachineOptions } from "./machine/serve.node.ts";
+export { WorkdirError } from "./machine/workdir-check.node.ts";
 export { bunPty } from "./machine/pty.bun.ts";
 
 /**

@@ -39,6 +39,7 @@ export {
   type PtySpawnOptions,
 } from "./machine/pty.ts";
 export type { ServeMachineOptions } from "./machine/serve.node.ts";
+export { WorkdirError } from "./machine/workdir-check.node.ts";
 export { nodePty } from "./machine/pty.node.ts";
 
 /**

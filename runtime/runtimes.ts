@@ -55,6 +55,7 @@ export const MACHINE: readonly Names[] = [
     ],
   },
   { from: "executor/machine/serve.node.ts", names: ["type ServeMachineOptions"] },
+  { from: "executor/machine/workdir-check.node.ts", names: ["WorkdirError"] },
 ];
 
 /** The inspector's server (`node:http`, which Node, Deno and Bun run). */

@@ -7,11 +7,22 @@
  *
  * Without a cgroup the unit is its process group: a descendant that leaves the group
  * (`setsid`, `setpgid`) is out of reach. On Windows it is the leader alone.
+ *
+ * Should the executor's process end first (killed, or a signal it does not handle), the unit is
+ * ended all the same by the executor's reaper (`reaper.node.ts`), with which it is registered
+ * from its start until none of its processes is left.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
+import type { Logger } from "../../protocol/logger.ts";
 import { type Cgroup, inCgroup } from "./cgroup.node.ts";
 import { findExecutable } from "./executable.node.ts";
+import {
+  forgetWatch,
+  type ProcessWatch,
+  reapSessionOnExit,
+  withdrawWhenGone,
+} from "./reaper.node.ts";
 
 /** Options of {@linkcode ProcessUnit.spawn}. */
 export interface SpawnUnitOptions {
@@ -24,6 +35,8 @@ export interface SpawnUnitOptions {
   stderr?: "pipe" | "ignore";
   /** The (empty, fresh) cgroup the unit lives in. */
   cgroup?: Cgroup;
+  /** Where a failure of the executor's reaper is told. */
+  logger?: Logger;
 }
 
 /** The program of a spawn could not be started (`ENOENT`, not executable, bad cwd). */
@@ -53,16 +66,22 @@ export class ProcessUnit {
   #killAt = Infinity;
   #killTimer: ReturnType<typeof setTimeout> | undefined;
   #killing = false;
+  /** Withdraws the unit from the executor's reaper; undefined once withdrawn. */
+  #unreap: (() => void) | undefined;
+  /** Set while the unit outlives its leader and is looked at until none of it is left. */
+  #lingering: ProcessWatch | undefined;
 
-  private constructor(child: ChildProcess, cgroup: Cgroup | undefined) {
+  private constructor(child: ChildProcess, cgroup: Cgroup | undefined, unreap: () => void) {
     this.child = child;
     this.pid = child.pid;
     this.cgroup = cgroup;
+    this.#unreap = unreap;
     this.leaderExited = new Promise((resolve) => {
       if (!this.leaderRunning) resolve();
       else child.once("exit", () => resolve());
       child.once("error", () => resolve());
     });
+    void this.leaderExited.then(() => this.#unreapWhenGone());
   }
 
   /**
@@ -82,15 +101,20 @@ export class ProcessUnit {
       stdio: [options.stdin ? "pipe" : "ignore", "pipe", options.stderr ?? "pipe"],
       windowsHide: true,
     });
+    // At once, before anything else can happen: the executor may be killed at any moment.
+    const unreap = POSIX && child.pid !== undefined
+      ? reapSessionOnExit(child.pid, options.logger)
+      : () => {};
     const failure = await new Promise<Error | undefined>((resolve) => {
       child.once("spawn", () => resolve(undefined));
       child.once("error", (error) => resolve(error));
     });
     if (failure) {
+      unreap();
       cgroup?.remove();
       throw new SpawnError(`cannot start ${argv[0]}: ${failure.message}`, { cause: failure });
     }
-    return new ProcessUnit(child, cgroup);
+    return new ProcessUnit(child, cgroup, unreap);
   }
 
   /** Whether the leader is still running. */
@@ -101,10 +125,51 @@ export class ProcessUnit {
 
   /** Whether any process of the unit is still there (zombies do not count). */
   alive(): boolean {
+    return this.#aliveGiven(undefined);
+  }
+
+  /**
+   * {@linkcode alive}, given the groups and sessions of every live process where known (one
+   * look at `/proc` for many units).
+   */
+  #aliveGiven(live: ReadonlySet<number> | undefined): boolean {
     if (this.leaderRunning) return true;
     if (!POSIX || this.pid === undefined) return false;
     // A cgroup holds the whole group and whatever left it; it is gone only if removed.
-    return this.cgroup?.populated() ?? groupAlive(this.pid);
+    const populated = this.cgroup?.populated();
+    if (populated !== undefined) return populated;
+    return live ? live.has(this.pid) : groupAlive(this.pid);
+  }
+
+  /**
+   * Withdraws the unit from the reaper once none of its processes is left: now, or (when some
+   * outlive the leader) once a later look finds none. Its process group's number may then be
+   * handed out again, to a process the reaper must never signal.
+   */
+  #unreapWhenGone(): void {
+    if (!this.#unreap || this.#lingering) return;
+    if (!this.alive()) {
+      this.#unreap();
+      this.#unreap = undefined;
+      return;
+    }
+    const watch: ProcessWatch = {
+      alive: (live) => this.#aliveGiven(live),
+      withdraw: () => {
+        this.#lingering = undefined;
+        this.#unreapWhenGone();
+      },
+    };
+    this.#lingering = watch;
+    withdrawWhenGone(watch);
+  }
+
+  /** Withdraws the unit from the reaper: none of its processes is left. */
+  #unreapNow(): void {
+    if (this.#lingering) forgetWatch(this.#lingering);
+    this.#lingering = undefined;
+    this.#unreap?.();
+    this.#unreap = undefined;
   }
 
   /** Sends `signal` to every process of the unit; true when any received it. */
@@ -162,6 +227,7 @@ export class ProcessUnit {
       await new Promise((resolve) => setTimeout(resolve, pause));
       pause = Math.min(pause * 2, MAX_POLL_MS);
     }
+    this.#unreapNow();
     this.cgroup?.remove();
   }
 
@@ -170,9 +236,14 @@ export class ProcessUnit {
     this.signal("SIGKILL");
   }
 
-  /** Removes the unit's cgroup once it is empty (true when it is gone). */
+  /**
+   * Lets go of the unit once none of its processes is left (true then): its cgroup removed, its
+   * reaper registration withdrawn.
+   */
   release(): boolean {
-    return this.cgroup ? this.cgroup.populated() !== true && this.cgroup.remove() : true;
+    if (this.alive()) return false;
+    this.#unreapNow();
+    return this.cgroup ? this.cgroup.remove() : true;
   }
 }
 

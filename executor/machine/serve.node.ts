@@ -14,6 +14,12 @@
  *
  * A capability request for a session the executor does not hold is refused with -32002
  * `unknown_session` before anything starts.
+ *
+ * A work directory the tools could not use (missing, not a directory, not readable) is refused
+ * at once, before anything is served ({@linkcode WorkdirError}).
+ *
+ * Every process it starts is ended with the executor's process too, however that ends (its
+ * reaper, `reaper.node.ts`).
  */
 import type { Clock } from "../../protocol/clock.ts";
 import type { HarnessRequestMethod, RequestMap } from "../../protocol/generated/contract.ts";
@@ -43,11 +49,15 @@ import { serveTerminals, type TerminalScope } from "./terminals.ts";
 import { DEFAULT_MACHINE_LIMITS, type MachineLimits } from "./limits.ts";
 import { backupWorkspace, downloadFile, installSkill, uploadFile } from "./transfer.node.ts";
 import { PathOutsideWorkdirError, Workdir } from "./workdir.node.ts";
+import { checkWorkdir } from "./workdir-check.node.ts";
 import { join } from "node:path";
 
 /** Options of {@linkcode serveMachine}. */
 export interface ServeMachineOptions {
-  /** The directory every tool and process is confined to. */
+  /**
+   * The directory every tool and process is confined to. It must exist and be readable and
+   * searchable: otherwise `serveMachine` throws {@linkcode WorkdirError}.
+   */
   workdir: string;
   /** Time between SIGTERM and SIGKILL for bash calls and processes. Default 2 s. */
   graceMs?: number;
@@ -146,7 +156,8 @@ function withTraceEnv<P extends { env?: Record<string, string> }>(params: P): P 
  * Registers the machine tools and the process capability; dispose to withdraw them. `dispose()`
  * withdraws them and ends every process, terminal and MCP server of the machine in the
  * background; `await using machine = serveMachine(…)` (`Symbol.asyncDispose`) does the same and
- * resolves once they are gone.
+ * resolves once they are gone. Throws {@linkcode WorkdirError} (serving nothing) for a work
+ * directory the tools could not use.
  */
 export function serveMachine(
   client: ExecutorClient,
@@ -154,6 +165,11 @@ export function serveMachine(
 ): Disposable & AsyncDisposable {
   const internals = clientInternals(client);
   const logger = internals.logger;
+  if (!checkWorkdir(options.workdir).writable) {
+    logger.warn("the work directory is read-only for this user: write, edit and bash may fail", {
+      workdir: options.workdir,
+    });
+  }
   const workdir = new Workdir(options.workdir);
   const limits: MachineLimits = { ...DEFAULT_MACHINE_LIMITS, ...options.limits };
   const graceMs = options.graceMs ?? 2_000;

@@ -5,18 +5,23 @@
  * {@linkcode SessionMember} started by other means (a terminal's program, which a PTY host
  * starts, in a leaf of its own too), and {@linkcode SessionProcesses.end} terminates them all
  * (SIGTERM, or a terminal's SIGHUP, then SIGKILL after the grace period to every survivor) and
- * resolves when none is alive.
+ * resolves when none is alive. Should the executor's process end first, the executor's reaper
+ * (`reaper.node.ts`) ends them: each is registered with it from its start until none of its
+ * processes is left, and so is the session's cgroup until it is removed.
  */
 import { NotFoundError } from "../../protocol/generated/errors.ts";
 import type { Logger } from "../../protocol/logger.ts";
 import type { Cgroup, CgroupTree } from "./cgroup.node.ts";
 import { ProcessUnit, type SpawnUnitOptions } from "./process-group.node.ts";
+import { reapCgroupOnExit, reapSessionOnExit } from "./reaper.node.ts";
 
 /**
  * A process of the session that something else started and knows how to end (a terminal: the
  * PTY host starts it, the terminal table ends it).
  */
 export interface SessionMember {
+  /** The pid of the leader of its session (a terminal's program), when it has one. */
+  readonly pid?: number;
   /** Ends it (its own way), SIGKILL after `graceMs`; resolves once none of its processes is left. */
   terminate(graceMs: number): Promise<void>;
   /** Resolves once it has ended, by {@linkcode terminate} or by itself. */
@@ -69,6 +74,8 @@ export class SessionProcesses {
   readonly #inFlight = new Set<Promise<void>>();
   #ending: Promise<void> | undefined;
   #graceMs = 0;
+  /** Withdraws the session's cgroup from the executor's reaper. */
+  #unreapCgroup: (() => void) | undefined;
 
   constructor(sessionId: string, cgroups: CgroupSource, logger: Logger) {
     this.sessionId = sessionId;
@@ -125,6 +132,11 @@ export class SessionProcesses {
     }
     const adopted: Adopted = { member, cgroup: leaf };
     this.#adopted.add(adopted);
+    // `ended` is when none of its processes is left (or they were SIGKILLed and did not go).
+    const unreap = member.pid === undefined
+      ? () => {}
+      : reapSessionOnExit(member.pid, this.#logger);
+    member.ended.then(unreap, unreap);
     if (this.#ending) void member.terminate(this.#graceMs);
     member.ended.then(() => {
       // One that left nothing behind is forgotten (its cgroup removed) at once.
@@ -156,7 +168,7 @@ export class SessionProcesses {
     const leaf = await this.#leaf("p");
     let unit: ProcessUnit;
     try {
-      unit = await ProcessUnit.spawn(argv, { ...options, cgroup: leaf });
+      unit = await ProcessUnit.spawn(argv, { ...options, cgroup: leaf, logger: this.#logger });
     } catch (error) {
       leaf?.remove();
       throw error;
@@ -210,9 +222,8 @@ export class SessionProcesses {
           await new Promise((resolve) => setTimeout(resolve, 10));
         }
         for (const leaf of leaves) leaf.remove();
-        if (!cgroup.remove()) {
-          this.#logger.warn("session cgroup not removed", { session_id: this.sessionId });
-        }
+        if (cgroup.remove()) this.#unreapCgroup?.();
+        else this.#logger.warn("session cgroup not removed", { session_id: this.sessionId });
       }
     })();
     return this.#ending;
@@ -228,7 +239,9 @@ export class SessionProcesses {
     const tree = await this.#cgroups.tree();
     if (!tree) return undefined;
     try {
-      return tree.session();
+      const cgroup = tree.session();
+      this.#unreapCgroup = reapCgroupOnExit(cgroup.path, this.#logger);
+      return cgroup;
     } catch (error) {
       this.#logger.warn("cannot create the session cgroup: tracked by process group only", {
         session_id: this.sessionId,

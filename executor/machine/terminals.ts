@@ -85,6 +85,8 @@ export interface TerminalScope {
 
 /** A started terminal, as the session's process tracking sees it. */
 export interface TerminalMember {
+  /** The pid of the terminal's program, the leader of the PTY's session. */
+  readonly pid: number;
   /**
    * Ends the terminal (SIGHUP to its processes, SIGKILL after `graceMs`, the PTY closed);
    * resolves once none of its processes is left. Joins an end already under way.
@@ -330,7 +332,11 @@ export class TerminalTable {
       this.#forgetOldClosed();
       for (const chunk of early.splice(0)) data(chunk);
       if (earlyExit) exit(earlyExit);
-      return { terminate: (graceMs) => this.#end(entry, graceMs), ended: entry.done };
+      return {
+        pid: pty.pid,
+        terminate: (graceMs) => this.#end(entry, graceMs),
+        ended: entry.done,
+      };
     };
     const argv = params.argv ?? options.pty.defaultArgv();
     try {

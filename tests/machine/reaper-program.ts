@@ -1,0 +1,16 @@
+/**
+ * An executor process reduced to its reaper, for tests/machine/reaper.test.ts: registers the
+ * sessions led by the pids it is given, withdraws some, says `ready`, then waits to be killed.
+ *
+ *   <runtime> tests/machine/reaper-program.ts <kept pid> <withdrawn pid> <pid registered twice>
+ */
+import { reapSessionOnExit } from "../../executor/machine/reaper.node.ts";
+
+const [kept, withdrawn, twice] = process.argv.slice(2).map(Number);
+reapSessionOnExit(kept);
+reapSessionOnExit(withdrawn)();
+// Two holders, one lets go: it stays registered.
+reapSessionOnExit(twice);
+reapSessionOnExit(twice)();
+console.log("ready");
+setInterval(() => {}, 60_000);
