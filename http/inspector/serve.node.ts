@@ -181,7 +181,8 @@ async function answer(
     const linger = unread && !droppable;
     // A short answer (a refusal) goes out with its length: the client has it whole at once,
     // while the connection lingers.
-    const { whole, stream } = linger && method !== "HEAD"
+    const eventStream = /^text\/event-stream/i.test(response.headers.get("content-type") ?? "");
+    const { whole, stream } = linger && method !== "HEAD" && !eventStream
       ? await shortBody(response.body)
       : { whole: undefined, stream: response.body };
     if (whole) out["content-length"] = String(whole.byteLength);
@@ -196,9 +197,7 @@ async function answer(
     }
     // An event stream's headers go out at once, not with its first event: its client learns
     // that it is connected (an EventSource opens) while there is nothing to send yet.
-    if (/^text\/event-stream/i.test(response.headers.get("content-type") ?? "")) {
-      res.flushHeaders();
-    }
+    if (eventStream) res.flushHeaders();
     const reader = stream.getReader();
     aborting.signal.addEventListener("abort", () => void reader.cancel().catch(() => {}), {
       once: true,
