@@ -27,7 +27,8 @@ const servers: { name: string; serve: WebSocketServe }[] = [
 
 const SECRET = "an-hs256-secret-of-at-least-32-bytes!";
 const MALFORMED_HOSTS = ["[::1", "a b", "x:99999", "%", "a/b", "a?b", ""];
-const UPGRADE_HEADERS = "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n" +
+const UPGRADE_HEADERS =
+  "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n" +
   "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: bma.executor.v1.1\r\n";
 
 interface RawAnswer {
@@ -111,7 +112,7 @@ for (const { name, serve } of servers) {
       harness = new Harness({
         server: serve,
         tokens: { secret: SECRET, credentials: [{ machineId: "m_1", machineToken: "mt_1" }] },
-        metricsEndpoint: {},
+        metricsEndpoint: { authorize: () => false },
       });
       const tcp = await harness.serve({ hostname: "127.0.0.1", port: 0 });
       // As `bma-harness serve` serves it: its own app in front of the harness's.
