@@ -6,6 +6,8 @@
  * @module
  */
 
+import { REDACTED } from "../protocol/logger.ts";
+
 /** The options of a `parseArgs` call, as far as this module reads them. */
 export type ArgOptions = Readonly<Record<string, { readonly type: "string" | "boolean" }>>;
 
@@ -44,4 +46,38 @@ export function negativeValues(argv: readonly string[], options: ArgOptions): st
     else out.push(argv[i]);
   }
   return out;
+}
+
+/** The longest part of a rejected value a usage error quotes. */
+const SHOWN_CHARS = 80;
+
+/**
+ * A rejected flag value as a usage error quotes it (in JSON quotes, control characters escaped):
+ * without what in it may be a secret, whether or not it has a scheme — a query and a fragment
+ * (`?token=…`, `#access_token=…`), and the user information before an `@` (`user:password@`).
+ * What is left (scheme, host, path) is what the user needs to find the typo.
+ */
+export function shownValue(value: string): string {
+  const shown = value
+    .replace(/[?#][\s\S]*/, (rest) => `${rest[0]}${REDACTED}`)
+    .replace(/^((?:[a-z][a-z0-9+.-]*:\/+)?)[^/]*@/i, `$1${REDACTED}@`);
+  return JSON.stringify(
+    shown.length > SHOWN_CHARS ? `${shown.slice(0, SHOWN_CHARS)}…` : shown,
+  );
+}
+
+/**
+ * The one line a usage error says of `parseArgs`'s `error` on `argv`. An argument that belongs
+ * to no flag is not quoted but counted: it is most often a value whose flag was left out, a
+ * credential as likely as anything (`parseArgs` quotes it whole).
+ */
+export function argvErrorLine(error: unknown, argv: readonly string[]): string {
+  const message = (error as Error).message.split("\n")[0];
+  if ((error as { code?: unknown }).code !== "ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL") {
+    return message;
+  }
+  const quoted = /^Unexpected argument '([\s\S]*)'\./.exec(message)?.[1];
+  const at = quoted === undefined ? -1 : argv.indexOf(quoted);
+  const which = at < 0 ? "an argument" : `argument ${at + 1}`;
+  return `${which} belongs to no flag (is its flag missing?): this command takes flags only`;
 }

@@ -15,7 +15,7 @@
  * second signal stops at once (running calls canceled, their processes killed), a third exits
  * without waiting.
  */
-import { argOptions, negativeValues } from "./argv.ts";
+import { argOptions, argvErrorLine, negativeValues, shownValue } from "./argv.ts";
 import { statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { hostname } from "node:os";
@@ -118,11 +118,20 @@ function stderrLogger(level: Level, format: "pretty" | "json"): Logger {
   };
 }
 
+function parsesAsUrl(text: string): boolean {
+  try {
+    new URL(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function positiveInt(name: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
   if (!Number.isInteger(n) || n <= 0) {
-    throw new UsageError(`--${name} must be a positive integer, not "${value}"`);
+    throw new UsageError(`--${name} must be a positive integer, not ${shownValue(value)}`);
   }
   return n;
 }
@@ -166,7 +175,9 @@ function nameValue(flag: string, pairs: string[] | undefined): Record<string, st
   const out: Record<string, string> = {};
   for (const pair of pairs ?? []) {
     const eq = pair.indexOf("=");
-    if (eq <= 0) throw new UsageError(`--${flag} takes NAME=value, not "${pair}"`);
+    // Not quoted: the value of a variable is as likely a secret as not.
+    if (eq < 0) throw new UsageError(`--${flag} takes NAME=value: a value has no "="`);
+    if (eq === 0) throw new UsageError(`--${flag} takes NAME=value: a value has no NAME`);
     out[pair.slice(0, eq)] = pair.slice(eq + 1);
   }
   return out;
@@ -217,7 +228,7 @@ async function configure(
       options: OPTIONS,
     });
   } catch (error) {
-    throw new UsageError((error as Error).message.split("\n")[0]);
+    throw new UsageError(argvErrorLine(error, argv));
   }
   const v = parsed.values;
   if (v.help) return "help";
@@ -239,18 +250,28 @@ async function configure(
   const credential: Partial<Config["options"]> = {};
   let harnessFrom: string | undefined;
   if (harnessUrl) {
+    const from = v.harness ? "--harness" : "BMA_HARNESS_URL";
     if (!/^(wss?:\/\/|unix:\/\/)/.test(harnessUrl)) {
       throw new UsageError(
-        `--harness takes ws://, wss:// or unix:///path.sock, not "${redactUrls(harnessUrl)}"`,
+        `${from} takes ws://, wss:// or unix:///path.sock, not ${shownValue(harnessUrl)}`,
       );
     }
+    // A URL that does not parse would be dialed, and refused, forever.
+    if (!harnessUrl.startsWith("unix:") && !parsesAsUrl(harnessUrl)) {
+      throw new UsageError(`${from} is not a valid URL: ${shownValue(harnessUrl)}`);
+    }
     credential.harnessUrl = harnessUrl;
-    harnessFrom = v.harness ? "--harness" : "BMA_HARNESS_URL";
+    harnessFrom = from;
   } else {
     const baseUrl = env.BMA_BASE_URL;
     if (!baseUrl) {
       throw new UsageError(
         "no harness: give --harness, BMA_HARNESS_URL or BMA_BASE_URL with a credential",
+      );
+    }
+    if (!/^https?:\/\//.test(baseUrl) || !parsesAsUrl(baseUrl)) {
+      throw new UsageError(
+        `BMA_BASE_URL takes an http:// or https:// URL, not ${shownValue(baseUrl)}`,
       );
     }
     credential.baseUrl = baseUrl;

@@ -5,6 +5,7 @@
  * (`harness.node.ts`) reads the flags, starts the servers and feeds the lines in.
  */
 import { TOOL_SPECS } from "../protocol/generated/contract.ts";
+import { jsonSyntaxError } from "../protocol/logger.ts";
 import { ShellWordsError } from "./shell-words.ts";
 import { CommandError, words } from "./harness-command-line.ts";
 import {
@@ -365,7 +366,7 @@ export class Cli {
       try {
         parsed = JSON.parse(json);
       } catch (error) {
-        throw new CommandError(`the input is not JSON: ${(error as Error).message}`);
+        throw new CommandError(`the input is ${jsonSyntaxError(error)}`);
       }
       if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
         throw new CommandError("the input is a JSON object");

@@ -20,7 +20,7 @@ import { readFileSync } from "node:fs";
 import { hostname as machineName } from "node:os";
 import { parseArgs } from "node:util";
 import { Hono } from "hono";
-import { negativeValues } from "./argv.ts";
+import { argvErrorLine, negativeValues } from "./argv.ts";
 import { jsonLineLogger, textLineLogger } from "./line-logger.ts";
 import {
   isLoopback,
@@ -76,7 +76,7 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
       options: SERVE_FLAGS,
     }));
   } catch (error) {
-    return usage((error as Error).message.split("\n")[0]);
+    return usage(argvErrorLine(error, argv));
   }
   if (flags.help) {
     io.stdout(SERVE_USAGE);

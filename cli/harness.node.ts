@@ -20,7 +20,7 @@
  * schemas as text (`harness-describe.ts`) and the help text (`harness-usage.ts`).
  */
 import { parseArgs } from "node:util";
-import { argOptions, negativeValues } from "./argv.ts";
+import { argOptions, argvErrorLine, negativeValues, shownValue } from "./argv.ts";
 import { CONTRACT_VERSION } from "../protocol/generated/contract.ts";
 import { SDK_VERSION as VERSION } from "../executor/version.ts";
 // The inspector page's agent turns and approvals (--ui). The application imports agent/ and hands
@@ -52,7 +52,9 @@ async function main(): Promise<number> {
       options: OPTIONS,
     }));
   } catch (error) {
-    process.stderr.write(`bma-harness: ${(error as Error).message.split("\n")[0]} (see --help)\n`);
+    process.stderr.write(
+      `bma-harness: ${argvErrorLine(error, process.argv.slice(2))} (see --help)\n`,
+    );
     return 2;
   }
   if (values.help) {
@@ -73,14 +75,17 @@ async function main(): Promise<number> {
   }
   const port = values.port === undefined ? 7700 : Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    process.stderr.write(`bma-harness: --port takes 0-65535, not "${values.port}" (see --help)\n`);
+    process.stderr.write(
+      `bma-harness: --port takes 0-65535, not ${shownValue(values.port!)} (see --help)\n`,
+    );
     return 2;
   }
   const heartbeat = values["heartbeat-ms"];
   const heartbeatMs = heartbeat === undefined ? undefined : Number(heartbeat);
   if (heartbeatMs !== undefined && (!Number.isInteger(heartbeatMs) || heartbeatMs <= 0)) {
+    const shown = shownValue(heartbeat!);
     process.stderr.write(
-      `bma-harness: --heartbeat-ms must be a positive integer (milliseconds), not "${heartbeat}" (see --help)\n`,
+      `bma-harness: --heartbeat-ms must be a positive integer (milliseconds), not ${shown} (see --help)\n`,
     );
     return 2;
   }
@@ -88,7 +93,7 @@ async function main(): Promise<number> {
   const uiPort = values["ui-port"] === undefined ? 0 : Number(values["ui-port"]);
   if (!Number.isInteger(uiPort) || uiPort < 0 || uiPort > 65535) {
     process.stderr.write(
-      `bma-harness: --ui-port takes 0-65535, not "${values["ui-port"]}" (see --help)\n`,
+      `bma-harness: --ui-port takes 0-65535, not ${shownValue(values["ui-port"]!)} (see --help)\n`,
     );
     return 2;
   }

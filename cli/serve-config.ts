@@ -9,7 +9,8 @@
  *
  * @module
  */
-import { argOptions } from "./argv.ts";
+import { argOptions, shownValue } from "./argv.ts";
+import { jsonSyntaxError } from "../protocol/logger.ts";
 
 /** A configuration `bma-harness serve` cannot run with: exit code 2 and this message. */
 export class ServeConfigError extends Error {
@@ -160,7 +161,7 @@ export function readServeConfig(
     if (value === undefined || typeof value === "boolean") return value === true;
     if (value === "true" || value === "1") return true;
     if (value === "false" || value === "0" || value === "") return false;
-    throw new ServeConfigError(`--${flag} is true or false, not "${value}"`);
+    throw new ServeConfigError(`--${flag} is true or false, not ${shownValue(value)}`);
   };
 
   const host = str("host") ?? "127.0.0.1";
@@ -169,7 +170,7 @@ export function readServeConfig(
   const uiPort = integer("ui-port", uiPortText ?? "0", 0, 65535);
   const logFormat = str("log-format") ?? "text";
   if (logFormat !== "text" && logFormat !== "json") {
-    throw new ServeConfigError(`--log-format is text or json, not "${logFormat}"`);
+    throw new ServeConfigError(`--log-format is text or json, not ${shownValue(logFormat)}`);
   }
   const renew = str("store-renew-ms");
   const outEnv: Record<string, string> = {};
@@ -237,7 +238,7 @@ export function storeSpec(value: string | undefined, table: string | undefined):
     const chosen = table ?? fromQuery;
     if (chosen !== undefined && !/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(chosen)) {
       throw new ServeConfigError(
-        `the store's table is a plain SQL name (letters, digits, _), not "${chosen}"`,
+        `the store's table is a plain SQL name (letters, digits, _), not ${shownValue(chosen)}`,
       );
     }
     // The table is the harness's, not the client's: the client sees the URL without it.
@@ -248,13 +249,8 @@ export function storeSpec(value: string | undefined, table: string | undefined):
       ...(chosen !== undefined ? { table: chosen } : {}),
     };
   }
-  // The value may be a URL with a password: name its scheme only.
-  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(value)?.[1];
-  throw new ServeConfigError(
-    `--store takes sqlite:PATH or postgres://…, not ${
-      scheme ? `a ${scheme}: URL` : `"${value.slice(0, 40)}"`
-    }`,
-  );
+  // The value may be a URL with a password: shown without it.
+  throw new ServeConfigError(`--store takes sqlite:PATH or postgres://…, not ${shownValue(value)}`);
 }
 
 function readConfigFile(path: string, readText: ReadText): Record<string, string | boolean> {
@@ -263,7 +259,7 @@ function readConfigFile(path: string, readText: ReadText): Record<string, string
     parsed = JSON.parse(readFile(path, "--config", readText));
   } catch (error) {
     if (error instanceof ServeConfigError) throw error;
-    throw new ServeConfigError(`the config file ${path} is not JSON: ${(error as Error).message}`);
+    throw new ServeConfigError(`the config file ${path} is ${jsonSyntaxError(error)}`);
   }
   if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
     throw new ServeConfigError(`the config file ${path} holds a JSON object of flags`);
@@ -333,7 +329,9 @@ function text(value: string | boolean | undefined): string | undefined {
 function integer(flag: string, value: string, min: number, max: number): number {
   const n = Number(value);
   if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < min || n > max) {
-    throw new ServeConfigError(`--${flag} takes a whole number ${min}-${max}, not "${value}"`);
+    throw new ServeConfigError(
+      `--${flag} takes a whole number ${min}-${max}, not ${shownValue(value)}`,
+    );
   }
   return n;
 }
@@ -343,7 +341,9 @@ function duration(flag: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   const match = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(value.trim());
   if (!match) {
-    throw new ServeConfigError(`--${flag} takes a duration (30s, 500ms, 2m), not "${value}"`);
+    throw new ServeConfigError(
+      `--${flag} takes a duration (30s, 500ms, 2m), not ${shownValue(value)}`,
+    );
   }
   const n = Number(match[1]);
   const unit = match[2] ?? "s";

@@ -53,6 +53,7 @@ import {
   renderOpenMetrics,
 } from "../http/metrics/openmetrics.ts";
 import { jsonAnswer } from "../http/shared/json-answer.ts";
+import { ApiError, apiErrorAnswer } from "../http/shared/api-error.ts";
 import {
   type Authenticate,
   bearerToken,
@@ -480,6 +481,8 @@ export class Harness {
         ? { handshakeTimeoutMs: this.#handshakeTimeoutMs }
         : {}),
       upgrade: (request, protocols) => this.upgrade(request, protocols),
+      // A request that names no URL is the caller's error, answered as every face answers one.
+      badRequest: (reason) => apiErrorAnswer(new ApiError(400, "bad_request", reason)),
       fetch: fetch
         ? (request) => Promise.resolve(fetch(request))
         : (request) => this.fetch(request),

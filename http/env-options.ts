@@ -14,6 +14,7 @@ import type { HarnessOptions } from "../harness/harness-options.ts";
 import { type Authorize, bearerAuthorize, MIN_TOKEN_LENGTH } from "./shared/bearer.ts";
 import type { ExecutorCredential } from "./token-endpoint/token-issuer.ts";
 import type { DurableObjectNamespaceLike } from "../harness/workers/types.ts";
+import { jsonSyntaxError } from "../protocol/logger.ts";
 
 /**
  * An environment that describes a harness: the `BMA_*` variables (numbers arrive as strings),
@@ -118,7 +119,13 @@ export function harnessOptionsFromVariables(env: HarnessEnv): HarnessVariableOpt
 
 function parseCredentials(text: string | undefined): ExecutorCredential[] {
   if (!text) return [];
-  const value: unknown = JSON.parse(text);
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    // The parser's message quotes the text: the credentials.
+    throw new TypeError(`BMA_CREDENTIALS is ${jsonSyntaxError(error)}`);
+  }
   if (!Array.isArray(value)) throw new TypeError("BMA_CREDENTIALS must be a JSON array");
   return value.map((item) => {
     const c = item as Record<string, unknown>;

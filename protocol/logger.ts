@@ -63,6 +63,17 @@ export function redactUrls(text: string): string {
 }
 
 /**
+ * What a JSON parser's error says of malformed `text`, without the text: the engines quote what
+ * they choke on (V8: `Unexpected token 's', "sk-…" is not valid JSON`; JavaScriptCore:
+ * `Unexpected identifier "sk"`), and the text may be a credential list or a config with keys in
+ * it. Says where, when the parser said so.
+ */
+export function jsonSyntaxError(error: unknown): string {
+  const at = /position (\d+)/.exec(error instanceof Error ? error.message : "");
+  return at ? `not valid JSON (at character ${at[1]})` : "not valid JSON";
+}
+
+/**
  * Returns a copy of `value` with every secret-named field replaced by {@linkcode REDACTED},
  * recursively (arrays and plain objects, up to a depth of 8), and the secrets of every URL in a
  * string ({@linkcode redactUrls}).

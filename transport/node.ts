@@ -11,11 +11,13 @@ import { unlink } from "node:fs/promises";
 import { WebSocket, WebSocketServer } from "ws";
 import { DialError, type DialOptions, SocketTransport, type Transport } from "./transport.ts";
 import {
+  badRequestAnswer,
   DEFAULT_HANDSHAKE_TIMEOUT_MS,
   disposableServer,
   isLocalSocketUrl,
   isNamedPipe,
   localSocketPath,
+  malformedHost,
   offeredProtocols,
   type RunningServer,
   type ServeWebSocketOptions,
@@ -246,7 +248,7 @@ export async function serveWebSocket(
     connectionsCheckingInterval: Math.min(30_000, Math.max(250, Math.floor(handshakeMs / 2))),
   }, (req, res) => {
     handshakeDone(req.socket);
-    void handleHttp(req, res, options.fetch);
+    void handleHttp(req, res, options);
   });
   if (server.requestTimeout === 0 || server.requestTimeout >= handshakeMs) {
     server.headersTimeout = handshakeMs;
@@ -256,7 +258,12 @@ export async function serveWebSocket(
     // A listener of its own, not a closure: one here would keep this scope (the request, its
     // headers and the buffer under `head`) for as long as the socket lives.
     socket.on("error", destroySocket);
-    const request = toRequest(req, base);
+    const url = requestUrl(req, base);
+    if (typeof url === "string") {
+      void writeRawResponse(socket, badRequestAnswer(options, url));
+      return;
+    }
+    const request = toRequest(req, url);
     options.upgrade(request, offeredProtocols(request)).then((decision) => {
       if (!decision.accept) {
         void writeRawResponse(socket, decision.response);
@@ -344,13 +351,28 @@ function handshakeDone(socket: Duplex): void {
   clearTimeout(timer);
 }
 
-function toRequest(req: IncomingMessage, base: string, body?: Uint8Array): Request {
+/**
+ * The URL `req` names, against `base` (the `Host` header's when not given), or why it names none
+ * (`malformedRequest` of `server.ts`): checked before its body is read or anything parses it.
+ */
+function requestUrl(req: IncomingMessage, base?: string): URL | string {
+  const host = req.headers.host ?? null;
+  const malformed = malformedHost(host);
+  if (malformed) return malformed;
+  try {
+    return new URL(req.url ?? "/", base ?? `http://${host ?? "localhost"}`);
+  } catch {
+    return "malformed request target";
+  }
+}
+
+function toRequest(req: IncomingMessage, url: URL, body?: Uint8Array): Request {
   const headers = new Headers();
   for (const [key, value] of Object.entries(req.headers)) {
     if (Array.isArray(value)) { for (const v of value) headers.append(key, v); }
     else if (value !== undefined) headers.set(key, value);
   }
-  return new Request(new URL(req.url ?? "/", base), {
+  return new Request(url, {
     method: req.method,
     headers,
     body: body && req.method !== "GET" && req.method !== "HEAD" ? (body as BodyInit) : undefined,
@@ -363,9 +385,14 @@ const MAX_HTTP_BODY_BYTES = 64 * 1024 * 1024;
 async function handleHttp(
   req: IncomingMessage,
   res: ServerResponse,
-  fetch: ((request: Request) => Promise<Response>) | undefined,
+  options: ServeWebSocketOptions,
 ): Promise<void> {
   try {
+    const url = requestUrl(req);
+    if (typeof url === "string") {
+      await writeResponse(res, badRequestAnswer(options, url));
+      return;
+    }
     let body: Uint8Array;
     try {
       body = await readBoundedStream(
@@ -385,17 +412,22 @@ async function handleHttp(
       await endLingering(res, systemClock);
       return;
     }
-    const host = req.headers.host ?? "localhost";
-    const request = toRequest(req, `http://${host}`, body);
-    const response = fetch ? await fetch(request) : new Response("not found", { status: 404 });
-    const headers: Record<string, string> = {};
-    response.headers.forEach((value, key) => (headers[key] = value));
-    res.writeHead(response.status, headers);
-    res.end(new Uint8Array(await response.arrayBuffer()));
+    const request = toRequest(req, url, body);
+    const response = options.fetch
+      ? await options.fetch(request)
+      : new Response("not found", { status: 404 });
+    await writeResponse(res, response);
   } catch {
     if (!res.headersSent) res.writeHead(500);
     res.end();
   }
+}
+
+async function writeResponse(res: ServerResponse, response: Response): Promise<void> {
+  const headers: Record<string, string> = {};
+  response.headers.forEach((value, key) => (headers[key] = value));
+  res.writeHead(response.status, headers);
+  res.end(new Uint8Array(await response.arrayBuffer()));
 }
 
 async function writeRawResponse(socket: Duplex, response: Response): Promise<void> {

@@ -38,6 +38,12 @@ export interface ServeWebSocketOptions {
   upgrade(request: Request, protocols: string[]): Promise<UpgradeDecision>;
   /** Serves plain HTTP requests (token endpoint, brain API). Default: 404. */
   fetch?(request: Request): Promise<Response>;
+  /**
+   * Answers a request that names no URL ({@linkcode malformedRequest}: a malformed `Host`
+   * header or target), before `fetch` or `upgrade` sees it: a 400, which the harness writes with
+   * its faces' error body. Default: a plain-text 400.
+   */
+  badRequest?(reason: string): Response;
 }
 
 /** A running server. */
@@ -74,16 +80,68 @@ export function isUpgradeRequest(request: Request): boolean {
 }
 
 /**
+ * The shape of a `Host` header (RFC 9110 7.2, `uri-host [ ":" port ]`): an IP literal or a name
+ * of unreserved, sub-delimiter and percent-encoded characters. Whether the URL parser accepts
+ * what is left (an IPv4 address in range, a port up to 65535) is checked apart.
+ */
+const HOST_SHAPE = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]+)(?::[0-9]*)?$/;
+
+/**
+ * Why a `Host` header (`null` when absent, as HTTP/1.0 allows) is not a host and port, or
+ * `undefined` when it is one.
+ */
+export function malformedHost(host: string | null): string | undefined {
+  if (host === null || (HOST_SHAPE.test(host) && parses(`http://${host}/`))) return undefined;
+  return "malformed Host header";
+}
+
+/**
+ * Why a request names no URL, or `undefined` when it does: a malformed `host` header
+ * ({@linkcode malformedHost}), or a `url` (what the server built of the target and the host)
+ * that does not parse. Every runtime's server asks it before anything else, so that such a
+ * request is a 400 wherever it arrives, not a failure of whatever parses its URL first
+ * (`Deno.serve` and `Bun.serve` hand over a `Request` whose `url` does not parse, and a `Host`
+ * such as `a/b` or `a?b` would move the path the handlers route on).
+ */
+export function malformedRequest(host: string | null, url: string): string | undefined {
+  return malformedHost(host) ?? (parses(url) ? undefined : "malformed request target");
+}
+
+function parses(url: string): boolean {
+  try {
+    new URL(url);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The answer to a request {@linkcode malformedRequest} refused: `options.badRequest`'s. */
+export function badRequestAnswer(
+  options: Pick<ServeWebSocketOptions, "badRequest">,
+  reason: string,
+): Response {
+  return options.badRequest?.(reason) ??
+    new Response(`${reason}\n`, {
+      status: 400,
+      headers: { "content-type": "text/plain; charset=utf-8" },
+    });
+}
+
+/**
  * Decides on `request` as a `fetch`-style server (`Deno.serve`, `Bun.serve`) must before it
- * upgrades: plain HTTP is answered by `options.fetch` (404 without one), an upgrade is decided
+ * upgrades: a malformed request is refused with `options.badRequest`'s 400, plain HTTP is
+ * answered by `options.fetch` (404 without one), an upgrade is decided
  * by `options.upgrade` with the subprotocols offered, and one whose decision throws is refused
  * with 500. The server upgrades on an accepting decision and answers with a refusing one's
  * response.
  */
 export async function decideRequest(
   request: Request,
-  options: Pick<ServeWebSocketOptions, "fetch" | "upgrade">,
+  options: Pick<ServeWebSocketOptions, "fetch" | "upgrade" | "badRequest">,
 ): Promise<UpgradeDecision> {
+  const malformed = malformedRequest(request.headers.get("host"), request.url);
+  if (malformed) return { accept: false, response: badRequestAnswer(options, malformed) };
   if (!isUpgradeRequest(request)) {
     const response = options.fetch
       ? await options.fetch(request)

@@ -20,7 +20,7 @@ import type {
   McpOpenResult,
 } from "../../protocol/generated/contract.ts";
 import { NotFoundError, UnavailableError } from "../../protocol/generated/errors.ts";
-import type { Logger } from "../../protocol/logger.ts";
+import { jsonSyntaxError, type Logger } from "../../protocol/logger.ts";
 import { type ProcessUnit, SpawnError } from "./process-group.node.ts";
 import type { McpServerConfig } from "./mcp-config.ts";
 import { concatBytes } from "../../transport/bytes.ts";
@@ -32,9 +32,14 @@ const CONGESTION_POLL_MS = 10;
 
 /** Reads the `mcpServers` map of an `mcp.json` file. */
 export async function readMcpConfig(path: string): Promise<Record<string, McpServerConfig>> {
-  const parsed = JSON.parse(await readFile(path, "utf8")) as {
-    mcpServers?: Record<string, McpServerConfig>;
-  };
+  let parsed: { mcpServers?: Record<string, McpServerConfig> };
+  try {
+    parsed = JSON.parse(await readFile(path, "utf8"));
+  } catch (error) {
+    // The parser's message quotes the text, and an MCP server's env holds its keys.
+    if (error instanceof SyntaxError) throw new Error(`mcp.json: ${jsonSyntaxError(error)}`);
+    throw error;
+  }
   const servers = parsed.mcpServers ?? {};
   for (const [name, server] of Object.entries(servers)) {
     if (typeof server?.command !== "string") {

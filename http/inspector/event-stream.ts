@@ -16,6 +16,15 @@ export interface EventSink {
   write(bytes: Uint8Array): void;
   /** Ends the stream (with `error`: errors it, discarding what it held). */
   end(error?: Error): void;
+  /**
+   * Whether the page has taken what was written, up to what the server reads ahead: a source
+   * with a backlog of its own (a terminal's kept output) writes while this holds, and goes on
+   * when `onRoom`'s callback is called, so that a page that reads gets all of it and one that
+   * does not is held no more than the read-ahead.
+   */
+  hasRoom(): boolean;
+  /** Sets what is called each time the page has taken what was written (see `hasRoom`). */
+  onRoom(callback: () => void): void;
 }
 
 /** Options of {@linkcode boundedEventStream}. */
@@ -52,6 +61,7 @@ export function boundedEventStream(
 ): { response: Response; end: () => void } {
   const { signal, maxQueueBytes, logger } = options;
   let end: (error?: Error) => void = () => {};
+  let room = () => {};
   const stream = new ReadableStream<Uint8Array>({
     start(controller) {
       let ended = false;
@@ -99,10 +109,19 @@ export function boundedEventStream(
         }
       };
       signal.addEventListener("abort", onAbort, { once: true });
-      const dispose = open({ write, end: (error) => end(error) });
+      const dispose = open({
+        write,
+        end: (error) => end(error),
+        hasRoom: () => !ended && (controller.desiredSize ?? 0) > 0,
+        onRoom: (callback) => (room = callback),
+      });
       if (ended) dispose();
       else stop = dispose;
       if (signal.aborted) end();
+    },
+    // Called when what was queued fell below the read-ahead (the page read it).
+    pull() {
+      room();
     },
     cancel() {
       end();

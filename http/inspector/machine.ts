@@ -117,7 +117,9 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
           data,
           ...(id !== undefined ? { id: String(id) } : {}),
         })));
-      return held.attach(from, {
+      // What is kept goes out as the page reads it: all of it at once would be more than the
+      // stream holds for a page, and the page would be dropped before it read a byte.
+      const attached = held.attach(from, {
         output: (offset, bytes) =>
           send("output", { offset, data: toBase64(bytes) }, offset + bytes.byteLength),
         skipped: (skippedFrom, to) => send("skipped", { from: skippedFrom, to }, to),
@@ -126,7 +128,10 @@ export function machineRoutes(app: Hono, routes: MachineRoutes): InspectorTermin
           send("exit", { exit_code: exitCode });
           sink.end();
         },
+        hasRoom: sink.hasRoom,
       });
+      sink.onRoom(attached.resume);
+      return attached.detach;
     });
     return response;
   });

@@ -11,6 +11,7 @@
 import type { Logger } from "../../protocol/logger.ts";
 import type { Session } from "../../harness/handles.ts";
 import type { Terminal } from "../../harness/terminal.ts";
+import { concatBytes } from "../../transport/bytes.ts";
 
 /** Output each terminal keeps for pages that attach later: 1 MiB. */
 export const TERMINAL_KEPT_BYTES = 1024 * 1024;
@@ -42,7 +43,27 @@ export interface TerminalListener {
   live(): void;
   /** The program exited; nothing more comes. */
   exit(exitCode: number | null): void;
+  /**
+   * Whether the page has room for more of what is kept: the output kept from before it
+   * attached is sent while this holds, and the rest at {@linkcode TerminalAttachment.resume}.
+   */
+  hasRoom(): boolean;
 }
+
+/** A page attached to a terminal. */
+export interface TerminalAttachment {
+  /** Sends more of what is kept, as far as the page has room: call it when the page read. */
+  resume(): void;
+  /** Stops sending anything. */
+  detach(): void;
+}
+
+/**
+ * The most bytes of kept output sent as one message: kept chunks (as the PTY wrote them, often
+ * a few bytes) are joined up to it, so that a page catching up on a megabyte is sent a few dozen
+ * messages rather than thousands.
+ */
+const REPLAY_MESSAGE_BYTES = 32 * 1024;
 
 interface Chunk {
   readonly offset: number;
@@ -103,23 +124,63 @@ class HeldTerminal {
     this.#listeners.clear();
   }
 
-  /** Sends what is kept from `from` on, then what follows; the returned function detaches. */
-  attach(from: number, listener: TerminalListener): () => void {
-    const start = this.#end - this.#kept;
-    if (from < start) listener.skipped(from, start);
-    for (const chunk of this.#chunks) {
-      const end = chunk.offset + chunk.bytes.byteLength;
-      if (end <= from) continue;
-      const skip = Math.max(0, from - chunk.offset);
-      listener.output(chunk.offset + skip, chunk.bytes.subarray(skip));
+  /**
+   * Sends what is kept from `from` on, as fast as the page takes it (`hasRoom`, `resume`), then
+   * what follows as it comes: the page goes live once it has caught up with the output. Output
+   * that is no longer kept by the time the page gets to it is reported as skipped.
+   */
+  attach(from: number, listener: TerminalListener): TerminalAttachment {
+    let next = from;
+    let state: "catching up" | "live" | "detached" = "catching up";
+    const resume = () => {
+      while (state === "catching up" && listener.hasRoom()) {
+        const start = this.#end - this.#kept;
+        if (next < start) {
+          listener.skipped(next, start);
+          next = start;
+        } else if (next < this.#end) {
+          const bytes = this.#read(next, REPLAY_MESSAGE_BYTES);
+          listener.output(next, bytes);
+          next += bytes.byteLength;
+        } else if (this.#exited) {
+          state = "detached";
+          listener.exit(this.#exitCode ?? null);
+        } else {
+          state = "live";
+          listener.live();
+          this.#listeners.add(listener);
+        }
+      }
+    };
+    resume();
+    return {
+      resume,
+      detach: () => {
+        state = "detached";
+        this.#listeners.delete(listener);
+      },
+    };
+  }
+
+  /** Up to `max` kept bytes from `offset` (which is kept), joined from the chunks that hold them. */
+  #read(offset: number, max: number): Uint8Array {
+    const chunks = this.#chunks;
+    // The last chunk that starts at or before `offset`.
+    let low = 0;
+    for (let high = chunks.length - 1; low < high;) {
+      const mid = (low + high + 1) >> 1;
+      if (chunks[mid].offset <= offset) low = mid;
+      else high = mid - 1;
     }
-    if (this.#exited) {
-      listener.exit(this.#exitCode ?? null);
-      return () => {};
+    const parts: Uint8Array[] = [];
+    let at = offset;
+    for (let i = low; i < chunks.length && at - offset < max; i++) {
+      const { bytes, offset: chunkAt } = chunks[i];
+      const part = bytes.subarray(at - chunkAt, at - chunkAt + max - (at - offset));
+      parts.push(part);
+      at += part.byteLength;
     }
-    listener.live();
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
+    return parts.length === 1 ? parts[0] : concatBytes(parts);
   }
 
   #append(bytes: Uint8Array): void {

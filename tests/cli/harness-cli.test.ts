@@ -178,7 +178,7 @@ describe("bma-harness: commands", { timeout: 180_000 }, () => {
     const refused = await out.match(/^call_4 failed: /);
     assert.match(refused.match.input, /input\.content: .*expected string/);
     cli.send("call ses_h write {not json");
-    await out.match(/^error: call ses_h: the input is not JSON: /);
+    await out.match(/^error: call ses_h: the input is not valid JSON/);
     cli.send("sessions");
     await out.match(new RegExp(`^ses_h executor=${id} state=ready running_calls=0 events=0`));
     cli.send("stop ses_h done");
