@@ -253,6 +253,18 @@ const checks: Step[] = [
  * how many. Each step's result is printed as it ends, its output with it.
  */
 const jobs = Math.max(1, Number(process.env.BMA_CHECK_JOBS ?? availableParallelism()));
+/** The longest steps, in the order they start (the longest first, so the last to end is short). */
+const LONGEST = [
+  "deno check",
+  "deno publish --dry-run",
+  "deno check --doc-only",
+  "tsc (everything)",
+];
+const rank = ([name]: Step) => {
+  const at = LONGEST.findIndex((long) => name === long || name.startsWith(`${long}:`));
+  return at < 0 ? LONGEST.length : at;
+};
+checks.sort((a, b) => rank(a) - rank(b));
 let failed = false;
 let next = 0;
 const worker = async () => {
