@@ -217,10 +217,12 @@ async function main(): Promise<void> {
   // per run (a run inside a stage, the runner's own test, builds beside this one's).
   const bundleRoot = join(root, "node_modules/.cache/bma-test-bundles");
   const bundleDir = join(bundleRoot, basename(run));
-  // A run killed before it could clean up left its bundles: its run folder is gone too.
+  // A run killed before it could clean up left its bundles: none is a day old (a run inside a
+  // stage, the runner's own test, has a TMPDIR of its own, so the folder names say nothing).
   for (const name of existsSync(bundleRoot) ? readdirSync(bundleRoot) : []) {
-    if (!existsSync(join(tmpdir(), name))) {
-      rmSync(join(bundleRoot, name), { recursive: true, force: true });
+    const dir = join(bundleRoot, name);
+    if (statSync(dir).mtimeMs < Date.now() - 86_400_000) {
+      rmSync(dir, { recursive: true, force: true });
     }
   }
   let bundles = new Map<string, string>();
