@@ -14,7 +14,8 @@
  *   tsx scripts/test.ts [--only node,deno,bun,conformance] [--jobs N] [--verbose] [filter...]
  *
  * A filter keeps the test files whose path contains it; a filter that is a file's path runs that
- * file whatever its name. `BMA_TEST_JOBS` sets the default of `--jobs`.
+ * file whatever its name. `BMA_TEST_JOBS` sets the default of `--jobs`; `BMA_TEST_NODE_TSX=1`
+ * runs Node's stages through tsx instead of bundled.
  */
 import {
   existsSync,
@@ -226,7 +227,8 @@ async function main(): Promise<void> {
     }
   }
   let bundles = new Map<string, string>();
-  if (runtimes.includes("node")) {
+  // BMA_TEST_NODE_TSX=1: Node's stages through tsx, unbundled (to compare, or to rule the build out).
+  if (runtimes.includes("node") && process.env.BMA_TEST_NODE_TSX !== "1") {
     const started = performance.now();
     const built = await bundleTests(root, rel, bundleDir);
     bundles = built.bundles;
