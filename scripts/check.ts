@@ -10,7 +10,7 @@
  * and no import cycles (`dpdm`, type imports included, over every module the entry points and
  * the CLIs reach).
  */
-import { spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import {
   existsSync,
   mkdtempSync,
@@ -20,13 +20,42 @@ import {
   statSync,
   writeFileSync,
 } from "node:fs";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { RUNTIMES } from "../runtime/runtimes.ts";
 
 const root = resolve(fileURLToPath(new URL("..", import.meta.url)));
 const bin = (name: string) => join(root, "node_modules/.bin", name);
+
+/** How a step's command ended, and what it printed (stdout then stderr). */
+interface Ran {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs a step's command with its output kept: the steps run side by side, and each prints its
+ * output once it has ended, whole, under its own result line's neighbours.
+ */
+function run(command: string, args: string[], env: Record<string, string> = {}): Promise<Ran> {
+  return new Promise((done) => {
+    const child = spawn(command, args, {
+      cwd: root,
+      env: { ...process.env, NO_COLOR: "1", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => stdout += chunk);
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => stderr += chunk);
+    child.on("error", (error) => {
+      stderr += `cannot start ${command}: ${error.message}\n`;
+    });
+    child.on("close", (status) => done({ status, stdout, stderr }));
+  });
+}
 
 const steps: [string, string, string[]][] = [
   ["contract drift", process.execPath, ["--import", "tsx", "scripts/gen-contract.ts", "--check"]],
@@ -132,7 +161,7 @@ const cliEntryPoints = readdirSync(join(root, "cli"))
  * Type-checks the examples in the entry points' doc comments as a user's code: an import map
  * resolves `bma-executor-sdk/...` and `@bma/executor-sdk/...` to the sources.
  */
-function checkDocExamples(): number | null {
+async function checkDocExamples(): Promise<Ran> {
   const dir = mkdtempSync(join(tmpdir(), "bma-check-"));
   try {
     const imports: Record<string, string> = {};
@@ -144,11 +173,7 @@ function checkDocExamples(): number | null {
     const map = join(dir, "import_map.json");
     writeFileSync(map, JSON.stringify({ imports }));
     const args = ["check", "--doc-only", "--quiet", "--import-map", map, ...entryPoints];
-    return spawnSync(bin("deno"), args, {
-      cwd: root,
-      stdio: "inherit",
-      env: { ...process.env, NO_COLOR: "1" },
-    }).status;
+    return await run(bin("deno"), args);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -173,12 +198,8 @@ const DEPENDENCY_TYPES: ReadonlySet<string> = new Set([
  * exports): an export without a doc comment, without an explicit type, or naming a type the
  * entry points do not export. Each problem as `path:line: kind: message`.
  */
-function docLint(): { problems: string[]; failed: string | undefined } {
-  const result = spawnSync(bin("deno"), ["doc", "--lint", ...entryPoints], {
-    cwd: root,
-    encoding: "utf8",
-    env: { ...process.env, NO_COLOR: "1" },
-  });
+async function docLint(): Promise<{ problems: string[]; failed: string | undefined }> {
+  const result = await run(bin("deno"), ["doc", "--lint", ...entryPoints]);
   const output = `${result.stdout}\n${result.stderr}`;
   const problems: string[] = [];
   const pattern = /^error\[([\w-]+)\]: (.*)\n\s*--> (.+?):(\d+):\d+$/gm;
@@ -196,56 +217,68 @@ function docLint(): { problems: string[]; failed: string | undefined } {
   return { problems, failed: undefined };
 }
 
-let failed = false;
-for (const [name, command, args] of steps) {
-  const started = performance.now();
-  const result = spawnSync(command, args, {
-    cwd: root,
-    stdio: "inherit",
-    env: { ...process.env, NO_COLOR: "1" },
-  });
-  const seconds = ((performance.now() - started) / 1000).toFixed(1);
-  const ok = result.status === 0;
-  failed ||= !ok;
-  console.log(`${ok ? "ok  " : "FAIL"} ${name} (${seconds} s)`);
-}
-{
-  const started = performance.now();
-  const { problems, failed: broken } = docLint();
-  const seconds = ((performance.now() - started) / 1000).toFixed(1);
-  for (const problem of problems) console.log(problem);
-  if (broken) console.log(broken);
-  const ok = problems.length === 0 && !broken;
-  failed ||= !ok;
-  console.log(
-    `${
-      ok ? "ok  " : "FAIL"
-    } deno doc --lint: every export of every entry point documented (${seconds} s)`,
-  );
-}
-{
-  const started = performance.now();
-  const ok = checkDocExamples() === 0;
-  const seconds = ((performance.now() - started) / 1000).toFixed(1);
-  failed ||= !ok;
-  console.log(
-    `${ok ? "ok  " : "FAIL"} deno check --doc-only: the entry points' examples (${seconds} s)`,
-  );
-}
-{
+/** A step: its name, and what it found (`ok`), with what it printed. */
+type Step = [name: string, check: () => Promise<{ ok: boolean; output: string }>];
+
+const printedBy = (r: Ran) => `${r.stdout}${r.stderr}`;
+
+const checks: Step[] = [
+  ...steps.map(([name, command, args]): Step => [name, async () => {
+    const result = await run(command, args);
+    return { ok: result.status === 0, output: printedBy(result) };
+  }]),
+  ["deno doc --lint: every export of every entry point documented", async () => {
+    const { problems, failed: broken } = await docLint();
+    const output = [...problems, ...(broken ? [broken] : [])].map((line) => `${line}\n`).join("");
+    return { ok: problems.length === 0 && !broken, output };
+  }],
+  ["deno check --doc-only: the entry points' examples", async () => {
+    const result = await checkDocExamples();
+    return { ok: result.status === 0, output: printedBy(result) };
+  }],
   // Type-only imports count: a cycle of types is a knot as much as one of values.
-  const started = performance.now();
-  const result = spawnSync(
-    bin("dpdm"),
-    ["--no-warning", "--no-tree", "--exit-code", "circular:1", ...entryPoints, ...cliEntryPoints],
-    { cwd: root, encoding: "utf8", env: { ...process.env, NO_COLOR: "1", FORCE_COLOR: "0" } },
-  );
-  const seconds = ((performance.now() - started) / 1000).toFixed(1);
-  const ok = result.status === 0;
-  if (!ok) process.stdout.write(`${result.stdout}${result.stderr}`);
-  failed ||= !ok;
-  console.log(`${ok ? "ok  " : "FAIL"} no import cycles (dpdm) (${seconds} s)`);
-}
+  ["no import cycles (dpdm)", async () => {
+    const result = await run(
+      bin("dpdm"),
+      ["--no-warning", "--no-tree", "--exit-code", "circular:1", ...entryPoints, ...cliEntryPoints],
+      { FORCE_COLOR: "0" },
+    );
+    return { ok: result.status === 0, output: result.status === 0 ? "" : printedBy(result) };
+  }],
+];
+
+/**
+ * The steps read the sources and write nothing of the checkout, so they run side by side, as many
+ * as the machine has cores (one waits on its disk while another computes); `BMA_CHECK_JOBS` sets
+ * how many. Each step's result is printed as it ends, its output with it.
+ */
+const jobs = Math.max(1, Number(process.env.BMA_CHECK_JOBS ?? availableParallelism()));
+/** The longest steps, in the order they start (the longest first, so the last to end is short). */
+const LONGEST = [
+  "deno check",
+  "deno publish --dry-run",
+  "deno check --doc-only",
+  "tsc (everything)",
+];
+const rank = ([name]: Step) => {
+  const at = LONGEST.findIndex((long) => name === long || name.startsWith(`${long}:`));
+  return at < 0 ? LONGEST.length : at;
+};
+checks.sort((a, b) => rank(a) - rank(b));
+let failed = false;
+let next = 0;
+const worker = async () => {
+  while (next < checks.length) {
+    const [name, check] = checks[next++];
+    const started = performance.now();
+    const { ok, output } = await check();
+    const seconds = ((performance.now() - started) / 1000).toFixed(1);
+    failed ||= !ok;
+    if (output) process.stdout.write(output.endsWith("\n") ? output : `${output}\n`);
+    console.log(`${ok ? "ok  " : "FAIL"} ${name} (${seconds} s)`);
+  }
+};
+await Promise.all(Array.from({ length: Math.min(jobs, checks.length) }, worker));
 const bad = runtimeImportGuard();
 if (bad.length) {
   failed = true;

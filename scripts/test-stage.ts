@@ -6,7 +6,7 @@
  * exits has failed, and the process is named.
  */
 import { spawn } from "node:child_process";
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { linkSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -31,6 +31,14 @@ export interface StageSpec {
   limitMs: number;
   /** Reads `[passed, failed]` from the output. */
   parse: (output: string) => [number, number];
+  /**
+   * A folder of tsx's transform cache that the run's stages share. tsx keeps its cache in
+   * `$TMPDIR/tsx-<uid>`, and a stage's `TMPDIR` starts empty, so every process a stage starts
+   * through tsx transformed the whole SDK again: the shared entries are linked into the stage's
+   * `TMPDIR` before it starts, and the entries it made linked back once it has ended. Entries are
+   * named by the hash of what they were made from, so a stage never reads another's stale one.
+   */
+  tsxCache?: string;
 }
 
 /** A process a stage left behind. */
@@ -108,6 +116,22 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 let stageCount = 0;
 
+/** Links each file of `from` that `to` lacks into `to` (made if missing): a cache's entries. */
+function linkEntries(from: string, to: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(from);
+  } catch {
+    return; // nothing cached yet
+  }
+  mkdirSync(to, { recursive: true });
+  for (const name of names) {
+    try {
+      linkSync(join(from, name), join(to, name));
+    } catch { /* there already, or gone: a cache entry either way */ }
+  }
+}
+
 /** Whether process `pid` exists. */
 function exists(pid: number): boolean {
   try {
@@ -159,6 +183,8 @@ export async function runStage(spec: StageSpec, dir: string): Promise<StageOutco
   const tmp = join(dir, "tmp");
   mkdirSync(home, { recursive: true });
   mkdirSync(tmp, { recursive: true });
+  const ownCache = spec.tsxCache ? join(tmp, `tsx-${process.geteuid?.() ?? 0}`) : undefined;
+  if (spec.tsxCache && ownCache) linkEntries(spec.tsxCache, ownCache);
   const envMark = `BMA_TEST_STAGE=${process.pid}.${index}`;
   const env: Record<string, string> = {};
   for (const [name, value] of Object.entries(process.env)) {
@@ -228,6 +254,7 @@ export async function runStage(spec: StageSpec, dir: string): Promise<StageOutco
     }
     unwatch(tree);
   }
+  if (spec.tsxCache && ownCache) linkEntries(ownCache, spec.tsxCache);
   // deno-lint-ignore no-control-regex
   const output = out.replace(/\x1b\[[0-9;]*m/g, "");
   const [passed, failed] = spec.parse(output);

@@ -6,13 +6,16 @@
  * Each test file runs on each runtime as a stage of its own (`test-stage.ts`: its own `HOME` and
  * `TMPDIR`, every process it starts ended with it, a process it leaves behind a failure), several
  * stages side by side: files that wait (for a workerd eviction, a lease) overlap with files that
- * compute. Fails when any stage fails, or a runtime runs zero tests (Node 20 does not discover .ts
+ * compute. On Node, a test file runs built into one module (`test-bundle.ts`: loading the SDK
+ * through tsx took most of a Node stage), and the processes the stages start through tsx share
+ * tsx's cache. Fails when any stage fails, or a runtime runs zero tests (Node 20 does not discover .ts
  * files and would otherwise pass silently).
  *
  *   tsx scripts/test.ts [--only node,deno,bun,conformance] [--jobs N] [--verbose] [filter...]
  *
  * A filter keeps the test files whose path contains it; a filter that is a file's path runs that
- * file whatever its name. `BMA_TEST_JOBS` sets the default of `--jobs`.
+ * file whatever its name. `BMA_TEST_JOBS` sets the default of `--jobs`; `BMA_TEST_NODE_TSX=1`
+ * runs Node's stages through tsx instead of bundled.
  */
 import {
   existsSync,
@@ -25,8 +28,9 @@ import {
   writeFileSync,
 } from "node:fs";
 import { availableParallelism, homedir, tmpdir } from "node:os";
-import { join, relative, resolve } from "node:path";
+import { basename, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { bundleTests } from "./test-bundle.ts";
 import { failedTests, type Runner } from "./test-failures.ts";
 import { ensurePrerequisites } from "./test-prerequisites.ts";
 import {
@@ -86,15 +90,20 @@ const bunCounts = (out: string): [number, number] => [
   last(out, /^\s*(\d+) fail$/gm),
 ];
 
-/** The stage of one test file on one runtime. */
-function fileStage(runtime: Runner, file: string): Omit<StageSpec, "env"> {
+/**
+ * The stage of one test file on one runtime. On Node, `bundle` is the file built by
+ * `test-bundle.ts`, run by plain Node; without one, the file runs through tsx.
+ */
+function fileStage(runtime: Runner, file: string, bundle?: string): Omit<StageSpec, "env"> {
   const base = { name: `${runtime} ${file}`, runtime, cwd: root, limitMs: FILE_LIMIT_S * 1000 };
   switch (runtime) {
     case "node":
       return {
         ...base,
         command: process.execPath,
-        args: ["--import", "tsx", "--test", "--test-reporter=spec", file],
+        args: bundle
+          ? ["--enable-source-maps", "--test", "--test-reporter=spec", bundle]
+          : ["--import", "tsx", "--test", "--test-reporter=spec", file],
         parse: nodeCounts,
       };
     case "deno":
@@ -205,9 +214,38 @@ async function main(): Promise<void> {
     DENO_DIR: join(run, "deno"),
   };
   const resultsFile = join(run, "conformance.json");
+  // Inside the checkout, so that the bundles import packages from its node_modules; one folder
+  // per run (a run inside a stage, the runner's own test, builds beside this one's).
+  const bundleRoot = join(root, "node_modules/.cache/bma-test-bundles");
+  const bundleDir = join(bundleRoot, basename(run));
+  // A run killed before it could clean up left its bundles: none is a day old (a run inside a
+  // stage, the runner's own test, has a TMPDIR of its own, so the folder names say nothing).
+  for (const name of existsSync(bundleRoot) ? readdirSync(bundleRoot) : []) {
+    const dir = join(bundleRoot, name);
+    if (statSync(dir).mtimeMs < Date.now() - 86_400_000) {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+  let bundles = new Map<string, string>();
+  // BMA_TEST_NODE_TSX=1: Node's stages through tsx, unbundled (to compare, or to rule the build out).
+  if (runtimes.includes("node") && process.env.BMA_TEST_NODE_TSX !== "1") {
+    const started = performance.now();
+    const built = await bundleTests(root, rel, bundleDir);
+    bundles = built.bundles;
+    const seconds = ((performance.now() - started) / 1000).toFixed(1);
+    if (built.errors.length) {
+      console.log(`node: the test files could not be bundled, so they run through tsx:`);
+      for (const e of built.errors) console.log(`  ${e}`);
+    } else console.log(`node: ${bundles.size} test files bundled (${seconds} s)`);
+  }
+  // The processes Node's stages and the conformance matrix start through tsx share its cache.
+  const tsxCache = join(run, "tsx-cache");
   const specs: StageSpec[] = [];
   for (const file of rel) {
-    for (const runtime of runtimes) specs.push({ ...fileStage(runtime, file), env: shared });
+    for (const runtime of runtimes) {
+      const stage = fileStage(runtime, file, bundles.get(file));
+      specs.push({ ...stage, env: shared, ...(runtime === "node" ? { tsxCache } : {}) });
+    }
   }
   if (conformance) {
     specs.push({
@@ -223,6 +261,7 @@ async function main(): Promise<void> {
       ],
       cwd: root,
       env: { ...shared, BMA_CONFORMANCE_RESULTS: resultsFile },
+      tsxCache,
       limitMs: CONFORMANCE_LIMIT_S * 1000,
       parse: nodeCounts,
     });
@@ -234,6 +273,7 @@ async function main(): Promise<void> {
   const interrupted = () => {
     killAllStages();
     rmSync(run, { recursive: true, force: true });
+    rmSync(bundleDir, { recursive: true, force: true });
     process.exit(130);
   };
   process.once("SIGINT", interrupted);
@@ -280,6 +320,7 @@ async function main(): Promise<void> {
     }
   }
   rmSync(run, { recursive: true, force: true });
+  rmSync(bundleDir, { recursive: true, force: true });
   if (table) console.log(`\n${table}`);
 
   const report = outcomes.filter((o) => !stagePassed(o)).flatMap(failureReport);

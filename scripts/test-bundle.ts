@@ -1,0 +1,133 @@
+/**
+ * The test files built for Node: one esbuild build of every file (ES modules; the SDK's sources
+ * and the tests' helpers in chunks the files share, packages left to Node's resolution), run by
+ * plain `node` instead of through tsx. Through tsx, a Node stage spent most of its time loading
+ * the SDK: every module resolved and transformed in tsx's loader thread, with a cache that each
+ * stage's own `TMPDIR` starts empty. The build takes a few seconds; a Node stage then starts in
+ * about the time Deno's does.
+ *
+ * The build keeps what a module sees of itself: `import.meta.url` is the source file's URL (a
+ * test finds its fixtures beside it, `createRequire` resolves from the source's folder), names of
+ * functions and classes are kept (`keepNames`, as tsx does), and stack traces point into the
+ * sources (an inline source map, `--enable-source-maps`). A dynamic import of
+ * `` `…/${RUNTIME}.ts` `` is this runtime's file (`RUNTIME` is `"node"` wherever Node runs it);
+ * any other template in an `import()` would make esbuild take in every file its pattern matches,
+ * so it fails the build instead.
+ *
+ * A file that imports TypeScript by a path it computes at run time (which plain Node cannot load)
+ * runs through tsx as before: `THROUGH_TSX`.
+ */
+import { readFileSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
+import { pathToFileURL } from "node:url";
+import { build, type Plugin } from "esbuild";
+
+/** Test files that import `.ts` files by computed paths: tsx loads those. */
+export const THROUGH_TSX: ReadonlySet<string> = new Set([
+  // Imports each public entry point's source by its path from deno.json.
+  "tests/publication/publication.test.ts",
+  "tests/publication/surface.test.ts",
+]);
+
+/** An `import()` of a template with this runtime's name in it: `` import(`../../${RUNTIME}.ts`) ``. */
+const RUNTIME_IMPORT = /\bimport\(\s*`([^`$]*)\$\{RUNTIME\}([^`$]*)`\s*\)/g;
+/** Any other template in an `import()`. */
+const TEMPLATE_IMPORT = /\bimport\(\s*`[^`]*\$\{/;
+
+/** What `import.meta.url`, `.filename` and `.dirname` read in a bundle: the module's own values. */
+const META = {
+  url: "__bmaModuleUrl",
+  filename: "__bmaModuleFilename",
+  dirname: "__bmaModuleDirname",
+} as const;
+
+/** Source rewrites that keep each module's view of itself once it is inlined in a bundle. */
+function sourcesAsThemselves(root: string): Plugin {
+  return {
+    name: "sources-as-themselves",
+    setup(b) {
+      b.onLoad({ filter: /\.[cm]?ts$/ }, (args) => {
+        let source = readFileSync(args.path, "utf8")
+          .replace(
+            RUNTIME_IMPORT,
+            (_, before, after) => `import(${JSON.stringify(`${before}node${after}`)})`,
+          );
+        // Declared on the first line (line numbers stay), read through `define` below: esbuild
+        // renames each module's own, so every module reads its own.
+        if (source.includes("import.meta")) {
+          const own = {
+            [META.url]: pathToFileURL(args.path).href,
+            [META.filename]: args.path,
+            [META.dirname]: dirname(args.path),
+          };
+          source = Object.entries(own).map(([name, value]) =>
+            `var ${name} = ${JSON.stringify(value)};`
+          )
+            .join(" ") + " " + source;
+        }
+        if (TEMPLATE_IMPORT.test(source)) {
+          return {
+            errors: [{
+              text: `${relative(root, args.path)}: an import() of a template other than` +
+                " `…${RUNTIME}…` cannot be bundled: it would take in every file it matches",
+            }],
+          };
+        }
+        return { contents: source, loader: "ts" };
+      });
+    },
+  };
+}
+
+/**
+ * Builds `files` (paths relative to `root`, as `./tests/x.test.ts`) into `outdir`, which must be
+ * inside `root` (the bundles import packages from `root`'s node_modules). Returns each file's
+ * bundle, or the build's errors (then no file has a bundle).
+ */
+export async function bundleTests(
+  root: string,
+  files: string[],
+  outdir: string,
+): Promise<{ bundles: Map<string, string>; errors: string[] }> {
+  const entries = files.filter((f) => !THROUGH_TSX.has(relative(root, join(root, f))));
+  const bundles = new Map<string, string>();
+  if (entries.length === 0) return { bundles, errors: [] };
+  try {
+    await build({
+      absWorkingDir: root,
+      entryPoints: entries,
+      outdir,
+      outbase: root,
+      outExtension: { ".js": ".mjs" },
+      bundle: true,
+      platform: "node",
+      format: "esm",
+      target: `node${process.versions.node}`,
+      packages: "external",
+      keepNames: true,
+      // Shared chunks: one build of the SDK for all files, not one per file (40 times the output).
+      splitting: true,
+      chunkNames: "chunks/[name]-[hash]",
+      sourcemap: "inline",
+      sourcesContent: false,
+      logLevel: "silent",
+      define: {
+        "import.meta.url": META.url,
+        "import.meta.filename": META.filename,
+        "import.meta.dirname": META.dirname,
+      },
+      plugins: [sourcesAsThemselves(root)],
+    });
+  } catch (error) {
+    const errors =
+      (error as { errors?: { text: string; location?: { file: string; line: number } }[] })
+        .errors?.map((
+          e,
+        ) => (e.location ? `${e.location.file}:${e.location.line}: ${e.text}` : e.text));
+    return { bundles, errors: errors ?? [String(error)] };
+  }
+  for (const file of entries) {
+    bundles.set(file, join(outdir, relative(root, join(root, file)).replace(/\.ts$/, ".mjs")));
+  }
+  return { bundles, errors: [] };
+}
