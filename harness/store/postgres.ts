@@ -85,6 +85,11 @@ export interface PostgresStoreOptions {
    * frozen inside a transaction (SIGSTOP, a paused VM) then loses its locks, so a standby's claim
    * goes on, and the frozen one finds its transaction aborted and its epoch fenced when it wakes.
    * Default 5 000 (a transaction of this store never waits on its client that long).
+   *
+   * The server's timeout misses a client frozen in the middle of a pipeline (its session is
+   * "active", reading the rest): so a transaction of this store that has waited this long on a
+   * lock ends the sessions that hold it and have been in their transaction this long
+   * (`pg_terminate_backend`), whatever state they were frozen in. `0` turns both off.
    */
   readonly idleInTransactionTimeoutMs?: number;
 }
@@ -202,6 +207,7 @@ export class PostgresHarnessStore implements HarnessStore {
   readonly #retryMs: number;
   /** Sets the transaction's idle timeout: the first statement of each transaction. */
   readonly #idleTimeout: string;
+  readonly #idleMs: number;
   readonly #tableLock: number;
   readonly #get: string;
   readonly #lock: string;
@@ -249,6 +255,7 @@ export class PostgresHarnessStore implements HarnessStore {
       );
     }
     this.#idleTimeout = `SET LOCAL idle_in_transaction_session_timeout = ${idle}`;
+    this.#idleMs = idle;
     this.#tableLock = lockKey(table);
     if (options.groupCommit !== false) this.writeGrouped = (batch) => this.#writeGrouped(batch);
     const t = `"${table}"`;
@@ -573,14 +580,28 @@ export class PostgresHarnessStore implements HarnessStore {
           // Pipelined with the rest: a frozen client's transaction is ended by the server.
           const idle = Promise.resolve(tx.unsafe(this.#idleTimeout));
           idle.catch(() => {}); // Its failure fails the transaction: awaited below.
-          // Sent first, pipelined with the rest: the id to ask about if the commit's answer is lost.
-          const id = Promise.resolve(tx.unsafe("SELECT txid_current()::text AS xid")).then(
-            (rows) => void (xid = rows[0]?.xid as string | undefined),
+          // Sent first, pipelined with the rest: the id to ask about if the commit's answer is lost,
+          // and the session's pid, to find who blocks it.
+          let pid: number | undefined;
+          const id = Promise.resolve(
+            tx.unsafe("SELECT txid_current()::text AS xid, pg_backend_pid() AS pid"),
+          ).then(
+            (rows) => {
+              xid = rows[0]?.xid as string | undefined;
+              pid = rows[0]?.pid as number | undefined;
+            },
             () => {},
           );
-          await body(tx);
-          await idle;
-          await id;
+          const watch = this.#idleMs > 0
+            ? setInterval(() => void this.#endStuckBlockers(pid), this.#idleMs)
+            : undefined;
+          try {
+            await body(tx);
+            await idle;
+            await id;
+          } finally {
+            clearInterval(watch);
+          }
           sent = true;
         });
         return;
@@ -595,6 +616,26 @@ export class PostgresHarnessStore implements HarnessStore {
       }
       await sleep(delay);
       delay = Math.min(delay * 2, 1_000);
+    }
+  }
+
+  /**
+   * Ends the sessions that have blocked session `pid` (this store's transaction) and been in
+   * their own transaction for longer than the idle timeout: a harness frozen mid-pipeline holds
+   * its locks for as long as it is frozen, and no server timeout ends it. On another connection of
+   * the pool; a failure is left to the transaction's own wait.
+   */
+  async #endStuckBlockers(pid: number | undefined): Promise<void> {
+    if (pid === undefined || this.#closed) return;
+    try {
+      await this.#sql.unsafe(
+        "SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity a " +
+          "WHERE a.pid = ANY(pg_blocking_pids($1::int4)) " +
+          "AND now() - a.xact_start > $2::int8 * interval '1 millisecond'",
+        [pid, this.#idleMs],
+      );
+    } catch {
+      // The transaction goes on waiting; the next one looks again.
     }
   }
 

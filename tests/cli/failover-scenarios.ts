@@ -9,7 +9,12 @@ import { exited, sendSignal } from "./cli-helpers.ts";
 const TICKS = 60;
 
 /** Registers the kill and the freeze scenarios, each on a fresh store from `store()`. */
-export function failoverScenarios(store: () => string, dir: string): void {
+export function failoverScenarios(
+  store: () => string,
+  dir: string,
+  /** What the store's server says about its sessions, printed when a takeover fails. */
+  diagnose?: () => Promise<string>,
+): void {
   it(
     "kill -9 of the active: the standby holds the store, executors resume, nothing lost or run twice",
     async () => {
@@ -90,6 +95,7 @@ export function failoverScenarios(store: () => string, dir: string): void {
         ) {
           console.error(`pid ${child.pid}:\n${[...stdout.lines, ...stderr.lines].join("\n")}`);
         }
+        if (diagnose) console.error(await diagnose().catch((e) => `diagnose failed: ${e}`));
         throw error;
       } finally {
         await rig.stop();

@@ -13,7 +13,7 @@ import { UnavailableError } from "../../mod.ts";
 import { Harness } from "../../harness/node.ts";
 import { ExecutorPeer, registerParams } from "../helpers/executor-peer.ts";
 import { PostgresServer } from "../helpers/postgres-server.ts";
-import { freshTable, openPostgresStore, RUNTIME } from "./postgres-fixture.ts";
+import { freshTable, openPostgresStore, rawClient, RUNTIME } from "./postgres-fixture.ts";
 
 let server: PostgresServer;
 before(async () => {
@@ -139,6 +139,37 @@ describe(`postgres store on ${RUNTIME}: the server goes away`, { timeout: 120_00
       await peer.close().catch(() => {});
       await harness.close();
       await listening.close();
+      await store.close();
+    }
+  });
+
+  it("a write blocked by a session stuck in its transaction ends that session and goes on", async () => {
+    if (!server.up) server.restart();
+    const table = freshTable("stuck");
+    const store = await openPostgresStore(server.url, { table, idleInTransactionTimeoutMs: 300 });
+    const raw = await rawClient(server.url);
+    try {
+      await store.write([{ put: "k", value: 1 }]);
+      // A session that holds the row and never goes on, which the server's idle timeout does not
+      // end (as a harness frozen in the middle of a pipeline): here it has no timeout at all.
+      let locked!: () => void;
+      const holding = new Promise<void>((resolve) => (locked = resolve));
+      const stuck = (raw as unknown as {
+        begin(body: (tx: { unsafe(q: string): Promise<unknown> }) => Promise<unknown>): Promise<
+          unknown
+        >;
+      }).begin(async (tx) => {
+        await tx.unsafe(`SELECT value FROM "${table}" WHERE key = 'k' FOR UPDATE`);
+        locked();
+        await new Promise(() => {});
+      }).then(() => "committed", (error) => String(error));
+      await holding;
+      // Blocked on the row until the store ends the stuck session.
+      await store.write([{ put: "k", value: 2 }]);
+      assert.equal(await store.get("k"), 2);
+      assert.match(await stuck, /terminat/i, "the stuck session was ended");
+    } finally {
+      await Promise.resolve(raw.end()).catch(() => {});
       await store.close();
     }
   });

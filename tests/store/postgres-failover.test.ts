@@ -13,6 +13,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PostgresServer } from "../helpers/postgres-server.ts";
+import { rawClient } from "./postgres-fixture.ts";
 import { failoverScenarios } from "../cli/failover-scenarios.ts";
 import { Brain, CountingExecutor, readyStatus, startHarness, until } from "../cli/failover-rig.ts";
 import { exited, sendSignal } from "../cli/cli-helpers.ts";
@@ -48,7 +49,26 @@ describe("bma-harness serve on PostgreSQL", { timeout: 280_000 }, () => {
   });
 
   let n = 0;
-  failoverScenarios(() => `${server.url}?table=failover_${++n}`, dir);
+  failoverScenarios(() => `${server.url}?table=failover_${++n}`, dir, async () => {
+    const sql = await rawClient(server.url);
+    try {
+      const activity = await sql.unsafe(
+        "SELECT a.pid, a.state, a.wait_event_type, a.wait_event, a.backend_xid, " +
+          "now() - a.xact_start AS xact_age, now() - a.state_change AS state_age, " +
+          "pg_blocking_pids(a.pid) AS blocked_by, left(a.query, 120) AS query " +
+          "FROM pg_stat_activity a WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()",
+      );
+      const locks = await sql.unsafe(
+        "SELECT pid, locktype, mode, granted, classid, objid, relation::regclass AS rel " +
+          "FROM pg_locks WHERE pid <> pg_backend_pid() AND locktype <> 'virtualxid'",
+      );
+      return `pg_stat_activity:\n${JSON.stringify(activity, null, 1)}\npg_locks:\n${
+        JSON.stringify(locks, null, 1)
+      }`;
+    } finally {
+      await sql.end();
+    }
+  });
 
   it("two partitions on one server, a standby for one: it takes over, the other serves on", async () => {
     const base = mkdtempSync(join(dir, "partitions-"));
