@@ -291,7 +291,9 @@ export class ToolCallLedger {
       // The failure is reported all the same: a lost record only costs a repeat its answer.
       return done();
     }
-    return then(written, done);
+    // Likewise when the write is refused later (a fenced harness, a lost database): nobody
+    // awaits this, and a rejection here would end the process.
+    return isPromiseLike(written) ? Promise.resolve(written).then(done, done) : done();
   }
 
   /** The unsettled calls matching `filter`. */
