@@ -143,15 +143,20 @@ describe(`a page attaching to a busy terminal (${RUNTIME})`, { timeout: 120_000 
     const { id } = await opened.json() as { id: string };
     await post(`terminals/${id}/input`, { data: `seq 1 ${LAST}; echo done-$((40+2))\r` });
 
-    // Waits for the end of the output, following the terminal from close to its live offset
-    // each time (what works with little kept to send).
+    // Waits for the end of the output, following the terminal from close to its listed offset
+    // each time (what works with little kept to send). The end is where the stream that saw
+    // `done-42` went live (the id of its last output), not the offset listed before it: the
+    // terminal may have written much more in between.
     let end = 0;
     for (let tail = ""; !tail.includes("done-42");) {
       const listed = await (await api(`sessions/${session.id}/terminals`)).json();
-      end = listed.terminals[0].offset;
-      const follow = await stream(`terminals/${id}/stream?from=${Math.max(0, end - 512)}`);
-      tail = text(await follow.until(isLive));
+      const from = Math.max(0, listed.terminals[0].offset - 512);
+      const follow = await stream(`terminals/${id}/stream?from=${from}`);
+      const followed = await follow.until(isLive);
       await follow.close();
+      tail = text(followed);
+      const last = outputs(followed).at(-1);
+      if (last) end = Number(last.id);
       if (!tail.includes("done-42")) await new Promise((r) => setTimeout(r, 50));
     }
     assert.ok(end > KEPT + 512 * 1024, `the terminal wrote more than is kept (${end} bytes)`);
