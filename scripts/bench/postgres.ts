@@ -8,7 +8,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
-import { findPostgresBin, PostgresServer } from "../../tests/helpers/postgres-server.ts";
+import { findPostgresBin, PostgresServer, RUNUSER } from "../../tests/helpers/postgres-server.ts";
 
 /** A started server, and what the report says of it. */
 export interface BenchPostgres {
@@ -50,7 +50,7 @@ export async function startBenchPostgres(): Promise<BenchPostgres | undefined> {
     : "";
   const pgCtl = join(bin, "pg_ctl");
   const restarted = spawnSync(
-    asRoot ? "runuser" : pgCtl,
+    asRoot ? RUNUSER : pgCtl,
     asRoot ? ["-u", owner, "--", pgCtl, ...args] : args,
     {
       cwd: server.dir,

@@ -17,6 +17,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
 
+/**
+ * `runuser`, found where util-linux puts it: a root shell's `PATH` has `/usr/sbin`, but a runner
+ * started with a user's `PATH` (or `env -i`) may not.
+ */
+export const RUNUSER: string =
+  ["/usr/sbin/runuser", "/sbin/runuser", "/usr/bin/runuser", "/bin/runuser"]
+    .find((path) => existsSync(path)) ?? "runuser";
+
 /** Where the machine's PostgreSQL server binaries are: the newest version's `bin`, or undefined. */
 export function findPostgresBin(): string | undefined {
   const base = "/usr/lib/postgresql";
@@ -152,7 +160,7 @@ export class PostgresServer {
     const path = join(this.#bin, "pg_ctl");
     const args = ["-D", this.dataDir, "-m", "immediate", "-w", "stop"];
     const [command, argv] = this.#user
-      ? ["runuser", ["-u", this.#user.name, "--", path, ...args]]
+      ? [RUNUSER, ["-u", this.#user.name, "--", path, ...args]]
       : [path, args];
     return new Promise((resolve, reject) => {
       const child = spawn(command, argv, { cwd: this.dir, stdio: "ignore" });
@@ -218,7 +226,7 @@ export class PostgresServer {
   #run(program: string, args: string[], quiet = false): void {
     const path = join(this.#bin, program);
     const [command, argv] = this.#user
-      ? ["runuser", ["-u", this.#user.name, "--", path, ...args]]
+      ? [RUNUSER, ["-u", this.#user.name, "--", path, ...args]]
       : [path, args];
     const done = spawnSync(command, argv, {
       encoding: "utf8",
