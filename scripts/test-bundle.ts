@@ -16,6 +16,12 @@
  *
  * A file that imports TypeScript by a path it computes at run time (which plain Node cannot load)
  * runs through tsx as before: `THROUGH_TSX`.
+ *
+ * The same build makes the programs the tests start as processes (`NODE_PROGRAMS`: the CLIs, the
+ * fixtures' servers and holders, the conformance children), and the runner names its folder in
+ * `BMA_TEST_NODE_BUNDLES`: `tests/helpers/runtime-command.ts` starts a program's bundle with plain
+ * Node when there is one. Through tsx, each of those processes spent about a second of CPU loading
+ * the SDK before doing anything, and the CLI tests start hundreds.
  */
 import { readFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
@@ -28,6 +34,27 @@ export const THROUGH_TSX: ReadonlySet<string> = new Set([
   "tests/publication/publication.test.ts",
   "tests/publication/surface.test.ts",
 ]);
+
+/**
+ * The TypeScript programs the tests run as Node processes (`tsCommand`), built beside the test
+ * files. One left out still runs, through tsx.
+ */
+export const NODE_PROGRAMS: readonly string[] = [
+  "cli/executor.node.ts",
+  "cli/harness.node.ts",
+  "tests/conformance/executor-child.ts",
+  "tests/conformance/harness-child.ts",
+  "tests/inspector/http-server.ts",
+  "tests/inspector/slow-stream-server.ts",
+  "tests/machine/flow-executor.ts",
+  "tests/machine/reaper-program.ts",
+  "tests/machine/sdk-program.ts",
+  "tests/store/claim-race-harness.ts",
+  "tests/store/frozen-holder-postgres.ts",
+  "tests/store/frozen-holder.ts",
+  "tests/store/holder-harness.ts",
+  "tests/store/sqlite-writer.ts",
+];
 
 /** An `import()` of a template with this runtime's name in it: `` import(`../../${RUNTIME}.ts`) ``. */
 const RUNTIME_IMPORT = /\bimport\(\s*`([^`$]*)\$\{RUNTIME\}([^`$]*)`\s*\)/g;
@@ -80,9 +107,10 @@ function sourcesAsThemselves(root: string): Plugin {
 }
 
 /**
- * Builds `files` (paths relative to `root`, as `./tests/x.test.ts`) into `outdir`, which must be
- * inside `root` (the bundles import packages from `root`'s node_modules). Returns each file's
- * bundle, or the build's errors (then no file has a bundle).
+ * Builds `files` (paths relative to `root`, as `./tests/x.test.ts`) and `NODE_PROGRAMS` into
+ * `outdir`, which must be inside `root` (the bundles import packages from `root`'s node_modules):
+ * a file's bundle is `outdir/<its path>.mjs`. Returns each test file's bundle, or the build's
+ * errors (then nothing has a bundle).
  */
 export async function bundleTests(
   root: string,
@@ -91,11 +119,11 @@ export async function bundleTests(
 ): Promise<{ bundles: Map<string, string>; errors: string[] }> {
   const entries = files.filter((f) => !THROUGH_TSX.has(relative(root, join(root, f))));
   const bundles = new Map<string, string>();
-  if (entries.length === 0) return { bundles, errors: [] };
+  const programs = NODE_PROGRAMS.map((p) => `./${p}`).filter((p) => !entries.includes(p));
   try {
     await build({
       absWorkingDir: root,
-      entryPoints: entries,
+      entryPoints: [...entries, ...programs],
       outdir,
       outbase: root,
       outExtension: { ".js": ".mjs" },

@@ -82,7 +82,16 @@ const WITHHELD = [
 
 /** How long a stage's processes may take to end after it exits before they count as left. */
 const SETTLE_MS = 3_000;
+/** How often an ended stage's tree is looked at while it settles. */
 const SCAN_MS = 100;
+/**
+ * How often the running stages' trees are looked at. A process is found by its marks (the
+ * stage's environment variable, its limit) as well as by its parent, so one that is started and
+ * ends between two looks was never left behind, and one that detaches is still found by them;
+ * each look reads every process of the machine, which at ten a second cost the runner about a
+ * minute of CPU over a run.
+ */
+const WATCH_MS = 500;
 
 /** Every live stage's process tree, scanned together: one look at `/proc` per tick. */
 const trees = new Set<ProcessTree>();
@@ -90,7 +99,7 @@ let scanner: ReturnType<typeof setInterval> | undefined;
 
 function watch(tree: ProcessTree): void {
   trees.add(tree);
-  scanner ??= setInterval(scanAll, SCAN_MS);
+  scanner ??= setInterval(scanAll, WATCH_MS);
 }
 
 function unwatch(tree: ProcessTree): void {

@@ -7,8 +7,8 @@
  * `TMPDIR`, every process it starts ended with it, a process it leaves behind a failure), several
  * stages side by side: files that wait (for a workerd eviction, a lease) overlap with files that
  * compute. On Node, a test file runs built into one module (`test-bundle.ts`: loading the SDK
- * through tsx took most of a Node stage), and the processes the stages start through tsx share
- * tsx's cache. Fails when any stage fails, or a runtime runs zero tests (Node 20 does not discover .ts
+ * through tsx took most of a Node stage), and so are the programs the tests start as processes;
+ * what still starts through tsx shares tsx's cache. Fails when any stage fails, or a runtime runs zero tests (Node 20 does not discover .ts
  * files and would otherwise pass silently).
  *
  *   tsx scripts/test.ts [--only node,deno,bun,conformance] [--jobs N] [--verbose] [filter...]
@@ -72,8 +72,10 @@ const last = (text: string, pattern: RegExp): number => {
 
 const nodeCounts = (out: string): [number, number] => [
   last(out, /^ℹ pass (\d+)/gm),
-  // A test cancelled by its parent's timeout failed too.
-  last(out, /^ℹ fail (\d+)/gm) + last(out, /^ℹ cancelled (\d+)/gm),
+  // A test cancelled by its parent's timeout failed too; and a file that ended without its
+  // summary (it exited before its tests had run) counts as one failed test.
+  last(out, /^ℹ fail (\d+)/gm) + last(out, /^ℹ cancelled (\d+)/gm) +
+  (/^ℹ tests \d+/m.test(out) ? 0 : 1),
 ];
 
 const denoCounts = (out: string): [number, number] => {
@@ -101,8 +103,10 @@ function fileStage(runtime: Runner, file: string, bundle?: string): Omit<StageSp
       return {
         ...base,
         command: process.execPath,
+        // A bundle runs as the program itself: node:test runs its tests in the process and
+        // reports them as `--test` does, without a second Node started to run the file.
         args: bundle
-          ? ["--enable-source-maps", "--test", "--test-reporter=spec", bundle]
+          ? ["--enable-source-maps", "--test-reporter=spec", bundle]
           : ["--import", "tsx", "--test", "--test-reporter=spec", file],
         parse: nodeCounts,
       };
@@ -207,11 +211,13 @@ async function main(): Promise<void> {
 
   const run = mkdtempSync(join(tmpdir(), "bmat-"));
   // Caches the stages share: the npm cache the machine already has (the publication test
-  // installs from it), Deno's module cache (made for this run).
+  // installs from it), Deno's module cache (made for this run), and the folder where work done
+  // once per run is kept for every stage (`tests/helpers/once-per-run.ts`).
   const shared = {
     npm_config_cache: process.env.npm_config_cache ?? join(homedir(), ".npm"),
     npm_config_update_notifier: "false",
     DENO_DIR: join(run, "deno"),
+    BMA_TEST_RUN_SHARED: join(run, "shared"),
   };
   const resultsFile = join(run, "conformance.json");
   // Inside the checkout, so that the bundles import packages from its node_modules; one folder
@@ -227,16 +233,24 @@ async function main(): Promise<void> {
     }
   }
   let bundles = new Map<string, string>();
+  // What Node's stages and the conformance matrix pass to the tests: the folder of the programs
+  // they start, built (`tests/helpers/runtime-command.ts`).
+  const nodeBundles: Record<string, string> = {};
   // BMA_TEST_NODE_TSX=1: Node's stages through tsx, unbundled (to compare, or to rule the build out).
-  if (runtimes.includes("node") && process.env.BMA_TEST_NODE_TSX !== "1") {
+  if ((runtimes.includes("node") || conformance) && process.env.BMA_TEST_NODE_TSX !== "1") {
     const started = performance.now();
-    const built = await bundleTests(root, rel, bundleDir);
+    const built = await bundleTests(root, runtimes.includes("node") ? rel : [], bundleDir);
     bundles = built.bundles;
     const seconds = ((performance.now() - started) / 1000).toFixed(1);
     if (built.errors.length) {
       console.log(`node: the test files could not be bundled, so they run through tsx:`);
       for (const e of built.errors) console.log(`  ${e}`);
-    } else console.log(`node: ${bundles.size} test files bundled (${seconds} s)`);
+    } else {
+      nodeBundles.BMA_TEST_NODE_BUNDLES = bundleDir;
+      console.log(
+        `node: ${bundles.size} test files and the programs they start bundled (${seconds} s)`,
+      );
+    }
   }
   // The processes Node's stages and the conformance matrix start through tsx share its cache.
   const tsxCache = join(run, "tsx-cache");
@@ -244,7 +258,11 @@ async function main(): Promise<void> {
   for (const file of rel) {
     for (const runtime of runtimes) {
       const stage = fileStage(runtime, file, bundles.get(file));
-      specs.push({ ...stage, env: shared, ...(runtime === "node" ? { tsxCache } : {}) });
+      specs.push({
+        ...stage,
+        env: runtime === "node" ? { ...shared, ...nodeBundles } : shared,
+        ...(runtime === "node" ? { tsxCache } : {}),
+      });
     }
   }
   if (conformance) {
@@ -260,7 +278,7 @@ async function main(): Promise<void> {
         `./${CONFORMANCE_DIR}conformance.test.ts`,
       ],
       cwd: root,
-      env: { ...shared, BMA_CONFORMANCE_RESULTS: resultsFile },
+      env: { ...shared, ...nodeBundles, BMA_CONFORMANCE_RESULTS: resultsFile },
       tsxCache,
       limitMs: CONFORMANCE_LIMIT_S * 1000,
       parse: nodeCounts,

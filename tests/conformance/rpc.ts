@@ -9,9 +9,9 @@
  * same shapes.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { tsCommand } from "../helpers/runtime-command.ts";
 
 /** The repository root. */
 export const ROOT: string = fileURLToPath(new URL("../../", import.meta.url));
@@ -111,14 +111,6 @@ export function serveAgent(agent: object, onEnd: () => Promise<void>): void {
   write({ ready: true });
 }
 
-/** The command line that runs a .ts file on a runtime. */
-export function runtimeCommand(runtime: Runtime, script: string): [string, string[]] {
-  const bin = (name: string) => join(ROOT, "node_modules/.bin", name);
-  if (runtime === "deno") return [bin("deno"), ["run", "-A", "--quiet", script]];
-  if (runtime === "bun") return [bin("bun"), [script]];
-  return [process.execPath, ["--import", "tsx", script]];
-}
-
 /** Parent side: an agent in a child process. */
 export class AgentProcess<T extends object> {
   readonly runtime: Runtime;
@@ -137,7 +129,7 @@ export class AgentProcess<T extends object> {
 
   constructor(runtime: Runtime, script: string, env: Record<string, string> = {}) {
     this.runtime = runtime;
-    const [command, args] = runtimeCommand(runtime, script);
+    const [command, args] = tsCommand(script, [], runtime);
     this.child = spawn(command, args, {
       cwd: ROOT,
       stdio: ["pipe", "pipe", "pipe"],

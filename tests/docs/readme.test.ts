@@ -12,12 +12,13 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import {
   currentRuntime,
-  type Diagnostic,
   located,
   programsOf,
   readSnippets,
   ROOT,
   Scratch,
+  type TypeCheck,
+  typeCheckOncePerRun,
 } from "./snippets.ts";
 
 /** How long a runnable block may take before it counts as never exiting. */
@@ -43,13 +44,13 @@ const runtime = currentRuntime();
 describe("documentation snippets", { timeout: 600_000 }, () => {
   let dir = "";
   let scratch: Scratch;
-  let checked: { byProgram: Map<unknown, Diagnostic[]>; other: Diagnostic[] };
+  let checked: TypeCheck;
 
   before(async () => {
     mkdirSync(join(ROOT, ".tmp"), { recursive: true });
     dir = mkdtempSync(join(ROOT, ".tmp/snippets-"));
     scratch = new Scratch(dir);
-    checked = await scratch.typeCheck(programs);
+    checked = await typeCheckOncePerRun("readme-type-check", programs);
   });
 
   after(() => {

@@ -17,6 +17,7 @@ import {
   programsOf,
   ROOT,
   Scratch,
+  typeCheckOncePerRun,
 } from "./snippets.ts";
 
 const FENCE = "```";
@@ -270,7 +271,7 @@ describe("snippet checks on the old README's snippets", { timeout: 180_000 }, ()
   });
 
   it("reports the undefined names at their Markdown lines, and nothing in the sound blocks", async () => {
-    const { byProgram, other } = await scratch.typeCheck(programs);
+    const { byProgram, other } = await typeCheckOncePerRun("snippets-type-check", programs);
     assert.deepEqual(other, []);
     const errors = programs.map((program) =>
       byProgram.get(program)!.map((d) => `${d.line}: ${/^error (TS\d+)/.exec(d.message)![1]}`)

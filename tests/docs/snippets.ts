@@ -18,9 +18,11 @@
  * naming no earlier block are each a problem the test reports.
  */
 import { spawn } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { oncePerRun } from "../helpers/once-per-run.ts";
 
 export const ROOT: string = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -274,6 +276,40 @@ export function publicSpecifiers(): Map<string, string> {
   return map;
 }
 
+/** What a type check found: each program's errors, and those outside the programs. */
+export interface TypeCheck {
+  byProgram: Map<Program, Diagnostic[]>;
+  other: Diagnostic[];
+}
+
+/**
+ * `Scratch.typeCheck` of `programs` in a scratch directory of its own, once per test run: the
+ * checkers (`tsc`, `deno check`) give the same answer whichever runtime runs the test, so the
+ * stages of one run share it (`oncePerRun`, named by `name` and a hash of the programs, so a
+ * stage that read different files checks its own).
+ */
+export async function typeCheckOncePerRun(
+  name: string,
+  programs: readonly Program[],
+): Promise<TypeCheck> {
+  const hash = createHash("sha256");
+  for (const p of programs) hash.update(JSON.stringify([p.snippet.file, p.snippet.on, p.source]));
+  const found = await oncePerRun(`${name}-${hash.digest("hex").slice(0, 16)}`, async () => {
+    mkdirSync(join(ROOT, ".tmp"), { recursive: true });
+    const dir = mkdtempSync(join(ROOT, ".tmp/snippets-check-"));
+    try {
+      const { byProgram, other } = await new Scratch(dir).typeCheck(programs);
+      return { byProgram: programs.map((p) => byProgram.get(p)!), other };
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+  return {
+    byProgram: new Map(programs.map((p, i) => [p, found.byProgram[i]])),
+    other: found.other,
+  };
+}
+
 /** A directory of programs with the configurations that resolve the package's specifiers. */
 export class Scratch {
   readonly dir: string;
@@ -330,9 +366,7 @@ export class Scratch {
    * `Deno` namespace). Errors outside the programs (in the SDK's sources, or a checker failing)
    * come back as `other`.
    */
-  async typeCheck(
-    programs: readonly Program[],
-  ): Promise<{ byProgram: Map<Program, Diagnostic[]>; other: Diagnostic[] }> {
+  async typeCheck(programs: readonly Program[]): Promise<TypeCheck> {
     const byProgram = new Map<Program, Diagnostic[]>(programs.map((program) => [program, []]));
     const other: Diagnostic[] = [];
     const denoOnly = (p: Program) =>

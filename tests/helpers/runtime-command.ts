@@ -1,5 +1,7 @@
 /** Runs a TypeScript entry point as a child process on the runtime the test itself runs on. */
 import { type ChildProcess, spawn, type SpawnOptions } from "node:child_process";
+import { existsSync } from "node:fs";
+import { isAbsolute, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 
 /** The repository root. */
@@ -17,11 +19,37 @@ export const EXECUTOR_CLI: string = fileURLToPath(
   new URL(`../../cli/executor.${RUNTIME}.ts`, import.meta.url),
 );
 
-/** The command line that runs `script` (a .ts file) with `args` on this runtime. */
-export function tsCommand(script: string, args: string[] = []): [string, string[]] {
-  if (RUNTIME === "deno") return [process.execPath, ["run", "-A", "--quiet", script, ...args]];
-  if (RUNTIME === "bun") return [process.execPath, [script, ...args]];
-  return [process.execPath, ["--import", "tsx", script, ...args]];
+/**
+ * The test runner's build of the programs tests start (`scripts/test-bundle.ts`), when it made
+ * one: `<folder>/<path from the root>.mjs`.
+ */
+const NODE_BUNDLES = process.env.BMA_TEST_NODE_BUNDLES;
+
+/**
+ * The command line that runs `script` (a .ts file, absolute or from the repository root) with
+ * `args` on `runtime` (this one unless named). On Node, the runner's build of it when there is
+ * one, otherwise through tsx.
+ */
+export function tsCommand(
+  script: string,
+  args: string[] = [],
+  runtime: "node" | "deno" | "bun" = RUNTIME,
+): [string, string[]] {
+  const exec = runtime === RUNTIME
+    ? process.execPath
+    : runtime === "node"
+    ? "node"
+    : join(ROOT, "node_modules/.bin", runtime);
+  if (runtime === "deno") return [exec, ["run", "-A", "--quiet", script, ...args]];
+  if (runtime === "bun") return [exec, [script, ...args]];
+  if (NODE_BUNDLES) {
+    const path = relative(ROOT, isAbsolute(script) ? script : join(ROOT, script));
+    const bundle = join(NODE_BUNDLES, path.replace(/\.ts$/, ".mjs"));
+    if (!path.startsWith("..") && existsSync(bundle)) {
+      return [exec, ["--enable-source-maps", bundle, ...args]];
+    }
+  }
+  return [exec, ["--import", "tsx", script, ...args]];
 }
 
 /** Spawns `script` on this runtime, from the repository root. */

@@ -4,7 +4,7 @@
  * `packTarball` builds the package without touching the repository's `dist/` (other stages and
  * editors use it at the same time): tsc compiles into a staging directory, the files
  * package.json's `"files"` selects are copied beside it, and `npm pack --ignore-scripts` packs
- * that. `newcomerPath` is a `PATH` with `node`, `npm`, `npx`, `deno` and `bun` and the system's
+ * that, once per test run. `newcomerPath` is a `PATH` with `node`, `npm`, `npx`, `deno` and `bun` and the system's
  * tools, and nothing of the repository's node_modules, so that a command the README forgot to
  * install is not found in the repository's. Every child is bounded by a timeout and killed past
  * it; its stdin is /dev/null (a bash with a socket for stdin reads the user's ~/.bashrc).
@@ -13,8 +13,9 @@
  */
 import { spawn } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync, symlinkSync } from "node:fs";
-import { delimiter, dirname, join } from "node:path";
+import { basename, delimiter, dirname, join } from "node:path";
 
+import { oncePerRun } from "../helpers/once-per-run.ts";
 import { ROOT, RUNTIME } from "../helpers/runtime-command.ts";
 
 export { ROOT, RUNTIME };
@@ -89,8 +90,19 @@ export interface Packed {
   readonly files: readonly string[];
 }
 
-/** `npm pack` of the repository's sources into `dir`, built in a staging directory of `dir`. */
+/**
+ * `npm pack` of the repository's sources, copied into `dir`. Packed once per test run
+ * (`oncePerRun`: the build is a whole `tsc` of the SDK, the same for every stage that asks).
+ */
 export async function packTarball(dir: string): Promise<Packed> {
+  const packed = await oncePerRun("packed-tarball", packInto);
+  const tarball = join(dir, basename(packed.tarball));
+  copyFileSync(packed.tarball, tarball);
+  return { tarball, files: packed.files };
+}
+
+/** `npm pack` of the repository's sources into `dir`, built in a staging directory of `dir`. */
+async function packInto(dir: string): Promise<Packed> {
   const stage = join(dir, "package");
   mkdirSync(stage, { recursive: true });
   const bounded = { cwd: ROOT, env: NPM_ENV, timeoutMs: 120_000 };

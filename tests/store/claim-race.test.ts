@@ -9,6 +9,7 @@
  * And a holder that is a zombie (killed, its parent not reaping it: `kill(pid, 0)` still
  * succeeds for it) is gone: the next harness claims the store without `takeover`.
  */
+import { tsCommand } from "../helpers/runtime-command.ts";
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
@@ -18,7 +19,7 @@ import { join } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
 import type { Harness } from "../../node.ts";
-import { DRIVERS, openSqliteStore, RUNTIME, scriptCommand } from "./sqlite-fixture.ts";
+import { DRIVERS, openSqliteStore, RUNTIME } from "./sqlite-fixture.ts";
 import { until } from "./harness-process.ts";
 
 const RACER = fileURLToPath(new URL("./claim-race-harness.ts", import.meta.url));
@@ -65,7 +66,7 @@ function lines(child: ChildProcess): () => Promise<string> {
 async function racer(
   driver: string,
 ): Promise<{ child: ChildProcess; next: () => Promise<string> }> {
-  const [command, args] = scriptCommand(RACER, [driver]);
+  const [command, args] = tsCommand(RACER, [driver]);
   const child = spawn(command, args, { stdio: ["pipe", "pipe", "pipe"] });
   children.add(child);
   const next = lines(child);
@@ -130,7 +131,7 @@ describe(`a harness store whose holder is a zombie, on ${RUNTIME}`, {
     const path = join(root, "zombie.db");
     // The holder runs in the background of a shell that then becomes `sleep`, which never
     // reaps it: killed, it stays a zombie while `sleep` lives.
-    const [command, args] = scriptCommand(HOLDER, [path, "plain"]);
+    const [command, args] = tsCommand(HOLDER, [path, "plain"]);
     const quoted = [command, ...args].map((arg) => `'${arg.replace(/'/g, `'\\''`)}'`).join(" ");
     const parent = spawn(
       "/bin/sh",

@@ -12,6 +12,7 @@
  * the holder, woken (SIGCONT), finds its batch refused and itself fenced
  * (tests/store/frozen-holder-postgres.ts).
  */
+import { tsCommand } from "../helpers/runtime-command.ts";
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
@@ -21,7 +22,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Harness, HolderIdentity, SqlHarnessStore } from "../../node.ts";
 import { StoreLockedError } from "../../node.ts";
-import { openSqliteStore, RUNTIME, scriptCommand } from "./sqlite-fixture.ts";
+import { openSqliteStore, RUNTIME } from "./sqlite-fixture.ts";
 import { until } from "./harness-process.ts";
 import { PostgresServer } from "../helpers/postgres-server.ts";
 import { freshTable, openPostgresStore } from "./postgres-fixture.ts";
@@ -38,7 +39,7 @@ after(() => {
 
 /** A holder frozen inside a transaction (`script` with `argv`): its process, its lines, how it ended. */
 async function frozenHolder(path: string, renewMs: number, script = HOLDER, argv?: string[]) {
-  const [command, args] = scriptCommand(script, argv ?? [path, String(renewMs)]);
+  const [command, args] = tsCommand(script, argv ?? [path, String(renewMs)]);
   const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"] });
   children.add(child);
   let out = "";

@@ -2,10 +2,10 @@
  * A harness process of tests/store/holder-harness.ts on this runtime, for the one-writer tests
  * (SQLite and PostgreSQL): its lines on stdout one by one, its log, and its commands.
  */
+import { tsCommand } from "../helpers/runtime-command.ts";
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { scriptCommand } from "./sqlite-fixture.ts";
 
 const HARNESS = fileURLToPath(new URL("./holder-harness.ts", import.meta.url));
 const children = new Set<ChildProcess>();
@@ -26,7 +26,7 @@ export class HarnessProcess {
 
   /** A harness on `store`: a SQLite file, or `postgres://…#table`. */
   constructor(store: string, mode: "plain" | "takeover") {
-    const [command, args] = scriptCommand(HARNESS, [store, mode]);
+    const [command, args] = tsCommand(HARNESS, [store, mode]);
     this.child = spawn(command, args, { stdio: ["pipe", "pipe", "pipe"] });
     children.add(this.child);
     this.exited = new Promise((resolve) => this.child.once("exit", (code) => resolve(code)));

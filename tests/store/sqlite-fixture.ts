@@ -42,11 +42,3 @@ export async function rawDatabase(driver: string, path: string): Promise<Prepari
   if (driver === "node:sqlite") return new mod.DatabaseSync(path);
   return new mod.Database(path, { strict: true });
 }
-
-/** The command line that runs a TypeScript file on this runtime. */
-export function scriptCommand(file: string, args: string[]): [string, string[]] {
-  const exec = (globalThis as any).process.execPath as string;
-  if (RUNTIME === "deno") return [exec, ["run", "-A", "--quiet", file, ...args]];
-  if (RUNTIME === "bun") return [exec, [file, ...args]];
-  return [exec, ["--import", "tsx", file, ...args]];
-}

@@ -4,6 +4,7 @@
  * writes still going), and a reopen of the file finds every batch it acknowledged, each whole
  * (no torn batch), with each driver this runtime ships.
  */
+import { tsCommand } from "../helpers/runtime-command.ts";
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -11,7 +12,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { DRIVERS, openSqliteStore, RUNTIME, scriptCommand } from "./sqlite-fixture.ts";
+import { DRIVERS, openSqliteStore, RUNTIME } from "./sqlite-fixture.ts";
 
 const root = mkdtempSync(join(tmpdir(), "bma-store-kill-"));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -22,7 +23,7 @@ const KILL_AFTER = 300;
 
 /** Runs the writer until it acknowledged `KILL_AFTER` batches, kills it; the highest ack read. */
 function writeUntilKilled(path: string, driver: string): Promise<number> {
-  const [command, args] = scriptCommand(WRITER, [path, driver]);
+  const [command, args] = tsCommand(WRITER, [path, driver]);
   const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"] });
   return new Promise((resolve, reject) => {
     let acked = 0;
