@@ -8,8 +8,8 @@
  * stages side by side: files that wait (for a workerd eviction, a lease) overlap with files that
  * compute. On Node, a test file runs built into one module (`test-bundle.ts`: loading the SDK
  * through tsx took most of a Node stage), and so are the programs the tests start as processes;
- * what still starts through tsx shares tsx's cache. Fails when any stage fails, or a runtime runs zero tests (Node 20 does not discover .ts
- * files and would otherwise pass silently).
+ * what still starts through tsx shares tsx's cache. Fails when any stage fails, or a runtime runs
+ * zero tests (Node 20 does not discover .ts files and would otherwise pass silently).
  *
  *   tsx scripts/test.ts [--only node,deno,bun,conformance] [--jobs N] [--verbose] [filter...]
  *

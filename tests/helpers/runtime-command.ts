@@ -1,4 +1,7 @@
-/** Runs a TypeScript entry point as a child process on the runtime the test itself runs on. */
+/**
+ * Runs a TypeScript entry point as a child process, on the runtime the test itself runs on unless
+ * another is named.
+ */
 import { type ChildProcess, spawn, type SpawnOptions } from "node:child_process";
 import { existsSync } from "node:fs";
 import { isAbsolute, join, relative } from "node:path";
