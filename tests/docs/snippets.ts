@@ -319,7 +319,8 @@ export class Scratch {
   constructor(dir: string) {
     this.dir = dir;
     const specifiers = publicSpecifiers();
-    // Runtime resolution: tsx (TSX_TSCONFIG_PATH) and Bun read tsconfig paths, Deno `imports`.
+    // Runtime resolution: Bun reads tsconfig paths (and the Node build maps the same specifiers),
+    // Deno `imports`.
     writeFileSync(
       join(dir, "tsconfig.json"),
       JSON.stringify({
@@ -431,23 +432,21 @@ export class Scratch {
    */
   async run(program: Program, runtime: Runtime, timeoutMs: number): Promise<ExecResult> {
     const path = this.file(program);
-    const cwd = join(path, "..");
-    const tsconfig = join(this.dir, "tsconfig.json");
-    const [command, args] = runtime === "node" && currentRuntime() === "node"
-      ? [process.execPath, ["--enable-source-maps", await this.#builtForNode(path)]]
-      : runtimeCommand(runtime, path, join(this.dir, "deno.json"));
-    return await exec(command, args, {
-      cwd,
-      timeoutMs,
-      env: { TSX_TSCONFIG_PATH: tsconfig, NO_COLOR: "1" },
-    });
+    const self = runtime === currentRuntime() ? process.execPath : undefined;
+    const bin = (name: string) => self ?? join(ROOT, "node_modules/.bin", name);
+    const [command, args]: [string, string[]] = runtime === "node"
+      ? [self ?? "node", ["--enable-source-maps", await this.#builtForNode(path)]]
+      : runtime === "deno"
+      ? [bin("deno"), ["run", "-A", "--quiet", "--config", join(this.dir, "deno.json"), path]]
+      : [bin("bun"), [path]];
+    return await exec(command, args, { cwd: join(path, ".."), timeoutMs, env: { NO_COLOR: "1" } });
   }
 
   /**
    * A program built for plain Node into one module beside its source (esbuild, which is what
    * tsx compiles with): the package's specifiers resolved to the sources as the scratch
-   * tsconfig maps them, every other package left to Node. Run through tsx, each program spent
-   * about a second of CPU loading the SDK before its first line.
+   * tsconfig maps them, every other package left to Node. Run through tsx instead, each program
+   * loaded the whole SDK through tsx's loader before its first line.
    */
   async #builtForNode(path: string): Promise<string> {
     const { build } = await import("esbuild");
@@ -483,26 +482,6 @@ export function currentRuntime(): Runtime {
   if ("Deno" in globalThis) return "deno";
   if ("Bun" in globalThis) return "bun";
   return "node";
-}
-
-/** The command running a TypeScript file on `runtime` with the package's specifiers mapped. */
-function runtimeCommand(runtime: Runtime, path: string, denoConfig: string): [string, string[]] {
-  const self = runtime === currentRuntime() ? process.execPath : undefined;
-  switch (runtime) {
-    case "node":
-      return [self ?? "node", ["--import", "tsx", path]];
-    case "deno":
-      return [self ?? join(ROOT, "node_modules/.bin/deno"), [
-        "run",
-        "-A",
-        "--quiet",
-        "--config",
-        denoConfig,
-        path,
-      ]];
-    case "bun":
-      return [self ?? join(ROOT, "node_modules/.bin/bun"), [path]];
-  }
 }
 
 /** How a process ended, and what it wrote. */

@@ -4,9 +4,9 @@
  * `packTarball` builds the package without touching the repository's `dist/` (other stages and
  * editors use it at the same time): tsc compiles into a staging directory, the files
  * package.json's `"files"` selects are copied beside it, and `npm pack --ignore-scripts` packs
- * that, once per test run. `newcomerPath` is a `PATH` with `node`, `npm`, `npx`, `deno` and `bun` and the system's
- * tools, and nothing of the repository's node_modules, so that a command the README forgot to
- * install is not found in the repository's. Every child is bounded by a timeout and killed past
+ * that, once per test run. `newcomerPath` is a `PATH` with `node`, `npm`, `npx`, `deno` and `bun`
+ * and the system's tools, and nothing of the repository's node_modules, so that a command the
+ * README forgot to install is not found in the repository's. Every child is bounded by a timeout and killed past
  * it; its stdin is /dev/null (a bash with a socket for stdin reads the user's ~/.bashrc).
  *
  * Usable from Node, Deno and Bun (node:child_process, node:fs).

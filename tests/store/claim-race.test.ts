@@ -9,7 +9,6 @@
  * And a holder that is a zombie (killed, its parent not reaping it: `kill(pid, 0)` still
  * succeeds for it) is gone: the next harness claims the store without `takeover`.
  */
-import { tsCommand } from "../helpers/runtime-command.ts";
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
@@ -18,6 +17,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
+import { tsCommand } from "../helpers/runtime-command.ts";
 import type { Harness } from "../../node.ts";
 import { DRIVERS, openSqliteStore, RUNTIME } from "./sqlite-fixture.ts";
 import { until } from "./harness-process.ts";

@@ -12,7 +12,6 @@
  * the holder, woken (SIGCONT), finds its batch refused and itself fenced
  * (tests/store/frozen-holder-postgres.ts).
  */
-import { tsCommand } from "../helpers/runtime-command.ts";
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
@@ -20,6 +19,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { tsCommand } from "../helpers/runtime-command.ts";
 import type { Harness, HolderIdentity, SqlHarnessStore } from "../../node.ts";
 import { StoreLockedError } from "../../node.ts";
 import { openSqliteStore, RUNTIME } from "./sqlite-fixture.ts";

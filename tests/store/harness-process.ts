@@ -2,10 +2,10 @@
  * A harness process of tests/store/holder-harness.ts on this runtime, for the one-writer tests
  * (SQLite and PostgreSQL): its lines on stdout one by one, its log, and its commands.
  */
-import { tsCommand } from "../helpers/runtime-command.ts";
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { tsCommand } from "../helpers/runtime-command.ts";
 
 const HARNESS = fileURLToPath(new URL("./holder-harness.ts", import.meta.url));
 const children = new Set<ChildProcess>();

@@ -4,7 +4,6 @@
  * writes still going), and a reopen of the file finds every batch it acknowledged, each whole
  * (no torn batch), with each driver this runtime ships.
  */
-import { tsCommand } from "../helpers/runtime-command.ts";
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -12,6 +11,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { tsCommand } from "../helpers/runtime-command.ts";
 import { DRIVERS, openSqliteStore, RUNTIME } from "./sqlite-fixture.ts";
 
 const root = mkdtempSync(join(tmpdir(), "bma-store-kill-"));
