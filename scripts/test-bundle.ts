@@ -20,8 +20,8 @@
  * The same build makes the programs the tests start as processes (`NODE_PROGRAMS`: the CLIs, the
  * fixtures' servers and holders, the conformance children), and the runner names its folder in
  * `BMA_TEST_NODE_BUNDLES`: `tests/helpers/runtime-command.ts` starts a program's bundle with plain
- * Node when there is one. Through tsx, each of those processes spent about a second of CPU loading
- * the SDK before doing anything, and the CLI tests start hundreds.
+ * Node when there is one. Through tsx, each of those processes loaded the whole SDK through tsx's
+ * loader before doing anything, and the CLI tests start hundreds (docs/benchmarks.md has the cost).
  */
 import { readFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";

@@ -88,8 +88,8 @@ const SCAN_MS = 100;
  * How often the running stages' trees are looked at. A process is found by its marks (the
  * stage's environment variable, its limit) as well as by its parent, so one that is started and
  * ends between two looks was never left behind, and one that detaches is still found by them;
- * each look reads every process of the machine, which at ten a second cost the runner about a
- * minute of CPU over a run.
+ * each look reads every process of the machine, which at ten a second was most of the runner's
+ * own CPU (docs/benchmarks.md).
  */
 const WATCH_MS = 500;
 

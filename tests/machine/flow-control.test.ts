@@ -192,8 +192,8 @@ describe(`flow control on ${RUNTIME}`, {
     const pid = await childRunning(child.pid!, ["yes"]);
     // Pipes are fast: a flood of GiBs, whose queueing would grow the executor by as much (1 GiB
     // between the two parts, eight times the bound), and over which a heap may grow in steps of
-    // tens of MiB on its own (V8's old space). Every GiB more costs each runtime's stage seconds
-    // of CPU on both ends of the pipe and tells no more.
+    // tens of MiB on its own (V8's old space). A longer flood costs CPU on both ends of the pipe
+    // and tells no more.
     const early = await keptWhile(child.pid!, pid, 256 * MiB, 512 * MiB);
     const late = await keptWhile(child.pid!, pid, 1536 * MiB, 1792 * MiB);
     const grown = late - early;
