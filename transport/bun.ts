@@ -30,6 +30,7 @@ export type { RunningServer, ServeWebSocketOptions, UpgradeDecision } from "./se
 interface BunServerSocket {
   readonly data: BunSocketData;
   send(data: string): number;
+  cork?(run: () => void): void;
   getBufferedAmount?(): number;
   close(code?: number, reason?: string): void;
   terminate?(): void;
@@ -74,9 +75,26 @@ function bun(): BunRuntime {
 
 const decoder = new TextDecoder();
 
-/** A Transport over one of Bun's server sockets, fed by the server's websocket handlers. */
+/**
+ * A Transport over one of Bun's server sockets, fed by the server's websocket handlers.
+ *
+ * Bun writes what a socket's handler (and the microtasks after it) sends in one write, but each
+ * send from any other task (a timer, `setImmediate`, another socket's I/O: a store's commit, a
+ * tool result relayed from elsewhere) in a write of its own. So a turn's frames are kept and sent
+ * together, corked, once its microtasks run.
+ */
 class BunServerTransport extends SocketTransport {
   readonly #socket: BunServerSocket;
+  /** Frames sent in this turn and not yet handed to the socket, and their length. */
+  #unsent: string[] = [];
+  #unsentLength = 0;
+  /** In the socket's message handler, which Bun runs corked. */
+  #receiving = false;
+  readonly #sendUnsent = () => this.#flush();
+  readonly #sendEach = () => {
+    const frames = this.#unsent;
+    for (let i = 0; i < frames.length; i++) this.#socket.send(frames[i]);
+  };
 
   constructor(socket: BunServerSocket) {
     super();
@@ -87,23 +105,50 @@ class BunServerTransport extends SocketTransport {
     return this.#socket.data.protocol;
   }
   get bufferedAmount(): number | undefined {
-    return this.#socket.getBufferedAmount?.();
+    const socket = this.#socket.getBufferedAmount?.();
+    return socket === undefined ? undefined : socket + this.#unsentLength;
   }
 
   send(frame: string): void {
     if (this.closeInfo) throw this.closedError();
-    this.#socket.send(frame);
+    if (this.#unsent.length === 0) {
+      // In the socket's own handler: corked already.
+      if (this.#receiving) {
+        this.#socket.send(frame);
+        return;
+      }
+      queueMicrotask(this.#sendUnsent);
+    }
+    this.#unsent.push(frame);
+    this.#unsentLength += frame.length;
+  }
+  #flush(): void {
+    const frames = this.#unsent;
+    if (frames.length === 0) return;
+    if (frames.length === 1 || this.#socket.cork === undefined) this.#sendEach();
+    else this.#socket.cork(this.#sendEach);
+    this.#unsent = [];
+    this.#unsentLength = 0;
   }
   protected closeSocket(code: number, reason: string): void {
+    // What was sent before the close goes first.
+    this.#flush();
     this.#socket.close(code, reason);
   }
   protected override abortSocket(code: number, reason: string): void {
+    this.#unsent = [];
+    this.#unsentLength = 0;
     if (this.#socket.terminate) this.#socket.terminate();
     else this.#socket.close(code, reason);
   }
   /** A message from the socket, text or bytes. */
   receive(message: string | Uint8Array): void {
-    this.deliver(typeof message === "string" ? message : decoder.decode(message));
+    this.#receiving = true;
+    try {
+      this.deliver(typeof message === "string" ? message : decoder.decode(message));
+    } finally {
+      this.#receiving = false;
+    }
   }
 }
 

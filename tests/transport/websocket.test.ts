@@ -55,8 +55,15 @@ async function echoServer(
           accepted.push(transport);
           transport.listen((frame) => {
             const close = /^close (\d+) (.*)$/.exec(frame);
+            const later = /^later (\d+) then close (\d+)$/.exec(frame);
             if (close) transport.close(Number(close[1]), close[2]);
-            else transport.send(`echo:${frame}`);
+            else if (later) {
+              // Sent from a task of their own, not the socket's handler, then closed at once.
+              setTimeout(() => {
+                for (let i = 0; i < Number(later[1]); i++) transport.send(`later:${i}`);
+                transport.close(Number(later[2]), "after the frames");
+              }, 0);
+            } else transport.send(`echo:${frame}`);
           });
         },
       });
@@ -152,6 +159,22 @@ for (const kind of ["tcp", "unix"] as const) {
             assert.deepEqual(await transport.closed, { code, reason: `reason ${code}` });
           });
         }
+
+        it("delivers frames sent from another task in order, before a close that follows them", async () => {
+          const transport = await dialWebSocket(running.url, {
+            protocols: PROTOCOLS,
+            headers: auth,
+          });
+          const frames: string[] = [];
+          transport.listen((frame) => frames.push(frame));
+          transport.send("echo first");
+          transport.send("later 200 then close 4000");
+          assert.deepEqual(await transport.closed, { code: 4000, reason: "after the frames" });
+          assert.deepEqual(frames, [
+            "echo:echo first",
+            ...Array.from({ length: 200 }, (_, i) => `later:${i}`),
+          ]);
+        });
 
         it("closes with 1009 when a frame exceeds the limit", async () => {
           const transport = await dialWebSocket(running.url, {
