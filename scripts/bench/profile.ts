@@ -6,8 +6,9 @@
  *
  * To profile one case: `npx tsx scripts/bench/profile.ts --run memory|tool-ws|events|events-sqlite
  * [--ms 3000]` runs the in-memory tool-call case (or the WebSocket case: harness and executor in
- * two processes; or durable events, without a store or with a SQLite file) on Node under
- * `--cpu-prof`, pinned to CPU 0, and prints every profile's summary.
+ * two processes; or durable events, without a store or with a SQLite file) under `--cpu-prof`
+ * (on Node, or the runtime `RUNTIME=deno|bun` names), pinned to CPU 0, and prints every
+ * profile's summary.
  * `INFLIGHT=64` keeps 64 calls in flight; `PROFILE_DIR=dir` keeps the .cpuprofile files (open
  * them in Chrome DevTools, or read their line ticks).
  */
@@ -92,28 +93,36 @@ export function printProfile(path: string, top = 40, filter?: string): void {
   }
 }
 
+/** The runtime the case's processes run on: `RUNTIME=node|deno|bun`, Node by default. */
+function profiledRuntime(): "node" | "deno" | "bun" {
+  const runtime = process.env.RUNTIME ?? "node";
+  if (runtime === "node" || runtime === "deno" || runtime === "bun") return runtime;
+  throw new Error(`RUNTIME must be node, deno or bun, not ${runtime}`);
+}
+
 async function profileCase(which: string, ms: number, top: number): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "bma-prof-"));
   const flags = ["--cpu-prof", `--cpu-prof-dir=${dir}`];
   const children: Child[] = [];
   const inflight = Number(process.env.INFLIGHT ?? 1);
+  const runtime = profiledRuntime();
   let unit = "calls";
   let runParams = (): Promise<Record<string, unknown>> => Promise.resolve({});
   try {
     let driver: Child;
     if (which === "memory") {
-      driver = await Child.start("node", ["memory"], { runtimeFlags: flags, cpu: 0 });
+      driver = await Child.start(runtime, ["memory"], { runtimeFlags: flags, cpu: 0 });
       children.push(driver);
       await driver.ready;
     } else if (which === "events" || which === "events-sqlite") {
       const harnessArgs = which === "events" ? [] : [join(dir, "events.db"), "normal"];
-      const harness = await Child.start("node", ["events-harness", ...harnessArgs], {
+      const harness = await Child.start(runtime, ["events-harness", ...harnessArgs], {
         runtimeFlags: flags,
         cpu: 0,
       });
       children.push(harness);
       const { url } = await harness.ready;
-      driver = await Child.start("node", ["events-executor", String(url)], {
+      driver = await Child.start(runtime, ["events-executor", String(url)], {
         runtimeFlags: flags,
         cpu: 0,
       });
@@ -127,10 +136,10 @@ async function profileCase(which: string, ms: number, top: number): Promise<void
         return { client, session: (sessions as Record<string, string>)[client] };
       };
     } else {
-      driver = await Child.start("node", ["tool-harness", "tcp"], { runtimeFlags: flags, cpu: 0 });
+      driver = await Child.start(runtime, ["tool-harness", "tcp"], { runtimeFlags: flags, cpu: 0 });
       children.push(driver);
       const { url } = await driver.ready;
-      const executor = await Child.start("node", ["tool-executor", String(url)], {
+      const executor = await Child.start(runtime, ["tool-executor", String(url)], {
         runtimeFlags: flags,
         cpu: 0,
       });
