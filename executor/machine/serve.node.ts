@@ -22,7 +22,11 @@
  * reaper, `reaper.node.ts`).
  */
 import type { Clock } from "../../protocol/clock.ts";
-import type { HarnessRequestMethod, RequestMap } from "../../protocol/generated/contract.ts";
+import type {
+  HarnessRequestMethod,
+  ProcessOutputParams,
+  RequestMap,
+} from "../../protocol/generated/contract.ts";
 import { ForbiddenError, NotFoundError } from "../../protocol/generated/errors.ts";
 import type { Disposable, RequestContext } from "../../protocol/peer.ts";
 import { traceContextOf, traceEnvironment } from "../../protocol/trace-context.ts";
@@ -40,6 +44,7 @@ import {
 import { editTool, FileToolError, globTool, grepTool, readTool, writeTool } from "./files.node.ts";
 import { GitCredentialStore } from "./git-credentials.node.ts";
 import type { McpServerConfig } from "./mcp-config.ts";
+import { LossyOutput } from "./lossy-output.ts";
 import { McpRelay } from "./mcp.node.ts";
 import { ProcessTable } from "./processes.node.ts";
 import type { PtyHost } from "./pty.ts";
@@ -190,6 +195,14 @@ export function serveMachine(
   const cgroups = cgroupSource(options.cgroups, (parent) => CgroupTree.open(parent), logger);
   const machines = new Map<string, MachineSession>();
   let mcp: McpRelay | undefined;
+  const processOutput = new LossyOutput<ProcessOutputParams>(
+    {
+      send: (params) => client.notify("process.output", params),
+      congested: () => client.congested,
+    },
+    (params) => `${params.session_id}\n${params.process_id}\n${params.stream}`,
+    options.clock,
+  );
 
   /** The machine state of a session, made (with its cleanup hook) on first use. */
   const machineOf = (session: ExecutorSession): MachineSession => {
@@ -204,11 +217,7 @@ export function serveMachine(
       clock: options.clock,
       spawn: (argv, spawnOptions) => processes.spawn(argv, spawnOptions),
       env: (extra) => envFor(sessionId, extra),
-      onOutput: (params) => {
-        try {
-          client.notify("process.output", params);
-        } catch { /* lossy while disconnected: process.read catches up */ }
-      },
+      onOutput: (params) => processOutput.send(params),
     });
     const machine: MachineSession = { session, processes, table };
     machines.set(sessionId, machine);
@@ -220,6 +229,7 @@ export function serveMachine(
         ]);
       } finally {
         if (machines.get(sessionId) === machine) machines.delete(sessionId);
+        processOutput.forgetSession(sessionId);
         await git.drop(sessionId);
       }
     });
@@ -327,6 +337,7 @@ export function serveMachine(
     registrations.push(serveTerminals(client, {
       pty: options.pty,
       graceMs,
+      clock: options.clock,
       maxOpen: limits.terminalsPerSession,
       maxOpenPerExecutor: limits.terminals,
       resolveCwd: (path) =>
@@ -384,6 +395,7 @@ export function serveMachine(
   const withdraw = (): Promise<void> => {
     if (withdrawn) return withdrawn;
     for (const registration of registrations) registration.dispose();
+    processOutput.dispose();
     const machinesLeft = [...machines.values()];
     machines.clear();
     withdrawn = Promise.all(machinesLeft.map((machine) => {

@@ -27,7 +27,8 @@ import type { Disposable } from "../../protocol/peer.ts";
 import { traceContextOf, traceEnvironment } from "../../protocol/trace-context.ts";
 import type { ExecutorClient } from "../client.ts";
 import { decodeChunk, encodeChunk, OutputBuffer, utf8Boundary } from "./output-buffer.ts";
-import { MAX_TIMER_MS } from "../../protocol/clock.ts";
+import { type Clock, MAX_TIMER_MS } from "../../protocol/clock.ts";
+import { LossyOutput } from "./lossy-output.ts";
 import { type Pty, type PtyExit, type PtyHost, PtySpawnError } from "./pty.ts";
 
 /** Options of a {@linkcode TerminalTable}. */
@@ -477,6 +478,8 @@ export interface ServeTerminalsOptions {
   maxOpen?: number;
   /** Terminals open at once over all sessions. Default 128. */
   maxOpenPerExecutor?: number;
+  /** Times the second try of output a congested link dropped. Default: the system clock. */
+  clock?: Clock;
 }
 
 /**
@@ -487,6 +490,14 @@ export interface ServeTerminalsOptions {
 export function serveTerminals(client: ExecutorClient, options: ServeTerminalsOptions): Disposable {
   const tables = new Map<string, TerminalTable>();
   const place = options.place;
+  const output = new LossyOutput<TerminalOutputParams>(
+    {
+      send: (params) => client.notify("terminal.output", params),
+      congested: () => client.congested,
+    },
+    (params) => `${params.session_id}\n${params.terminal_id}`,
+    options.clock,
+  );
   const executor = {
     max: options.maxOpenPerExecutor ?? 128,
     open: () => {
@@ -510,11 +521,7 @@ export function serveTerminals(client: ExecutorClient, options: ServeTerminalsOp
       resolveCwd: options.resolveCwd,
       env: (extra) => options.env(sessionId, extra),
       place: place && ((argv, launch, context) => place(sessionId, argv, launch, context)),
-      onOutput: (params) => {
-        try {
-          client.notify("terminal.output", params);
-        } catch { /* lossy while disconnected: terminal.read catches up */ }
-      },
+      onOutput: (params) => output.send(params),
       graceMs: options.graceMs,
       bufferBytes: options.bufferBytes,
       maxOpen: options.maxOpen,
@@ -523,6 +530,7 @@ export function serveTerminals(client: ExecutorClient, options: ServeTerminalsOp
     tables.set(sessionId, created);
     session.onCleanup(async (cleanup) => {
       await created.closeAll(cleanup.graceMs);
+      output.forgetSession(sessionId);
       if (tables.get(sessionId) === created) tables.delete(sessionId);
     });
     return created;
@@ -551,6 +559,7 @@ export function serveTerminals(client: ExecutorClient, options: ServeTerminalsOp
       for (const registration of registrations) registration.dispose();
       for (const table of tables.values()) void table.closeAll();
       tables.clear();
+      output.dispose();
     },
   };
 }
