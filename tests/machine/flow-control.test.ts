@@ -135,9 +135,11 @@ describe(`flow control on ${RUNTIME}`, {
       proxy.stall();
       // Its answer waits behind the stall: awaited once the proxy reads again.
       const typed = terminal.write("go\r");
-      // Twice, then eight times what the executor keeps of a terminal's output (8 MiB).
-      const early = await keptWhile(child.pid!, pid, 16 * MiB, 24 * MiB);
-      const late = await keptWhile(child.pid!, pid, 56 * MiB, 64 * MiB);
+      // Once the heap has grown to its working size (Deno's still grows by tens of MiB between 24
+      // and 64 MiB of output, then no more), and 128 MiB later: queueing would grow it by twice
+      // the bound.
+      const early = await keptWhile(child.pid!, pid, 64 * MiB, 72 * MiB);
+      const late = await keptWhile(child.pid!, pid, 192 * MiB, 200 * MiB);
       const grown = late - early;
       assert.ok(grown < MAX_GROWTH_BYTES, `grew ${(grown / MiB).toFixed(1)} MiB`);
       proxy.resume();
@@ -192,10 +194,10 @@ describe(`flow control on ${RUNTIME}`, {
     const pid = await childRunning(child.pid!, ["yes"]);
     // Pipes are fast: a flood of GiBs, whose queueing would grow the executor by as much (1 GiB
     // between the two parts, eight times the bound), and over which a heap may grow in steps of
-    // tens of MiB on its own (V8's old space). A longer flood costs CPU on both ends of the pipe
-    // and tells no more.
-    const early = await keptWhile(child.pid!, pid, 256 * MiB, 512 * MiB);
-    const late = await keptWhile(child.pid!, pid, 1536 * MiB, 1792 * MiB);
+    // tens of MiB on its own (V8's old space), more while it is young: the first part starts
+    // after 512 MiB. A longer flood costs CPU on both ends of the pipe and tells no more.
+    const early = await keptWhile(child.pid!, pid, 512 * MiB, 768 * MiB);
+    const late = await keptWhile(child.pid!, pid, 1792 * MiB, 2048 * MiB);
     const grown = late - early;
     assert.ok(grown < 2 * MAX_GROWTH_BYTES, `grew ${(grown / MiB).toFixed(1)} MiB`);
     proxy.resume();
