@@ -21,11 +21,13 @@
  *
  * Not on Windows (no process groups, no `/bin/sh`): there a child outlives a killed executor.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 // node:timers' timers can be unref'd on every runtime (Deno's global ones are numbers).
 import { clearInterval, setInterval } from "node:timers";
 import type { Logger } from "../../protocol/logger.ts";
+import type { ReaperEvents, ReaperProcess } from "./reaper-process.ts";
+import { startReaperOnBun } from "./reaper-process.bun.ts";
 
 /** Seconds between the reaper's SIGTERM and its SIGKILL. */
 export const REAP_GRACE_S = 1;
@@ -82,9 +84,31 @@ const SUPPORTED = process.platform !== "win32";
 /** A reaper that ends sooner than this after its start is not started again until needed. */
 const RESTART_AFTER_MS = 1_000;
 
+/** The reaper's environment: nothing of the executor's. */
+const REAPER_ENV = { PATH: "/usr/bin:/bin" };
+
+/** Starts the reaper with `node:child_process` (Node and Deno write a child's stdin at once). */
+function startWithNode(events: ReaperEvents): ReaperProcess {
+  const child = spawn("/bin/sh", ["-c", SCRIPT], {
+    // Its own session: a Ctrl-C (or any signal to the executor's process group) passes it by.
+    detached: true,
+    // Its stdin is the pipe; nothing else of the executor's (the runtimes open every other
+    // descriptor close-on-exec), so the pipe closes when the executor's process ends.
+    stdio: ["pipe", "ignore", "ignore"],
+    env: REAPER_ENV,
+  });
+  child.stdin?.on("error", () => {}); // the reaper ended: handled on "exit"
+  child.once("error", (error) => events.error(error));
+  child.once("exit", () => events.exit());
+  // The executor's process may end whenever it likes: the reaper does not hold it.
+  child.unref();
+  (child.stdin as { unref?: () => void } | null)?.unref?.();
+  return { write: (text) => void child.stdin?.write(text) };
+}
+
 /** The executor process's reaper (one per process, whatever number of clients it holds). */
 class Reaper {
-  #child: ChildProcess | undefined;
+  #child: ReaperProcess | undefined;
   #startedAt = 0;
   #failed = false;
   #logger: Logger | undefined;
@@ -113,7 +137,7 @@ class Reaper {
 
   #send(text: string): void {
     if (this.#child) {
-      this.#child.stdin?.write(text);
+      this.#child.write(text);
       return;
     }
     // A new reaper learns every registration at once (`text` is one of them, or withdrawn).
@@ -122,43 +146,36 @@ class Reaper {
 
   #start(): void {
     if (this.#failed) return;
-    let child: ChildProcess;
+    let child: ReaperProcess | undefined;
+    const events: ReaperEvents = {
+      error: (error) => {
+        if (this.#child === child) this.#child = undefined;
+        this.#fail(error);
+      },
+      exit: () => {
+        if (this.#child !== child) return;
+        this.#child = undefined;
+        // Ended by someone else (it ends by itself only once the executor is gone): a new one
+        // takes over what is still registered, now or (after one that ended at once) on the
+        // next registration.
+        this.#logger?.warn("the process reaper ended while the executor runs");
+        if (Date.now() - this.#startedAt >= RESTART_AFTER_MS && this.#registered.size > 0) {
+          this.#start();
+        }
+      },
+    };
     try {
-      child = spawn("/bin/sh", ["-c", SCRIPT], {
-        // Its own session: a Ctrl-C (or any signal to the executor's process group) passes it by.
-        detached: true,
-        // Its stdin is the pipe; nothing else of the executor's (the runtimes open every other
-        // descriptor close-on-exec), so the pipe closes when the executor's process ends.
-        stdio: ["pipe", "ignore", "ignore"],
-        env: { PATH: "/usr/bin:/bin" },
-      });
+      child = "Bun" in globalThis
+        ? startReaperOnBun(SCRIPT, REAPER_ENV, events)
+        : startWithNode(events);
     } catch (error) {
       this.#fail(error);
       return;
     }
     this.#child = child;
     this.#startedAt = Date.now();
-    child.stdin?.on("error", () => {}); // the reaper ended: handled on "exit"
-    child.once("error", (error) => {
-      if (this.#child === child) this.#child = undefined;
-      this.#fail(error);
-    });
-    child.once("exit", () => {
-      if (this.#child !== child) return;
-      this.#child = undefined;
-      // Ended by someone else (it ends by itself only once the executor is gone): a new one
-      // takes over what is still registered, now or (after one that ended at once) on the next
-      // registration.
-      this.#logger?.warn("the process reaper ended while the executor runs");
-      if (Date.now() - this.#startedAt >= RESTART_AFTER_MS && this.#registered.size > 0) {
-        this.#start();
-      }
-    });
-    // The executor's process may end whenever it likes: the reaper does not hold it.
-    child.unref();
-    (child.stdin as { unref?: () => void } | null)?.unref?.();
     const lines = [...this.#registered.keys()].map((line) => `+${line}\n`).join("");
-    if (lines) child.stdin?.write(lines);
+    if (lines) child.write(lines);
   }
 
   #fail(error: unknown): void {

@@ -63,4 +63,25 @@ describe(`the executor's reaper (${RUNTIME})`, {
     assert.equal(alive(twice), false, "one of its two holders still held it");
     assert.equal(alive(withdrawn), true, "a withdrawn session is left alone");
   });
+
+  it("kill -9 in the same turn as the registrations: the reaper still knew of them", async () => {
+    const [kept, withdrawn, twice] = [leader(), leader(), leader()];
+    const program = spawnTs(
+      "tests/machine/reaper-program.ts",
+      [...[kept, withdrawn, twice].map(String), "at-once"],
+    );
+    started.push(program);
+    const exited = new Promise((resolve) =>
+      program.once("exit", (_code, signal) => resolve(signal))
+    );
+    assert.equal(await exited, "SIGKILL");
+    // The reaper ends them within its grace; an unknown registration would leave them running.
+    for (const bound = Date.now() + 30_000; Date.now() < bound;) {
+      if (!alive(kept) && !alive(twice)) break;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    assert.equal(alive(kept), false, "a session registered just before the kill ends");
+    assert.equal(alive(twice), false, "one of its two holders still held it");
+    assert.equal(alive(withdrawn), true, "a withdrawn session is left alone");
+  });
 });
