@@ -34,7 +34,7 @@ const BRAIN_TOKEN = "brain-token-0123456789abcdef";
  * The server's `slowClientTimeoutMs`: short, yet long enough that a client that reads, on a
  * machine busy with other tests, never waits that long for its share of the CPU.
  */
-const TIMEOUT_MS = 2_000;
+const TIMEOUT_MS = 5_000;
 /** Clients of each stream that stop reading. */
 const STALLED = 16;
 /** What the flood sends: more than the kernel buffers of a connection hold (a few MiB). */
@@ -223,7 +223,7 @@ describe("event streams against clients that stop reading", { timeout: 120_000 }
     }
     for (const reader of readers) await reader.seen("after-flood");
     // Idle for several timeouts: no write of a client that reads waits, so none is timed out.
-    await sleep(3 * TIMEOUT_MS);
+    await sleep(2 * TIMEOUT_MS);
     await command("mark after-idle", "marked after-idle");
     for (const reader of readers) await reader.seen("after-idle");
     assert.deepEqual(readers.map((reader) => reader.isClosed()), [false, false, false]);
