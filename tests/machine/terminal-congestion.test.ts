@@ -22,6 +22,8 @@ const RUNTIME_PTY = (sdk as unknown as Record<string, Entry.PtyHost>)[
 const FLOOD_BYTES = 24_000_000;
 /** How long the harness may take to get the last line once the link has room (a hang's bound). */
 const BOUND_MS = 60_000;
+/** What is handed after the flood while the link is not yet congested, at a time. */
+const FILLER_BYTES = 64 * 1024;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -31,9 +33,12 @@ describe(`a quiet terminal after a congested flood (${RUNTIME})`, { timeout: 120
   let server: Entry.HarnessServer;
   let proxy: ChaosProxy;
   let client: Entry.ExecutorClient;
-  /** The executor's side of the PTY: what it was handed, and the link's state when it was. */
+  /** The executor's side of the PTY: what it was handed, up to the last line. */
   let handed = "";
-  let congestedWhenHanded: boolean | undefined;
+  /** Set once the last line was handed over (on a congested link). */
+  let lastLineHanded = false;
+  /** The offset of the chunk holding the last line's end, and each try to send it. */
+  let lastChunk: { offset: number; sent: boolean[] } | undefined;
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "bma-term-congestion-"));
@@ -44,20 +49,60 @@ describe(`a quiet terminal after a congested flood (${RUNTIME})`, { timeout: 120
       harnessUrl: proxy.url,
       executor: { name: "congestion", os: "linux", arch: "amd64", version: "1.0.0" },
     });
+    // Each `terminal.output` the executor sends, and whether the link took it or dropped it.
+    const notify = client.notify.bind(client);
+    let handing = false;
+    client.notify = ((method, params) => {
+      const sent = notify(method, params);
+      if (method !== "terminal.output") return sent;
+      const { offset } = params as { offset: number };
+      if (handing) lastChunk = { offset, sent: [] };
+      const chunk = lastChunk;
+      if (chunk?.offset === offset) chunk.sent.push(sent);
+      return sent;
+    }) as typeof client.notify;
     const decoder = new TextDecoder();
+    const filler = new TextEncoder().encode("y".repeat(FILLER_BYTES));
     const pty: Entry.PtyHost = {
       ...RUNTIME_PTY,
-      spawn: (options, events) =>
-        RUNTIME_PTY.spawn(options, {
+      spawn: (options, events) => {
+        // From the chunk that completes the last line on, output waits here until the link is
+        // congested: a stalled reader's kernel keeps taking bytes slowly, so the executor's unsent
+        // bytes hover around the threshold and the flood alone may end on a free moment. More
+        // flood is handed meanwhile, as the program would have written it.
+        let held: Uint8Array[] | undefined;
+        let exited: Parameters<typeof events.exit>[0] | undefined;
+        const handOver = () => {
+          if (!client.congested) {
+            events.data(filler);
+            setTimeout(handOver, 5);
+            return;
+          }
+          handing = true;
+          for (const chunk of held!.splice(0)) events.data(chunk);
+          handing = false;
+          held = undefined;
+          lastLineHanded = true;
+          if (exited) events.exit(exited);
+        };
+        return RUNTIME_PTY.spawn(options, {
           ...events,
           data: (chunk) => {
+            if (held) return void held.push(chunk);
             handed = (handed + decoder.decode(chunk, { stream: true })).slice(-256);
-            if (congestedWhenHanded === undefined && handed.includes("done-42")) {
-              congestedWhenHanded = client.congested;
+            if (!lastLineHanded && handed.includes("done-42")) {
+              held = [chunk];
+              handOver();
+              return;
             }
             events.data(chunk);
           },
-        }),
+          exit: (how) => {
+            if (held) exited = how;
+            else events.exit(how);
+          },
+        });
+      },
     };
     sdk.serveMachine(client, { workdir: dir, graceMs: 300, pty });
     await client.start();
@@ -100,8 +145,8 @@ describe(`a quiet terminal after a congested flood (${RUNTIME})`, { timeout: 120
     proxy.stall();
     // Its answer waits behind the stall: awaited once the proxy reads again.
     const typed = terminal.write("go\r");
-    while (congestedWhenHanded === undefined) await sleep(20);
-    assert.equal(congestedWhenHanded, true, "the last line was handed over on a congested link");
+    while (!lastLineHanded) await sleep(20);
+    assert.equal(lastChunk?.sent[0], false, "the link dropped the last line");
     proxy.resume();
     await typed;
 
@@ -112,6 +157,11 @@ describe(`a quiet terminal after a congested flood (${RUNTIME})`, { timeout: 120
     ]);
     clearTimeout(bound);
     assert.equal(outcome, true, `the harness never got the last line (${received} bytes in)`);
+    assert.equal(
+      lastChunk.sent.at(-1),
+      true,
+      "the last line was sent again once the link had room",
+    );
     assert.equal(received + terminal.lostBytes, terminal.offset);
     await terminal.close();
     await session.stop();
