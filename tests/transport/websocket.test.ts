@@ -56,7 +56,9 @@ async function echoServer(
           transport.listen((frame) => {
             const close = /^close (\d+) (.*)$/.exec(frame);
             const later = /^later (\d+) then close (\d+)$/.exec(frame);
+            const sized = /^bytes (\d+)$/.exec(frame);
             if (close) transport.close(Number(close[1]), close[2]);
+            else if (sized) transport.send(textOfBytes(Number(sized[1])));
             else if (later) {
               // Sent from a task of their own, not the socket's handler, then closed at once.
               setTimeout(() => {
@@ -71,6 +73,11 @@ async function echoServer(
     fetch: (request) => Promise.resolve(new Response(`http ${new URL(request.url).pathname}`)),
   });
   return { server, accepted };
+}
+
+/** A text of `n` UTF-8 bytes, mostly three-byte characters. */
+function textOfBytes(n: number): string {
+  return "☃".repeat(Math.floor(n / 3)) + "a".repeat(n % 3);
 }
 
 function nextFrame(transport: Transport): () => Promise<string> {
@@ -118,6 +125,22 @@ for (const kind of ["tcp", "unix"] as const) {
           const next = nextFrame(transport);
           transport.send("héllo ☃");
           assert.equal(await next(), "echo:héllo ☃");
+          transport.close(1000, "done");
+          assert.equal((await transport.closed).code, 1000);
+        });
+
+        it("carries the server's frames of every length class whole", async () => {
+          const transport = await dialWebSocket(running.url, {
+            protocols: PROTOCOLS,
+            headers: auth,
+          });
+          const next = nextFrame(transport);
+          for (const bytes of [0, 1, 125, 126, 127, 65_535, 65_536, 200_000]) {
+            transport.send(`bytes ${bytes}`);
+            const frame = await next();
+            assert.equal(new TextEncoder().encode(frame).length, bytes);
+            assert.ok(frame === textOfBytes(bytes), `the frame of ${bytes} bytes differs`);
+          }
           transport.close(1000, "done");
           assert.equal((await transport.closed).code, 1000);
         });
