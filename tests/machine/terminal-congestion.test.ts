@@ -73,7 +73,7 @@ describe(`a quiet terminal after a congested flood (${RUNTIME})`, { timeout: 120
         // bytes hover around the threshold and the flood alone may end on a free moment. More
         // flood is handed meanwhile, as the program would have written it.
         let held: Uint8Array[] | undefined;
-        let exited: Parameters<typeof events.exit>[0] | undefined;
+        let exited: Entry.PtyExit | undefined;
         let filled = 0;
         const handOver = () => {
           // A link that never counts as congested fails the assertion on the drop, not the timeout.
