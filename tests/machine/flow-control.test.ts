@@ -126,7 +126,11 @@ describe(`flow control on ${RUNTIME}`, {
     },
     async () => {
       const session = await newSession();
-      const terminal = await session.terminal({ argv: ["sh", "-c", "read line; exec yes"] });
+      // Output processing off (`-opost`): the line discipline's \n to \r\n makes a PTY carry
+      // a tenth of the bytes per second on some kernels, and the flood's bytes are what count.
+      const terminal = await session.terminal({
+        argv: ["sh", "-c", "stty -opost; read line; exec yes"],
+      });
       const pid = terminal.pid!;
       let received = 0;
       const reading = (async () => {
