@@ -138,6 +138,8 @@ describe("event streams against clients that stop reading", { timeout: 120_000 }
   let briefPort: number;
   let stderr = "";
   const opened: RawStream[] = [];
+  /** A brain API stream of the short-lived server, opened from far ahead. */
+  let brief: Promise<RawStream>;
 
   const port = async (name: string) =>
     Number(new URL((await out.match(new RegExp(`^${name} (\\S+)$`))).match[1]).port);
@@ -176,6 +178,9 @@ describe("event streams against clients that stop reading", { timeout: 120_000 }
     brainPort = await port("brain");
     briefPort = await port("brief");
     await out.match(/^ready$/);
+    // Its lifetime runs beside the first test (the last one awaits its end).
+    brief = brainStream(true, briefPort, 1e9);
+    brief.catch(() => {}); // awaited by that test, which reports a failure to open it
   });
 
   after(async () => {
@@ -203,6 +208,9 @@ describe("event streams against clients that stop reading", { timeout: 120_000 }
     }
     const before = rss(child.pid!);
     await command(`flood ${FLOOD_EVENTS} ${FLOOD_CHARS} after-flood`, "flooded after-flood");
+    // The readers are idle from here on (no event is sent until the mark below).
+    for (const reader of readers) await reader.seen("after-flood");
+    const idleSince = performance.now();
     // Each stalled client is disconnected once a write to it waited past the timeout. A paused
     // socket notices nothing (it polls for nothing): the server's word says when it happened.
     await printed(/^log HTTP client disconnected/, stalled.length);
@@ -221,9 +229,8 @@ describe("event streams against clients that stop reading", { timeout: 120_000 }
     for (const stream of stalled) {
       assert.ok(stream.socket.bytesRead < flood / 2, `read ${stream.socket.bytesRead} bytes`);
     }
-    for (const reader of readers) await reader.seen("after-flood");
-    // Idle for several timeouts: no write of a client that reads waits, so none is timed out.
-    await sleep(2 * TIMEOUT_MS);
+    // Idle for two timeouts: no write of a client that reads waits, so none is timed out.
+    await sleep(idleSince + 2 * TIMEOUT_MS - performance.now());
     await command("mark after-idle", "marked after-idle");
     for (const reader of readers) await reader.seen("after-idle");
     assert.deepEqual(readers.map((reader) => reader.isClosed()), [false, false, false]);
@@ -234,7 +241,7 @@ describe("event streams against clients that stop reading", { timeout: 120_000 }
 
   it("ends a brain API stream at maxStreamMs and closes its connection", async () => {
     // From far ahead: nothing to send, so only the lifetime ends it.
-    const reader = await brainStream(true, briefPort, 1e9);
+    const reader = await brief;
     await reader.seen("event: end");
     await reader.seen('"ended":false');
     await reader.closed;
