@@ -53,6 +53,10 @@ describe(`the executor's reaper (${RUNTIME})`, {
     );
     started.push(program);
     await printed(program, "ready");
+    // Started: Bun's spawn returns before its child has run `/bin/sh` (its command line is empty
+    // until then), so the shell is waited for. (The next test shows the reaper knew of the
+    // sessions at once.)
+    await until(() => shellsUnder(program.pid!).length > 0);
     const reapers = shellsUnder(program.pid!);
     assert.equal(reapers.length, 1, "one reaper, started on first use");
     const exited = new Promise((resolve) => program.once("exit", resolve));
