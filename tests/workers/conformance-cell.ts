@@ -34,8 +34,6 @@ export interface ExternalCell {
 }
 
 const OBJECT = "default";
-/** Longer than workerd's idle time before it evicts an object. */
-const IDLE_MS = 11_000;
 
 type Forwarded = (h: string, ...args: unknown[]) => Promise<any>;
 
@@ -100,13 +98,8 @@ export class EdgeHarnessAgent {
   }
 
   /** Resolves once workerd has evicted the object and a new incarnation answers. */
-  async evict(h: string): Promise<void> {
-    const edge = this.#edge(h);
-    const before = await edge.instance(OBJECT);
-    // Each look wakes the object; stay away longer than its idle time between looks.
-    for (let now = before; now === before; now = await edge.instance(OBJECT)) {
-      await new Promise((resolve) => setTimeout(resolve, IDLE_MS));
-    }
+  evict(h: string): Promise<void> {
+    return this.#edge(h).evicted(OBJECT);
   }
 
   async close(h: string): Promise<void> {

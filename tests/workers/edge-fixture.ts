@@ -10,6 +10,9 @@ import WebSocket from "ws";
 import { ExecutorClient, type ExecutorClientOptions } from "../../executor/node.ts";
 import { CapturingLogger } from "../helpers/raw.ts";
 
+/** How long workerd lets an idle Durable Object stay in memory. */
+const EVICT_AFTER_IDLE_MS = 10_000;
+
 /** Credentials the Worker's token endpoint accepts in these tests. */
 export const EDGE = {
   jwtSecret: "edge-test-signing-secret-0123456789abcdef",
@@ -146,6 +149,21 @@ export class Edge {
   async instance(object = `environments/${EDGE.environmentId}`): Promise<string> {
     const response = await fetch(`${this.url}/_driver/${encodeURIComponent(object)}/instance`);
     return ((await response.json()) as { instance: string }).instance;
+  }
+
+  /**
+   * Resolves once workerd has evicted the object `object`: a look finds a new incarnation.
+   * workerd evicts an object 10 s after it went idle, and each look wakes it and starts that
+   * over; on a busy machine workerd's timer fires late, and a look 11 s after the last one came
+   * first, again and again (a run beside five other stages waited 150 s in vain). So the looks
+   * come further apart each time: 11, 12, 14, 18, 26, 42 s.
+   */
+  async evicted(object = `environments/${EDGE.environmentId}`): Promise<void> {
+    const before = await this.instance(object);
+    for (let late = 1_000;; late *= 2) {
+      await new Promise((resolve) => setTimeout(resolve, EVICT_AFTER_IDLE_MS + late));
+      if ((await this.instance(object)) !== before) return;
+    }
   }
 
   /** Calls the brain API of `route` (default: the test environment's object). */

@@ -11,9 +11,6 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { Edge, gate, INFO, registerParams } from "./edge-fixture.ts";
 
-/** Longer than workerd's idle time before it evicts an object. */
-const IDLE_MS = 11_000;
-
 describe("edge harness on workerd: eviction", { timeout: 150_000 }, () => {
   let edge: Edge;
   before(async () => {
@@ -21,15 +18,6 @@ describe("edge harness on workerd: eviction", { timeout: 150_000 }, () => {
     edge = await Edge.start({ vars: { BMA_HEARTBEAT_INTERVAL_MS: "30000" } });
   });
   after(() => edge.dispose());
-
-  /** Resolves once a look at the object finds a new incarnation. */
-  async function evicted(): Promise<void> {
-    const before = await edge.instance();
-    // Each look wakes the object again: stay away longer than its idle time between looks.
-    for (let now = before; now === before; now = await edge.instance()) {
-      await new Promise((resolve) => setTimeout(resolve, IDLE_MS));
-    }
-  }
 
   it("completes a tool call whose result arrives after the object was evicted", async () => {
     const client = edge.client();
@@ -54,7 +42,7 @@ describe("edge harness on workerd: eviction", { timeout: 150_000 }, () => {
     await edge.driver("call", ["ses_evict", call], undefined, { detach: true });
     await running.promise;
     const before = await edge.instance();
-    await evicted();
+    await edge.evicted();
 
     // The second message, tool.result, reaches an incarnation that never saw the call.
     release.open();
@@ -83,7 +71,7 @@ describe("edge harness on workerd: eviction", { timeout: 150_000 }, () => {
     await older.opened;
     const registered = await older.call("executor.register", registerParams());
     const id = registered.result.executor_id;
-    await evicted();
+    await edge.evicted();
     // The same executor again on a new socket, in an incarnation the older one never spoke to.
     const newer = edge.raw(token);
     await newer.opened;
