@@ -19,6 +19,11 @@ const INFO = { os: "linux", arch: "x64", version: "1.0.0" };
 export const JWT_SECRET = "failover-secret-".repeat(3);
 export const ENVIRONMENT_KEY = "ek_failover_0123456789abcdef";
 export const BRAIN_TOKEN = "failover-brain-token-0123";
+/**
+ * How long the brain's long polls wait (`wait_ms`): what is not settled by then answers 202 and
+ * is asked again, so this bounds only how long a request to a frozen harness goes unanswered.
+ */
+export const LONG_POLL_MS = 5_000;
 /** The claim is renewed this often: a silent holder is gone after three of them. */
 const RENEW_MS = 1_000;
 
@@ -97,7 +102,9 @@ export class Brain {
         connection: "close",
       },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      signal: AbortSignal.timeout(20_000),
+      // A request to a frozen harness is never answered: given up after a while, and repeated
+      // (through the standby by then). Long polls wait less than this (`LONG_POLL_MS`).
+      signal: AbortSignal.timeout(LONG_POLL_MS + 3_000),
     });
     return { status: response.status, body: await response.json() };
   }
@@ -226,7 +233,7 @@ export async function startRig(dir: string, store: string): Promise<Rig> {
       executor_id: executor.executor_id,
       metadata: { source: "harness" },
     }, 201);
-    await brain.retry(`/sessions/${session}?until=ready&wait_ms=10000`, undefined, 200);
+    await brain.retry(`/sessions/${session}?until=ready&wait_ms=${LONG_POLL_MS}`, undefined, 200);
   }
   return {
     harnesses: [first, second],
@@ -256,7 +263,7 @@ export async function callTools(rig: Rig, prefix: string, count: number): Promis
       ? `echo ${id} >> ran.log; sleep 0.2; echo done ${id}`
       : `say ${id}`;
     const answer = await rig.brain.retry(
-      `/sessions/${session}/tool-calls?wait_ms=20000`,
+      `/sessions/${session}/tool-calls?wait_ms=${LONG_POLL_MS}`,
       { tool: "bash", input: { command }, tool_call_id: id },
       200,
     );

@@ -15,7 +15,14 @@ import { join } from "node:path";
 import { PostgresServer } from "../helpers/postgres-server.ts";
 import { rawClient } from "./postgres-fixture.ts";
 import { failoverScenarios } from "../cli/failover-scenarios.ts";
-import { Brain, CountingExecutor, readyStatus, startHarness, until } from "../cli/failover-rig.ts";
+import {
+  Brain,
+  CountingExecutor,
+  LONG_POLL_MS,
+  readyStatus,
+  startHarness,
+  until,
+} from "../cli/failover-rig.ts";
 import { exited, sendSignal } from "../cli/cli-helpers.ts";
 import { startReadyProxy } from "../helpers/ready-proxy.ts";
 import { finished, ROOT, spawnTs } from "../helpers/runtime-command.ts";
@@ -108,7 +115,11 @@ describe("bma-harness serve on PostgreSQL", { timeout: 280_000 }, () => {
           executor_id: executor.client.executorId,
           metadata: { source: "harness" },
         }, 201);
-        await brain.retry(`/sessions/${session}?until=ready&wait_ms=10000`, undefined, 200);
+        await brain.retry(
+          `/sessions/${session}?until=ready&wait_ms=${LONG_POLL_MS}`,
+          undefined,
+          200,
+        );
         await executor.tick(session, 0, 10);
       }
 
