@@ -72,9 +72,8 @@ export const RESTART_SCENARIO: Scenario = {
 async function restartEvicted(ctx: ScenarioContext, harness: Eviction): Promise<void> {
   // Heartbeats far apart: the object must idle long enough to be evicted, and the executor's
   // lease (two intervals from its last heartbeat) must outlast the wait for the eviction with
-  // its link held. workerd evicts an object 10 s after it went idle, but any alarm or look at
-  // it starts that over: the wait takes 22 s here, and about a minute once beside the rest
-  // of the suite (with a 30 s interval the lease then ran out: the session ended, not recovered).
+  // its link held, which any alarm or look at the object prolongs (a lease that ran out ended
+  // the session: it was not recovered).
   const h = await ctx.harness({ heartbeatIntervalMs: 300_000 });
   const e = await ctx.connect("e1");
   await ctx.H.assign(h, "e1", "s1");

@@ -126,8 +126,8 @@ describe(`flow control on ${RUNTIME}`, {
     },
     async () => {
       const session = await newSession();
-      // Output processing off (`-opost`): the line discipline's \n to \r\n makes a PTY carry
-      // a tenth of the bytes per second on some kernels, and the flood's bytes are what count.
+      // Output processing off (`-opost`): on some kernels the line discipline's \n to \r\n is
+      // most of a PTY's cost, and the flood's bytes are what count.
       const terminal = await session.terminal({
         argv: ["sh", "-c", "stty -opost; read line; exec yes"],
       });

@@ -11,10 +11,9 @@ import { build } from "esbuild";
 import { Miniflare } from "miniflare";
 import { fileURLToPath } from "node:url";
 import { storeCases } from "./store-conformance.ts";
+import { untilEvicted } from "../helpers/workerd-eviction.ts";
 
 const WORKER = fileURLToPath(new URL("./durable-object-worker.ts", import.meta.url));
-/** How long workerd lets an idle Durable Object stay in memory. */
-const EVICT_AFTER_IDLE_MS = 10_000;
 
 let mf: Miniflare;
 let base: string;
@@ -115,17 +114,12 @@ describe("Durable Object store: eviction", { timeout: 120_000 }, () => {
       await call("POST", "/write", query, batch);
       firsts.push((await call("GET", "/instance", query)).instance);
     }
-    // Both stay away until a request finds a new instance. Each look wakes the object and starts
-    // its idleness over, and on a busy machine workerd's timer fires late: the looks come
-    // further apart each time (as tests/workers/edge-fixture.ts's `evicted`).
+    // Both wait side by side until a look finds a new instance.
     await Promise.all(queries.map(async (query, i) => {
-      for (let late = 1_000;; late *= 2) {
-        await new Promise((resolve) => setTimeout(resolve, EVICT_AFTER_IDLE_MS + late));
-        const read = await call("GET", "/list", query);
-        if (read.instance === firsts[i]) continue;
-        assert.deepEqual(read.entries, expected, query.class);
-        return;
-      }
+      await untilEvicted(async () => (await call("GET", "/list", query)).instance, firsts[i]);
+      const read = await call("GET", "/list", query);
+      assert.notEqual(read.instance, firsts[i]);
+      assert.deepEqual(read.entries, expected, query.class);
     }));
   });
 });

@@ -9,9 +9,7 @@ import { Miniflare } from "miniflare";
 import WebSocket from "ws";
 import { ExecutorClient, type ExecutorClientOptions } from "../../executor/node.ts";
 import { CapturingLogger } from "../helpers/raw.ts";
-
-/** How long workerd lets an idle Durable Object stay in memory. */
-const EVICT_AFTER_IDLE_MS = 10_000;
+import { untilEvicted } from "../helpers/workerd-eviction.ts";
 
 /** Credentials the Worker's token endpoint accepts in these tests. */
 export const EDGE = {
@@ -151,19 +149,9 @@ export class Edge {
     return ((await response.json()) as { instance: string }).instance;
   }
 
-  /**
-   * Resolves once workerd has evicted the object `object`: a look finds a new incarnation.
-   * workerd evicts an object 10 s after it went idle, and each look wakes it and starts that
-   * over; on a busy machine workerd's timer fires late, and a look 11 s after the last one came
-   * first, again and again (a run beside five other stages waited 150 s in vain). So the looks
-   * come further apart each time: 11, 12, 14, 18, 26, 42 s.
-   */
+  /** Resolves once workerd has evicted the object `object`: a look finds a new incarnation. */
   async evicted(object = `environments/${EDGE.environmentId}`): Promise<void> {
-    const before = await this.instance(object);
-    for (let late = 1_000;; late *= 2) {
-      await new Promise((resolve) => setTimeout(resolve, EVICT_AFTER_IDLE_MS + late));
-      if ((await this.instance(object)) !== before) return;
-    }
+    await untilEvicted(() => this.instance(object), await this.instance(object));
   }
 
   /** Calls the brain API of `route` (default: the test environment's object). */
