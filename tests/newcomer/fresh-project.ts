@@ -4,7 +4,8 @@
  * `packTarball` builds the package without touching the repository's `dist/` (other stages and
  * editors use it at the same time): tsc compiles into a staging directory, the files
  * package.json's `"files"` selects are copied beside it, and `npm pack --ignore-scripts` packs
- * that, once per test run. `newcomerPath` is a `PATH` with `node`, `npm`, `npx`, `deno` and `bun`
+ * that, once per test run. `readmeProject` is a project in which the README's install block ran,
+ * installed once per test run and copied for each stage. `newcomerPath` is a `PATH` with `node`, `npm`, `npx`, `deno` and `bun`
  * and the system's tools, and nothing of the repository's node_modules, so that a command the
  * README forgot to install is not found in the repository's. Every child is bounded by a timeout and killed past
  * it; its stdin is /dev/null (a bash with a socket for stdin reads the user's ~/.bashrc).
@@ -131,6 +132,31 @@ async function packInto(dir: string): Promise<Packed> {
     tarball: join(dir, packed.filename),
     files: packed.files.map((f: { path: string }) => f.path),
   };
+}
+
+/**
+ * A project in which the README's install block (`<!-- newcomer: install -->`: `npm init -y`,
+ * then the install line with the packed tarball in place of the package's name) ran in an empty
+ * directory, copied into `app` (made by the copy) beside the tarball in `dir`. The install runs
+ * once per test run (`oncePerRun`): the quick start and the SQLite entry points on every runtime
+ * asked npm for the same project six times over. The tarball lies beside the project in the
+ * install's folder as in `dir`, so the copy's `file:../…tgz` still resolves when npm runs in it.
+ */
+export async function readmeProject(dir: string, app: string): Promise<void> {
+  await packTarball(dir);
+  const installed = await oncePerRun("readme-project", async (work) => {
+    const { tarball } = await packTarball(work);
+    const project = join(work, "app");
+    mkdirSync(project);
+    const env = { ...NPM_ENV, PATH: newcomerPath(work) };
+    for (const words of commandsOf(markedBlock(readme(), "install").code)) {
+      const argv = words.map((word) => (word === "bma-executor-sdk" ? tarball : word));
+      await ok(argv[0], argv.slice(1), { cwd: project, env, timeoutMs: 120_000 });
+    }
+    return project;
+  });
+  // `cp -a`: node_modules/.bin's relative links stay links.
+  await ok("cp", ["-a", installed, app], { cwd: dir, timeoutMs: 60_000 });
 }
 
 /** Where `name` is on the `PATH` this process has (or the repository's node_modules/.bin). */

@@ -8,11 +8,12 @@
  * program importing this runtime's own entry point (the `// or /deno, /bun` of its import).
  *
  * The blocks are the README's own, found by their markers (`<!-- newcomer: install -->`,
- * `<!-- newcomer: program -->`, `<!-- newcomer: run -->`; `fresh-project.ts`).
+ * `<!-- newcomer: program -->`, `<!-- newcomer: run -->`; `fresh-project.ts`). The install ran
+ * once per test run, for every stage that asks (`readmeProject`).
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -21,9 +22,8 @@ import {
   markedTable,
   newcomerPath,
   NPM_ENV,
-  ok,
-  packTarball,
   readme,
+  readmeProject,
   run,
   RUNTIME,
 } from "./fresh-project.ts";
@@ -74,18 +74,9 @@ describe(`the README's quick start from an empty directory on ${RUNTIME}`, {
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "bma-newcomer-"));
     app = join(dir, "quickstart");
-    mkdirSync(app);
     PATH = newcomerPath(dir);
-    const { tarball } = await packTarball(dir);
     assert.equal(INSTALL.language, "sh");
-    for (const words of commandsOf(INSTALL.code)) {
-      const argv = words.map((word) => (word === "bma-executor-sdk" ? tarball : word));
-      await ok(argv[0], argv.slice(1), {
-        cwd: app,
-        env: { ...NPM_ENV, PATH },
-        timeoutMs: 120_000,
-      });
-    }
+    await readmeProject(dir, app);
   });
 
   after(() => {

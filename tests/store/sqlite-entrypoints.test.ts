@@ -12,7 +12,7 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -21,8 +21,8 @@ import {
   newcomerPath,
   NPM_ENV,
   ok,
-  packTarball,
   readme,
+  readmeProject,
   run,
   RUNTIME,
 } from "../newcomer/fresh-project.ts";
@@ -75,13 +75,8 @@ describe(`the SQLite store of each entry point on ${RUNTIME}, in a fresh project
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "bma-store-entry-"));
     app = join(dir, "app");
-    mkdirSync(app);
     PATH = newcomerPath(dir);
-    const { tarball } = await packTarball(dir);
-    for (const words of commandsOf(markedBlock(README, "install").code)) {
-      const argv = words.map((word) => (word === "bma-executor-sdk" ? tarball : word));
-      await ok(argv[0], argv.slice(1), { cwd: app, env: env(), timeoutMs: 120_000 });
-    }
+    await readmeProject(dir, app);
   });
 
   after(() => {
