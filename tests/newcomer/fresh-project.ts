@@ -1,20 +1,19 @@
 /**
  * What a new user starts from: the package as `npm pack` makes it, and an empty directory.
  *
- * `packTarball` builds the package without touching the repository's `dist/` (other stages and
- * editors use it at the same time): tsc compiles into a staging directory, the files
- * package.json's `"files"` selects are copied beside it, and `npm pack --ignore-scripts` packs
- * that, once per test run. `readmeProject` is a project in which the README's install block ran,
- * installed once per test run and copied for each stage. `newcomerPath` is a `PATH` with `node`, `npm`, `npx`, `deno` and `bun`
- * and the system's tools, and nothing of the repository's node_modules, so that a command the
- * README forgot to install is not found in the repository's. Every child is bounded by a timeout and killed past
- * it; its stdin is /dev/null (a bash with a socket for stdin reads the user's ~/.bashrc).
+ * `packTarball` packs the package as `npm pack` does for a publisher (its `prepack` builds
+ * dist/), once per test run. `readmeProject` is a project in which the README's install block
+ * ran, installed once per test run and copied for each stage. `newcomerPath` is a `PATH` with
+ * `node`, `npm`, `npx`, `deno` and `bun` and the system's tools, and nothing of the repository's
+ * node_modules, so that a command the README forgot to install is not found in the repository's.
+ * Every child is bounded by a timeout and killed past it; its stdin is /dev/null (a bash with a
+ * socket for stdin reads the user's ~/.bashrc).
  *
  * Usable from Node, Deno and Bun (node:child_process, node:fs).
  */
 import { spawn } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync, symlinkSync } from "node:fs";
-import { basename, delimiter, dirname, join } from "node:path";
+import { basename, delimiter, join } from "node:path";
 
 import { oncePerRun } from "../helpers/once-per-run.ts";
 import { ROOT, RUNTIME } from "../helpers/runtime-command.ts";
@@ -92,46 +91,28 @@ export interface Packed {
 }
 
 /**
- * `npm pack` of the repository's sources, copied into `dir`. Packed once per test run
- * (`oncePerRun`: the build is a whole `tsc` of the SDK, the same for every stage that asks).
+ * `npm pack` of the repository, as a publisher runs it (its `prepack` builds dist/ with
+ * `npm run build`), copied into `dir`. Packed once per test run (`oncePerRun`: the build is a
+ * whole `tsc` of the SDK, the same for every stage that asks), so that one build writes dist/ in
+ * a run: the publication test and the newcomers' tests read the same tarball.
  */
 export async function packTarball(dir: string): Promise<Packed> {
-  const packed = await oncePerRun("packed-tarball", packInto);
+  const packed = await oncePerRun("packed-tarball", async (work) => {
+    const [{ filename, files }] = JSON.parse(
+      await ok("npm", ["pack", "--json", "--pack-destination", work], {
+        cwd: ROOT,
+        env: NPM_ENV,
+        timeoutMs: 180_000,
+      }),
+    );
+    return {
+      tarball: join(work, filename),
+      files: files.map((f: { path: string }) => f.path),
+    };
+  });
   const tarball = join(dir, basename(packed.tarball));
   copyFileSync(packed.tarball, tarball);
   return { tarball, files: packed.files };
-}
-
-/** `npm pack` of the repository's sources into `dir`, built in a staging directory of `dir`. */
-async function packInto(dir: string): Promise<Packed> {
-  const stage = join(dir, "package");
-  mkdirSync(stage, { recursive: true });
-  const bounded = { cwd: ROOT, env: NPM_ENV, timeoutMs: 120_000 };
-  // The files "files" selects, as npm reads it (dist/ comes from the build below).
-  const listed = JSON.parse(
-    await ok("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], bounded),
-  )[0].files as { path: string }[];
-  await ok(join(ROOT, "node_modules/.bin/tsc"), [
-    "-p",
-    join(ROOT, "tsconfig.build.json"),
-    "--outDir",
-    join(stage, "dist"),
-  ], bounded);
-  for (const { path } of listed) {
-    if (path.startsWith("dist/")) continue;
-    mkdirSync(dirname(join(stage, path)), { recursive: true });
-    copyFileSync(join(ROOT, path), join(stage, path));
-  }
-  const packed = JSON.parse(
-    await ok("npm", ["pack", "--json", "--ignore-scripts", "--pack-destination", dir], {
-      ...bounded,
-      cwd: stage,
-    }),
-  )[0];
-  return {
-    tarball: join(dir, packed.filename),
-    files: packed.files.map((f: { path: string }) => f.path),
-  };
 }
 
 /**

@@ -1,5 +1,6 @@
 /**
- * Publication as users receive it: `npm pack` (which builds dist/ first), a fresh project
+ * Publication as users receive it: `npm pack` (which builds dist/ first; once per test run, the
+ * tarball the newcomers' tests install too: `packTarball`), a fresh project
  * outside the repository that installs the tarball with `--prefer-offline` (tarballs come from
  * the cache `npm ci` filled; a fresh cache lacks the registry's metadata, which the registry
  * answers), and in it every subpath of the exports (the same list as `deno.json`'s) imported
@@ -21,6 +22,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { packTarball } from "../newcomer/fresh-project.ts";
 import { brokenLinks } from "./links.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -207,18 +209,15 @@ describe("publication", { timeout: 240_000, skip: !onNode && "runs from Node onl
   let dir = "";
   let app = "";
   let denoApp = "";
-  let files: string[] = [];
+  let files: readonly string[] = [];
   let tarball = "";
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "bma-publication-"));
     app = join(dir, "app");
     denoApp = join(dir, "deno-app");
-    const packed = JSON.parse(
-      await ok("npm", ["pack", "--json", "--pack-destination", dir], ROOT),
-    )[0];
-    files = packed.files.map((f: { path: string }) => f.path);
-    tarball = join(dir, packed.filename);
+    // `npm pack` with its `prepack` build, shared with the newcomers' tests (one build a run).
+    ({ tarball, files } = await packTarball(dir));
   });
 
   after(() => {
