@@ -72,7 +72,8 @@ const steps: [string, string, string[]][] = [
   ["tsc (portable core, no node types)", bin("tsc"), ["--noEmit", "-p", "tsconfig.core.json"]],
   ["tsc (everything)", bin("tsc"), ["--noEmit", "-p", "tsconfig.json"]],
   // JSR's rules (slow types included) without a second type check of the package: `deno check`
-  // above type-checks every file, and on a cold cache each check of the whole graph cost 15 s.
+  // above type-checks every file, and on a cold cache (a fresh clone) each check of the whole
+  // graph is long (docs/benchmarks.md).
   [
     "deno publish --dry-run",
     bin("deno"),
