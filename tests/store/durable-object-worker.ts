@@ -9,6 +9,7 @@
  *   GET  /list?class=..&object=..                            → { entries, instance }
  *   GET  /instance?class=..&object=..                        → { instance }
  *   POST /abort?class=..&object=..                           → the object is reset (evicted)
+ *   POST /evict?class=..&object=..                           → workerd evicts the object
  */
 import {
   durableObjectSqlDriver,
@@ -18,6 +19,7 @@ import {
   type StoreOp,
 } from "../../workers.ts";
 import { failAtStatement, storeCases, type StoreSubject } from "./store-conformance.ts";
+import { evictNow } from "../helpers/workerd-eviction.ts";
 
 interface State {
   storage: DurableObjectStoreStorage;
@@ -105,6 +107,8 @@ export default {
   fetch(request: Request, env: { SQL: Namespace; KV: Namespace }): Promise<Response> {
     const url = new URL(request.url);
     const ns = url.searchParams.get("class") === "kv" ? env.KV : env.SQL;
-    return ns.get(ns.idFromName(url.searchParams.get("object") ?? "default")).fetch(request);
+    const stub = ns.get(ns.idFromName(url.searchParams.get("object") ?? "default"));
+    if (url.pathname === "/evict") return evictNow(stub).then(() => Response.json({}));
+    return stub.fetch(request);
   },
 };

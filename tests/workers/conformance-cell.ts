@@ -12,7 +12,7 @@
  *
  * The restart row's Workers form is an eviction: {@linkcode EdgeHarnessAgent.startCall} leaves
  * a call awaited by the brain inside the object only, and {@linkcode EdgeHarnessAgent.evict}
- * stays away until workerd has evicted the object (its in-memory state dropped).
+ * has workerd evict the object (its in-memory state dropped).
  */
 import { Edge } from "./edge-fixture.ts";
 
@@ -97,9 +97,12 @@ export class EdgeHarnessAgent {
     return this.#edge(h).driver("call", [session, call], OBJECT, { detach: true });
   }
 
-  /** Resolves once workerd has evicted the object and a new incarnation answers. */
+  /**
+   * Has workerd evict the object (its idle-eviction path, at once); resolves once a new
+   * incarnation answers.
+   */
   evict(h: string): Promise<void> {
-    return this.#edge(h).evicted(OBJECT);
+    return this.#edge(h).evictNow(OBJECT);
   }
 
   async close(h: string): Promise<void> {

@@ -26,6 +26,9 @@ export const INFO = { name: "edge-test", os: "linux", arch: "amd64", version: "0
 
 let bundle: Promise<string> | undefined;
 
+/** The name the bundle of fixture-worker.ts has in workerd. */
+const FIXTURE_MODULE = new URL("./fixture-worker.mjs", import.meta.url).pathname;
+
 /** The bundle of fixture-worker.ts, built once per test process (as wrangler would). */
 export function workerBundle(): Promise<string> {
   bundle ??= build({
@@ -91,9 +94,11 @@ export class Edge {
   /** Starts workerd with the bundled Worker. */
   static async start(options: EdgeOptions = {}): Promise<Edge> {
     const mf = new Miniflare({
-      modules: true,
-      script: await workerBundle(),
+      // The module given, not found by Miniflare: its dynamic import of workerd:unsafe
+      // (`evictNow`) is resolved by workerd.
+      modules: [{ type: "ESModule", path: FIXTURE_MODULE, contents: await workerBundle() }],
       compatibilityDate: "2025-09-01",
+      compatibilityFlags: ["unsafe_module"],
       durableObjects: { BMA_HARNESS: { className: "TestHarnessObject", useSQLite: true } },
       bindings: {
         BMA_BRAIN_TOKEN: EDGE.brainToken,
@@ -149,9 +154,26 @@ export class Edge {
     return ((await response.json()) as { instance: string }).instance;
   }
 
-  /** Resolves once workerd has evicted the object `object`: a look finds a new incarnation. */
+  /**
+   * Resolves once workerd has evicted the object `object` on its own, the object having gone
+   * idle: a look finds a new incarnation.
+   */
   async evicted(object = `environments/${EDGE.environmentId}`): Promise<void> {
     await untilEvicted(() => this.instance(object), await this.instance(object));
+  }
+
+  /**
+   * Has workerd evict the object `object` now, through its idle-eviction path, once its live
+   * requests ended; resolves once a look finds a new incarnation.
+   */
+  async evictNow(object = `environments/${EDGE.environmentId}`): Promise<void> {
+    const before = await this.instance(object);
+    const response = await fetch(`${this.url}/_evict/${encodeURIComponent(object)}`, {
+      method: "POST",
+    });
+    const text = await response.text();
+    if (response.status !== 200) throw new Error(`the eviction failed: ${response.status} ${text}`);
+    if (await this.instance(object) === before) throw new Error("the object was not evicted");
   }
 
   /** Calls the brain API of `route` (default: the test environment's object). */

@@ -3,9 +3,10 @@
  * its `tool.result`), with its in-memory state dropped, the call awaited only by the brain
  * inside the object: the new incarnation takes the socket back from its attachment (no new
  * `executor.register`), the result lands in its store, and the brain's `callTool` repeated
- * with the `tool_call_id` resolves with it. workerd evicts an idle object after about ten
- * seconds while its hibernated sockets stay open; the object names its incarnation, so the
- * test sees the eviction happen instead of assuming it.
+ * with the `tool_call_id` resolves with it. There workerd evicts the object on its own, about
+ * ten seconds after it went idle (so nothing the harness arms keeps it awake), while its
+ * hibernated sockets stay open; the second test has workerd evict it at once. The object names
+ * its incarnation, so the tests see the eviction happen instead of assuming it.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -71,7 +72,7 @@ describe("edge harness on workerd: eviction", { timeout: 150_000 }, () => {
     await older.opened;
     const registered = await older.call("executor.register", registerParams());
     const id = registered.result.executor_id;
-    await edge.evicted();
+    await edge.evictNow();
     // The same executor again on a new socket, in an incarnation the older one never spoke to.
     const newer = edge.raw(token);
     await newer.opened;

@@ -6,7 +6,8 @@
  * `POST /_driver/<object name>/<method>` with the method's arguments as a JSON array;
  * `GET /_driver/<object name>/instance` names the object's in-memory incarnation (a new one
  * after each eviction). With `?detach` a method's outcome is awaited by the brain alone (no
- * request stays open, so the object may be evicted meanwhile).
+ * request stays open, so the object may be evicted meanwhile). `POST /_evict/<object name>`
+ * has workerd evict the object now (`evictNow`).
  */
 import { AgentPlatform } from "../../agent/mod.ts";
 import type { Harness } from "../../harness/mod.ts";
@@ -19,8 +20,10 @@ import {
   harnessOptionsFromEnv,
 } from "../../harness/workers/mod.ts";
 import { HarnessAgent } from "../conformance/harness-agent.ts";
+import { evictNow } from "../helpers/workerd-eviction.ts";
 
 const DRIVER = "/_driver/";
+const EVICT = "/_evict/";
 
 /** The object with the conformance harness agent as its brain. */
 export class TestHarnessObject extends HarnessObject {
@@ -96,6 +99,11 @@ export default {
       const name = decodeURIComponent(url.pathname.slice(DRIVER.length).split("/")[0]);
       const ns = env.BMA_HARNESS as DurableObjectNamespaceLike;
       return ns.get(ns.idFromName(name)).fetch(request);
+    }
+    if (url.pathname.startsWith(EVICT) && request.method === "POST") {
+      const name = decodeURIComponent(url.pathname.slice(EVICT.length));
+      const ns = env.BMA_HARNESS as DurableObjectNamespaceLike;
+      return evictNow(ns.get(ns.idFromName(name))).then(() => Response.json({}));
     }
     return worker.fetch(request, env);
   },
