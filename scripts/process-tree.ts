@@ -27,6 +27,8 @@ export interface ProcessInfo {
   start: number;
   /** `Z` (zombie) and `X` (dead) have ended. */
   state: string;
+  /** Clock ticks of CPU (user and system) it has used itself, children not counted. */
+  cpuTicks?: number;
 }
 
 const LINUX = process.platform === "linux";
@@ -49,6 +51,7 @@ export function readProcess(pid: number): ProcessInfo | undefined {
     pgid: Number(fields[2]),
     sid: Number(fields[3]),
     start: Number(fields[19]),
+    cpuTicks: Number(fields[11]) + Number(fields[12]),
   };
 }
 
@@ -72,6 +75,27 @@ export function commandLine(pid: number): string {
   } catch {
     return "?";
   }
+}
+
+/** Clock ticks a second in `/proc`'s CPU times (`USER_HZ`, 100 on every Linux architecture). */
+const USER_HZ = 100;
+
+/**
+ * The CPU seconds (user and system) `pid` has used with the children it has waited for, now;
+ * undefined off Linux or once it has ended.
+ */
+export function cpuSeconds(pid: number): number | undefined {
+  if (!LINUX) return undefined;
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+  } catch {
+    return undefined;
+  }
+  // After "(comm) ": utime, stime, cutime and cstime are the 12th to 15th fields.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const ticks = Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
+  return Number.isFinite(ticks) ? ticks / USER_HZ : undefined;
 }
 
 const ended = (info: ProcessInfo) => info.state === "Z" || info.state === "X";
@@ -108,6 +132,8 @@ export class ProcessTree {
   readonly #envMark: string;
   readonly #limitLine: RegExp | undefined;
   readonly #since: number;
+  /** The CPU ticks each kept process had used itself at the last look (by pid and start). */
+  readonly #cpuTicks = new Map<string, number>();
 
   /**
    * @param root the stage's first process (started as a process group leader)
@@ -165,11 +191,19 @@ export class ProcessTree {
       added = false;
       for (const info of all) {
         const known = this.#kept.get(info.pid);
-        if (known && known.start === info.start) continue;
+        if (known && known.start === info.start) {
+          if (info.cpuTicks !== undefined) {
+            this.#cpuTicks.set(`${info.pid}:${info.start}`, info.cpuTicks);
+          }
+          continue;
+        }
         if (info.start < this.#since) continue; // older than the stage
         if (this.#foreign.get(info.pid) === info.start && !related(info)) continue;
         if (related(info) || this.#marked(info.pid)) {
           this.#keep(info);
+          if (info.cpuTicks !== undefined) {
+            this.#cpuTicks.set(`${info.pid}:${info.start}`, info.cpuTicks);
+          }
           join(info);
           added = true;
         } else {
@@ -177,6 +211,16 @@ export class ProcessTree {
         }
       }
     }
+  }
+
+  /**
+   * The CPU seconds the stage's processes had used themselves when last seen: a process that
+   * started and ended between two looks is not counted (its parent's `cpuSeconds` counts it).
+   */
+  cpuSeconds(): number {
+    let ticks = 0;
+    for (const used of this.#cpuTicks.values()) ticks += used;
+    return ticks / USER_HZ;
   }
 
   /** The kept processes that are still running (not zombies), pid reuse excluded. */

@@ -12,6 +12,7 @@ import { join } from "node:path";
 import {
   allProcesses,
   commandLine,
+  cpuSeconds,
   limitMark,
   type ProcessInfo,
   ProcessTree,
@@ -54,6 +55,11 @@ export interface StageOutcome {
   failed: number;
   exitCode: number;
   seconds: number;
+  /**
+   * About the CPU seconds its processes used, as the runner's looks saw them (`WATCH_MS`): none
+   * for a stage shorter than one look, or off Linux.
+   */
+  cpuSeconds?: number;
   killed: boolean;
   leftovers: Leftover[];
   /** Everything it printed, colour removed. */
@@ -93,12 +99,15 @@ const SCAN_MS = 100;
  */
 const WATCH_MS = 500;
 
-/** Every live stage's process tree, scanned together: one look at `/proc` per tick. */
-const trees = new Set<ProcessTree>();
+/**
+ * Every live stage's process tree, scanned together (one look at `/proc` per tick), with what
+ * each tick does for the stage besides.
+ */
+const trees = new Map<ProcessTree, () => void>();
 let scanner: ReturnType<typeof setInterval> | undefined;
 
-function watch(tree: ProcessTree): void {
-  trees.add(tree);
+function watch(tree: ProcessTree, onTick: () => void): void {
+  trees.set(tree, onTick);
   scanner ??= setInterval(scanAll, WATCH_MS);
 }
 
@@ -112,13 +121,16 @@ function unwatch(tree: ProcessTree): void {
 
 function scanAll(): void {
   const all = allProcesses();
-  for (const tree of trees) tree.scan(all);
+  for (const [tree, onTick] of trees) {
+    tree.scan(all);
+    onTick();
+  }
 }
 
 /** Ends every stage still running (the runner was interrupted). */
 export function killAllStages(): void {
   scanAll();
-  for (const tree of trees) tree.killAll();
+  for (const tree of trees.keys()) tree.killAll();
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -221,7 +233,17 @@ export async function runStage(spec: StageSpec, dir: string): Promise<StageOutco
   child.stdout.on("data", (chunk: Buffer) => out += chunk.toString());
   child.stderr.on("data", (chunk: Buffer) => out += chunk.toString());
   const tree = child.pid === undefined ? undefined : new ProcessTree(child.pid, envMark, limit);
-  if (tree) watch(tree);
+  // With `prlimit`, which execs the command, the child's pid is the stage's program all along.
+  // Two counts, each short of the truth: the first process with the children it has reaped (a
+  // child counts once it has ended), and every process of the tree seen running (one that lived
+  // between two looks is missed). The larger is the nearer.
+  let rootCpu: number | undefined;
+  const sampleCpu = () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      rootCpu = cpuSeconds(child.pid!) ?? rootCpu;
+    }
+  };
+  if (tree) watch(tree, sampleCpu);
   let killed = false;
   const timer = setTimeout(() => {
     killed = true;
@@ -269,7 +291,18 @@ export async function runStage(spec: StageSpec, dir: string): Promise<StageOutco
   const [passed, failed] = spec.parse(output);
   const stillRunning = () =>
     tree?.alive().map((p) => ({ pid: p.pid, command: commandLine(p.pid) })) ?? [];
-  return { spec, passed, failed, exitCode, seconds, killed, leftovers, output, stillRunning };
+  return {
+    spec,
+    passed,
+    failed,
+    exitCode,
+    seconds,
+    cpuSeconds: rootCpu === undefined ? undefined : Math.max(rootCpu, tree?.cpuSeconds() ?? 0),
+    killed,
+    leftovers,
+    output,
+    stillRunning,
+  };
 }
 
 /** Whether a stage passed: exit 0, no failed test, nothing killed or left behind. */

@@ -5,8 +5,9 @@
  *
  * Each test file runs on each runtime as a stage of its own (`test-stage.ts`: its own `HOME` and
  * `TMPDIR`, every process it starts ended with it, a process it leaves behind a failure), several
- * stages side by side: files that wait (for a workerd eviction, a lease) overlap with files that
- * compute. On Node, a test file runs built into one module (`test-bundle.ts`: loading the SDK
+ * stages side by side (`--jobs`), and beside them one more lane of the files that mostly wait (for
+ * a workerd eviction, a lease), so that they overlap with files that compute (`test-schedule.ts`,
+ * from the CPU each stage used in the last run). On Node, a test file runs built into one module (`test-bundle.ts`: loading the SDK
  * through tsx took most of a Node stage), and so are the programs the tests start as processes;
  * what still starts through tsx shares tsx's cache. Fails when any stage fails, or a runtime runs
  * zero tests (Node 20 does not discover .ts files and would otherwise pass silently).
@@ -31,6 +32,7 @@ import { availableParallelism, homedir, tmpdir } from "node:os";
 import { basename, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { bundleTests } from "./test-bundle.ts";
+import { readRecords, StageQueue, type StageRecord, writeRecords } from "./test-schedule.ts";
 import { failedTests, type Runner } from "./test-failures.ts";
 import { ensurePrerequisites } from "./test-prerequisites.ts";
 import {
@@ -163,13 +165,13 @@ const TIMINGS = join(root, "node_modules/.cache/bma-test-timings.json");
  */
 const RECORDED_TIMINGS = join(root, "scripts/test-timings.json");
 
-function readTimings(): Record<string, number> {
+function readTimings(): Map<string, StageRecord> {
   for (const file of [TIMINGS, RECORDED_TIMINGS]) {
     try {
-      return JSON.parse(readFileSync(file, "utf8"));
+      return readRecords(JSON.parse(readFileSync(file, "utf8")));
     } catch { /* the next one */ }
   }
-  return {};
+  return new Map();
 }
 
 async function main(): Promise<void> {
@@ -285,8 +287,11 @@ async function main(): Promise<void> {
     });
   }
   const timings = readTimings();
-  const expected = (s: StageSpec) => timings[s.name] ?? (s.runtime === "conformance" ? 1e6 : 0);
-  const queue = [...specs].sort((a, b) => expected(b) - expected(a));
+  const queue = new StageQueue(
+    specs,
+    (s) => timings.get(s.name),
+    (s) => s.runtime === "conformance" ? 1e6 : 0,
+  );
 
   const interrupted = () => {
     killAllStages();
@@ -299,11 +304,10 @@ async function main(): Promise<void> {
 
   const started = performance.now();
   const outcomes: StageOutcome[] = [];
-  let next = 0;
-  const worker = async () => {
-    while (next < queue.length) {
-      const spec = queue[next];
-      const dir = join(run, String(next++));
+  let stageIndex = 0;
+  const lane = async (waiting: boolean) => {
+    for (let spec = queue.next(waiting); spec; spec = queue.next(waiting)) {
+      const dir = join(run, String(stageIndex++));
       mkdirSync(dir);
       const o = await runStage(spec, dir);
       outcomes.push(o);
@@ -317,14 +321,17 @@ async function main(): Promise<void> {
       if (verbose || !good) console.log(o.output.trimEnd().replace(/^/gm, "  | "));
     }
   };
-  await Promise.all(Array.from({ length: Math.min(jobs, queue.length) }, worker));
+  // `jobs` lanes, and with more than one, a lane of the stages that mostly wait (test-schedule.ts).
+  const lanes = Array.from({ length: Math.min(jobs, queue.size) }, () => lane(false));
+  if (jobs > 1) lanes.push(lane(true));
+  await Promise.all(lanes);
   const wall = (performance.now() - started) / 1000;
 
   try {
     mkdirSync(join(root, "node_modules/.cache"), { recursive: true });
-    const record = { ...timings };
-    for (const o of outcomes) record[o.spec.name] = Math.round(o.seconds * 10) / 10;
-    writeFileSync(TIMINGS, JSON.stringify(record));
+    const record = new Map(timings);
+    for (const o of outcomes) record.set(o.spec.name, { seconds: o.seconds, cpu: o.cpuSeconds });
+    writeFileSync(TIMINGS, JSON.stringify(writeRecords(record)));
   } catch { /* no cache: the next run starts in file order */ }
 
   let table = "";
@@ -350,7 +357,8 @@ async function main(): Promise<void> {
   );
   report.push(...survivors);
   if (report.length) console.log(`\n== failed tests ==\n${report.join("\n")}`);
-  console.log(`\n== test summary (${jobs} side by side) ==`);
+  const waitingLane = jobs > 1 ? ", and a lane of stages that wait" : "";
+  console.log(`\n== test summary (${jobs} side by side${waitingLane}) ==`);
   let ok = survivors.length === 0;
   const groups = [...runtimes, ...(conformance ? ["conformance"] : [])];
   for (const runtime of groups) {
@@ -372,7 +380,13 @@ async function main(): Promise<void> {
     (n, o) => n + o.failed + (!stagePassed(o) && o.failed === 0 ? 1 : 0),
     survivors.length,
   );
-  console.log(`wall time: ${wall.toFixed(1)} s`);
+  // The runner's own CPU (its looks at /proc, the Node bundles): a cost every run pays.
+  const own = process.cpuUsage();
+  console.log(
+    `wall time: ${wall.toFixed(1)} s (the runner itself: ${
+      ((own.user + own.system) / 1e6).toFixed(1)
+    } CPU-s)`,
+  );
   console.log(`total: ${passed} passed, ${failed} failed`);
   process.exit(ok ? 0 : 1);
 }
