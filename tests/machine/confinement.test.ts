@@ -55,12 +55,23 @@ describe("confinement under symlink races", { timeout: 120_000 }, () => {
 
     const { command, args } = runScript(RACER);
     const racer = spawn(command, [...args, root], {
-      stdio: ["pipe", "pipe", "inherit"],
+      stdio: ["pipe", "pipe", "pipe"],
       env: { ...process.env, OUTSIDE_FILE: outsideFile, OUTSIDE_DIR: outsideDir },
     });
     fx.defer(() => {
       if (racer.exitCode === null && racer.signalCode === null) racer.kill("SIGKILL");
     });
+    let racerErrors = "";
+    racer.stderr!.on("data", (chunk) => (racerErrors += chunk));
+    // Listened for from the start: a racer that stopped early fails the test at once (its swaps
+    // would stop counting, and the rounds would run on to MAX_ROUNDS).
+    let ended: string | undefined;
+    const exited = new Promise<void>((resolve) =>
+      racer.once("close", (code, signal) => {
+        ended = `the racer exited (${signal ?? code}): ${racerErrors.trim()}`;
+        resolve();
+      })
+    );
     await printed(racer, "ready");
     let out = "";
     racer.stdout!.on("data", (chunk) => (out += chunk));
@@ -116,11 +127,12 @@ describe("confinement under symlink races", { timeout: 120_000 }, () => {
         calls.push(tool("glob", session.tools.glob.call({ pattern: "**/f.txt" })));
       }
       await Promise.all(calls);
+      if (ended !== undefined) assert.fail(ended);
     }
 
-    const exited = new Promise((resolve) => racer.once("close", resolve));
     racer.stdin!.end();
     await exited;
+    assert.equal(racer.exitCode, 0, ended);
     const swaps = swapped();
 
     assert.deepEqual(escapes, []);

@@ -31,15 +31,23 @@ function point(name, target) {
 
 let parity = 0;
 let trashed = 0;
+/** How many times in a row a writer may take the free name swapdir before the racer gives up. */
+const TAKEN_LIMIT = 1_000;
 function flipSwapdir() {
   // swapdir and .spare hold the real directory and the link to outside, in turn.
   renameSync(join(dir, "swapdir"), join(dir, ".swap-tmp"));
-  try {
-    renameSync(join(dir, ".spare"), join(dir, "swapdir"));
-  } catch {
-    // A writer made a new swapdir while the name was free: put it aside.
-    renameSync(join(dir, "swapdir"), join(dir, `.trash-${trashed++}`));
-    renameSync(join(dir, ".spare"), join(dir, "swapdir"));
+  for (let taken = 0;; taken++) {
+    try {
+      renameSync(join(dir, ".spare"), join(dir, "swapdir"));
+      break;
+    } catch (error) {
+      // A writer made a new swapdir while the name was free (EISDIR, ENOTEMPTY, EEXIST): put it
+      // aside and try again; a writer may take the name again in between, any number of times.
+      if (taken === TAKEN_LIMIT) throw error;
+      try {
+        renameSync(join(dir, "swapdir"), join(dir, `.trash-${trashed++}`));
+      } catch { /* gone again: the next rename tells */ }
+    }
   }
   renameSync(join(dir, ".swap-tmp"), join(dir, ".spare"));
   swaps++;
