@@ -28,7 +28,9 @@ export interface ProcessInfo {
   /** `Z` (zombie) and `X` (dead) have ended. */
   state: string;
   /** Clock ticks of CPU (user and system) it has used itself, children not counted. */
-  cpuTicks?: number;
+  cpuTicks: number;
+  /** Clock ticks of CPU its children used, those it has waited for. */
+  reapedCpuTicks: number;
 }
 
 const LINUX = process.platform === "linux";
@@ -52,6 +54,7 @@ export function readProcess(pid: number): ProcessInfo | undefined {
     sid: Number(fields[3]),
     start: Number(fields[19]),
     cpuTicks: Number(fields[11]) + Number(fields[12]),
+    reapedCpuTicks: Number(fields[13]) + Number(fields[14]),
   };
 }
 
@@ -77,6 +80,8 @@ export function commandLine(pid: number): string {
   }
 }
 
+const ended = (info: ProcessInfo) => info.state === "Z" || info.state === "X";
+
 /** Clock ticks a second in `/proc`'s CPU times (`USER_HZ`, 100 on every Linux architecture). */
 const USER_HZ = 100;
 
@@ -85,20 +90,12 @@ const USER_HZ = 100;
  * undefined off Linux or once it has ended.
  */
 export function cpuSeconds(pid: number): number | undefined {
-  if (!LINUX) return undefined;
-  let stat: string;
-  try {
-    stat = readFileSync(`/proc/${pid}/stat`, "latin1");
-  } catch {
-    return undefined;
-  }
-  // After "(comm) ": utime, stime, cutime and cstime are the 12th to 15th fields.
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  const ticks = Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
+  const info = LINUX ? readProcess(pid) : undefined;
+  // A zombie has ended, though its times stay readable until its parent reaps it.
+  if (!info || ended(info)) return undefined;
+  const ticks = info.cpuTicks + info.reapedCpuTicks;
   return Number.isFinite(ticks) ? ticks / USER_HZ : undefined;
 }
-
-const ended = (info: ProcessInfo) => info.state === "Z" || info.state === "X";
 
 /** The message-queue limit a stage is marked with, when `prlimit` can set it. */
 export interface LimitMark {
@@ -145,7 +142,19 @@ export class ProcessTree {
     this.#limitLine = limit && new RegExp(`^Max msgqueue size\\s+${limit.value}\\s`, "m");
     const info = LINUX ? readProcess(root) : undefined;
     this.#since = info?.start ?? 0;
-    this.#keep(info ?? { pid: root, ppid: 0, pgid: root, sid: root, start: 0, state: "R" });
+    this.#keep(
+      info ??
+        {
+          pid: root,
+          ppid: 0,
+          pgid: root,
+          sid: root,
+          start: 0,
+          state: "R",
+          cpuTicks: 0,
+          reapedCpuTicks: 0,
+        },
+    );
   }
 
   #keep(info: ProcessInfo): void {
@@ -192,18 +201,14 @@ export class ProcessTree {
       for (const info of all) {
         const known = this.#kept.get(info.pid);
         if (known && known.start === info.start) {
-          if (info.cpuTicks !== undefined) {
-            this.#cpuTicks.set(`${info.pid}:${info.start}`, info.cpuTicks);
-          }
+          this.#cpuTicks.set(`${info.pid}:${info.start}`, info.cpuTicks);
           continue;
         }
         if (info.start < this.#since) continue; // older than the stage
         if (this.#foreign.get(info.pid) === info.start && !related(info)) continue;
         if (related(info) || this.#marked(info.pid)) {
           this.#keep(info);
-          if (info.cpuTicks !== undefined) {
-            this.#cpuTicks.set(`${info.pid}:${info.start}`, info.cpuTicks);
-          }
+          this.#cpuTicks.set(`${info.pid}:${info.start}`, info.cpuTicks);
           join(info);
           added = true;
         } else {
