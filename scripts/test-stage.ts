@@ -164,9 +164,17 @@ function exists(pid: number): boolean {
 }
 
 /**
+ * Where runs claim their marks: the outermost runner's temp directory, passed down to the runs
+ * started inside its stages, whose own temp directories are each stage's and would not see each
+ * other's claims (runs inside the stages of one run start below the same limit, so they choose
+ * among the same bases).
+ */
+const MARK_DIR = process.env.BMA_TEST_MARK_DIR || tmpdir();
+
+/**
  * The first limit mark of this run; stage `i` gets `markBase + i % 1000`. Below the limit this
  * process has, a thousand apart from it: a runner run inside a stage (the runner's own test)
- * never takes its parent's marks. Claimed with a file in the temp directory, so that two runs
+ * never takes its parent's marks. Claimed with a file in {@linkcode MARK_DIR}, so that two runs
  * side by side never take the same (a claim whose runner has gone is taken over).
  */
 const markBase = (() => {
@@ -180,7 +188,7 @@ const markBase = (() => {
   const first = Math.floor(Math.random() * choices);
   for (let i = 0; i < choices; i++) {
     const base = top - 1_000 * ((first + i) % choices);
-    const claim = join(tmpdir(), `bma-test-mark-${base}`);
+    const claim = join(MARK_DIR, `bma-test-mark-${base}`);
     try {
       writeFileSync(claim, String(process.pid), { flag: "wx" });
     } catch {
@@ -217,6 +225,7 @@ export async function runStage(spec: StageSpec, dir: string): Promise<StageOutco
     NO_COLOR: "1",
     FORCE_COLOR: "0",
     BMA_TEST_STAGE: envMark.slice(envMark.indexOf("=") + 1),
+    BMA_TEST_MARK_DIR: MARK_DIR,
     ...spec.env,
   });
   const limit = limitMark(markBase + (index % 1_000));
