@@ -37,7 +37,14 @@ import {
 } from "../protocol/generated/errors.ts";
 import { RecentIds } from "../protocol/bounded-set.ts";
 import { issueData, parseBounded } from "../protocol/issues.ts";
-import { EVENT_BLOCK, keys, type SessionEventRecord, type StoredEvent } from "./records.ts";
+import { afterTurn } from "./after-turn.ts";
+import {
+  EVENT_BLOCK,
+  keys,
+  type SessionEventRecord,
+  type StoredEvent,
+  type StoredEventRow,
+} from "./records.ts";
 import {
   type HarnessStore,
   isPromiseLike,
@@ -65,6 +72,11 @@ export const DEFAULT_MAX_SESSION_EVENT_BYTES = 32 * 1024 * 1024;
 const AT_ONCE_SHARE = 1 / 1024;
 /** The most block deletes one event's batch carries (a store left with many catches up later). */
 const MAX_BLOCKS_PER_BATCH = 16;
+/**
+ * The most bytes (of the frames that carried them) of the events one stored row packs together:
+ * rows stay a few pages of the store.
+ */
+const MAX_ROW_BYTES = 64 * 1024;
 
 /** Options of an {@linkcode EventLog}. */
 export interface EventLogOptions {
@@ -97,6 +109,24 @@ export interface EventLogOptions {
 /** Where a reader waits for the next record. */
 interface Waiter {
   resolve(): void;
+}
+
+/**
+ * The events accepted since the last hand-over to the store's group commit, packed in rows: a row
+ * holds consecutive events of one block of {@linkcode EVENT_BLOCK} indexes (so a block's prefix
+ * delete never takes a kept event), up to {@linkcode MAX_ROW_BYTES}; a large event (deleted on its
+ * own when dropped) has a row of its own.
+ */
+interface UnwrittenEvents {
+  readonly rows: StoredEvent[][];
+  /** The bytes of the last row. */
+  lastRowBytes: number;
+  /** The deletes of the events dropped meanwhile, in order: written after the rows. */
+  readonly deletes: StoreOp[];
+  /** Settles once the store has made them durable, or refused them. */
+  readonly durable: Promise<void>;
+  resolve(): void;
+  reject(error: unknown): void;
 }
 
 /** The event log of one session. */
@@ -139,6 +169,18 @@ export class EventLog {
   #closed = false;
   /** Readers waiting for a record (made only while one waits). */
   #waiters: Waiter[] | undefined;
+  /** Accepted events not yet handed to the store's group commit (see {@linkcode UnwrittenEvents}). */
+  #unwritten: UnwrittenEvents | undefined;
+  readonly #flushUnwritten = () => this.#flush();
+  /**
+   * Events were handed to the store in this turn of the event loop: more are arriving in a
+   * burst (a runtime that hands over each frame in a task of its own), so the next ones wait for
+   * the turn's end and go together. Otherwise they go once their own task's microtasks ran.
+   */
+  #burst = false;
+  readonly #burstEnded = () => {
+    this.#burst = false;
+  };
 
   /** An empty log of session `sessionId`. */
   constructor(sessionId: string, options: EventLogOptions = {}) {
@@ -255,7 +297,10 @@ export class EventLog {
 
   /** The store operations that forget this log's events (the session is forgotten). */
   forget(): StoreOp[] {
-    return this.#store ? [{ deletePrefix: keys.events(this.sessionId) }] : [];
+    if (!this.#store) return [];
+    // The events not yet handed over go first: the prefix delete that follows takes them too.
+    this.#flush();
+    return [{ deletePrefix: keys.events(this.sessionId) }];
   }
 
   #queue(
@@ -354,11 +399,9 @@ export class EventLog {
     const drop = this.#overflow(size);
     if (!store) return this.#keep(record, rpc, size, params, drop);
     const stored: StoredEvent = { record, rpc, bytes: size };
+    if (store.writeGrouped !== undefined) return this.#persistGrouped(stored, params, drop);
     const batch: StoreOp[] = [{ put: keys.event(this.sessionId, record.index), value: stored }];
     if (drop > 0) this.#trim(batch, record, drop);
-    if (store.writeGrouped !== undefined) {
-      return this.#persistGrouped(store, batch, record, rpc, size, params, drop);
-    }
     let written: MaybePromise<void>;
     try {
       written = store.write(batch);
@@ -375,27 +418,41 @@ export class EventLog {
 
   /**
    * Group commit: the event is kept at once (so the requests behind it are decided on it), its
-   * readers woken and its ACK sent once the store has made it durable. When that transaction
-   * fails, every event of it is refused and the log reads back what the store holds.
+   * readers woken and its ACK sent once the store has made it durable. The events of a task (or
+   * of a burst) go to the store together, several to a row: one row written for many events.
+   * When that transaction fails, every event of it is refused and the log reads back what the
+   * store holds.
    */
   #persistGrouped(
-    store: HarnessStore,
-    batch: StoreOp[],
-    record: SessionEventRecord,
-    rpc: string,
-    size: number,
+    stored: StoredEvent,
     params: SessionEventParams,
     drop: number,
   ): Promise<SessionEventResult> {
-    let durable: Promise<void>;
-    try {
-      durable = store.writeGrouped!(batch);
-    } catch {
-      throw storeRefused();
+    const { record, rpc, bytes } = stored;
+    let unwritten = this.#unwritten;
+    if (unwritten === undefined) {
+      let resolve!: () => void;
+      let reject!: (error: unknown) => void;
+      const durable = new Promise<void>((yes, no) => {
+        resolve = yes;
+        reject = no;
+      });
+      unwritten = this.#unwritten = {
+        rows: [],
+        lastRowBytes: 0,
+        deletes: [],
+        durable,
+        resolve,
+        reject,
+      };
+      if (this.#burst) afterTurn(this.#flushUnwritten);
+      else queueMicrotask(this.#flushUnwritten);
     }
-    const ack = this.#keep(record, rpc, size, params, drop, false);
+    this.#pack(unwritten, stored);
+    if (drop > 0) this.#trim(unwritten.deletes, record, drop);
+    const ack = this.#keep(record, rpc, bytes, params, drop, false);
     this.#decided = true;
-    return durable.then(() => {
+    return unwritten.durable.then(() => {
       if (this.#waiters) this.#wake();
       this.#onAccepted?.(record);
       return ack;
@@ -403,6 +460,54 @@ export class EventLog {
       this.#forget();
       return Promise.reject(storeRefused());
     });
+  }
+
+  /** Adds an accepted event to the last row of `unwritten`, or to a new row. */
+  #pack(unwritten: UnwrittenEvents, stored: StoredEvent): void {
+    const rows = unwritten.rows;
+    const atOnce = this.#maxBytes * AT_ONCE_SHARE;
+    const last = rows.length === 0 ? undefined : rows[rows.length - 1];
+    if (
+      last !== undefined && stored.bytes <= atOnce && last[0].bytes <= atOnce &&
+      unwritten.lastRowBytes + stored.bytes <= MAX_ROW_BYTES &&
+      Math.floor(last[0].record.index / EVENT_BLOCK) ===
+        Math.floor(stored.record.index / EVENT_BLOCK)
+    ) {
+      last.push(stored);
+      unwritten.lastRowBytes += stored.bytes;
+      return;
+    }
+    rows.push([stored]);
+    unwritten.lastRowBytes = stored.bytes;
+  }
+
+  /**
+   * Hands the unwritten events to the store's group commit: a row each (a lone event as its
+   * {@linkcode StoredEvent}, several as an array), under the key of the row's first event, then
+   * the deletes of the events dropped meanwhile.
+   */
+  #flush(): void {
+    const unwritten = this.#unwritten;
+    if (unwritten === undefined) return;
+    this.#unwritten = undefined;
+    if (!this.#burst) {
+      this.#burst = true;
+      afterTurn(this.#burstEnded);
+    }
+    const batch: StoreOp[] = [];
+    for (const row of unwritten.rows) {
+      const value: StoredEventRow = row.length === 1 ? row[0] : row;
+      batch.push({ put: keys.event(this.sessionId, row[0].record.index), value });
+    }
+    for (const op of unwritten.deletes) batch.push(op);
+    let durable: Promise<void>;
+    try {
+      durable = this.#store!.writeGrouped!(batch);
+    } catch (error) {
+      unwritten.reject(error);
+      return;
+    }
+    durable.then(unwritten.resolve, unwritten.reject);
   }
 
   /** Forgets what the log holds, to read it back from the store on next use. */
@@ -424,6 +529,7 @@ export class EventLog {
    * calls for: each large one, and every block now wholly below the oldest event kept.
    */
   #trim(batch: StoreOp[], record: SessionEventRecord, drop: number): void {
+    // A large event has a row of its own (#pack): deleting its key takes it alone.
     const atOnce = this.#maxBytes * AT_ONCE_SHARE;
     for (let i = 0; i < drop; i++) {
       if (this.#sizes[this.#head + i] > atOnce) {
@@ -543,26 +649,39 @@ export class EventLog {
   #load(): MaybePromise<void> {
     if (!this.#pendingLoad) return this.#loading;
     this.#pendingLoad = false;
-    let listed: MaybePromise<[string, StoredEvent][]>;
+    // The events not yet handed over are read back with the rest.
+    this.#flush();
+    let listed: MaybePromise<[string, StoredEventRow][]>;
     // The oldest event stored: below the bounds' window when the last run's trimming lagged
     // (or its bounds were wider), and where this run's trimming starts.
-    let first: MaybePromise<[string, StoredEvent][]>;
+    let first: MaybePromise<[string, StoredEventRow][]>;
     try {
       const prefix = keys.events(this.sessionId);
-      listed = this.#store!.list<StoredEvent>(prefix, { reverse: true, limit: this.#maxRecords });
-      first = this.#store!.list<StoredEvent>(prefix, { limit: 1 });
+      // At most this many rows: each holds one event at least.
+      listed = this.#store!.list<StoredEventRow>(prefix, {
+        reverse: true,
+        limit: this.#maxRecords,
+      });
+      first = this.#store!.list<StoredEventRow>(prefix, { limit: 1 });
     } catch {
       this.#pendingLoad = true;
       throw storeRefused();
     }
-    const adopt = ([rows, oldest]: [string, StoredEvent][][]) => {
+    const adopt = ([rows, oldest]: [string, StoredEventRow][][]) => {
       this.#loading = undefined;
       const events: StoredEvent[] = [];
       let bytes = 0;
-      for (const [, stored] of rows) {
-        if (events.length > 0 && bytes + stored.bytes > this.#maxBytes) break;
-        events.push(stored);
-        bytes += stored.bytes;
+      newest: for (const [, row] of rows) {
+        const packed = Array.isArray(row) ? row : [row as StoredEvent];
+        for (let i = packed.length - 1; i >= 0; i--) {
+          const stored = packed[i];
+          if (
+            events.length > 0 &&
+            (events.length >= this.#maxRecords || bytes + stored.bytes > this.#maxBytes)
+          ) break newest;
+          events.push(stored);
+          bytes += stored.bytes;
+        }
       }
       events.reverse();
       const last = events.at(-1)?.record.index ?? 0;
@@ -571,7 +690,9 @@ export class EventLog {
       this.#head = 0;
       this.#bytes = bytes;
       this.#dropped = last - events.length;
-      this.#storedFrom = this.#nextStoredFrom = oldest[0]?.[1].record.index ?? last + 1;
+      const oldestRow = oldest[0]?.[1];
+      const oldestStored = Array.isArray(oldestRow) ? oldestRow[0] : oldestRow as StoredEvent;
+      this.#storedFrom = this.#nextStoredFrom = oldestStored?.record.index ?? last + 1;
       for (const { record, rpc } of events) {
         this.#rpcIds.add(rpc);
         if (record.event_id !== undefined) this.#eventIds.add(record.event_id);

@@ -8,7 +8,7 @@
  * | `xs/<executor_id>/<session_id>`   | `1`                      | a session assigned (deleted when it ends) |
  * | `s/<session_id>`                  | {@linkcode SessionRecord}  | each state change (`ready` before its ack) |
  * | `se/<ended_at>/<session_id>`      | `1`                      | a session ended (the order of forgetting) |
- * | `ev/<session_id>/<index>`         | {@linkcode StoredEvent}    | before the event's ack                     |
+ * | `ev/<session_id>/<index>`         | {@linkcode StoredEventRow} | before the event's ack (with the events of its turn, from `index` on) |
  * | `c/<tool_call_id>`                | {@linkcode CallRecord}     | before `tool.call` is sent, and with its result before the `tool.result`'s ack |
  * | `a/…`                             | the agent capability's    | (see `agent/harness/platform.ts`)         |
  *
@@ -133,6 +133,12 @@ export interface StoredEvent {
   /** The size of the frame that carried it (what the retention bound counts). */
   readonly bytes: number;
 }
+
+/**
+ * What an event's key holds: its {@linkcode StoredEvent}, or the events written together from
+ * it on (consecutive indexes, the key's the first), oldest first.
+ */
+export type StoredEventRow = StoredEvent | readonly StoredEvent[];
 
 /** A failure a settled call keeps. */
 export type StoredFailure =

@@ -26,6 +26,7 @@
  * @module
  */
 import { LocalError } from "../../protocol/errors.ts";
+import { afterTurn } from "../after-turn.ts";
 import {
   batchTexts,
   checkBatch,
@@ -189,15 +190,9 @@ interface Job {
 const settled = () => {};
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-const setImmediateOf = (globalThis as { setImmediate?: (run: () => void) => unknown })
-  .setImmediate;
-
 /** Resolves once this turn of the event loop has handled its I/O. */
-function afterTurn(): Promise<void> {
-  return new Promise((resolve) => {
-    if (setImmediateOf !== undefined) setImmediateOf(resolve);
-    else setTimeout(resolve, 0);
-  });
+function turnEnded(): Promise<void> {
+  return new Promise((resolve) => afterTurn(resolve));
 }
 
 /** A {@linkcode HarnessStore} over one PostgreSQL table. Open it with `openPostgresStore`. */
@@ -382,7 +377,7 @@ export class PostgresHarnessStore implements HarnessStore {
   ): Promise<void> {
     let job = this.#open;
     if (job === undefined || job.sealed) {
-      job = { entries: [], sealed: false, turnEnded: grouped ? afterTurn() : Promise.resolve() };
+      job = { entries: [], sealed: false, turnEnded: grouped ? turnEnded() : Promise.resolve() };
       this.#open = job;
       this.#waiting.push(job);
       const run = this.#tail.then(() => job!.turnEnded).then(() => this.#run(job!));

@@ -13,6 +13,7 @@
  * @module
  */
 import { LocalError } from "../../protocol/errors.ts";
+import { afterTurn } from "../after-turn.ts";
 import {
   batchTexts,
   checkBatch,
@@ -541,15 +542,6 @@ export function busyOr(error: unknown): unknown {
   const busy = code === "SQLITE_BUSY" || errcode === 5 ||
     (typeof message === "string" && /database is locked|SQLITE_BUSY/.test(message));
   return busy ? new StoreBusyError({ cause: error }) : error;
-}
-
-const setImmediateOf = (globalThis as { setImmediate?: (run: () => void) => unknown })
-  .setImmediate;
-
-/** Runs `run` once this turn of the event loop has handled its I/O (Node's, Deno's, Bun's `setImmediate`). */
-function afterTurn(run: () => void): void {
-  if (setImmediateOf !== undefined) setImmediateOf(run);
-  else setTimeout(run, 0);
 }
 
 /** How a SQLite file store syncs to disk (SQLite's `synchronous` pragma, in WAL mode). */

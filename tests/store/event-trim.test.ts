@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { ExecutorClient, Harness, type HarnessStore } from "../../node.ts";
 import { until } from "../helpers/executor-fixture.ts";
 import { DRIVERS, openSqliteStore } from "./sqlite-fixture.ts";
+import { storedEvents } from "../helpers/stored-events.ts";
 
 const INFO = { name: "trim-executor", os: "linux", arch: "amd64", version: "0.0.1" };
 const FAST = { initialDelayMs: 5, maxDelayMs: 50 };
@@ -27,7 +28,7 @@ let files = 0;
 async function storedIndexes(path: string, driver: string, id: string): Promise<number[]> {
   const check = await openSqliteStore(path, { driver });
   try {
-    return check.list<{ record: { index: number } }>(`ev/${id}/`).map(([, e]) => e.record.index);
+    return storedEvents(check.list(`ev/${id}/`)).map((e) => e.record.index);
   } finally {
     check.close();
   }
@@ -66,76 +67,85 @@ for (const driver of DRIVERS) {
       return client;
     }
 
-    async function emit(client: ExecutorClient, id: string, from: number, count: number) {
-      for (let n = from; n < from + count; n++) {
-        await client.call("session.event", {
-          session_id: id,
-          event: { type: "tick", n, text: "a line of output" },
-        });
+    /** Sends `count` events, `inflight` at a time (pipelined: several stored in a row). */
+    async function emit(
+      client: ExecutorClient,
+      id: string,
+      from: number,
+      count: number,
+      inflight: number,
+      text = "a line of output",
+    ) {
+      for (let n = from; n < from + count; n += inflight) {
+        const sends = [];
+        for (let i = n; i < Math.min(n + inflight, from + count); i++) {
+          sends.push(client.call("session.event", {
+            session_id: id,
+            event: { type: "tick", n: i, text },
+          }));
+        }
+        await Promise.all(sends);
       }
     }
 
-    it("holds the kept events and at most a block below them, contiguous", async () => {
-      const path = join(dir, `t${++files}.db`);
-      const store = await openSqliteStore(path, { driver });
-      closing.push(() => Promise.resolve(store.close()));
-      const { harness, server } = await serve(store, { maxSessionEvents: 5 });
-      const client = await executor(server.url);
-      const session = await (await harness.waitExecutor()).assignSession({ session_id: "ses_t" });
-      await session.ready();
-      await emit(client, "ses_t", 0, 250);
-      assert.deepEqual(session.eventRecords.map((r) => r.index), range(246, 250));
-      const stored = await storedIndexes(path, driver, "ses_t");
-      assert.ok(stored.length >= 5 && stored.length <= 5 + BLOCK, `${stored.length} stored`);
-      assert.deepEqual(stored, range(stored[0], 250), "no gap, ending with the newest");
-    });
-
-    it("deletes a large dropped event at once", async () => {
-      const path = join(dir, `t${++files}.db`);
-      const store = await openSqliteStore(path, { driver });
-      closing.push(() => Promise.resolve(store.close()));
-      // Each frame is over a 1,024th of the byte bound: none waits for its block.
-      const { harness, server } = await serve(store, { maxSessionEventBytes: 16 * 1024 });
-      const client = await executor(server.url);
-      const session = await (await harness.waitExecutor()).assignSession({ session_id: "ses_l" });
-      await session.ready();
-      for (let n = 0; n < 40; n++) {
-        await client.call("session.event", {
-          session_id: "ses_l",
-          event: { type: "blob", n, text: "x".repeat(2048) },
-        });
-      }
-      const kept = session.eventRecords.map((r) => r.index);
-      assert.ok(kept.length > 1 && kept.length < 40, `${kept.length} kept`);
-      assert.deepEqual(await storedIndexes(path, driver, "ses_l"), kept);
-    });
-
-    it("started again with narrower bounds: reads back its bounds, trims from the oldest held", async () => {
-      const path = join(dir, `t${++files}.db`);
-      const store = await openSqliteStore(path, { driver });
-      closing.push(() => Promise.resolve(store.close()));
-      const first = await serve(store, { maxSessionEvents: 150 });
-      const client = await executor(first.server.url);
-      const session = await (await first.harness.waitExecutor()).assignSession({
-        session_id: "ses_r",
+    for (const inflight of [1, 32]) {
+      it(`holds the kept events and at most a block below them, contiguous (${inflight} in flight)`, async () => {
+        const path = join(dir, `t${++files}.db`);
+        const store = await openSqliteStore(path, { driver });
+        closing.push(() => Promise.resolve(store.close()));
+        const { harness, server } = await serve(store, { maxSessionEvents: 5 });
+        const client = await executor(server.url);
+        const session = await (await harness.waitExecutor()).assignSession({ session_id: "ses_t" });
+        await session.ready();
+        await emit(client, "ses_t", 0, 250, inflight);
+        assert.deepEqual(session.eventRecords.map((r) => r.index), range(246, 250));
+        const stored = await storedIndexes(path, driver, "ses_t");
+        assert.ok(stored.length >= 5 && stored.length <= 5 + BLOCK, `${stored.length} stored`);
+        assert.deepEqual(stored, range(stored[0], 250), "no gap, ending with the newest");
       });
-      await session.ready();
-      await emit(client, "ses_r", 0, 250);
-      assert.deepEqual(session.eventRecords.map((r) => r.index), range(101, 250));
-      const before = await storedIndexes(path, driver, "ses_r");
-      assert.ok(before.length >= 150 && before.length <= 150 + BLOCK, `${before.length} stored`);
 
-      await first.harness.close();
-      await first.server.close();
-      const second = await serve(store, { maxSessionEvents: 5 }, first.port);
-      const recovered = second.harness.session("ses_r")!;
-      assert.deepEqual(recovered.eventRecords.map((r) => r.index), range(246, 250));
-      await until(() => second.harness.executor(recovered.executor.id)?.connected === true);
-      await emit(client, "ses_r", 250, 150);
-      assert.deepEqual(recovered.eventRecords.map((r) => r.index), range(396, 400));
-      const stored = await storedIndexes(path, driver, "ses_r");
-      assert.ok(stored.length >= 5 && stored.length <= 5 + BLOCK, `${stored.length} stored`);
-      assert.deepEqual(stored, range(stored[0], 400), "no gap, ending with the newest");
-    });
+      it(`deletes a large dropped event at once (${inflight} in flight)`, async () => {
+        const path = join(dir, `t${++files}.db`);
+        const store = await openSqliteStore(path, { driver });
+        closing.push(() => Promise.resolve(store.close()));
+        // Each frame is over a 1,024th of the byte bound: none waits for its block.
+        const { harness, server } = await serve(store, { maxSessionEventBytes: 16 * 1024 });
+        const client = await executor(server.url);
+        const session = await (await harness.waitExecutor()).assignSession({ session_id: "ses_l" });
+        await session.ready();
+        await emit(client, "ses_l", 0, 40, inflight, "x".repeat(2048));
+        const kept = session.eventRecords.map((r) => r.index);
+        assert.ok(kept.length > 1 && kept.length < 40, `${kept.length} kept`);
+        assert.deepEqual(await storedIndexes(path, driver, "ses_l"), kept);
+      });
+
+      it(`started again with narrower bounds: reads back its bounds, trims from the oldest held (${inflight} in flight)`, async () => {
+        const path = join(dir, `t${++files}.db`);
+        const store = await openSqliteStore(path, { driver });
+        closing.push(() => Promise.resolve(store.close()));
+        const first = await serve(store, { maxSessionEvents: 150 });
+        const client = await executor(first.server.url);
+        const session = await (await first.harness.waitExecutor()).assignSession({
+          session_id: "ses_r",
+        });
+        await session.ready();
+        await emit(client, "ses_r", 0, 250, inflight);
+        assert.deepEqual(session.eventRecords.map((r) => r.index), range(101, 250));
+        const before = await storedIndexes(path, driver, "ses_r");
+        assert.ok(before.length >= 150 && before.length <= 150 + BLOCK, `${before.length} stored`);
+
+        await first.harness.close();
+        await first.server.close();
+        const second = await serve(store, { maxSessionEvents: 5 }, first.port);
+        const recovered = second.harness.session("ses_r")!;
+        assert.deepEqual(recovered.eventRecords.map((r) => r.index), range(246, 250));
+        await until(() => second.harness.executor(recovered.executor.id)?.connected === true);
+        await emit(client, "ses_r", 250, 150, inflight);
+        assert.deepEqual(recovered.eventRecords.map((r) => r.index), range(396, 400));
+        const stored = await storedIndexes(path, driver, "ses_r");
+        assert.ok(stored.length >= 5 && stored.length <= 5 + BLOCK, `${stored.length} stored`);
+        assert.deepEqual(stored, range(stored[0], 400), "no gap, ending with the newest");
+      });
+    }
   });
 }
