@@ -314,7 +314,7 @@ function storeRank(label: string): number {
 if (suites.has("store")) {
   print();
   print(
-    "6. Harness store: durable events written per second (the batch an accepted session.event needs: the epoch check and the stored event; one batch after another, or 64 a turn with group commit)",
+    "6. Harness store: durable events written per second (the batch an accepted session.event needs: the epoch check and the stored event; one batch after another, or the 64 events of a turn in one batch, several to a row, with group commit)",
   );
   const all: Partial<Record<Runtime, StoreResults>> = {};
   for (const runtime of runtimes) {
@@ -408,7 +408,7 @@ if (suites.has("store")) {
   );
   if (postgres) {
     print(
-      "   postgres: one transaction per batch (the epoch check and the event) over TCP 127.0.0.1 to the bench's own server, a new table per run; group commit: the 64 batches of a turn in one transaction.",
+      "   postgres: one transaction per batch (the epoch check and the event) over TCP 127.0.0.1 to the bench's own server, a new table per run; group commit: the 64 events of a turn in one batch and one transaction, several to a row.",
     );
   }
 }

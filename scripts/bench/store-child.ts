@@ -2,8 +2,10 @@
  * The child of the store benchmark (store.ts), on one runtime: for each store it is given,
  * writes durable events' batches — the batch an accepted `session.event` needs: the harness's
  * epoch check and the stored event — for `durationMs` after a warm-up, and prints the rate as
- * one JSON line. One batch after another (`write`), or, with `:grouped`, 64 batches per turn of
- * the event loop through `writeGrouped` (group commit), as a windowed executor sends them.
+ * one JSON line. One batch after another (`write`), or, with `:grouped`, 64 events per turn of
+ * the event loop as a windowed executor sends them and the harness's event log writes them
+ * through `writeGrouped` (group commit): one batch, the epoch check and the events packed in
+ * rows of consecutive events, a row within a block of 100 indexes.
  *
  *   <runtime> store-child.ts <durationMs> <warmupMs> <runs> <label=kind[:driver[:synchronous[:grouped]]]>...
  *
@@ -55,8 +57,8 @@ async function open(spec: string, run: string): Promise<HarnessStore> {
   });
 }
 
-/** The batch of the `count`th event: the epoch check, the stored event (as the harness writes them). */
-function eventBatch(count: number, run: string): StoreOp[] {
+/** The stored form of the `count`th event, and its session's key prefix and index. */
+function storedEvent(count: number, run: string) {
   const session = `ses_${run}_${Math.floor(count / PER_SESSION)}`;
   const index = (count % PER_SESSION) + 1;
   const record = {
@@ -68,13 +70,40 @@ function eventBatch(count: number, run: string): StoreOp[] {
     sequence: index,
     received_at: 1764547200000 + count,
   };
-  return [
-    { check: "w/epoch", value: 1 },
-    {
-      put: `ev/${session}/${String(index).padStart(10, "0")}`,
-      value: { record, rpc: `string:evt_${count}`, bytes: 180 },
-    },
-  ];
+  return { session, index, stored: { record, rpc: `string:evt_${count}`, bytes: 180 } };
+}
+
+const eventKey = (session: string, index: number) =>
+  `ev/${session}/${String(index).padStart(15, "0")}`;
+
+/** The batch of the `count`th event: the epoch check, the stored event (as the harness writes them). */
+function eventBatch(count: number, run: string): StoreOp[] {
+  const { session, index, stored } = storedEvent(count, run);
+  return [{ check: "w/epoch", value: 1 }, { put: eventKey(session, index), value: stored }];
+}
+
+/**
+ * The batch of events `from` to `from + count - 1` accepted in one turn: the epoch check, and a
+ * row per run of consecutive events of one session within a block of 100 indexes.
+ */
+function turnBatch(from: number, count: number, run: string): StoreOp[] {
+  const batch: StoreOp[] = [{ check: "w/epoch", value: 1 }];
+  let row: unknown[] = [];
+  let key = "";
+  let block = "";
+  for (let n = from; n < from + count; n++) {
+    const { session, index, stored } = storedEvent(n, run);
+    const at = `${session}/${Math.floor(index / 100)}`;
+    if (at !== block) {
+      if (row.length > 0) batch.push({ put: key, value: row.length === 1 ? row[0] : row });
+      row = [];
+      key = eventKey(session, index);
+      block = at;
+    }
+    row.push(stored);
+  }
+  if (row.length > 0) batch.push({ put: key, value: row.length === 1 ? row[0] : row });
+  return batch;
 }
 
 /** Writes events for `ms`; the number written. */
@@ -88,20 +117,18 @@ async function writeEvents(
   const started = performance.now();
   const end = started + ms;
   let count = 0;
-  const durable: Promise<void>[] = [];
   while (count < MAX_EVENTS) {
     if (grouped) {
-      durable.push(store.writeGrouped!(eventBatch(count, run)));
-      if (durable.length === 64) await Promise.all(durable.splice(0));
+      await store.writeGrouped!(turnBatch(count, 64, run));
+      count += 64;
     } else {
       // The SQLite stores write synchronously; the PostgreSQL store answers with a promise.
       const written = store.write(eventBatch(count, run));
       if (written) await written;
+      count++;
     }
-    count++;
     if ((count & 63) === 0 && performance.now() >= end) break;
   }
-  await Promise.all(durable);
   return { count, ms: performance.now() - started };
 }
 
