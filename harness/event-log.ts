@@ -504,10 +504,23 @@ export class EventLog {
     try {
       durable = this.#store!.writeGrouped!(batch);
     } catch (error) {
-      unwritten.reject(error);
+      this.#refuse(unwritten, error);
       return;
     }
-    durable.then(unwritten.resolve, unwritten.reject);
+    durable.then(unwritten.resolve, (error) => this.#refuse(unwritten, error));
+  }
+
+  /**
+   * Refuses `unwritten`, and the events accepted after it that wait to be handed over: they were
+   * decided on it (their sequence checks, their indexes). The store refuses those handed over
+   * meanwhile itself.
+   */
+  #refuse(unwritten: UnwrittenEvents, error: unknown): void {
+    unwritten.reject(error);
+    const later = this.#unwritten;
+    if (later === undefined) return;
+    this.#unwritten = undefined;
+    later.reject(error);
   }
 
   /** Forgets what the log holds, to read it back from the store on next use. */

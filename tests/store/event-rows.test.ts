@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { EventLog } from "../../harness/event-log.ts";
 import type { SessionEventParams } from "../../protocol/generated/contract.ts";
+import type { HarnessStore, StoreOp } from "../../harness/mod.ts";
 import { storedEvents } from "../helpers/stored-events.ts";
 import { DRIVERS, openSqliteStore } from "./sqlite-fixture.ts";
 
@@ -112,6 +113,44 @@ for (const driver of DRIVERS) {
         assert.deepEqual(wide.records.map((r) => r.index), range(100, 131));
       } finally {
         store.close();
+      }
+    });
+
+    it("refuses the events accepted after a lost write with it, before they are handed over", async () => {
+      const real = await openSqliteStore(join(dir, `r${++files}.db`), { driver });
+      // The first group commit is lost (as a failed transaction is), the others go through.
+      let lose!: (error: Error) => void;
+      let first = true;
+      const store: HarnessStore = {
+        singleWriter: real.singleWriter,
+        get: (key) => real.get(key),
+        list: (prefix, options) => real.list(prefix, options),
+        write: (batch) => real.write(batch),
+        writeGrouped: (batch: readonly StoreOp[]) => {
+          if (!first) return real.writeGrouped!(batch);
+          first = false;
+          return new Promise<void>((_, reject) => lose = reject);
+        },
+        close: () => real.close(),
+      };
+      try {
+        const log = new EventLog("s", { store });
+        const lost = appendAll(log, 1, 5);
+        // Their row is handed over once this task's microtasks ran.
+        await Promise.resolve();
+        await Promise.resolve();
+        // More in the same turn: decided on the five, waiting for the turn's end.
+        const after = appendAll(log, 6, 8);
+        lose(new Error("the transaction was lost"));
+        await assert.rejects(lost, /event store unavailable/);
+        await assert.rejects(after, /event store unavailable/);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        assert.deepEqual(real.list("ev/s/"), [], "none of them written");
+        // The log reads back what the store holds: the executor's resends start at index 1.
+        await log.append(event(1), "r1", 10);
+        assert.deepEqual(log.records.map((r) => r.index), [1]);
+      } finally {
+        real.close();
       }
     });
 
