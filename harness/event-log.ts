@@ -37,7 +37,7 @@ import {
 } from "../protocol/generated/errors.ts";
 import { RecentIds } from "../protocol/bounded-set.ts";
 import { issueData, parseBounded } from "../protocol/issues.ts";
-import { afterTurn } from "./after-turn.ts";
+import { TurnBurst } from "./after-turn.ts";
 import {
   EVENT_BLOCK,
   keys,
@@ -172,15 +172,8 @@ export class EventLog {
   /** Accepted events not yet handed to the store's group commit (see {@linkcode UnwrittenEvents}). */
   #unwritten: UnwrittenEvents | undefined;
   readonly #flushUnwritten = () => this.#flush();
-  /**
-   * Events were handed to the store in this turn of the event loop: more are arriving in a
-   * burst (a runtime that hands over each frame in a task of its own), so the next ones wait for
-   * the turn's end and go together. Otherwise they go once their own task's microtasks ran.
-   */
-  #burst = false;
-  readonly #burstEnded = () => {
-    this.#burst = false;
-  };
+  /** Events were handed to the store in this turn: the next ones wait for the turn's end. */
+  readonly #burst = new TurnBurst();
 
   /** An empty log of session `sessionId`. */
   constructor(sessionId: string, options: EventLogOptions = {}) {
@@ -445,8 +438,7 @@ export class EventLog {
         resolve,
         reject,
       };
-      if (this.#burst) afterTurn(this.#flushUnwritten);
-      else queueMicrotask(this.#flushUnwritten);
+      this.#burst.defer(this.#flushUnwritten);
     }
     this.#pack(unwritten, stored);
     if (drop > 0) this.#trim(unwritten.deletes, record, drop);
@@ -490,10 +482,7 @@ export class EventLog {
     const unwritten = this.#unwritten;
     if (unwritten === undefined) return;
     this.#unwritten = undefined;
-    if (!this.#burst) {
-      this.#burst = true;
-      afterTurn(this.#burstEnded);
-    }
+    this.#burst.mark();
     const batch: StoreOp[] = [];
     for (const row of unwritten.rows) {
       const value: StoredEventRow = row.length === 1 ? row[0] : row;

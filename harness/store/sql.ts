@@ -13,7 +13,7 @@
  * @module
  */
 import { LocalError } from "../../protocol/errors.ts";
-import { afterTurn } from "../after-turn.ts";
+import { afterTurn, TurnBurst } from "../after-turn.ts";
 import {
   batchTexts,
   checkBatch,
@@ -148,16 +148,8 @@ export class SqlHarnessStore implements HarnessStore {
    */
   #pending: PendingBatch[] | undefined;
   readonly #flushPending = () => this.#commitPending();
-  /**
-   * A group committed in this turn of the event loop: more batches are arriving in a burst (a
-   * runtime that hands over each frame in a task of its own), so the next ones wait, in memory,
-   * for the turn's end to take them all. Otherwise a group commits once its own task's
-   * microtasks ran, adding no wait to one batch alone.
-   */
-  #burst = false;
-  readonly #burstEnded = () => {
-    this.#burst = false;
-  };
+  /** A group committed in this turn: the next batches wait, in memory, for the turn's end. */
+  readonly #burst = new TurnBurst();
   /**
    * Why the last group's commit failed, until every microtask has run: its writers reset what
    * they decided on its batches in their rejection handlers, and no batch may be decided on
@@ -297,7 +289,7 @@ export class SqlHarnessStore implements HarnessStore {
     checkBatch(batch);
     const { texts, checks } = batchTexts(batch);
     let group = this.#group;
-    if (group === undefined && (this.#burst || this.#pending !== undefined)) {
+    if (group === undefined && (this.#burst.active || this.#pending !== undefined)) {
       // A burst: the batch waits in memory, in order behind the others, not in an open
       // transaction (which would hold the file's write lock across the turn).
       let pending = this.#pending;
@@ -323,8 +315,7 @@ export class SqlHarnessStore implements HarnessStore {
         reject = no;
       });
       group = this.#group = { done, resolve, reject };
-      if (this.#burst) afterTurn(this.#flush);
-      else Promise.resolve().then(this.#flush);
+      this.#burst.defer(this.#flush);
     }
     this.#applyInGroup(batch, texts, checks);
     return group.done;
@@ -393,10 +384,7 @@ export class SqlHarnessStore implements HarnessStore {
     const pending = this.#pending;
     if (pending === undefined) return;
     this.#pending = undefined;
-    if (!this.#burst) {
-      this.#burst = true;
-      afterTurn(this.#burstEnded);
-    }
+    this.#burst.mark();
     if (this.#closed) {
       const error = new StoreClosedError();
       for (const batch of pending) batch.reject(error);
@@ -441,10 +429,7 @@ export class SqlHarnessStore implements HarnessStore {
     if (group === undefined) return;
     this.#group = undefined;
     this.#held = undefined;
-    if (!this.#burst) {
-      this.#burst = true;
-      afterTurn(this.#burstEnded);
-    }
+    this.#burst.mark();
     try {
       this.#driver.commit!();
     } catch (cause) {

@@ -2,8 +2,6 @@
  * The events a harness store holds for a session, as its rows list them: a row is one stored
  * event, or the events written together from its key on (`StoredEventRow`).
  */
-import type { StoredEventRow } from "../../harness/records.ts";
-
 /** The stored events of `rows` (a `list` of a session's `ev/` keys), oldest first. */
 export function storedEvents<T = { record: { index: number; event: unknown } }>(
   rows: readonly (readonly [string, unknown])[],
@@ -15,5 +13,3 @@ export function storedEvents<T = { record: { index: number; event: unknown } }>(
   }
   return events;
 }
-
-export type { StoredEventRow };
