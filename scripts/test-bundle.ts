@@ -1,6 +1,7 @@
 /**
- * The test files built for Node: one esbuild build of every file (ES modules; the SDK's sources
- * and the tests' helpers in chunks the files share, packages left to Node's resolution), run by
+ * The test files built for Node: one esbuild build of every file (ES modules; the SDK's sources,
+ * the tests' helpers and the pure ES-module packages in chunks the files share, the other
+ * packages left to Node's resolution), run by
  * plain `node` instead of through tsx. Through tsx, a Node stage spent most of its time loading
  * the SDK: every module resolved and transformed in tsx's loader thread, with a cache that each
  * stage's own `TMPDIR` starts empty. The build takes a few seconds; a Node stage then starts in
@@ -9,7 +10,8 @@
  * The build keeps what a module sees of itself: `import.meta.url` is the source file's URL (a
  * test finds its fixtures beside it, `createRequire` resolves from the source's folder), names of
  * functions and classes are kept (`keepNames`, as tsx does), and stack traces point into the
- * sources (an inline source map, `--enable-source-maps`). A dynamic import of
+ * sources (a source map beside each file, `--enable-source-maps`; inline, it doubled the text
+ * every process read and compiled). A dynamic import of
  * `` `…/${RUNTIME}.ts` `` is this runtime's file (`RUNTIME` is `"node"` wherever Node runs it);
  * any other template in an `import()` would make esbuild take in every file its pattern matches,
  * so it fails the build instead.
@@ -107,6 +109,40 @@ function sourcesAsThemselves(root: string): Plugin {
 }
 
 /**
+ * Pure ES-module packages built into the bundles; every other package is left to Node's
+ * resolution. Loaded as packages, zod's and hono's files were resolved, read and compiled one by
+ * one in every process a test started.
+ */
+const INLINED_PACKAGES: ReadonlySet<string> = new Set([
+  "zod",
+  "hono",
+  "@hono/node-server",
+  "re2js",
+  "modern-tar",
+]);
+
+/** The package a bare specifier names (`@scope/name` or `name`). */
+function packageOf(specifier: string): string {
+  const parts = specifier.split("/");
+  return specifier.startsWith("@") ? parts.slice(0, 2).join("/") : parts[0];
+}
+
+/** Leaves every package but those of {@linkcode INLINED_PACKAGES} to Node's resolution. */
+function inlinedPackages(): Plugin {
+  return {
+    name: "inlined-packages",
+    setup(b) {
+      b.onResolve({ filter: /^[^./]/ }, (args) => {
+        if (args.path.startsWith("node:") || INLINED_PACKAGES.has(packageOf(args.path))) {
+          return undefined;
+        }
+        return { path: args.path, external: true };
+      });
+    },
+  };
+}
+
+/**
  * Builds `files` (paths relative to `root`, as `./tests/x.test.ts`) and `NODE_PROGRAMS` into
  * `outdir`, which must be inside `root` (the bundles import packages from `root`'s node_modules):
  * a file's bundle is `outdir/<its path>.mjs`. Returns each test file's bundle, or the build's
@@ -131,12 +167,11 @@ export async function bundleTests(
       platform: "node",
       format: "esm",
       target: `node${process.versions.node}`,
-      packages: "external",
       keepNames: true,
       // Shared chunks: one build of the SDK for all files, not one per file (40 times the output).
       splitting: true,
       chunkNames: "chunks/[name]-[hash]",
-      sourcemap: "inline",
+      sourcemap: "linked",
       sourcesContent: false,
       logLevel: "silent",
       define: {
@@ -144,7 +179,7 @@ export async function bundleTests(
         "import.meta.filename": META.filename,
         "import.meta.dirname": META.dirname,
       },
-      plugins: [sourcesAsThemselves(root)],
+      plugins: [inlinedPackages(), sourcesAsThemselves(root)],
     });
   } catch (error) {
     const errors =
