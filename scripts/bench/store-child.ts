@@ -20,6 +20,7 @@ import { openSqliteStore as openOnBun } from "../../harness/store/sqlite.bun.ts"
 import { openSqliteStore as openOnDeno } from "../../harness/store/sqlite.deno.ts";
 import { openSqliteStore as openOnNode } from "../../harness/store/sqlite.node.ts";
 import { openPostgresStore } from "../../harness/store/postgres.node.ts";
+import { EVENT_BLOCK, keys } from "../../harness/records.ts";
 
 const RUNTIME: "node" | "deno" | "bun" = "Deno" in globalThis
   ? "deno"
@@ -73,18 +74,15 @@ function storedEvent(count: number, run: string) {
   return { session, index, stored: { record, rpc: `string:evt_${count}`, bytes: 180 } };
 }
 
-const eventKey = (session: string, index: number) =>
-  `ev/${session}/${String(index).padStart(15, "0")}`;
-
 /** The batch of the `count`th event: the epoch check, the stored event (as the harness writes them). */
 function eventBatch(count: number, run: string): StoreOp[] {
   const { session, index, stored } = storedEvent(count, run);
-  return [{ check: "w/epoch", value: 1 }, { put: eventKey(session, index), value: stored }];
+  return [{ check: "w/epoch", value: 1 }, { put: keys.event(session, index), value: stored }];
 }
 
 /**
  * The batch of events `from` to `from + count - 1` accepted in one turn: the epoch check, and a
- * row per run of consecutive events of one session within a block of 100 indexes.
+ * row per run of consecutive events of one session within a block of `EVENT_BLOCK` indexes.
  */
 function turnBatch(from: number, count: number, run: string): StoreOp[] {
   const batch: StoreOp[] = [{ check: "w/epoch", value: 1 }];
@@ -93,11 +91,11 @@ function turnBatch(from: number, count: number, run: string): StoreOp[] {
   let block = "";
   for (let n = from; n < from + count; n++) {
     const { session, index, stored } = storedEvent(n, run);
-    const at = `${session}/${Math.floor(index / 100)}`;
+    const at = `${session}/${Math.floor(index / EVENT_BLOCK)}`;
     if (at !== block) {
       if (row.length > 0) batch.push({ put: key, value: row.length === 1 ? row[0] : row });
       row = [];
-      key = eventKey(session, index);
+      key = keys.event(session, index);
       block = at;
     }
     row.push(stored);
