@@ -54,7 +54,17 @@ export class HarnessObject {
   readonly #brainApi: { fetch(request: Request): Response | Promise<Response> } | undefined;
   /** This incarnation's transport of each socket, by attachment id. */
   readonly #transports = new Map<string, Promise<FedTransport | undefined>>();
-  readonly #sockets = new Map<Transport, WorkersWebSocket>();
+  /** Each transport's socket and attachment id. */
+  readonly #sockets = new Map<Transport, { ws: WorkersWebSocket; id: string }>();
+  /**
+   * The attachment id and transport each socket had when last looked up. workerd hands one
+   * incarnation the same socket object for every event, and reading the attachment back (a
+   * structured-clone copy of the snapshot) cost more than the rest of a heartbeat's handling.
+   */
+  readonly #seen = new WeakMap<
+    WorkersWebSocket,
+    { id: string; transport: Promise<FedTransport | undefined> }
+  >();
 
   /** Built by the runtime on every wake-up of the object (also after an eviction). */
   constructor(
@@ -80,9 +90,8 @@ export class HarnessObject {
       recoveredLeases: "stored",
       deadlines: { wake: () => clock.wake() },
       onConnectionChange: (transport, snapshot) => {
-        const ws = this.#sockets.get(transport);
-        const att = ws?.deserializeAttachment() as Attachment | null | undefined;
-        if (ws && att) ws.serializeAttachment({ id: att.id, snapshot } satisfies Attachment);
+        const socket = this.#sockets.get(transport);
+        socket?.ws.serializeAttachment({ id: socket.id, snapshot } satisfies Attachment);
       },
     });
     // The deadlines read back from the store, told before `harness` was there.
@@ -171,6 +180,10 @@ export class HarnessObject {
    * one restored from the attachment.
    */
   #transport(ws: WorkersWebSocket, restore = true): Promise<FedTransport | undefined> {
+    const seen = this.#seen.get(ws);
+    // Still this socket's transport: a closed one has left `#transports` (and its attachment
+    // says closed).
+    if (seen && this.#transports.get(seen.id) === seen.transport) return seen.transport;
     const att = ws.deserializeAttachment() as Attachment | null;
     if (!att?.id || att.closed) return Promise.resolve(undefined);
     let transport = this.#transports.get(att.id);
@@ -178,7 +191,9 @@ export class HarnessObject {
       transport = this.#restore(ws, att);
       this.#transports.set(att.id, transport);
     }
-    return transport ?? Promise.resolve(undefined);
+    if (!transport) return Promise.resolve(undefined);
+    this.#seen.set(ws, { id: att.id, transport });
+    return transport;
   }
 
   async #restore(ws: WorkersWebSocket, att: Attachment): Promise<FedTransport | undefined> {
@@ -202,7 +217,7 @@ export class HarnessObject {
       send: (frame) => ws.send(frame),
       close: (code, reason) => ws.close(code, reason),
     });
-    this.#sockets.set(transport, ws);
+    this.#sockets.set(transport, { ws, id });
     transport.closed.then(() => {
       this.#sockets.delete(transport);
       this.#transports.delete(id);
