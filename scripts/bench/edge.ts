@@ -17,6 +17,9 @@
  *   (/proc/stat), since a loaded machine slows everything measured here;
  * - the heartbeats' round trips as the executors see them (`executor.heartbeat` out to its
  *   answer in), late ones (over one interval), timeouts, leases expired (4005);
+ * - the baseline (edge-echo.ts, measured first, size by size): workerd's CPU per message of a
+ *   bare object that only answers as many sockets at the same interval, and the heartbeat's
+ *   µs against it;
  * - tool calls made by a brain outside over the brain API (`POST /v1/harness/environments/<id>/
  *   sessions/<sid>/tool-calls?wait_ms=...`, one in flight, round robin over a few sessions on
  *   different executors) while the heartbeats go on: p50 / p99.
@@ -40,6 +43,7 @@ import {
   WORKER_NAME,
   workerdPids,
 } from "./edge-workerd.ts";
+import { type EchoObjectCost, measureEchoObject } from "./edge-echo.ts";
 import { ROOT } from "./procs.ts";
 import { buildWorkersBundle } from "./workers-bundle.ts";
 
@@ -134,6 +138,11 @@ export interface EdgeStep {
   executorLoopMaxMs: number | null;
   /** Why the object did not keep up at this step, if it did not. */
   behind?: string;
+  /**
+   * The baseline at this size: a bare object answering as many sockets at the same interval
+   * (edge-echo.ts), measured before the harness ran.
+   */
+  echo?: EchoObjectCost;
 }
 
 /** What the suite measured. */
@@ -200,6 +209,22 @@ export async function runEdgeSuite(options: EdgeOptions): Promise<EdgeResult> {
   process.once("exit", killAll);
   try {
     log(`edge: workerd (Miniflare), heartbeat interval ${intervalMs} ms`);
+    // The baseline first, size by size, in a workerd of its own that is gone before the
+    // harness's starts.
+    const echoes = new Map<number, EchoObjectCost>();
+    const ownFileLimit = fileLimitOf(process.pid);
+    for (const n of options.sizes) {
+      if (ownFileLimit !== undefined && n + 256 > ownFileLimit) continue;
+      log(`edge ${n}: a bare object answering ${n} sockets (the baseline)`);
+      echoes.set(
+        n,
+        await measureEchoObject({
+          sockets: n,
+          intervalMs,
+          windowMs: options.windowIntervals * intervalMs,
+        }),
+      );
+    }
     mf = new Miniflare({
       name: WORKER_NAME,
       modules: true,
@@ -454,6 +479,7 @@ export async function runEdgeSuite(options: EdgeOptions): Promise<EdgeResult> {
         executorLoopMaxMs: Math.max(
           ...[joined, measured, beats, during].map((phase) => phase.loopMaxMs ?? 0),
         ),
+        echo: echoes.get(n),
       };
       const expected = n * wall / intervalMs;
       const why: string[] = [];
@@ -493,13 +519,13 @@ export async function runEdgeSuite(options: EdgeOptions): Promise<EdgeResult> {
       rssBefore = rss;
       heapBefore = heapNow;
       log(
-        `edge ${n}: ${step.cpuPerHeartbeatUs.toFixed(0)} µs/heartbeat, busiest thread ${
-          (step.busiestThread * 100).toFixed(0)
-        }%, RSS ${(rss / 2 ** 20).toFixed(0)} MiB, heap ${
-          heapNow === undefined ? "?" : (heapNow / 2 ** 20).toFixed(1)
-        } MiB, call p50 ${step.callP50Ms?.toFixed(1) ?? "–"} ms${
-          step.behind ? `; behind: ${step.behind}` : ""
-        }`,
+        `edge ${n}: ${step.cpuPerHeartbeatUs.toFixed(0)} µs/heartbeat${
+          step.echo ? ` (a bare object's message ${step.echo.usPerMessage.toFixed(0)})` : ""
+        }, busiest thread ${(step.busiestThread * 100).toFixed(0)}%, RSS ${
+          (rss / 2 ** 20).toFixed(0)
+        } MiB, heap ${heapNow === undefined ? "?" : (heapNow / 2 ** 20).toFixed(1)} MiB, call p50 ${
+          step.callP50Ms?.toFixed(1) ?? "–"
+        } ms${step.behind ? `; behind: ${step.behind}` : ""}`,
       );
       if (step.behind) {
         result.stopped = `the object stopped keeping up at ${n}: ${step.behind}`;
