@@ -51,15 +51,22 @@ export function dialWithWs(url: string, options: DialOptions = {}): Promise<Tran
       return;
     }
     let socket: WebSocket;
+    // No `permessage-deflate` offer, which `ws` makes by default (why: `dialNativeWebSocket`).
+    const perMessageDeflate = false;
     try {
       if (isLocalSocketUrl(url)) {
         // Unix sockets and named pipes share this path: ws hands the socket path to node:net.
         socket = new WebSocket(`ws+unix:${localSocketPath(url)}:/`, protocols, {
           headers: options.headers,
           maxPayload,
+          perMessageDeflate,
         });
       } else {
-        socket = new WebSocket(url, protocols, { headers: options.headers, maxPayload });
+        socket = new WebSocket(url, protocols, {
+          headers: options.headers,
+          maxPayload,
+          perMessageDeflate,
+        });
       }
     } catch (error) {
       reject(new DialError(`cannot dial ${redactUrl(url)}`, undefined, { cause: error }));

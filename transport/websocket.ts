@@ -133,11 +133,24 @@ export function dialNativeWebSocket(url: string, options: DialOptions = {}): Pro
     }
     const Native = globalThis.WebSocket as unknown as new (
       url: string,
-      options: { protocols?: string[]; headers?: Record<string, string> },
+      options: {
+        protocols?: string[];
+        headers?: Record<string, string>;
+        perMessageDeflate?: boolean;
+      },
     ) => WebSocketLike & { addEventListener(type: "open", listener: () => void): void };
     let socket: InstanceType<typeof Native>;
     try {
-      socket = new Native(url, { protocols: options.protocols, headers: options.headers });
+      socket = new Native(url, {
+        protocols: options.protocols,
+        headers: options.headers,
+        // No `permessage-deflate` offer (Bun's client makes one unless told not to; Deno's
+        // makes none), as the byte-stream clients make none: a server that takes it (workerd
+        // does) keeps a zlib context per connection at each end (measured in
+        // docs/benchmarks.md), and a token compressed in one window with a peer's data can be
+        // read from the frames' lengths (CRIME).
+        perMessageDeflate: false,
+      });
     } catch (error) {
       reject(new DialError("cannot dial", undefined, { cause: error }));
       return;
