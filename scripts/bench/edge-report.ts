@@ -82,10 +82,14 @@ export function edgeReport(result: EdgeResult): string[] {
       `  ${int(s.n)}`,
       `${(s.cpuMs * interval / s.windowMs).toFixed(1)} ms`,
       s.cpuPerHeartbeatUs.toFixed(0),
-      s.echo
+      !s.echo
+        ? "–"
+        : s.echo.kept
         ? `${s.echo.usPerMessage.toFixed(0)} (${(s.echo.busiestThread * 100).toFixed(0)}%)`
+        : "behind",
+      s.echo?.kept && s.echo.usPerMessage
+        ? `${(s.cpuPerHeartbeatUs / s.echo.usPerMessage).toFixed(2)}×`
         : "–",
-      s.echo?.usPerMessage ? `${(s.cpuPerHeartbeatUs / s.echo.usPerMessage).toFixed(2)}×` : "–",
       `${(s.busiestThread * 100).toFixed(1)}%`,
       `${(s.n * s.cpuPerHeartbeatUs / 1e3 / DEFAULT_INTERVAL_MS * 100).toFixed(2)}%`,
       `${ms(s.rttP50Ms)} / ${ms(s.rttP99Ms)} / ${ms(s.rttMaxMs)}`,
@@ -99,7 +103,7 @@ export function edgeReport(result: EdgeResult): string[] {
     `   register: wall time for the step's new executors (token exchange, upgrade, executor.register), and workerd's CPU per executor meanwhile (less the idle object's and the held executors' heartbeats', at the step before's rate). RSS: the whole workerd process (runtime, Miniflare's own workers, sockets); JS heap: the Worker's isolate, where the object lives, after a full GC (inspector); both once every executor heartbeated twice.`,
   );
   lines.push(
-    `   CPU/interval: workerd's CPU time (all threads) per heartbeat interval with heartbeats only; µs/heartbeat: that less the idle object's, per heartbeat answered; bare object: the baseline, workerd's CPU per message of an object that only answers as many sockets at the same interval with a frame of a heartbeat's answer (scripts/bench/edge-echo.ts; its busiest thread's share in brackets), and the heartbeat against it; busiest thread: its share of the window (the object runs on one thread); at 15 s: N executors at the default 15 s interval as a share of one core (µs/heartbeat × N / 15 s). Heartbeat: round trip seen by the executor. Calls: one in flight over the brain API (HTTP → Worker → object → executor → object → HTTP), round robin over a few sessions, heartbeats going on. Executors' / other CPU: the executor processes', and the rest of the machine's, during the CPU window.`,
+    `   CPU/interval: workerd's CPU time (all threads) per heartbeat interval with heartbeats only; µs/heartbeat: that less the idle object's, per heartbeat answered; bare object: the baseline, workerd's CPU per message of an object that only answers as many sockets at the same interval with a frame of a heartbeat's answer (scripts/bench/edge-echo.ts; its busiest thread's share in brackets; behind: it answered fewer than 9 in 10 of the messages due), and the heartbeat against it; busiest thread: its share of the window (the object runs on one thread); at 15 s: N executors at the default 15 s interval as a share of one core (µs/heartbeat × N / 15 s). Heartbeat: round trip seen by the executor. Calls: one in flight over the brain API (HTTP → Worker → object → executor → object → HTTP), round robin over a few sessions, heartbeats going on. Executors' / other CPU: the executor processes', and the rest of the machine's, during the CPU window.`,
   );
   for (const s of result.steps) {
     const closed = Object.entries(s.closes).map(([code, count]) => `${count}× ${code}`).join(", ");
