@@ -6,6 +6,7 @@
  */
 import { DialError, type DialOptions, SocketTransport, type Transport } from "./transport.ts";
 import { exceedsBytes } from "./bytes.ts";
+import { redactUrls } from "../protocol/logger.ts";
 
 /** The part of the WHATWG WebSocket interface the adapter uses. */
 export interface WebSocketLike {
@@ -172,10 +173,17 @@ export function dialNativeWebSocket(url: string, options: DialOptions = {}): Pro
     socket.addEventListener("open", () => settle(() => resolve(transport)));
     socket.addEventListener("error", (event) =>
       settle(() => {
-        const status = /status(?: code)?\D{0,3}([1-5]\d\d)\b/i.exec(
-          (event as { message?: string }).message ?? "",
-        )?.[1];
-        reject(new DialError("cannot connect", status ? Number(status) : undefined));
+        const message = (event as { message?: string }).message ?? "";
+        const status = /status(?: code)?\D{0,3}([1-5]\d\d)\b/i.exec(message)?.[1];
+        // The runtime's reason ("TLS handshake failed: unable to verify the first certificate")
+        // is the cause; its message names the URL, whose credentials and query are hidden.
+        reject(
+          new DialError(
+            "cannot connect",
+            status ? Number(status) : undefined,
+            message ? { cause: new Error(redactUrls(message)) } : undefined,
+          ),
+        );
       }));
   });
 }

@@ -5,6 +5,7 @@
  * load balancer would. The executor trusts the front's certificate through its runtime's own
  * variable for an extra CA (`NODE_EXTRA_CA_CERTS`; Deno: `DENO_CERT`). A tool call goes both
  * ways, and the upgrade request, read by the front in plaintext, offers no `permessage-deflate`.
+ * And every dialer of the runtime, refused by a certificate it does not trust, says why.
  *
  * `tls/`: a test-only CA and a certificate for `localhost` / 127.0.0.1 it signed (valid until
  * 2126; the CA's key was not kept).
@@ -18,6 +19,11 @@ import { createServer as createTlsServer } from "node:tls";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { AddressInfo } from "node:net";
+import { type Dialer, DialError } from "../../mod.ts";
+import { dialWebSocket as nodeDial } from "../../transport/node.ts";
+import { dialWebSocket as denoDial } from "../../transport/deno.ts";
+import { dialWebSocket as bunDial } from "../../transport/bun.ts";
+import { dialNativeWebSocket } from "../../transport/websocket.ts";
 import { SECRETS } from "../helpers/executor-fixture.ts";
 import {
   EXECUTOR_CLI,
@@ -142,4 +148,67 @@ describe(`bma-executor over https:// and wss:// (${RUNTIME})`, { timeout: 60_000
     assert.equal(exitCodeAfterSigterm(end), 0, end.stderr);
     assert.match(end.stdout, /stopped, exit code 0/);
   });
+});
+
+describe(`a wss:// dial to a certificate this process does not trust (${RUNTIME})`, {
+  timeout: 20_000,
+}, () => {
+  const { dialWebSocket } = RUNTIME === "bun"
+    ? { dialWebSocket: bunDial }
+    : RUNTIME === "deno"
+    ? { dialWebSocket: denoDial }
+    : { dialWebSocket: nodeDial };
+  const dialers: [string, Dialer][] = [
+    [`${RUNTIME}'s own dialer`, dialWebSocket],
+    ["ws", nodeDial],
+    ...(typeof globalThis.WebSocket === "function"
+      ? [[`${RUNTIME}'s global WebSocket`, dialNativeWebSocket] as [string, Dialer]]
+      : []),
+  ];
+  let tls: Server;
+  let port: number;
+  const open = new Set<Socket>();
+
+  before(async () => {
+    tls = createTlsServer({
+      key: readFileSync(join(TLS_DIR, "localhost-key.pem")),
+      cert: readFileSync(join(TLS_DIR, "localhost-cert.pem")),
+    }, (socket) => socket.destroy());
+    tls.on("connection", (socket: Socket) => {
+      open.add(socket);
+      socket.on("close", () => open.delete(socket));
+    });
+    await new Promise<void>((resolve) => tls.listen(0, "127.0.0.1", resolve));
+    port = (tls.address() as AddressInfo).port;
+  });
+
+  after(async () => {
+    for (const socket of open) socket.destroy();
+    await new Promise<void>((resolve) => tls.close(() => resolve()));
+  });
+
+  for (const [name, dial] of dialers) {
+    it(`${name}: DialError, the certificate named in its causes, the URL's secret in none`, async () => {
+      const error = await dial(`wss://127.0.0.1:${port}/connect?token=SECRET_in_query_71c`, {
+        protocols: ["bma.executor.v1.1"],
+      }).then(
+        (transport) => {
+          transport.close();
+          return undefined;
+        },
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof DialError, `rejected with a DialError, not ${String(error)}`);
+      const said: string[] = [];
+      for (let at: unknown = error; at instanceof Error; at = at.cause) {
+        said.push(at.message, String((at as { code?: unknown }).code ?? ""));
+      }
+      const text = said.join(" | ");
+      assert.ok(
+        /certificate|UNABLE_TO_VERIFY|UnknownIssuer/i.test(text),
+        "the reason names the certificate",
+      );
+      assert.ok(!text.includes("SECRET_in_query"), "no cause repeats the URL's query");
+    });
+  }
 });
