@@ -125,6 +125,12 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
   );
   if (!authenticated) {
     logger.warn("no JWT secret: executors connect without a token (allowed on loopback only)");
+  } else if (harnessOptions.tokens && !harnessOptions.tokens.connectUrl) {
+    // Behind a proxy the request's address is the upstream's (`ws://bma_harness/…`), plain HTTP.
+    logger.info(
+      "token endpoint: executors are sent to the address each token request came to; " +
+        "behind a proxy or TLS, set --connect-url (BMA_CONNECT_URL)",
+    );
   }
 
   let harness: Harness;

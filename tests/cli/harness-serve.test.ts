@@ -51,8 +51,13 @@ describe("bma-harness serve", { timeout: 240_000 }, () => {
       }]),
     });
     const base = await listeningUrl(cli);
-    const first = jsonLogs(cli.stdout.lines)[0];
+    const [first, ...rest] = jsonLogs(cli.stdout.lines);
     assert.match(String(first.message), /store sqlite /);
+    // No --connect-url: the log says what executors are sent to, and how to set it.
+    assert.ok(
+      rest.some((r) => /^token endpoint: .*set --connect-url/.test(String(r.message))),
+      "the start says where the token endpoint sends executors",
+    );
     assert.equal((await fetch(`${base}/healthz`)).status, 200);
     const ready = await fetch(`${base}/readyz`);
     assert.equal(ready.status, 200);
