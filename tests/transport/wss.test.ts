@@ -137,11 +137,13 @@ describe(`bma-executor over https:// and wss:// (${RUNTIME})`, { timeout: 60_000
     assert.equal(result.structured_content?.exit_code, 0);
     assert.match(JSON.stringify(result), /over-tls/);
 
-    assert.equal(upgrades.length, 1, "one WebSocket upgrade came through the front");
+    assert.ok(upgrades.length >= 1, "the WebSocket upgrade came through the front");
     // Compared piece by piece: the head holds the executor's token, which no failure may print.
-    assert.equal(upgrades[0].split("\r\n")[0].split(" ")[1], "/v1/executors/connect");
-    const offered = /^sec-websocket-extensions:(.*)$/im.exec(upgrades[0])?.[1]?.trim();
-    assert.equal(offered, undefined, "the upgrade offers no extension");
+    for (const head of upgrades) {
+      assert.equal(head.split("\r\n")[0].split(" ")[1], "/v1/executors/connect");
+      const offered = /^sec-websocket-extensions:(.*)$/im.exec(head)?.[1]?.trim();
+      assert.equal(offered, undefined, "the upgrade offers no extension");
+    }
 
     child.kill("SIGTERM");
     const end = await exited;
