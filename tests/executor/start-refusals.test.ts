@@ -19,25 +19,9 @@ import {
 import { Harness } from "../../harness/node.ts";
 import { RequestAbortedError } from "../../protocol/errors.ts";
 import { type Dialer, DialError } from "../../transport/transport.ts";
-import { dialWithWs } from "../../transport/node.ts";
+import { OWN_AND_WS } from "../helpers/dialers.ts";
 import { EXECUTOR_INFO, until } from "../helpers/executor-fixture.ts";
 import { CapturingLogger } from "../helpers/raw.ts";
-
-const runtime = typeof (globalThis as { Bun?: unknown }).Bun !== "undefined"
-  ? "bun"
-  : typeof (globalThis as { Deno?: unknown }).Deno !== "undefined"
-  ? "deno"
-  : "node";
-const { dialWebSocket } = runtime === "bun"
-  ? await import("../../transport/bun.ts")
-  : runtime === "deno"
-  ? await import("../../transport/deno.ts")
-  : await import("../../transport/node.ts");
-
-const DIALERS: [string, Dialer][] = [
-  [`${runtime}'s own dialer`, dialWebSocket],
-  ["ws", dialWithWs],
-];
 
 /** A plain HTTP server answering every request with `status`, counting the requests. */
 interface Answering {
@@ -132,7 +116,7 @@ async function startOrRetry(
   ]);
 }
 
-for (const [dialerName, dial] of DIALERS) {
+for (const [dialerName, dial] of OWN_AND_WS) {
   describe(`ExecutorClient.start() over ${dialerName}: an answer no harness gives`, {
     timeout: 30_000,
   }, () => {

@@ -10,6 +10,8 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { createServer, type Server, type Socket } from "node:net";
 import type { Transport } from "../../mod.ts";
+import { dialWebSocket } from "../helpers/dialers.ts";
+import { RUNTIME } from "../helpers/runtime-command.ts";
 
 function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void } {
   let resolve!: (value: T) => void;
@@ -17,11 +19,6 @@ function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void } {
   return { promise, resolve };
 }
 
-const runtime = typeof (globalThis as { Bun?: unknown }).Bun !== "undefined"
-  ? "bun"
-  : typeof (globalThis as { Deno?: unknown }).Deno !== "undefined"
-  ? "deno"
-  : "node";
 const GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
 /** One client frame, unmasked. */
@@ -117,11 +114,6 @@ async function rawServer(
 }
 
 async function dial(url: string): Promise<Transport> {
-  const { dialWebSocket } = runtime === "bun"
-    ? await import("../../transport/bun.ts")
-    : runtime === "deno"
-    ? await import("../../transport/deno.ts")
-    : await import("../../transport/node.ts");
   return await dialWebSocket(url, { protocols: ["bma.executor.v1.1", "bma.executor.v1"] });
 }
 
@@ -130,7 +122,7 @@ after(() => {
   for (const server of servers) server.close();
 });
 
-describe(`byte-stream WebSocket client on ${runtime}`, { timeout: 20_000 }, () => {
+describe(`byte-stream WebSocket client on ${RUNTIME}`, { timeout: 20_000 }, () => {
   it("negotiates, reassembles fragments, answers a ping, and sends in order", async () => {
     const got: string[] = [];
     let pong: ClientFrame | undefined;

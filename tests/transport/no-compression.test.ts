@@ -9,24 +9,7 @@ import assert from "node:assert/strict";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { type WebSocket as ServerSocket, WebSocketServer } from "ws";
-import type { Dialer } from "../../mod.ts";
-import { dialWithWs } from "../../transport/node.ts";
-import { dialNativeWebSocket } from "../../transport/websocket.ts";
-
-const runtime = "Deno" in globalThis ? "deno" : "Bun" in globalThis ? "bun" : "node";
-const { dialWebSocket } = runtime === "bun"
-  ? await import("../../transport/bun.ts")
-  : runtime === "deno"
-  ? await import("../../transport/deno.ts")
-  : await import("../../transport/node.ts");
-
-const DIALERS: [string, Dialer][] = [
-  [`${runtime}'s own dialer`, dialWebSocket],
-  ["ws", dialWithWs],
-  ...(typeof globalThis.WebSocket === "function"
-    ? [[`${runtime}'s global WebSocket`, dialNativeWebSocket] as [string, Dialer]]
-    : []),
-];
+import { EVERY_DIALER } from "../helpers/dialers.ts";
 
 const PROTOCOL = "bma.executor.v1.1";
 
@@ -77,7 +60,7 @@ describe("WebSocket dialers offer no permessage-deflate", { timeout: 20_000 }, (
     await new Promise<void>((resolve) => server.close(() => resolve()));
   });
 
-  for (const [name, dial] of DIALERS) {
+  for (const [name, dial] of EVERY_DIALER) {
     it(`${name}: no extension offered or agreed, frames carried both ways`, async () => {
       const arrived = new Promise<Seen>((resolve) => waiting.push(resolve));
       const transport = await dial(url, { protocols: [PROTOCOL] });

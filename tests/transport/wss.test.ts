@@ -19,11 +19,8 @@ import { createServer as createTlsServer } from "node:tls";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { AddressInfo } from "node:net";
-import { type Dialer, DialError } from "../../mod.ts";
-import { dialWebSocket as nodeDial } from "../../transport/node.ts";
-import { dialWebSocket as denoDial } from "../../transport/deno.ts";
-import { dialWebSocket as bunDial } from "../../transport/bun.ts";
-import { dialNativeWebSocket } from "../../transport/websocket.ts";
+import { DialError } from "../../mod.ts";
+import { EVERY_DIALER } from "../helpers/dialers.ts";
 import { SECRETS } from "../helpers/executor-fixture.ts";
 import {
   EXECUTOR_CLI,
@@ -155,18 +152,6 @@ describe(`bma-executor over https:// and wss:// (${RUNTIME})`, { timeout: 60_000
 describe(`a wss:// dial to a certificate this process does not trust (${RUNTIME})`, {
   timeout: 20_000,
 }, () => {
-  const { dialWebSocket } = RUNTIME === "bun"
-    ? { dialWebSocket: bunDial }
-    : RUNTIME === "deno"
-    ? { dialWebSocket: denoDial }
-    : { dialWebSocket: nodeDial };
-  const dialers: [string, Dialer][] = [
-    [`${RUNTIME}'s own dialer`, dialWebSocket],
-    ["ws", nodeDial],
-    ...(typeof globalThis.WebSocket === "function"
-      ? [[`${RUNTIME}'s global WebSocket`, dialNativeWebSocket] as [string, Dialer]]
-      : []),
-  ];
   let tls: Server;
   let port: number;
   const open = new Set<Socket>();
@@ -189,7 +174,7 @@ describe(`a wss:// dial to a certificate this process does not trust (${RUNTIME}
     await new Promise<void>((resolve) => tls.close(() => resolve()));
   });
 
-  for (const [name, dial] of dialers) {
+  for (const [name, dial] of EVERY_DIALER) {
     it(`${name}: DialError, the certificate named in its causes, the URL's secret in none`, async () => {
       const error = await dial(`wss://127.0.0.1:${port}/connect?token=SECRET_in_query_71c`, {
         protocols: ["bma.executor.v1.1"],
