@@ -57,9 +57,9 @@ export class HarnessObject {
   /** Each transport's socket and attachment id. */
   readonly #sockets = new Map<Transport, { ws: WorkersWebSocket; id: string }>();
   /**
-   * The attachment id and transport each socket had when last looked up. workerd hands one
-   * incarnation the same socket object for every event, and reading the attachment back (a
-   * structured-clone copy of the snapshot) cost more than the rest of a heartbeat's handling.
+   * The attachment id and transport each socket had when last looked up: workerd hands one
+   * incarnation the same socket object for every event, so a frame needs no read of the
+   * attachment (a structured-clone copy of the snapshot) to find its transport.
    */
   readonly #seen = new WeakMap<
     WorkersWebSocket,
