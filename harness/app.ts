@@ -12,6 +12,7 @@ import type { WebSocketLike } from "../transport/websocket.ts";
 import type { Logger } from "../protocol/logger.ts";
 import { jsonAnswer as json } from "../http/shared/json-answer.ts";
 import { bearer } from "../http/shared/bearer.ts";
+import { JsonBodyError, readBoundedBytes, readJsonObject } from "../http/shared/json-body.ts";
 
 /**
  * Upgrades a request to a WebSocket on runtimes whose servers do it natively (Deno's
@@ -47,6 +48,33 @@ export interface HarnessAppDeps {
 
 type Env = { Bindings: FetchOptions };
 
+/** Largest token-exchange body read: `{}`, or the legacy alias's `{"environment_id": "..."}`. */
+const MAX_TOKEN_BODY_BYTES = 4 * 1024;
+
+/**
+ * The JSON object of a token exchange's body (`{}` for an empty one), read at most
+ * {@linkcode MAX_TOKEN_BODY_BYTES}, or the answer refusing it: 400 `bad_request` for anything but
+ * an object (http.md), 413 `too_large` past the bound, 408 for a body that stopped arriving.
+ */
+async function tokenRequestBody(request: Request): Promise<Record<string, unknown> | Response> {
+  try {
+    return await readJsonObject(request, MAX_TOKEN_BODY_BYTES);
+  } catch (error) {
+    if (!(error instanceof JsonBodyError)) throw error;
+    return bodyRefusal(error);
+  }
+}
+
+/** The answer to a body refused while it was read, in the `{"error": "..."}` shape of http.md. */
+function bodyRefusal(error: JsonBodyError): Response {
+  const code = error.status === 413
+    ? "too_large"
+    : error.status === 408
+    ? "request_timeout"
+    : "bad_request";
+  return json(error.status, { error: code });
+}
+
 /** Builds the harness's hono app. */
 export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
   const app = new Hono<Env>();
@@ -55,6 +83,7 @@ export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
     scope: "environment" | "machine",
     owner: string,
     request: Request,
+    body?: Record<string, unknown>,
   ): Promise<Response> => {
     if (!deps.tokens) return json(404, { error: "not_found" });
     // Only the header: token exchange takes no query token; a malformed header ("") presents none.
@@ -64,6 +93,11 @@ export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
     if (!issued) {
       deps.logger.info("token exchange refused", { scope, owner });
       return json(401, { error: "invalid_credential" });
+    }
+    // The body (`{}`) is read only once the credential proved good (nothing is kept of it).
+    if (body === undefined) {
+      const read = await tokenRequestBody(request);
+      if (read instanceof Response) return read;
     }
     return json(200, issued);
   };
@@ -78,17 +112,15 @@ export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
   );
   app.post("/v1/executors/token", async (c) => {
     if (!deps.tokens) return json(404, { error: "not_found" });
-    let body: unknown;
-    try {
-      body = await c.req.raw.json();
-    } catch {
-      return json(400, { error: "bad_request" });
-    }
-    const environmentId = (body as { environment_id?: unknown } | null)?.environment_id;
+    // The environment is named in the body: read (bounded) once a credential is presented.
+    if (!bearer(c.req.raw.headers)) return json(401, { error: "invalid_credential" });
+    const body = await tokenRequestBody(c.req.raw);
+    if (body instanceof Response) return body;
+    const environmentId = body.environment_id;
     if (typeof environmentId !== "string" || environmentId === "") {
       return json(400, { error: "bad_request" });
     }
-    return exchange("environment", environmentId, c.req.raw);
+    return exchange("environment", environmentId, c.req.raw, body);
   });
 
   const upload = async (request: Request, environmentId: string | undefined) => {
@@ -113,10 +145,14 @@ export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
     ) {
       return json(403, { error: "forbidden" });
     }
-    const declared = Number(request.headers.get("content-length") ?? "0");
-    if (declared > deps.maxArtifactBytes) return json(413, { error: "too_large" });
-    const bytes = new Uint8Array(await request.arrayBuffer());
-    if (bytes.byteLength > deps.maxArtifactBytes) return json(413, { error: "too_large" });
+    let bytes: Uint8Array<ArrayBuffer>;
+    try {
+      // Sent or chunked alike, reading stops at the bound.
+      bytes = await readBoundedBytes(request, deps.maxArtifactBytes);
+    } catch (error) {
+      if (!(error instanceof JsonBodyError)) throw error;
+      return bodyRefusal(error);
+    }
     let name: string | undefined;
     const rawName = request.headers.get("x-artifact-name");
     if (rawName !== null) {

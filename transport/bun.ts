@@ -13,6 +13,7 @@ import {
   type ServeWebSocketOptions,
 } from "./server.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "./bytes.ts";
+import { removeStaleSocket } from "./stale-socket.node.ts";
 import {
   ABNORMAL_CLOSURE,
   type DialOptions,
@@ -172,11 +173,13 @@ export function dialWebSocket(url: string, options: DialOptions = {}): Promise<T
  * no hook before a request is complete, so `handshakeTimeoutMs` is not honoured here: serve with
  * `transport/node.ts` (on Bun too) for a shorter deadline.
  */
-export function serveWebSocket(
+export async function serveWebSocket(
   options: ServeWebSocketOptions,
 ): Promise<RunningServer & AsyncDisposable> {
   // A Windows named pipe takes the node:net path the Unix socket tests cover.
   if (options.path && isNamedPipe(options.path)) return serveWithWs(options);
+  // Bun.serve refuses a path where a file is (EADDRINUSE), a previous server's socket included.
+  if (options.path) await removeStaleSocket(options.path);
   let runtime: BunRuntime;
   try {
     runtime = bun();

@@ -7,6 +7,7 @@
  */
 import { dialWebSocket as dialWithNode, serveWebSocket as serveWithWs } from "./node.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "./bytes.ts";
+import { removeStaleSocket } from "./stale-socket.node.ts";
 import {
   closeAll,
   decideRequest,
@@ -96,7 +97,7 @@ export async function serveWebSocket(
   let httpUrl: string;
   let server: ReturnType<DenoServe["serve"]>;
   if (options.path) {
-    await runtime.remove(options.path).catch(() => {});
+    await removeStaleSocket(options.path);
     server = runtime.serve({ transport: "unix", path: options.path, onListen: () => {} }, handler);
     url = httpUrl = `unix://${options.path}`;
   } else {

@@ -8,6 +8,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { unlink } from "node:fs/promises";
+import { removeStaleSocket } from "./stale-socket.node.ts";
 import { WebSocket, WebSocketServer } from "ws";
 import { DialError, type DialOptions, SocketTransport, type Transport } from "./transport.ts";
 import {
@@ -27,8 +28,13 @@ export type { RunningServer, ServeWebSocketOptions, UpgradeDecision } from "./se
 import { DEFAULT_MAX_FRAME_BYTES } from "./bytes.ts";
 import { dialNetSocket } from "./websocket-stream.node.ts";
 import { systemClock } from "../protocol/clock.ts";
-import { JsonBodyError, readBoundedStream } from "../http/shared/json-body.ts";
-import { endLingering, requestBodyStream } from "../http/shared/request-body.node.ts";
+import { silentLogger } from "../protocol/logger.ts";
+import {
+  answerRequest,
+  DEFAULT_SLOW_CLIENT_TIMEOUT_MS,
+  type FetchBridge,
+  sendAnswer,
+} from "../http/shared/fetch-bridge.node.ts";
 import { canDialByteWebSocket } from "./websocket-stream.ts";
 
 /**
@@ -236,7 +242,10 @@ function redactUrl(url: string): string {
  * Serves WebSocket upgrades and plain HTTP on Node's `http` server with `ws`. Every accepted
  * connection has `handshakeTimeoutMs` to complete its request (an upgrade until its 101 is out,
  * HTTP until its headers are in), or it is destroyed: a socket that sends part of a request and
- * holds still costs the server nothing for long.
+ * holds still costs the server nothing for long. Plain HTTP goes to `options.fetch` through the
+ * bridge of `fetch-bridge.node.ts` (the inspector's): a body is read only if the handler reads
+ * it (so only once it has authenticated the request), at most 64 MiB, and must keep arriving
+ * (no pause of `handshakeTimeoutMs`); responses are streamed.
  */
 export async function serveWebSocket(
   options: ServeWebSocketOptions,
@@ -244,6 +253,13 @@ export async function serveWebSocket(
   const maxPayload = (options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES) + 1024;
   const handshakeMs = options.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS;
   const chosen = new WeakMap<IncomingMessage, string>();
+  const bridge: FetchBridge = {
+    maxRequestBytes: MAX_HTTP_BODY_BYTES,
+    bodyTimeoutMs: handshakeMs,
+    slowClientTimeoutMs: DEFAULT_SLOW_CLIENT_TIMEOUT_MS,
+    clock: systemClock,
+    logger: silentLogger,
+  };
   const wss = new WebSocketServer({
     noServer: true,
     maxPayload,
@@ -255,7 +271,7 @@ export async function serveWebSocket(
     connectionsCheckingInterval: Math.min(30_000, Math.max(250, Math.floor(handshakeMs / 2))),
   }, (req, res) => {
     handshakeDone(req.socket);
-    void handleHttp(req, res, options);
+    void handleHttp(req, res, options, bridge);
   });
   if (server.requestTimeout === 0 || server.requestTimeout >= handshakeMs) {
     server.headersTimeout = handshakeMs;
@@ -290,7 +306,7 @@ export async function serveWebSocket(
   let base: string;
   let url: string;
   if (options.path) {
-    if (!isNamedPipe(options.path)) await unlink(options.path).catch(() => {});
+    if (!isNamedPipe(options.path)) await removeStaleSocket(options.path);
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
       server.listen(options.path, () => resolve());
@@ -373,68 +389,37 @@ function requestUrl(req: IncomingMessage, base?: string): URL | string {
   }
 }
 
-function toRequest(req: IncomingMessage, url: URL, body?: Uint8Array): Request {
+function toRequest(req: IncomingMessage, url: URL): Request {
   const headers = new Headers();
   for (const [key, value] of Object.entries(req.headers)) {
     if (Array.isArray(value)) { for (const v of value) headers.append(key, v); }
     else if (value !== undefined) headers.set(key, value);
   }
-  return new Request(url, {
-    method: req.method,
-    headers,
-    body: body && req.method !== "GET" && req.method !== "HEAD" ? (body as BodyInit) : undefined,
-  });
+  return new Request(url, { method: req.method, headers });
 }
 
 /** Largest plain-HTTP request body this server reads (an artifact upload's, a brain's). */
 const MAX_HTTP_BODY_BYTES = 64 * 1024 * 1024;
 
-async function handleHttp(
+/** Answers a plain HTTP request: `options.fetch`'s answer (404 without one), or a 400. */
+function handleHttp(
   req: IncomingMessage,
   res: ServerResponse,
   options: ServeWebSocketOptions,
+  bridge: FetchBridge,
 ): Promise<void> {
-  try {
-    const url = requestUrl(req);
-    if (typeof url === "string") {
-      await writeResponse(res, badRequestAnswer(options, url));
-      return;
-    }
-    let body: Uint8Array;
-    try {
-      body = await readBoundedStream(
-        requestBodyStream(req, MAX_HTTP_BODY_BYTES),
-        MAX_HTTP_BODY_BYTES,
-      );
-    } catch (error) {
-      if (!(error instanceof JsonBodyError)) throw error;
-      // Sent or chunked alike: a readable 413, and the connection closes lingering.
-      const text = JSON.stringify({ error: { code: "payload_too_large", message: error.message } });
-      res.writeHead(413, {
-        "content-type": "application/json; charset=utf-8",
-        "content-length": String(Buffer.byteLength(text)),
-        connection: "close",
-      });
-      res.write(text);
-      await endLingering(res, systemClock);
-      return;
-    }
-    const request = toRequest(req, url, body);
-    const response = options.fetch
-      ? await options.fetch(request)
-      : new Response("not found", { status: 404 });
-    await writeResponse(res, response);
-  } catch {
-    if (!res.headersSent) res.writeHead(500);
-    res.end();
-  }
-}
-
-async function writeResponse(res: ServerResponse, response: Response): Promise<void> {
-  const headers: Record<string, string> = {};
-  response.headers.forEach((value, key) => (headers[key] = value));
-  res.writeHead(response.status, headers);
-  res.end(new Uint8Array(await response.arrayBuffer()));
+  const url = requestUrl(req);
+  if (typeof url === "string") return sendAnswer(req, res, badRequestAnswer(options, url), bridge);
+  return answerRequest(
+    req,
+    res,
+    url,
+    (request) =>
+      options.fetch
+        ? options.fetch(request)
+        : Promise.resolve(new Response("not found", { status: 404 })),
+    bridge,
+  );
 }
 
 async function writeRawResponse(socket: Duplex, response: Response): Promise<void> {

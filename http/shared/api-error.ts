@@ -127,7 +127,8 @@ export function routeErrorAnswer(
 
 /**
  * The JSON object of a request's body (`{}` for an empty one; at most `maxBytes`, 128 deep), or
- * an {@linkcode ApiError}: 413 `payload_too_large`, 400 `bad_request`.
+ * an {@linkcode ApiError}: 413 `payload_too_large`, 400 `bad_request`, 408 `request_timeout` (the
+ * body stopped arriving).
  */
 export async function requestObject(
   request: Request,
@@ -139,7 +140,11 @@ export async function requestObject(
     if (!(error instanceof JsonBodyError)) throw error;
     throw new ApiError(
       error.status,
-      error.status === 413 ? "payload_too_large" : "bad_request",
+      error.status === 413
+        ? "payload_too_large"
+        : error.status === 408
+        ? "request_timeout"
+        : "bad_request",
       error.message,
     );
   }

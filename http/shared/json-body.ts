@@ -25,11 +25,14 @@ function parseJsonObject(text: string): Record<string, unknown> | JsonBodyProble
   return value as Record<string, unknown>;
 }
 
-/** A request body refused: 413 (too large) or 400 (not a JSON object, or nested too deep). */
+/**
+ * A request body refused: 413 (too large), 400 (not a JSON object, nested too deep, cut by the
+ * connection's end) or 408 (it stopped arriving: `request-body.node.ts`).
+ */
 export class JsonBodyError extends Error {
   /** The HTTP status that answers it. */
-  readonly status: 400 | 413;
-  constructor(status: 400 | 413, message: string) {
+  readonly status: 400 | 408 | 413;
+  constructor(status: 400 | 408 | 413, message: string) {
     super(message);
     this.name = "JsonBodyError";
     this.status = status;
