@@ -21,10 +21,9 @@ import type {
 } from "../protocol/generated/contract.ts";
 import { CloseCode, ConflictError, ForbiddenError } from "../protocol/generated/errors.ts";
 import type { ExecutorEntry } from "./state.ts";
-import { then } from "./maybe.ts";
 import { type Authenticate, expiryOf, type Principal, samePrincipal } from "./principal.ts";
 import { Deadline, type Scheduler } from "./scheduler.ts";
-import type { MaybePromise } from "./store/store.ts";
+import { isPromiseLike, type MaybePromise } from "./store/store.ts";
 
 /** Where a connection is. */
 type State = "unregistered" | "registered" | "closed";
@@ -317,19 +316,41 @@ export class ExecutorConnection extends Deadline {
     return executor;
   }
 
-  /** `executor.register`. */
+  /**
+   * `executor.register`. Its deadline does not run while the harness records it (a store slow to
+   * answer must not close the connection as never registered: the executor takes 1008 as
+   * final); refused, the connection has the deadline it had.
+   */
   register(
     params: ExecutorRegisterParams,
     reply: ReplyHooks,
   ): MaybePromise<ExecutorRegisterResult> {
-    return then(this.#host.register(this, params, reply), (result) => {
+    const registerBy = this.#registerBy;
+    this.#registerBy = undefined;
+    this.#arm();
+    const refused = (error: unknown): never => {
+      if (this.#state === "unregistered" && registerBy !== undefined) {
+        this.#registerBy = registerBy;
+        this.#arm();
+      }
+      throw error;
+    };
+    const registered = (result: ExecutorRegisterResult) => {
+      // Closed meanwhile: it was settled then, and stays closed.
+      if (this.#state === "closed") return result;
       this.#state = "registered";
       this.#host.settled(this);
-      this.#registerBy = undefined;
       this.#arm();
       this.#host.changed?.(this);
       return result;
-    });
+    };
+    let answer: MaybePromise<ExecutorRegisterResult>;
+    try {
+      answer = this.#host.register(this, params, reply);
+    } catch (error) {
+      return refused(error);
+    }
+    return isPromiseLike(answer) ? answer.then(registered, refused) : registered(answer);
   }
 
   /** `executor.close`: the executor stops for good; its connection's end ends it. */

@@ -35,7 +35,12 @@ import type { SessionEventRecord } from "./records.ts";
 import { Scheduler } from "./scheduler.ts";
 import { DEFAULT_REMEMBER_ENDED_SESSIONS, Sessions } from "./sessions.ts";
 import type { EntryServices, ExecutorEntry, SessionEntry } from "./state.ts";
-import { type HarnessStore, isPromiseLike, type MaybePromise } from "./store/store.ts";
+import {
+  type HarnessStore,
+  isPromiseLike,
+  keyTextProblem,
+  type MaybePromise,
+} from "./store/store.ts";
 import {
   type HolderIdentity,
   StoreFencedError,
@@ -389,8 +394,16 @@ export class HarnessCore {
 
   /** A session by id: live, or ended and remembered (synchronous stores). */
   session(id: string): Session | undefined {
+    // An id no store can hold names no session (and is no reason to read the store).
+    if (keyTextProblem(id) !== undefined) return undefined;
     const found = this.sessions.find(id, this.executors.byId);
     return isPromiseLike(found) ? this.sessions.live.get(id)?.view : found;
+  }
+
+  /** A session by id as `session` finds it, also from a store that answers later. */
+  findSession(id: string): Promise<Session | undefined> {
+    if (keyTextProblem(id) !== undefined) return Promise.resolve(undefined);
+    return Promise.resolve(this.sessions.find(id, this.executors.byId));
   }
 
   /**

@@ -9,7 +9,8 @@
  *
  * An accepted event is handed to the {@linkcode SessionEventSink} (if any) and written to the
  * harness's store (if any) before its ACK leaves: an event that neither took is not
- * acknowledged, and the executor sends it again. With a synchronous store and no sink (or a
+ * acknowledged, and the executor sends it again; nor is a duplicate of it (resent after its
+ * request timed out) before that write is durable. With a synchronous store and no sink (or a
  * synchronous one) an event is decided within the request's own turn, without a microtask.
  *
  * The log keeps the most recent events, within a count and a size
@@ -171,6 +172,12 @@ export class EventLog {
   #waiters: Waiter[] | undefined;
   /** Accepted events not yet handed to the store's group commit (see {@linkcode UnwrittenEvents}). */
   #unwritten: UnwrittenEvents | undefined;
+  /**
+   * The group commits of accepted events that are not durable yet (waiting to be handed over, or
+   * handed over): a duplicate waits for them, as its original may be in one (made only with a
+   * store that commits in groups).
+   */
+  #undurable: Set<Promise<void>> | undefined;
   readonly #flushUnwritten = () => this.#flush();
   /** Events were handed to the store in this turn: the next ones wait for the turn's end. */
   readonly #burst = new TurnBurst();
@@ -325,18 +332,18 @@ export class EventLog {
     size: number,
   ): MaybePromise<SessionEventResult> {
     const rpcKey = `${typeof rpcId}:${rpcId}`;
-    if (this.#rpcIds.has(rpcKey)) return this.#duplicate();
+    if (this.#rpcIds.has(rpcKey)) return this.#repeat();
     const agent = params.event_id !== undefined || params.sequence !== undefined ||
       params.turn_id !== undefined;
     if (agent) {
       if (params.event_id !== undefined && this.#eventIds.has(params.event_id)) {
         this.#rpcIds.add(rpcKey);
-        return this.#duplicate();
+        return this.#repeat();
       }
       if (params.sequence !== undefined) {
         if (params.sequence <= this.#ackedSequence) {
           this.#rpcIds.add(rpcKey);
-          return this.#duplicate();
+          return this.#repeat();
         }
         if (params.sequence > this.#ackedSequence + 1) {
           throw new ConflictError("sequence gap", {
@@ -438,6 +445,10 @@ export class EventLog {
         resolve,
         reject,
       };
+      const undurable = this.#undurable ??= new Set();
+      undurable.add(durable);
+      const settle = () => void undurable.delete(durable);
+      durable.then(settle, settle);
       this.#burst.defer(this.#flushUnwritten);
     }
     this.#pack(unwritten, stored);
@@ -595,6 +606,25 @@ export class EventLog {
       this.#onAccepted?.(record);
     }
     return this.#ackedSequence > 0 ? { acked_sequence: this.#ackedSequence } : {};
+  }
+
+  /**
+   * The answer to a duplicate: at once when every accepted event is durable; else once the
+   * events not yet durable are (their group commits settled), as the original may be among them
+   * — a duplicate acknowledged before its original is committed would acknowledge an event the
+   * store may never hold. A failed commit refuses it as it refuses the original (-32004), even
+   * when the original was an older event: the executor sends it again, and is then answered
+   * from what the store holds.
+   */
+  #repeat(): MaybePromise<SessionEventResult> {
+    const undurable = this.#undurable;
+    if (undurable === undefined || undurable.size === 0) return this.#duplicate();
+    // Decided: it changes nothing in the log, so the requests behind it need not wait for it.
+    this.#decided = true;
+    return Promise.all(undurable).then(
+      () => this.#duplicate(),
+      () => Promise.reject(storeRefused()),
+    );
   }
 
   #duplicate(): SessionEventResult {

@@ -31,6 +31,7 @@ import {
   CloseCode,
   ForbiddenError,
   ProtocolMismatchError,
+  UnavailableError,
 } from "../protocol/generated/errors.ts";
 import type { Clock } from "../protocol/clock.ts";
 import type { Logger } from "../protocol/logger.ts";
@@ -60,7 +61,12 @@ import {
   type ExecutorInit,
   type ExecutorLink,
 } from "./state.ts";
-import { type HarnessStore, isPromiseLike, type MaybePromise } from "./store/store.ts";
+import {
+  type HarnessStore,
+  isPromiseLike,
+  type MaybePromise,
+  type StoreOp,
+} from "./store/store.ts";
 import type { ToolCalls } from "./tool-calls.ts";
 import { storeUnavailable } from "./tool-call-ledger.ts";
 import { outgoing, traced } from "./tracing.ts";
@@ -120,6 +126,13 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
   readonly #onLeaseExpired = (executor: ExecutorEntry) => this.#expire(executor);
   /** Executors whose stored record says they have no connection (`stored` leases only). */
   readonly #detachedInStore = new Set<string>();
+  /**
+   * Executors released whose record the store may still hold (its deletion failed, or a late
+   * write put it back), each with a token of that release: deleted with the next executor
+   * record written, so a harness started on the store does not take them, and the sessions the
+   * store still says are theirs, as live.
+   */
+  readonly #unforgotten = new Map<string, object>();
 
   constructor(deps: ExecutorsDeps) {
     this.#deps = deps;
@@ -173,7 +186,7 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
         reason: "forbidden",
       });
     }
-    const created = !executor || executor.gone;
+    const created = !executor || executor.gone !== undefined;
     if (created) {
       executor = this.#entry({
         id,
@@ -203,7 +216,13 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
     } catch (error) {
       return forget(error);
     }
-    const attach = (): ExecutorRegisterResult => {
+    const attach = (): MaybePromise<ExecutorRegisterResult> => {
+      // Released while its record was being written (its lease ran out while the store did not
+      // answer): bound to that entry it would be connected but listed nowhere.
+      if (entry.gone) return this.#registerAgain(connection, params, reply, entry);
+      // Its connection closed meanwhile: bound, the executor would look connected until its
+      // lease ran out. It stays as it was, and its record says so.
+      if (connection.peer.isClosed) return this.#closedMeanwhile(entry, created);
       connection.bind(entry);
       entry.connection = connection;
       connection.peer.capabilities = params.capabilities;
@@ -244,6 +263,44 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
       };
     };
     return isPromiseLike(written) ? Promise.resolve(written).then(attach, forget) : attach();
+  }
+
+  /**
+   * The registration of `released` was recorded after the harness had released it: it is made
+   * again, as if it had arrived now (a `resume` of the released executor gets a new id and no
+   * session, as after any expired lease), unless the harness itself closed.
+   */
+  #registerAgain(
+    connection: RegisteringConnection,
+    params: ExecutorRegisterParams,
+    reply: ReplyHooks,
+    released: ExecutorEntry,
+  ): MaybePromise<ExecutorRegisterResult> {
+    if (released.gone === "harness_closed") {
+      throw new UnavailableError("the harness is closed", { reason: "backend_unavailable" });
+    }
+    this.#deps.logger.info(
+      "executor released while its registration was recorded: registering it again",
+      { executor_id: released.id, reason: released.gone },
+    );
+    // Its record was written again after the release had it deleted: deleted with the next one.
+    this.#unforgotten.set(released.id, {});
+    return this.register(connection, params, reply);
+  }
+
+  /**
+   * The connection of a registration closed while the store recorded it: an executor it made is
+   * not kept, one it reconnected stays without a connection, and the store is told either.
+   * Refused (the answer goes nowhere).
+   */
+  #closedMeanwhile(entry: ExecutorEntry, created: boolean): never {
+    if (created) {
+      if (this.byId.get(entry.id) === entry) {
+        this.byId.delete(entry.id);
+        this.#forgetInStore(entry.id);
+      }
+    } else if (!entry.connection) this.#safely(() => this.#write(entry, true));
+    throw new UnavailableError("the connection closed", { reason: "backend_unavailable" });
   }
 
   /**
@@ -425,14 +482,7 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
     if (this.byId.get(executor.id) === executor) this.byId.delete(executor.id);
     this.#detachedInStore.delete(executor.id);
     const store = this.#deps.store;
-    if (store && record) {
-      this.#safely(() =>
-        store.write([
-          { delete: keys.executor(executor.id) },
-          { deletePrefix: keys.executorSessions(executor.id) },
-        ])
-      );
-    }
+    if (store && record) this.#forgetInStore(executor.id);
     this.#deps.logger.info("executor gone", { executor_id: executor.id, reason });
     this.#observe((at) => ({
       type: "executor.gone",
@@ -500,15 +550,29 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
   }
 
   /**
+   * Deletes a released executor's record and its sessions' index; when the store does not take
+   * it (down, or refusing), the deletion goes with the next executor record written.
+   */
+  #forgetInStore(id: string): void {
+    const token = {};
+    this.#unforgotten.set(id, token);
+    const done = () => {
+      if (this.#unforgotten.get(id) === token) this.#unforgotten.delete(id);
+    };
+    this.#safely(() => then(this.#deps.store!.write(forgetOps(id)), done));
+  }
+
+  /**
    * Writes the executor's record; `detached` when no connection holds it (default: whether
-   * none does now).
+   * none does now). A released executor's is not written (a late detach or drain would put it
+   * back); the deletions the store has not taken go with it.
    */
   #write(
     executor: ExecutorEntry,
     detached: boolean = executor.connection === undefined,
   ): MaybePromise<void> {
     const store = this.#deps.store;
-    if (!store) return;
+    if (!store || executor.gone) return;
     if (detached) this.#detachedInStore.add(executor.id);
     else this.#detachedInStore.delete(executor.id);
     const record: ExecutorRecord = {
@@ -523,11 +587,24 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
         : {}),
       ...(detached ? { detached: true } : {}),
     };
+    const batch: StoreOp[] = [];
+    const forgotten = [...this.#unforgotten];
+    for (const [id] of forgotten) {
+      // The same id registered anew: its record is put again, its old sessions' index goes.
+      if (id === executor.id) batch.push({ deletePrefix: keys.executorSessions(id) });
+      else batch.push(...forgetOps(id));
+    }
+    batch.push({ put: keys.executor(executor.id), value: record });
+    const done = () => {
+      for (const [id, token] of forgotten) {
+        if (this.#unforgotten.get(id) === token) this.#unforgotten.delete(id);
+      }
+    };
     try {
-      const written = store.write([{ put: keys.executor(executor.id), value: record }]);
+      const written = store.write(batch);
       return isPromiseLike(written)
-        ? Promise.resolve(written).catch(() => Promise.reject(storeUnavailable("executor")))
-        : written;
+        ? Promise.resolve(written).then(done, () => Promise.reject(storeUnavailable("executor")))
+        : done();
     } catch {
       throw storeUnavailable("executor");
     }
@@ -568,6 +645,11 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
       leaseExpiresAt: expiresAt,
     }));
   }
+}
+
+/** Deletes a released executor's record and its sessions' index. */
+function forgetOps(id: string): StoreOp[] {
+  return [{ delete: keys.executor(id) }, { deletePrefix: keys.executorSessions(id) }];
 }
 
 /** What `executor.register` said that the harness keeps. */

@@ -81,6 +81,13 @@ export interface HarnessServer {
 /** The principal of a connection nobody authenticated: one object for all of them. */
 const NO_PRINCIPAL: Principal = Object.freeze({});
 
+/**
+ * How long a close waits for the requests its servers are answering before it closes their
+ * connections: the brain's waits end with the close (503 `harness_closed`), and their answers
+ * must go out first; a request that still runs then (a user's route) is cut.
+ */
+const ANSWER_GRACE_MS = 1_000;
+
 /** The harness. */
 export class Harness {
   /** Where uploaded artifacts are. */
@@ -99,7 +106,11 @@ export class Harness {
   readonly #links = new Set<DialLink>();
   readonly #dialer: Dialer | undefined;
   readonly #closeWaiters = new Set<() => void>();
+  /** The answers its servers' HTTP requests are waiting for. */
+  readonly #answering = new Set<Promise<Response>>();
   #closed = false;
+  /** Closed before it served: while it stood by, or read its store back. */
+  #closedBeforeServing = false;
 
   /** A harness; it serves nothing until `serve`, `serveUnix`, `accept` or `dial`. */
   constructor(options: HarnessOptions = {}) {
@@ -177,10 +188,14 @@ export class Harness {
   /**
    * Settles once the harness has read its store back (executors, live sessions, pending tool
    * calls): at once with a store that answers synchronously (memory, SQLite, Durable Objects).
-   * Connections that arrive earlier wait for it.
+   * Connections that arrive earlier wait for it. Rejects with `StoreHeldError` when another live
+   * harness holds the store, and with `HarnessClosedError` when the harness was closed before it
+   * served (while it stood by, or read its store back).
    */
   get ready(): Promise<void> {
-    return this.#core.ready;
+    return this.#core.ready.then(() => {
+      if (this.#closedBeforeServing) throw new HarnessClosedError();
+    });
   }
 
   /**
@@ -219,6 +234,15 @@ export class Harness {
    */
   session(id: string): Session | undefined {
     return this.#core.session(id);
+  }
+
+  /**
+   * A session by id, as {@linkcode session} finds it, and also one that ended and is remembered
+   * in a store that answers later (PostgreSQL): what a lookup that may wait should use (the
+   * brain API's).
+   */
+  findSession(id: string): Promise<Session | undefined> {
+    return this.#core.findSession(id);
   }
 
   /**
@@ -452,14 +476,47 @@ export class Harness {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    const readiness = this.#core.readiness;
+    if (readiness === "standby" || readiness === "starting") this.#closedBeforeServing = true;
     const servers = [...this.#servers];
     this.#servers.clear();
     const links = [...this.#links];
     this.#links.clear();
     for (const link of links) void link.close();
+    // Releases the executors: the tool calls a brain waits for over HTTP fail (harness_closed),
+    // and its requests answer 503 `harness_closed` ...
     const closing = this.#core.close();
     for (const onClose of [...this.#closeWaiters]) onClose();
+    // ... before the servers close their connections, which would cut them unanswered.
+    await this.#answered();
     await Promise.all([closing, ...servers.map((s) => s.close())]);
+  }
+
+  /**
+   * Resolves once the requests being answered now have their answers (at most
+   * {@linkcode ANSWER_GRACE_MS}), and the servers had a task to write them out.
+   */
+  async #answered(): Promise<void> {
+    if (this.#answering.size === 0) return;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const grace = new Promise<void>((resolve) => (timer = setTimeout(resolve, ANSWER_GRACE_MS)));
+    const answers = [...this.#answering].map((answer) => answer.then(settled, settled));
+    await Promise.race([Promise.all(answers), grace]);
+    clearTimeout(timer);
+    await new Promise<void>((resolve) => setTimeout(resolve, 0));
+  }
+
+  /** Answers `request` with `handler`, known to a close until it has its answer. */
+  #answer(
+    handler: (request: Request) => Response | Promise<Response>,
+    request: Request,
+  ): Promise<Response> {
+    const answer = Promise.resolve(handler(request));
+    const answering = this.#answering;
+    answering.add(answer);
+    const done = () => void answering.delete(answer);
+    answer.then(done, done);
+    return answer;
   }
 
   /** Closes the harness as {@linkcode close} does: `await using harness = new Harness(…)`. */
@@ -483,9 +540,7 @@ export class Harness {
       upgrade: (request, protocols) => this.upgrade(request, protocols),
       // A request that names no URL is the caller's error, answered as every face answers one.
       badRequest: (reason) => apiErrorAnswer(new ApiError(400, "bad_request", reason)),
-      fetch: fetch
-        ? (request) => Promise.resolve(fetch(request))
-        : (request) => this.fetch(request),
+      fetch: (request) => this.#answer(fetch ?? ((r) => this.fetch(r)), request),
     });
     this.#servers.add(server);
     const close = async () => {
@@ -568,3 +623,5 @@ export class Harness {
     this.#core.open(transport, admitted);
   }
 }
+
+function settled(): void {}

@@ -12,6 +12,7 @@ import type {
   SessionMetadata,
   SessionStatusParams,
 } from "../protocol/generated/contract.ts";
+import { InvalidOutgoingParamsError } from "../protocol/errors.ts";
 import { SessionRefusedError } from "./errors.ts";
 import type { TracedCallOptions } from "./handle-options.ts";
 import type { Session } from "./handles.ts";
@@ -21,7 +22,7 @@ import type { SessionEnds } from "./session-end.ts";
 import { sessionLog, type SessionLogDeps } from "./session-events.ts";
 import type { SessionRecords } from "./session-records.ts";
 import { type EntryServices, type ExecutorEntry, sessionEnded, SessionEntry } from "./state.ts";
-import { isPromiseLike, type MaybePromise } from "./store/store.ts";
+import { isPromiseLike, keyTextProblem, type MaybePromise } from "./store/store.ts";
 import { storeUnavailable } from "./tool-call-ledger.ts";
 import { type Outgoing, outgoing, traced } from "./tracing.ts";
 
@@ -58,6 +59,15 @@ export class SessionAssignments {
     params: SessionAssignParams,
     options: TracedCallOptions,
   ): Promise<Session> {
+    const problem = keyTextProblem(params.session_id);
+    if (problem !== undefined) {
+      // Refused before anything is held or sent: no store could record the session.
+      throw new InvalidOutgoingParamsError("session.assign", [{
+        path: ["session_id"],
+        message: `session_id ${problem}`,
+        code: "custom",
+      }]);
+    }
     const telemetry = this.#deps.telemetry;
     if (options.trace === undefined && !telemetry) return this.#assign(executor, params, options);
     const out = outgoing(telemetry, "session.assign", {

@@ -45,7 +45,7 @@ import { SessionRecords } from "./session-records.ts";
 import { SessionRecovery } from "./session-recovery.ts";
 import { openTerminal, resumeTerminals, terminalOutput } from "./session-terminals.ts";
 import type { EntryServices, ExecutorEntry, SessionEntry } from "./state.ts";
-import type { HarnessStore, MaybePromise } from "./store/store.ts";
+import { type HarnessStore, isPromiseLike, type MaybePromise } from "./store/store.ts";
 import type { Terminal, TerminalOptions } from "./terminal.ts";
 import type { ToolCalls } from "./tool-calls.ts";
 
@@ -87,6 +87,8 @@ export class Sessions implements SessionOps<ExecutorEntry, SessionEntry> {
   readonly #assignments: SessionAssignments;
   readonly #ends: SessionEnds;
   readonly #recovery: SessionRecovery;
+  /** The `session.ready` writes not yet durable, by session. */
+  readonly #readyWrites = new WeakMap<SessionEntry, Promise<boolean>>();
 
   constructor(deps: SessionsDeps) {
     this.#deps = deps;
@@ -122,7 +124,21 @@ export class Sessions implements SessionOps<ExecutorEntry, SessionEntry> {
 
   /** `session.ready` arrived: written before the ack; whether it was a repeat. */
   markReady(session: SessionEntry): MaybePromise<boolean> {
-    return this.#assignments.markReady(session);
+    // A repeat that comes while the first is being written (the executor resent it after its
+    // request timed out) is answered once that write is: acknowledged if it is durable, refused
+    // as the first is if it fails. The session is `ready` already, so it would be acknowledged
+    // at once, for a state the store may never hold.
+    const writing = this.#readyWrites.get(session);
+    if (writing !== undefined) return writing.then(() => true);
+    const marked = this.#assignments.markReady(session);
+    if (!isPromiseLike(marked)) return marked;
+    const written = Promise.resolve(marked);
+    this.#readyWrites.set(session, written);
+    const settle = () => {
+      if (this.#readyWrites.get(session) === written) this.#readyWrites.delete(session);
+    };
+    written.then(settle, settle);
+    return written;
   }
 
   /** A `session.status` notification. */

@@ -38,7 +38,7 @@ import { then } from "./maybe.ts";
 import type { Observers } from "./observe.ts";
 import type { ToolCallResult } from "./records.ts";
 import { request, withTimeout } from "./send.ts";
-import { isPromiseLike, type MaybePromise } from "./store/store.ts";
+import { isPromiseLike, keyTextProblem, type MaybePromise } from "./store/store.ts";
 import type { ToolCallEntry, ToolCallLedger, ToolCallState } from "./tool-call-ledger.ts";
 import { advertisedInputCheck } from "./tool-input.ts";
 
@@ -106,6 +106,14 @@ export class ToolCalls implements CallOps<SessionEntry> {
         return this.#start(session, randomId("call_"), request, options);
       }
       const id = request.tool_call_id;
+      const problem = keyTextProblem(id);
+      if (problem !== undefined) {
+        throw new InvalidOutgoingParamsError("tool.call", [{
+          path: ["tool_call_id"],
+          message: `tool_call_id ${problem}`,
+          code: "custom",
+        }]);
+      }
       const found = this.#ledger.find(session.id, id);
       if (isPromiseLike(found)) {
         return found.then((entry) => this.#known(session, id, entry, request, options));
@@ -138,6 +146,8 @@ export class ToolCalls implements CallOps<SessionEntry> {
 
   /** A call by id, pending or remembered (in memory, or settled in the store). */
   status(id: string): MaybePromise<ToolCallStatus | undefined> {
+    // An id no store can hold names no call.
+    if (keyTextProblem(id) !== undefined) return undefined;
     return then(this.#ledger.lookup(id), (entry) =>
       entry && {
         tool_call_id: entry.id,
@@ -237,10 +247,10 @@ export class ToolCalls implements CallOps<SessionEntry> {
 
   /** Applies a `tool.result`, stored before the ack is returned. */
   result(executor: ExecutorEntry, params: ToolResultParams): MaybePromise<Ack> {
+    // The harness never sends an id no store can hold (see `callTool`): it names no call.
+    if (keyTextProblem(params.tool_call_id) !== undefined) throw unknownToolCall();
     return then(this.#ledger.accept(params, executor.id), (acceptance) => {
-      if (acceptance === "unknown") {
-        throw new NotFoundError("unknown tool call", { reason: "unknown_tool_call" });
-      }
+      if (acceptance === "unknown") throw unknownToolCall();
       return acceptance === "duplicate" ? { ok: true, duplicate: true } : { ok: true };
     });
   }
@@ -438,4 +448,9 @@ export class ToolCalls implements CallOps<SessionEntry> {
 /** Ends a call's client span with its outcome. */
 function endWith(span: TracedSpan, entry: ToolCallEntry): void {
   entry.outcome.then((result) => span.endWithOutcome(result), (error) => span.end(error));
+}
+
+/** The answer to a `tool.result` for a call the harness does not know. */
+function unknownToolCall(): NotFoundError {
+  return new NotFoundError("unknown tool call", { reason: "unknown_tool_call" });
 }

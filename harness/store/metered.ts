@@ -5,12 +5,14 @@
  * its group committed). Reads pass through untimed.
  */
 import type { HarnessMetrics } from "../metrics.ts";
-import { type HarnessStore, watchedStore } from "./store.ts";
+import { type HarnessStore, InvalidStoreRequestError, watchedStore } from "./store.ts";
 
 /** `store` with its writes timed into `metrics`. */
 export function meteredStore(store: HarnessStore, metrics: HarnessMetrics): HarnessStore {
   return watchedStore<number>(store, {
     start: () => metrics.now(),
-    end: (started, failed) => metrics.storeWritten(started, failed),
+    // A batch no store could take (a key with U+0000) is its caller's error, not the store's.
+    end: (started, failed, error) =>
+      metrics.storeWritten(started, failed && !(error instanceof InvalidStoreRequestError)),
   });
 }

@@ -7,7 +7,7 @@
  */
 import type { Clock } from "../../protocol/clock.ts";
 import type { Logger } from "../../protocol/logger.ts";
-import { type HarnessStore, watchedStore } from "./store.ts";
+import { type HarnessStore, InvalidStoreRequestError, watchedStore } from "./store.ts";
 import { StoreFencedError } from "./claim.ts";
 
 /** Failures after the first are summed up at most this often. */
@@ -21,8 +21,9 @@ export function reportingStore(store: HarnessStore, logger: Logger, clock: Clock
   let unsaid = 0;
   let saidAt = 0;
   const fail = (error: unknown) => {
-    // A fenced harness says so itself, once, and stops.
-    if (error instanceof StoreFencedError) return;
+    // A fenced harness says so itself, once, and stops; a batch no store could take (a key with
+    // U+0000) is its caller's error, refused to it: the store did not fail.
+    if (error instanceof StoreFencedError || error instanceof InvalidStoreRequestError) return;
     total++;
     const now = clock.now();
     if (!failing) {

@@ -197,13 +197,22 @@ export function checkKeyText(key: unknown, what: string, allowEmpty = false): bo
     throw new InvalidStoreRequestError("key", `${what} must not be empty`);
   }
   if (!UNUSUAL.test(key)) return false;
-  if (key.includes("\u0000")) {
-    throw new InvalidStoreRequestError("key", `${what} must not contain U+0000`);
-  }
-  if (LONE_SURROGATE.test(key)) {
-    throw new InvalidStoreRequestError("key", `${what} has a lone surrogate (not UTF-16)`);
-  }
+  const problem = keyTextProblem(key);
+  if (problem !== undefined) throw new InvalidStoreRequestError("key", `${what} ${problem}`);
   return true;
+}
+
+/**
+ * Why `text` cannot be (part of) a key, or `undefined` when it can: U+0000, or a lone surrogate.
+ * The harness asks it of the ids others choose (a brain's session or tool call id, an
+ * executor's) before they reach a store, so that such an id is refused as bad input, not
+ * taken for a failing store.
+ */
+export function keyTextProblem(text: string): string | undefined {
+  if (!UNUSUAL.test(text)) return undefined;
+  if (text.includes("\u0000")) return "must not contain U+0000";
+  if (LONE_SURROGATE.test(text)) return "has a lone surrogate (not UTF-16)";
+  return undefined;
 }
 
 /** Checks a key (non-empty, no U+0000, well-formed). */

@@ -198,7 +198,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
   });
 
   app.get(at("/sessions/:id"), async (c) => {
-    const session = sessionOf(c);
+    const session = await sessionOf(c);
     const query = checked(SessionQuery, c.req.query());
     const target = query.until === "ready"
       ? session.ready()
@@ -212,7 +212,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
   });
 
   app.post(at("/sessions/:id/tool-calls"), async (c) => {
-    const session = sessionOf(c);
+    const session = await sessionOf(c);
     const query = checked(WaitQuery, c.req.query());
     const input = checked(ToolCallBody, await requestObject(c.req.raw, maxBodyBytes));
     const params = checked(ToolCallParamsSchema, {
@@ -238,8 +238,8 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     return json(200, await session.cancelTool(params.tool_call_id, params.reason));
   });
 
-  app.get(at("/sessions/:id/events"), (c) => {
-    const session = sessionOf(c);
+  app.get(at("/sessions/:id/events"), async (c) => {
+    const session = await sessionOf(c);
     const query = checked(EventsQuery, c.req.query());
     if ((c.req.header("accept") ?? "").includes("text/event-stream")) {
       const lastId = c.req.header("last-event-id");
@@ -291,7 +291,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
   });
 
   app.post(at("/sessions/:id/turns/:turn/input"), async (c) => {
-    const session = sessionOf(c);
+    const session = await sessionOf(c);
     const input = await requestObject(c.req.raw, maxBodyBytes);
     const params = checked(TurnInputParamsSchema, {
       ...input,
@@ -346,7 +346,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
   });
   app.post(at("/tool-calls/:id/cancel"), async (c) => {
     const status = await find(c);
-    const session = harness.session(status.session_id);
+    const session = await harness.findSession(status.session_id);
     if (!session) throw new ApiError(404, "not_found", "the call's session is not known");
     const params = checked(ToolCancelParamsSchema, {
       ...await requestObject(c.req.raw, maxBodyBytes),
@@ -371,7 +371,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     schema: z.ZodType<T>,
     fromPath: Record<string, string> = {},
   ): Promise<{ session: Session; params: T }> {
-    const session = sessionOf(c);
+    const session = await sessionOf(c);
     const body = await requestObject(c.req.raw, maxBodyBytes);
     return { session, params: checked(schema, { ...body, session_id: session.id, ...fromPath }) };
   }
@@ -399,8 +399,9 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     return executor;
   }
 
-  function sessionOf(c: Context): Session {
-    const session = harness.session(param(c, "id"));
+  /** The path's session: live, or ended and remembered (a store that answers later too). */
+  async function sessionOf(c: Context): Promise<Session> {
+    const session = await harness.findSession(param(c, "id"));
     if (!session) throw new ApiError(404, "not_found", "no such session");
     return session;
   }
