@@ -56,6 +56,12 @@ import type {
   TypedToolHandler,
 } from "./tool-slots.ts";
 
+/**
+ * How long a stop waits, after canceling the calls still running, for their results to be
+ * delivered: a handler killing its process gets its grace (2 s by default) and a little more.
+ */
+const CANCELED_RESULTS_MS = 3_000;
+
 /** Methods the client serves or sends itself. */
 const MANAGED_REQUESTS: ReadonlySet<string> = new Set([
   "session.assign",
@@ -521,6 +527,16 @@ export class ExecutorClient {
       const cut = this.#graceCut = new AbortController();
       await core.settle(graceMs, cut.signal);
       cut.abort();
+    }
+    if (this.connected && core.calls.active > 0) {
+      // Stopping now cancels the calls still running; their results (`canceled`) get a moment
+      // to go out, so that the harness learns what became of them rather than losing them
+      // with the connection (`tool_outcome_unknown`).
+      core.calls.abortAll("the executor is stopping");
+      const settled = new AbortController();
+      await core.settle(CANCELED_RESULTS_MS, settled.signal);
+      // Its timer goes too: a stop must not keep the process alive.
+      settled.abort();
     }
     // Taken before halting: halting the loop detaches the connection.
     const connection = core.link.current;

@@ -105,13 +105,25 @@ export class Connector implements ConnectionHost<ClientConnection> {
   connected(connection: ClientConnection): void {
     const core = this.#core;
     const { registration, peer } = connection;
-    const first = core.executorId === undefined;
+    const previousId = core.executorId;
     core.executorId = registration.executor_id;
     core.tokens.token = connection.token;
     core.link.attach(connection);
-    core.logger.info(first ? "registered" : "re-registered", {
+    // A new id after a reconnect: the harness did not resume this executor (it restarted without
+    // its store, or let the lease lapse), so it is a new registration, not the old one resumed.
+    const anew = previousId !== undefined && previousId !== registration.executor_id;
+    // The calls remembered belong to dealings that ended: a harness that started again without
+    // its store numbers its calls afresh, and remembered ids would be answered as duplicates.
+    if (anew) core.calls.forgetFinished();
+    const what = previousId === undefined
+      ? "registered"
+      : anew
+      ? "registered anew: the harness did not resume the executor"
+      : "re-registered";
+    core.logger.info(what, {
       url: displayUrl(connection.token.url),
       executor_id: registration.executor_id,
+      ...(anew ? { previous_executor_id: previousId } : {}),
       protocol: registration.protocol,
       heartbeat_interval_ms: registration.heartbeat_interval_ms,
     });

@@ -198,8 +198,11 @@ export class ToolCallRunner {
   /** Uploads an artifact; absent when no endpoint is configured. */
   readonly #upload: ((upload: ArtifactUpload) => Promise<Artifact>) | undefined;
   readonly #running = new Map<string, RunningCall>();
-  /** Ids of calls that ran: at least the most recent {@linkcode REMEMBERED_CALLS}. */
-  readonly #finished = new RecentIds<string>(REMEMBERED_CALLS);
+  /**
+   * Ids of calls that ran under this executor id: at least the most recent
+   * {@linkcode REMEMBERED_CALLS}.
+   */
+  #finished = new RecentIds<string>(REMEMBERED_CALLS);
   /** Calls per session that have not finished reporting. */
   readonly #perSession = new Map<string, Set<RunningCall>>();
   /** Sessions whose end aborts their calls (one listener per session, not one per call). */
@@ -209,6 +212,16 @@ export class ToolCallRunner {
     this.#deps = deps;
     const { artifacts } = deps;
     this.#upload = artifacts.available ? (upload) => artifacts.upload(upload) : undefined;
+  }
+
+  /**
+   * Forgets which calls ran: the executor registered under a new id (the harness did not resume
+   * it), and a `tool_call_id` names a call only within one harness's dealings with one executor.
+   * A harness that starts again without its store numbers its calls afresh; remembered, its
+   * first calls would be answered as duplicates and never run, their results never sent.
+   */
+  forgetFinished(): void {
+    this.#finished = new RecentIds<string>(REMEMBERED_CALLS);
   }
 
   /** Calls whose handler runs or whose result is being delivered. */
