@@ -63,6 +63,7 @@ export {
 } from "./harness/bun.ts";
 // This runtime's own.
 export { dialWebSocket, serveWebSocket } from "./transport/bun.ts";
+export { type SocketPathOccupant, SocketPathTakenError } from "./transport/stale-socket.node.ts";
 export {
   type BunSqliteDriver,
   type BunSqliteStoreOptions,

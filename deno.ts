@@ -65,6 +65,7 @@ export {
 } from "./harness/deno.ts";
 // This runtime's own.
 export { dialWebSocket, serveWebSocket } from "./transport/deno.ts";
+export { type SocketPathOccupant, SocketPathTakenError } from "./transport/stale-socket.node.ts";
 export {
   type DenoSqliteDriver,
   type DenoSqliteStoreOptions,

@@ -39,6 +39,7 @@ export {
   HarnessObject,
   type HarnessObjectOptions,
   harnessOptionsFromEnv,
+  HarnessVariableError,
   type HarnessWorker,
   type HarnessWorkerOptions,
   routeOfToken,

@@ -9,7 +9,9 @@
 import { REDACTED } from "../protocol/logger.ts";
 
 /** The options of a `parseArgs` call, as far as this module reads them. */
-export type ArgOptions = Readonly<Record<string, { readonly type: "string" | "boolean" }>>;
+export type ArgOptions = Readonly<
+  Record<string, { readonly type: "string" | "boolean"; readonly multiple?: boolean }>
+>;
 
 /**
  * The options of a `parseArgs` call, from their names: the flags that take a value (`values`),
@@ -73,6 +75,18 @@ export function shownValue(value: string): string {
  */
 export function argvErrorLine(error: unknown, argv: readonly string[]): string {
   const message = (error as Error).message.split("\n")[0];
+  // "Option '--drain-ms' argument is ambiguous." when a flag follows one that takes a value:
+  // the value is most likely missing. The next word is not quoted (it may be a secret).
+  const valueless = /^Option '(-[^' ]+)(?: <value>)?' argument (is ambiguous|missing)/.exec(
+    message,
+  );
+  if (valueless) {
+    const flag = valueless[1];
+    return `${flag} is missing its value` +
+      (valueless[2] === "is ambiguous"
+        ? ` (a value that starts with "-" is written ${flag}=-…)`
+        : "");
+  }
   if ((error as { code?: unknown }).code !== "ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL") {
     return message;
   }
@@ -80,4 +94,24 @@ export function argvErrorLine(error: unknown, argv: readonly string[]): string {
   const at = quoted === undefined ? -1 : argv.indexOf(quoted);
   const which = at < 0 ? "an argument" : `argument ${at + 1}`;
   return `${which} belongs to no flag (is its flag missing?): this command takes flags only`;
+}
+
+/**
+ * The usage error of a flag that takes one value and was given twice, from `parseArgs`'s
+ * `tokens`; undefined when there is none. `parseArgs` keeps the last value silently, where the
+ * user meant one of them.
+ */
+export function repeatedFlagLine(
+  tokens: readonly { readonly kind: string; readonly name?: string }[] | undefined,
+  options: ArgOptions,
+): string | undefined {
+  const seen = new Set<string>();
+  for (const token of tokens ?? []) {
+    if (token.kind !== "option" || token.name === undefined) continue;
+    const option = options[token.name];
+    if (option?.type !== "string" || option.multiple) continue;
+    if (seen.has(token.name)) return `--${token.name} is given more than once: give it once`;
+    seen.add(token.name);
+  }
+  return undefined;
 }

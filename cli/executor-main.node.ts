@@ -15,7 +15,7 @@
  * second signal stops at once (running calls canceled, their processes killed), a third exits
  * without waiting.
  */
-import { argOptions, argvErrorLine, negativeValues, shownValue } from "./argv.ts";
+import { argOptions, argvErrorLine, negativeValues, repeatedFlagLine, shownValue } from "./argv.ts";
 import { statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { hostname } from "node:os";
@@ -46,7 +46,9 @@ Connect to a harness with --harness (or BMA_HARNESS_URL), or to a BMA deployment
 BMA_BASE_URL plus BMA_ENVIRONMENT_KEY and BMA_ENVIRONMENT_ID (or BMA_MACHINE_TOKEN and
 BMA_MACHINE_ID). The credential may come from a file instead (--credential-file, or
 BMA_ENVIRONMENT_KEY_FILE / BMA_MACHINE_TOKEN_FILE): a credential in this process's environment
-can be read from /proc/<pid>/environ by any process of the same user.
+can be read from /proc/<pid>/environ by any process of the same user. A local harness takes no
+credential: --credential-file with --harness is an error, and a credential in the environment
+is not used (a warning names it).
 
 Processes the executor starts get only PATH HOME USER LOGNAME SHELL LANG LANGUAGE LC_* TERM TZ
 TMPDIR of its environment (plus --env-keep), never its credential.
@@ -61,7 +63,7 @@ Options:
   --mcp-config <file>    an mcp.json ("mcpServers") of MCP servers for the MCP channel
   --grace-ms <n>         SIGTERM-to-SIGKILL grace for tool processes (default 2000)
   --credential-file <f>  read the credential from file f ("-": standard input); a machine token
-                         when BMA_MACHINE_ID is set, else an environment key
+                         when BMA_MACHINE_ID is set, else an environment key (BMA_BASE_URL only)
   --env-keep <name>      pass this variable (or NAME* prefix; "*" for all) to processes too
   --env-drop <name>      never pass this variable (or NAME* prefix), from any source
   --env-set <NAME=value> set this variable in every process
@@ -74,9 +76,10 @@ Options:
 
 Output: logs on stderr (--log-format pretty: "<time> <LEVEL> <message> {fields}", or one JSON
 object per line), never a secret nor a tool's input: "connection attempt failed: retrying" with
-the url, the cause (ECONNREFUSED, ...) and retry_in_ms; "registered" with the executor id;
-"tool call ended" per call with its id, tool, outcome and duration_ms ("tool call started" at
-debug); "stopped" with the reason. Stdout has the lines for scripts: "registered <executor_id>"
+the url, the cause (ECONNREFUSED, ...) and retry_in_ms; "registered" with the executor id
+("re-registered" when a reconnect resumed it, "registered anew: ..." with previous_executor_id
+when the harness gave a new id); "tool call ended" per call with its id, tool, outcome and
+duration_ms ("tool call started" at debug); "stopped" with the reason. Stdout has the lines for scripts: "registered <executor_id>"
 (again with the new id whenever a registration gives one: a harness restarted without its
 store) and, last, "stopped, exit code <n>".
 
@@ -84,11 +87,23 @@ Signals: SIGTERM or SIGINT (Ctrl-C) stops, at any point. Registered, it drains f
 sessions, current work may finish within --drain-ms. A second signal stops now (running calls
 canceled, their processes killed); a third exits without waiting.
 
+Each flag is given once (a value flag given twice is an error); a number is a positive integer
+written in digits.
+
 Exit codes: 0 stopped by a signal; 1 stopped for another reason (the credential or the
 registration refused, the harness ended the connection for good); 2 a bad flag or environment
 (a --workdir that does not exist, a --harness URL that answers HTTP 404: no harness there);
 130 a third signal.
 `;
+
+/** What connects to a BMA deployment, and goes unused with a local harness (names only). */
+const IGNORED_WITH_HARNESS = [
+  "BMA_BASE_URL",
+  "BMA_ENVIRONMENT_KEY",
+  "BMA_ENVIRONMENT_KEY_FILE",
+  "BMA_MACHINE_TOKEN",
+  "BMA_MACHINE_TOKEN_FILE",
+] as const;
 
 /** A usage error: printed as one line, exit code 2. */
 class UsageError extends Error {}
@@ -129,8 +144,9 @@ function parsesAsUrl(text: string): boolean {
 
 function positiveInt(name: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
+  // Digits only: Number() would also take "1e3", "0x10" and " 7 ", and round a long one.
   const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0) {
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n <= 0) {
     throw new UsageError(`--${name} must be a positive integer, not ${shownValue(value)}`);
   }
   return n;
@@ -226,10 +242,13 @@ async function configure(
       strict: true,
       allowPositionals: false,
       options: OPTIONS,
+      tokens: true,
     });
   } catch (error) {
     throw new UsageError(argvErrorLine(error, argv));
   }
+  const repeated = repeatedFlagLine(parsed.tokens, OPTIONS);
+  if (repeated) throw new UsageError(repeated);
   const v = parsed.values;
   if (v.help) return "help";
   if (v.version) return "version";
@@ -262,6 +281,21 @@ async function configure(
     }
     credential.harnessUrl = harnessUrl;
     harnessFrom = from;
+    // A local harness takes no credential: one given on the command line is a mistake (a file
+    // never read, so never checked); one in the environment may be the shell's, so it is named.
+    if (v["credential-file"] !== undefined) {
+      throw new UsageError(
+        `--credential-file is for BMA_BASE_URL (a BMA deployment); ${from} connects to a ` +
+          "local harness, which takes no credential",
+      );
+    }
+    const ignored = IGNORED_WITH_HARNESS.filter((name) => (env[name] ?? "") !== "");
+    if (ignored.length > 0) {
+      logger.warn(
+        `${from} connects to a local harness, which takes no credential: ` +
+          `${ignored.join(", ")} ${ignored.length === 1 ? "is" : "are"} not used`,
+      );
+    }
   } else {
     const baseUrl = env.BMA_BASE_URL;
     if (!baseUrl) {
@@ -366,7 +400,9 @@ async function main(runtime: Runtime): Promise<number> {
   try {
     mcpServers = config.mcpConfig ? await readMcpConfig(config.mcpConfig) : undefined;
   } catch (error) {
-    process.stderr.write(`bma-executor: cannot read --mcp-config: ${(error as Error).message}\n`);
+    process.stderr.write(
+      `bma-executor: cannot read --mcp-config: ${(error as Error).message} (see --help)\n`,
+    );
     return 2;
   }
   const client = new ExecutorClient(executorOptions(runtime, {
@@ -413,8 +449,9 @@ async function main(runtime: Runtime): Promise<number> {
       process.exit(130);
     }
   };
-  // The SDK logs "registered" / "re-registered" with its fields; stdout has the id for scripts,
-  // again whenever a registration gives a new one (a harness that restarted without its store).
+  // The SDK logs "registered" / "re-registered" / "registered anew" with its fields; stdout has
+  // the id for scripts, again whenever a registration gives a new one (a harness that restarted
+  // without its store).
   let shownId: string | undefined;
   const announce = (id: string | undefined) => {
     if (id === undefined || id === shownId) return;

@@ -16,11 +16,12 @@
  *
  * @module
  */
-import { readFileSync } from "node:fs";
+import { accessSync, constants, existsSync, readFileSync, statSync } from "node:fs";
+import { dirname } from "node:path";
 import { hostname as machineName } from "node:os";
 import { parseArgs } from "node:util";
 import { Hono } from "hono";
-import { argvErrorLine, negativeValues } from "./argv.ts";
+import { argvErrorLine, negativeValues, repeatedFlagLine } from "./argv.ts";
 import { jsonLineLogger, textLineLogger } from "./line-logger.ts";
 import {
   isLoopback,
@@ -47,7 +48,10 @@ import {
   StoreHeldError,
   StoreLockedError,
 } from "../node.ts";
-import { harnessOptionsFromVariables } from "../http/env-options.ts";
+import { harnessOptionsFromVariables, HarnessVariableError } from "../http/env-options.ts";
+import { HmacJwt } from "../http/token-endpoint/jwt.ts";
+import { describeHolder } from "../harness/store/claim.ts";
+import { SocketPathTakenError } from "../transport/stale-socket.node.ts";
 import { ApiError, apiErrorAnswer } from "../http/shared/api-error.ts";
 import { healthRoutes } from "../http/health/health.ts";
 
@@ -69,12 +73,16 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
   };
   let flags;
   try {
-    ({ values: flags } = parseArgs({
+    let tokens;
+    ({ values: flags, tokens } = parseArgs({
       args: negativeValues(argv, SERVE_FLAGS),
       strict: true,
       allowPositionals: false,
       options: SERVE_FLAGS,
+      tokens: true,
     }));
+    const repeated = repeatedFlagLine(tokens, SERVE_FLAGS);
+    if (repeated) return usage(repeated);
   } catch (error) {
     return usage(argvErrorLine(error, argv));
   }
@@ -108,14 +116,34 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
       ...(authenticated ? {} : { BMA_INSECURE_NO_AUTH: "true" }),
     });
   } catch (error) {
-    return usage(`BMA_CREDENTIALS: ${(error as Error).message}`);
+    if (!(error instanceof HarnessVariableError)) throw error;
+    // Named as it was given: a credentials file by its path, not as the variable it became.
+    return usage(`${config.secretSources[error.variable] ?? error.variable} ${error.problem}`);
   }
   const { brainApi: brainOptions, ...harnessOptions } = options;
+  if (authenticated) {
+    // The token endpoint's own check, run now: a weak secret would only fail the first token.
+    try {
+      await HmacJwt.create(config.env.BMA_JWT_SECRET!);
+    } catch (error) {
+      if (!(error instanceof RangeError)) throw error;
+      const source = config.secretSources.BMA_JWT_SECRET ?? "BMA_JWT_SECRET";
+      return usage(
+        `${source} is too weak: ${error.message} (a random one: openssl rand -base64 48)`,
+      );
+    }
+  }
 
   let store: HarnessStore | undefined;
   try {
     store = await openStore(config.store);
   } catch (error) {
+    if (config.store.kind === "sqlite") {
+      const path = config.store.path;
+      return usage(
+        `cannot open the SQLite store at ${path}: ${sqliteOpenProblem(path) ?? message(error)}`,
+      );
+    }
     return usage(`cannot open the store (${describeStore(config.store)}): ${message(error)}`);
   }
   logger.info(
@@ -148,7 +176,7 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
   } catch (error) {
     await store?.close?.();
     if (error instanceof StoreHeldError || error instanceof StoreLockedError) {
-      io.stderr(`bma-harness serve: ${error.message} (or start this one with --standby)\n`);
+      io.stderr(`bma-harness serve: ${heldStoreLine(error)}\n`);
       return 1;
     }
     return usage(message(error));
@@ -175,14 +203,23 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
   app.all("*", (c) => harness.fetch(c.req.raw));
 
   const servers: HarnessServer[] = [];
+  // Which address failed, as the error line names it: the port, or the Unix socket.
+  let listeningOn: "port" | "unix" = "port";
   try {
     servers.push(
       await harness.serve({ hostname: config.host, port: config.port, fetch: app.fetch }),
     );
+    listeningOn = "unix";
     if (config.unix) servers.push(await harness.serveUnix(config.unix, { fetch: app.fetch }));
   } catch (error) {
     await harness.close();
+    if (error instanceof SocketPathTakenError) return usage(error.message);
     const code = (error as { code?: unknown } | undefined)?.code;
+    if (listeningOn === "unix" && typeof code === "string") {
+      const dir = dirname(config.unix!);
+      const why = existsSync(dir) ? code : `${code} (the directory ${dir} does not exist)`;
+      return usage(`cannot listen on the Unix socket ${config.unix}: ${why}`);
+    }
     if (code === "EADDRINUSE") {
       return usage(`port ${config.port} on ${config.host} is in use`);
     }
@@ -220,6 +257,10 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
     // closed itself, serving nothing; the process says so and exits.
     failedStart = (error) => {
       if (error instanceof HarnessClosedError) return;
+      // The harness logged why; the last line says it as the CLI's flags do.
+      if (error instanceof StoreHeldError || error instanceof StoreLockedError) {
+        io.stderr(`bma-harness serve: ${heldStoreLine(error)}\n`);
+      }
       void (async () => {
         await harness.close();
         await closeInspector?.();
@@ -279,6 +320,52 @@ function describeStore(spec: StoreSpec): string {
         `${url.port ? `:${url.port}` : ""}${url.pathname}` +
         (spec.table ? ` table ${spec.table}` : "");
     }
+  }
+}
+
+/**
+ * A store another harness holds, as the CLI says it: with its flags (`--standby`, `--takeover`),
+ * where the library names its options (`takeover: true`).
+ */
+function heldStoreLine(error: StoreHeldError | StoreLockedError): string {
+  if (error instanceof StoreLockedError) {
+    return `${error.message} (or start this one with --standby)`;
+  }
+  return `the harness store is held by another harness (${
+    describeHolder(error.holder, Date.now())
+  }): stop that one, start this one with --standby to wait for it, or with --takeover to ` +
+    "take the store over (that one is fenced)";
+}
+
+/**
+ * Why the SQLite file at `path` cannot be opened, read from the file system (the drivers say
+ * only "unable to open", with a number); undefined when the file system shows no reason.
+ */
+function sqliteOpenProblem(path: string): string | undefined {
+  const problem = (code: unknown, what: string): string | undefined =>
+    code === "EACCES" || code === "EPERM"
+      ? `permission denied on ${what}`
+      : code === "ENOTDIR"
+      ? `a part of ${what} is not a directory`
+      : undefined;
+  try {
+    if (statSync(path).isDirectory()) return "it is a directory, not a database file";
+    accessSync(path, constants.R_OK | constants.W_OK);
+    return undefined;
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    if (code !== "ENOENT") return problem(code, path);
+  }
+  // No file yet: SQLite creates it, in a directory that must exist and be writable.
+  const dir = dirname(path);
+  try {
+    if (!statSync(dir).isDirectory()) return `${dir} is not a directory`;
+    accessSync(dir, constants.W_OK);
+    return undefined;
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    if (code === "ENOENT") return `the directory ${dir} does not exist (create it first)`;
+    return problem(code, `the directory ${dir}`);
   }
 }
 

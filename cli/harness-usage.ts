@@ -61,7 +61,8 @@ for the running calls and commands, then stops the same way. The last line on st
 Options:
   --host <address>       the address to listen on (default 127.0.0.1)
   --port <n>             the TCP port (default 7700; 0: any free port)
-  --unix <path>          also listen on a Unix socket
+  --unix <path>          also listen on a Unix socket (a socket file left there is replaced;
+                         anything else there is left alone, and the start fails)
   --heartbeat-ms <n>     the heartbeat interval executors are given (default 15000)
   --insecure-no-auth     allow a --host beyond loopback, still without authentication
   --ui                   serve the inspector page on 127.0.0.1 (a port of its own) and print a
@@ -93,15 +94,17 @@ Settings come from the flags, else the environment, else the config file (--conf
 whose keys are the flags' names). Secrets come from a file or the environment, never a flag's value:
 
   --jwt-secret-file F        BMA_JWT_SECRET (or BMA_JWT_SECRET_FILE)   token endpoint's HS256 secret
+                             (>= 32 bytes)
   --credentials-file F       BMA_CREDENTIALS (or _FILE)  [{"environmentId","environmentKey"},...]
   --brain-token-file F       BMA_BRAIN_TOKEN (or _FILE)   the brain API's bearer token (>= 16 chars)
-  --metrics-token-file F     BMA_METRICS_TOKEN (or _FILE) GET /metrics's bearer token
+  --metrics-token-file F     BMA_METRICS_TOKEN (or _FILE) GET /metrics's bearer token (>= 16 chars)
 
 Options:
   --host <address>           BMA_HARNESS_HOST; default 127.0.0.1. Beyond loopback it needs a JWT
                              secret (or --insecure-no-auth)
   --port <n>                 BMA_HARNESS_PORT; default 7700 (0: any free port)
-  --unix <path>              BMA_HARNESS_UNIX; also listen on a Unix socket
+  --unix <path>              BMA_HARNESS_UNIX; also listen on a Unix socket (a socket file left
+                             there is replaced; anything else there is left alone: exit 2)
   --store <spec>             BMA_HARNESS_STORE: sqlite:PATH or postgres://user@host:port/db;
                              default memory (nothing survives a restart)
   --store-table <name>       BMA_HARNESS_STORE_TABLE: the PostgreSQL table (one per partition)
@@ -118,7 +121,7 @@ Options:
   --max-frame-bytes <n>      BMA_MAX_FRAME_BYTES (default 1048576)
   --token-ttl-seconds <n>    BMA_TOKEN_TTL_SECONDS (default 300)
   --token-issuer <iss>       BMA_TOKEN_ISSUER (default bma-harness)
-  --connect-url <url>        BMA_CONNECT_URL: the url the token endpoint hands out
+  --connect-url <url>        BMA_CONNECT_URL: the ws:// or wss:// url the token endpoint hands out
   --insecure-no-auth         BMA_INSECURE_NO_AUTH=true: executors connect without a token
   --ui, --ui-port <n>        the inspector on 127.0.0.1 (its one-time login URL goes to stderr)
   --help                     this text
@@ -129,6 +132,7 @@ harness), the store lets go with every acknowledgement written, and the process 
 the drain outlasted --shutdown-grace). A second signal exits at once (130).
 
 Exit codes: 0 after a drain; 1 it could not start (the store is held and no --standby, ...) or
-the drain outlasted its grace; 2 bad input (a flag, a store URL, a missing secret file, a
-database that refuses the login, a port in use); 130 a second signal.
+the drain outlasted its grace; 2 bad input (a flag, a store URL, a number that is not a positive
+integer, a missing secret file or a secret too short, a database that refuses the login, a port
+in use); 130 a second signal.
 `;

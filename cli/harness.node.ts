@@ -20,7 +20,7 @@
  * schemas as text (`harness-describe.ts`) and the help text (`harness-usage.ts`).
  */
 import { parseArgs } from "node:util";
-import { argOptions, argvErrorLine, negativeValues, shownValue } from "./argv.ts";
+import { argOptions, argvErrorLine, negativeValues, repeatedFlagLine, shownValue } from "./argv.ts";
 import { CONTRACT_VERSION } from "../protocol/generated/contract.ts";
 import { SDK_VERSION as VERSION } from "../executor/version.ts";
 // The inspector page's agent turns and approvals (--ui). The application imports agent/ and hands
@@ -33,6 +33,7 @@ import {
   randomInspectorToken,
   serveInspector,
 } from "../harness/node.ts";
+import { SocketPathTakenError } from "../transport/stale-socket.node.ts";
 import { Cli } from "./harness-commands.node.ts";
 import { Input, note, writeOut } from "./harness-stdio.node.ts";
 import { USAGE } from "./harness-usage.ts";
@@ -46,11 +47,15 @@ const OPTIONS = argOptions({
 async function main(): Promise<number> {
   let values;
   try {
-    ({ values } = parseArgs({
+    let tokens;
+    ({ values, tokens } = parseArgs({
       args: negativeValues(process.argv.slice(2), OPTIONS),
       strict: true,
       options: OPTIONS,
+      tokens: true,
     }));
+    const repeated = repeatedFlagLine(tokens, OPTIONS);
+    if (repeated) throw new Error(repeated);
   } catch (error) {
     process.stderr.write(
       `bma-harness: ${argvErrorLine(error, process.argv.slice(2))} (see --help)\n`,
@@ -73,7 +78,7 @@ async function main(): Promise<number> {
     );
     return 2;
   }
-  const port = values.port === undefined ? 7700 : Number(values.port);
+  const port = values.port === undefined ? 7700 : digits(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
     process.stderr.write(
       `bma-harness: --port takes 0-65535, not ${shownValue(values.port!)} (see --help)\n`,
@@ -81,8 +86,8 @@ async function main(): Promise<number> {
     return 2;
   }
   const heartbeat = values["heartbeat-ms"];
-  const heartbeatMs = heartbeat === undefined ? undefined : Number(heartbeat);
-  if (heartbeatMs !== undefined && (!Number.isInteger(heartbeatMs) || heartbeatMs <= 0)) {
+  const heartbeatMs = heartbeat === undefined ? undefined : digits(heartbeat);
+  if (heartbeatMs !== undefined && (!Number.isSafeInteger(heartbeatMs) || heartbeatMs <= 0)) {
     const shown = shownValue(heartbeat!);
     process.stderr.write(
       `bma-harness: --heartbeat-ms must be a positive integer (milliseconds), not ${shown} (see --help)\n`,
@@ -90,7 +95,7 @@ async function main(): Promise<number> {
     return 2;
   }
   const withUi = values.ui === true || values["ui-port"] !== undefined;
-  const uiPort = values["ui-port"] === undefined ? 0 : Number(values["ui-port"]);
+  const uiPort = values["ui-port"] === undefined ? 0 : digits(values["ui-port"]);
   if (!Number.isInteger(uiPort) || uiPort < 0 || uiPort > 65535) {
     process.stderr.write(
       `bma-harness: --ui-port takes 0-65535, not ${shownValue(values["ui-port"]!)} (see --help)\n`,
@@ -108,7 +113,11 @@ async function main(): Promise<number> {
     servers.push(await harness.serve({ hostname: host, port }));
     if (values.unix) servers.push(await harness.serveUnix(values.unix));
   } catch (error) {
-    process.stderr.write(`bma-harness: cannot listen: ${(error as Error).message}\n`);
+    // A file at the --unix path that is no socket: its message names the path already.
+    const line = error instanceof SocketPathTakenError
+      ? error.message
+      : `cannot listen: ${(error as Error).message}`;
+    process.stderr.write(`bma-harness: ${line}\n`);
     await harness.close();
     return 1;
   }
@@ -179,6 +188,11 @@ async function main(): Promise<number> {
   await cli.quit(quit ? "quit" : "end of input");
   writeOut("closed, exit code 0");
   return 0;
+}
+
+/** A number written in digits, else NaN (`Number` alone takes `1e3`, `0x10` and `" 7 "`). */
+function digits(value: string): number {
+  return /^\d+$/.test(value) ? Number(value) : NaN;
 }
 
 const entry = process.argv[2] === "serve"

@@ -55,10 +55,33 @@ export function jsonLineLogger(options: LineLoggerOptions): Logger {
 export function textLineLogger(options: LineLoggerOptions): Logger {
   return lineLogger(options, (level, message, fields, time) => {
     const pairs = Object.entries(fields).map(([key, value]) =>
-      `${key}=${typeof value === "string" ? value : JSON.stringify(value)}`
+      `${key}=${
+        typeof value === "string" && BARE.test(value)
+          ? value
+          : escapeControls(JSON.stringify(value) ?? String(value))
+      }`
     );
-    return [time.toISOString(), level, message, ...pairs].join(" ");
+    return [time.toISOString(), level, escapeControls(message), ...pairs].join(" ");
   });
+}
+
+/**
+ * A value written without quotes: no space, quote, `=` or control character. Anything else is
+ * written as a JSON string, so a value a client chose (a path segment, a header) can neither end
+ * the line and forge the next record nor pass for another field.
+ */
+// deno-lint-ignore no-control-regex
+const BARE = /^[^\s"'=\\\u0000-\u001f\u007f-\u009f\u2028\u2029]+$/;
+
+// deno-lint-ignore no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g;
+
+/**
+ * `text` with its control characters as `\u` escapes: the line breaks among them, and those
+ * `JSON.stringify` leaves as they are (U+007F–U+009F, U+2028, U+2029).
+ */
+function escapeControls(text: string): string {
+  return text.replace(CONTROL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
 
 function lineLogger(

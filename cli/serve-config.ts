@@ -11,6 +11,8 @@
  */
 import { argOptions, shownValue } from "./argv.ts";
 import { jsonSyntaxError } from "../protocol/logger.ts";
+import { isConnectUrl, positiveInteger } from "../http/env-options.ts";
+import { MIN_TOKEN_LENGTH } from "../http/shared/bearer.ts";
 
 /** A configuration `bma-harness serve` cannot run with: exit code 2 and this message. */
 export class ServeConfigError extends Error {
@@ -50,6 +52,11 @@ export interface ServeConfig {
   readonly env: Readonly<Record<string, string>>;
   /** Executors connect without a token (only what the loopback rule allows). */
   readonly insecureNoAuth: boolean;
+  /**
+   * Where each secret of `env` came from, as an error names it: `BMA_CREDENTIALS`, or
+   * `the file ./creds.json (--credentials-file)`.
+   */
+  readonly secretSources: Readonly<Record<string, string>>;
 }
 
 /** The flags of `bma-harness serve`, for `parseArgs`. */
@@ -89,6 +96,17 @@ const SECRETS = [
   { flag: "brain-token-file", variable: "BMA_BRAIN_TOKEN" },
   { flag: "metrics-token-file", variable: "BMA_METRICS_TOKEN" },
 ] as const satisfies readonly { flag: Flag; variable: string }[];
+
+/** The settings that take a positive integer. */
+const NUMBERS = new Set<Flag>([
+  "heartbeat-ms",
+  "request-timeout-ms",
+  "max-frame-bytes",
+  "token-ttl-seconds",
+]);
+
+/** The tokens that admit a bearer: under the faces' minimum length they admit nobody. */
+const BEARER_TOKENS = new Set<string>(["BMA_BRAIN_TOKEN", "BMA_METRICS_TOKEN"]);
 
 /** Plain settings the edge harness reads too: the flag and its variable. */
 const SETTINGS = [
@@ -150,6 +168,14 @@ export function readServeConfig(
     if (fromEnv !== undefined && fromEnv !== "") return fromEnv;
     return file[flag];
   };
+  /** Where a setting's value came from, as an error names it. */
+  const origin = (flag: Flag): string => {
+    if (flags[flag] !== undefined) return `--${flag}`;
+    const variable = SERVE_VARIABLES[flag] ??
+      SETTINGS.find((s) => s.flag === flag)?.variable;
+    if (variable !== undefined && (env[variable] ?? "") !== "") return variable;
+    return `the config file's "${flag}"`;
+  };
   const str = (flag: Flag) => {
     const value = setting(flag);
     if (value === undefined) return undefined;
@@ -176,11 +202,32 @@ export function readServeConfig(
   const outEnv: Record<string, string> = {};
   for (const { flag, variable } of SETTINGS) {
     const value = str(flag);
-    if (value !== undefined) outEnv[variable] = value;
+    if (value === undefined) continue;
+    if (NUMBERS.has(flag) && positiveInteger(value) === undefined) {
+      throw new ServeConfigError(
+        `${origin(flag)} takes a positive integer, not ${shownValue(value)}`,
+      );
+    }
+    if (flag === "connect-url" && !isConnectUrl(value)) {
+      throw new ServeConfigError(
+        `${origin(flag)} takes a ws:// or wss:// URL, not ${shownValue(value)}`,
+      );
+    }
+    outEnv[variable] = value;
   }
+  const secretSources: Record<string, string> = {};
   for (const { flag, variable } of SECRETS) {
-    const value = secret(flag, variable, flags, env, file, readText);
-    if (value !== undefined) outEnv[variable] = value;
+    const found = secret(flag, variable, flags, env, file, readText);
+    if (found === undefined) continue;
+    // Never the value: its length says what is wrong.
+    if (BEARER_TOKENS.has(variable) && found.value.length < MIN_TOKEN_LENGTH) {
+      throw new ServeConfigError(
+        `${found.source} holds ${found.value.length} characters: a bearer token needs at least ` +
+          `${MIN_TOKEN_LENGTH} (a random one: openssl rand -hex 32)`,
+      );
+    }
+    outEnv[variable] = found.value;
+    secretSources[variable] = found.source;
   }
   const insecureNoAuth = bool("insecure-no-auth");
   if (insecureNoAuth) outEnv.BMA_INSECURE_NO_AUTH = "true";
@@ -204,6 +251,7 @@ export function readServeConfig(
     uiPort,
     env: outEnv,
     insecureNoAuth,
+    secretSources,
   };
 }
 
@@ -280,8 +328,8 @@ function readConfigFile(path: string, readText: ReadText): Record<string, string
 
 /**
  * A secret: from its file flag, else its variable (`BMA_JWT_SECRET`), else the variable naming
- * its file (`BMA_JWT_SECRET_FILE`), else the config file's flag. A file's trailing newline is
- * not part of it.
+ * its file (`BMA_JWT_SECRET_FILE`), else the config file's flag; with where it came from. A
+ * file's trailing newline is not part of it.
  */
 function secret(
   flag: Flag,
@@ -290,19 +338,19 @@ function secret(
   env: Readonly<Record<string, string | undefined>>,
   file: Record<string, string | boolean>,
   readText: ReadText,
-): string | undefined {
+): { value: string; source: string } | undefined {
+  const fromFile = (path: string, what: string) => ({
+    value: readFile(path, what, readText).replace(/\r?\n$/, ""),
+    source: `the file ${path} (${what})`,
+  });
   const path = text(flags[flag]);
-  if (path !== undefined) return readFile(path, `--${flag}`, readText).replace(/\r?\n$/, "");
+  if (path !== undefined) return fromFile(path, `--${flag}`);
   const value = env[variable];
-  if (value !== undefined && value !== "") return value;
+  if (value !== undefined && value !== "") return { value, source: variable };
   const envPath = env[`${variable}_FILE`];
-  if (envPath !== undefined && envPath !== "") {
-    return readFile(envPath, `${variable}_FILE`, readText).replace(/\r?\n$/, "");
-  }
+  if (envPath !== undefined && envPath !== "") return fromFile(envPath, `${variable}_FILE`);
   const filePath = text(file[flag]);
-  if (filePath !== undefined) {
-    return readFile(filePath, `the config file's ${flag}`, readText).replace(/\r?\n$/, "");
-  }
+  if (filePath !== undefined) return fromFile(filePath, `the config file's ${flag}`);
   return undefined;
 }
 

@@ -83,19 +83,33 @@ export interface HarnessVariableOptions extends
  * The options the environment describes: the token endpoint and its JWT check
  * (`BMA_JWT_SECRET`, `BMA_CREDENTIALS`, ...), heartbeat, frame and request limits,
  * `insecureNoAuth`, the brain API behind `BMA_BRAIN_TOKEN` and the metrics behind
- * `BMA_METRICS_TOKEN`. Throws on malformed credentials.
+ * `BMA_METRICS_TOKEN`. Throws {@linkcode HarnessVariableError} on a malformed number, connect URL
+ * or credentials (an unset or empty variable takes its default).
  */
 export function harnessOptionsFromVariables(env: HarnessEnv): HarnessVariableOptions {
   const secret = env.BMA_JWT_SECRET;
-  const number = (value: string | undefined) => {
-    const n = Number(value);
-    return value !== undefined && Number.isFinite(n) && n > 0 ? n : undefined;
+  // Unset or empty: the default. Anything else must be what it says, or the harness would run
+  // on a default nobody chose.
+  const number = (name: string) => {
+    const raw = env[name];
+    if (raw === undefined || raw === "") return undefined;
+    const value = typeof raw === "number" ? String(raw) : raw;
+    const n = typeof value === "string" ? positiveInteger(value) : undefined;
+    if (n === undefined) {
+      const shown = typeof value === "string" ? JSON.stringify(value.slice(0, 40)) : typeof value;
+      throw new HarnessVariableError(name, `takes a positive integer, not ${shown}`);
+    }
+    return n;
   };
-  const heartbeatIntervalMs = number(env.BMA_HEARTBEAT_INTERVAL_MS);
-  const requestTimeoutMs = number(env.BMA_REQUEST_TIMEOUT_MS);
-  const ttlSeconds = number(env.BMA_TOKEN_TTL_SECONDS);
+  const heartbeatIntervalMs = number("BMA_HEARTBEAT_INTERVAL_MS");
+  const requestTimeoutMs = number("BMA_REQUEST_TIMEOUT_MS");
+  const ttlSeconds = number("BMA_TOKEN_TTL_SECONDS");
+  const maxFrameBytes = number("BMA_MAX_FRAME_BYTES");
+  if (env.BMA_CONNECT_URL && !isConnectUrl(env.BMA_CONNECT_URL)) {
+    throw new HarnessVariableError("BMA_CONNECT_URL", "is not a ws:// or wss:// URL");
+  }
   return {
-    maxFrameBytes: number(env.BMA_MAX_FRAME_BYTES) ?? 1024 * 1024,
+    maxFrameBytes: maxFrameBytes ?? 1024 * 1024,
     ...(heartbeatIntervalMs ? { heartbeatIntervalMs } : {}),
     ...(requestTimeoutMs ? { requestTimeoutMs } : {}),
     ...(env.BMA_INSECURE_NO_AUTH === "true" ? { insecureNoAuth: true } : {}),
@@ -117,6 +131,44 @@ export function harnessOptionsFromVariables(env: HarnessEnv): HarnessVariableOpt
   };
 }
 
+/**
+ * A `BMA_*` variable a harness cannot run with: a number that is no positive integer, a connect
+ * URL that is no `ws://` or `wss://` URL, malformed credentials. The message names the variable
+ * and never quotes a secret.
+ */
+export class HarnessVariableError extends TypeError {
+  /** The variable: `BMA_CREDENTIALS`. */
+  readonly variable: string;
+  /** What is wrong with it, said after its name: `is not valid JSON (at character 1)`. */
+  readonly problem: string;
+  /** The variable, and what is wrong with it. */
+  constructor(variable: string, problem: string) {
+    super(`${variable} ${problem}`);
+    this.name = "HarnessVariableError";
+    this.variable = variable;
+    this.problem = problem;
+  }
+}
+
+/**
+ * `value` as a positive integer when it is one written in digits (`15000`), else undefined:
+ * `Number` alone would take `1e3`, `0x10`, `1.5` and a number past 2^53 rounded.
+ */
+export function positiveInteger(value: string): number | undefined {
+  const n = Number(value);
+  return /^\d+$/.test(value) && Number.isSafeInteger(n) && n > 0 ? n : undefined;
+}
+
+/** Whether `value` is a `ws://` or `wss://` URL, what the token endpoint may hand executors. */
+export function isConnectUrl(value: string): boolean {
+  if (!/^wss?:\/\//i.test(value)) return false;
+  try {
+    return new URL(value).hostname !== "";
+  } catch {
+    return false;
+  }
+}
+
 function parseCredentials(text: string | undefined): ExecutorCredential[] {
   if (!text) return [];
   let value: unknown;
@@ -124,9 +176,11 @@ function parseCredentials(text: string | undefined): ExecutorCredential[] {
     value = JSON.parse(text);
   } catch (error) {
     // The parser's message quotes the text: the credentials.
-    throw new TypeError(`BMA_CREDENTIALS is ${jsonSyntaxError(error)}`);
+    throw new HarnessVariableError("BMA_CREDENTIALS", `is ${jsonSyntaxError(error)}`);
   }
-  if (!Array.isArray(value)) throw new TypeError("BMA_CREDENTIALS must be a JSON array");
+  if (!Array.isArray(value)) {
+    throw new HarnessVariableError("BMA_CREDENTIALS", "is not a JSON array");
+  }
   return value.map((item) => {
     const c = item as Record<string, unknown>;
     const id = typeof c.id === "string" ? { id: c.id } : {};
@@ -136,8 +190,9 @@ function parseCredentials(text: string | undefined): ExecutorCredential[] {
     if (typeof c.environmentId === "string" && typeof c.environmentKey === "string") {
       return { environmentId: c.environmentId, environmentKey: c.environmentKey, ...id };
     }
-    throw new TypeError(
-      "each credential needs environmentId + environmentKey or machineId + machineToken",
+    throw new HarnessVariableError(
+      "BMA_CREDENTIALS",
+      "holds a credential without environmentId + environmentKey or machineId + machineToken",
     );
   });
 }

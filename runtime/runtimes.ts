@@ -94,6 +94,10 @@ export const RUNTIMES: readonly RuntimeEntries[] = [
     harness: INSPECTOR,
     root: [
       { from: "transport/node.ts", names: ["dialWebSocket", "serveWebSocket"] },
+      {
+        from: "transport/stale-socket.node.ts",
+        names: ["type SocketPathOccupant", "SocketPathTakenError"],
+      },
       { from: "runtime/node.ts", names: ["openSqliteStore"] },
       {
         from: "harness/store/sqlite.node.ts",
@@ -111,6 +115,10 @@ export const RUNTIMES: readonly RuntimeEntries[] = [
     root: [
       { from: "transport/deno.ts", names: ["dialWebSocket", "serveWebSocket"] },
       {
+        from: "transport/stale-socket.node.ts",
+        names: ["type SocketPathOccupant", "SocketPathTakenError"],
+      },
+      {
         from: "harness/store/sqlite.deno.ts",
         names: ["type DenoSqliteDriver", "type DenoSqliteStoreOptions", "openSqliteStore"],
       },
@@ -125,6 +133,10 @@ export const RUNTIMES: readonly RuntimeEntries[] = [
     harness: INSPECTOR,
     root: [
       { from: "transport/bun.ts", names: ["dialWebSocket", "serveWebSocket"] },
+      {
+        from: "transport/stale-socket.node.ts",
+        names: ["type SocketPathOccupant", "SocketPathTakenError"],
+      },
       {
         from: "harness/store/sqlite.bun.ts",
         names: ["type BunSqliteDriver", "type BunSqliteStoreOptions", "openSqliteStore"],

@@ -22,6 +22,7 @@ export {
   routeOfToken,
 } from "./worker.ts";
 export { type HarnessEnv, type HarnessObjectOptions, harnessOptionsFromEnv } from "./config.ts";
+export { HarnessVariableError } from "../../http/env-options.ts";
 export type {
   DurableObjectIdLike,
   DurableObjectNamespaceLike,

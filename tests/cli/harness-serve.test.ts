@@ -142,9 +142,14 @@ describe("bma-harness serve", { timeout: 240_000 }, () => {
       // Side by side: each is a process start, and they are independent.
       const runs = await Promise.all(cases.map(([args, env]) =>
         finished(
-          spawnTs(HARNESS, ["serve", "--port", "0", ...args], {
-            env: { PATH: process.env.PATH ?? "", HOME: dir, ...env },
-          }),
+          // A flag is given once: --port 0 unless the case gives its own.
+          spawnTs(
+            HARNESS,
+            ["serve", ...(args.includes("--port") ? [] : ["--port", "0"]), ...args],
+            {
+              env: { PATH: process.env.PATH ?? "", HOME: dir, ...env },
+            },
+          ),
         )
       ));
       for (const [i, [args, , expected]] of cases.entries()) {

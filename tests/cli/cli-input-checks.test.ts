@@ -1,0 +1,328 @@
+/**
+ * What the two CLIs refuse at start, and how they say it: the real `bma-harness`, `bma-harness
+ * serve` and `bma-executor` as child processes. Numbers that are no positive integer, a connect
+ * URL that is no ws:// URL, weak secrets, a store that cannot be opened, a file at the --unix
+ * path, a flag given twice, a flag whose value is missing, a credential a local harness takes
+ * no use of; and the executor's log when a reconnect registers it anew.
+ */
+import { after, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Harness } from "../../harness/node.ts";
+import { harnessOptionsFromVariables, HarnessVariableError } from "../../http/env-options.ts";
+import {
+  EXECUTOR_CLI,
+  type Finished,
+  finished,
+  ROOT,
+  spawnTs,
+} from "../helpers/runtime-command.ts";
+import { exited, jsonLogs, launchCli, sendSignal } from "./cli-helpers.ts";
+
+const HARNESS = join(ROOT, "cli/harness.node.ts");
+const dir = mkdtempSync(join(tmpdir(), "bma-cli-checks-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+/** A secret no line may quote. */
+const WEAK_SECRET = "abcSECRET";
+
+function run(script: string, args: string[], env: Record<string, string> = {}): Promise<Finished> {
+  return finished(
+    spawnTs(script, args, { env: { PATH: process.env.PATH ?? "", HOME: dir, ...env } }),
+  );
+}
+
+/** Exit 2 (unless `code` says otherwise), one line on stderr matching `expected`, no secret. */
+function assertOneLine(run: Finished, expected: RegExp, what: string, code = 2): void {
+  assert.equal(run.code, code, `${what}: ${run.stdout}${run.stderr}`);
+  const lines = run.stderr.trim().split("\n");
+  assert.equal(lines.length, 1, `${what}: ${run.stderr}`);
+  assert.match(lines[0], expected, what);
+  assert.ok(!run.stderr.includes(WEAK_SECRET), `${what} printed a secret`);
+  assert.ok(!/\n\s+at /.test(run.stderr), `${what}: a stack trace`);
+}
+
+describe("bma-harness serve: refused at start", { timeout: 240_000 }, () => {
+  it("a number that is no positive integer, a connect URL that is no ws:// URL: flag or variable named, exit 2", async () => {
+    const see = /\(see bma-harness serve --help\)$/;
+    const cases: [string[], Record<string, string>, RegExp][] = [
+      [
+        ["--heartbeat-ms", "-3"],
+        {},
+        /^bma-harness serve: --heartbeat-ms takes a positive integer, not "-3"/,
+      ],
+      [
+        ["--max-frame-bytes", "abc"],
+        {},
+        /^bma-harness serve: --max-frame-bytes takes a positive integer/,
+      ],
+      [["--token-ttl-seconds", "0"], {}, /--token-ttl-seconds takes a positive integer, not "0"/],
+      [["--request-timeout-ms", "1e3"], {}, /--request-timeout-ms takes a positive integer/],
+      [
+        ["--connect-url", "notaurl"],
+        {},
+        /--connect-url takes a ws:\/\/ or wss:\/\/ URL, not "notaurl"/,
+      ],
+      [["--connect-url", "https://h.example/x"], {}, /--connect-url takes a ws:\/\/ or wss:\/\//],
+      [
+        [],
+        { BMA_HEARTBEAT_INTERVAL_MS: "-5" },
+        /BMA_HEARTBEAT_INTERVAL_MS takes a positive integer, not "-5"/,
+      ],
+      [[], { BMA_MAX_FRAME_BYTES: "99999999999999999999" }, /BMA_MAX_FRAME_BYTES takes a positive/],
+      [[], { BMA_CONNECT_URL: "notaurl" }, /BMA_CONNECT_URL takes a ws:\/\/ or wss:\/\/ URL/],
+    ];
+    const runs = await Promise.all(
+      cases.map(([args, env]) => run(HARNESS, ["serve", "--port", "0", ...args], env)),
+    );
+    for (const [i, [args, env, expected]] of cases.entries()) {
+      const what = `${args.join(" ")} ${JSON.stringify(env)}`;
+      assertOneLine(runs[i], expected, what);
+      assert.match(runs[i].stderr.trim(), see, what);
+    }
+  });
+
+  it("a weak brain token or JWT secret, a credentials file that is no JSON: the file named, never the secret", async () => {
+    const brain = join(dir, "brain-token");
+    writeFileSync(brain, `${WEAK_SECRET.slice(0, 5)}\n`);
+    const jwt = join(dir, "jwt-secret");
+    writeFileSync(jwt, `${WEAK_SECRET}\n`);
+    const credentials = join(dir, "credentials.json");
+    writeFileSync(credentials, `{${WEAK_SECRET}`);
+    const strongJwt = { BMA_JWT_SECRET: "s".repeat(40) };
+    const cases: [string[], Record<string, string>, RegExp][] = [
+      [
+        ["--brain-token-file", brain],
+        {},
+        /the file .*brain-token \(--brain-token-file\) holds 5 characters: a bearer token needs at least 16/,
+      ],
+      [[], { BMA_BRAIN_TOKEN: "short" }, /BMA_BRAIN_TOKEN holds 5 characters/],
+      [
+        ["--jwt-secret-file", jwt],
+        {},
+        /the file .*jwt-secret \(--jwt-secret-file\) is too weak: an HS256 secret needs at least 32 bytes/,
+      ],
+      [[], { BMA_JWT_SECRET: WEAK_SECRET }, /BMA_JWT_SECRET is too weak: .*32 bytes/],
+      [
+        ["--credentials-file", credentials],
+        strongJwt,
+        /the file .*credentials\.json \(--credentials-file\) is not valid JSON/,
+      ],
+    ];
+    const runs = await Promise.all(
+      cases.map(([args, env]) => run(HARNESS, ["serve", "--port", "0", ...args], env)),
+    );
+    for (const [i, [args, env, expected]] of cases.entries()) {
+      const what = `${args.join(" ")} ${Object.keys(env).join(" ")}`;
+      assertOneLine(runs[i], expected, what);
+      assert.ok(
+        !runs[i].stderr.includes("BMA_CREDENTIALS: "),
+        `${what}: names a variable not used`,
+      );
+    }
+  });
+
+  it("a SQLite store that cannot be opened, a --unix path that cannot be listened on: named, with why", async () => {
+    const folder = join(dir, "a-folder");
+    mkdirSync(folder);
+    const victim = join(dir, "victim.txt");
+    writeFileSync(victim, "important\n");
+    const cases: [string[], RegExp][] = [
+      [
+        ["--store", `sqlite:${join(dir, "no-such-dir", "h.db")}`],
+        /cannot open the SQLite store at .*no-such-dir\/h\.db: the directory .*no-such-dir does not exist/,
+      ],
+      [
+        ["--store", `sqlite:${folder}`],
+        /cannot open the SQLite store at .*a-folder: it is a directory/,
+      ],
+      [
+        ["--unix", join(dir, "no-such-dir", "x.sock")],
+        /cannot listen on the Unix socket .*no-such-dir\/x\.sock: \w+/,
+      ],
+      [["--unix", victim], /cannot listen on .*victim\.txt: a regular file is there, not a socket/],
+      [["--drain-ms"], /Unknown option '--drain-ms'/],
+      [["--store", "--port", "0"], /--store is missing its value/],
+      [["--port", "0", "--port", "1"], /--port is given more than once/],
+    ];
+    const runs = await Promise.all(
+      cases.map(([args]) =>
+        run(HARNESS, ["serve", ...(args.includes("--port") ? [] : ["--port", "0"]), ...args])
+      ),
+    );
+    for (const [i, [args, expected]] of cases.entries()) {
+      const run = runs[i];
+      // The start's log lines go to stdout; the refusal is the one line on stderr.
+      assertOneLine(run, expected, args.join(" "));
+      assert.ok(!/ConnectionFailed|127\.0\.0\.1:0/.test(run.stderr), run.stderr);
+    }
+    assert.equal(readFileSync(victim, "utf8"), "important\n", "the file at --unix is kept");
+  });
+
+  it("bma-harness: numbers in digits only, a flag given once", async () => {
+    const cases: [string[], RegExp][] = [
+      [["--heartbeat-ms", "1e3"], /--heartbeat-ms must be a positive integer/],
+      [["--heartbeat-ms", "99999999999999999999"], /--heartbeat-ms must be a positive integer/],
+      [["--port", "0x10"], /--port takes 0-65535/],
+      [["--port", "0", "--port", "1"], /--port is given more than once/],
+      [["--port", "--unix", "x"], /--port is missing its value/],
+    ];
+    const runs = await Promise.all(cases.map(([args]) => run(HARNESS, args)));
+    for (const [i, [args, expected]] of cases.entries()) {
+      assertOneLine(runs[i], expected, args.join(" "));
+      assert.match(runs[i].stderr.trim(), /^bma-harness: .*\(see --help\)$/);
+    }
+  });
+
+  it("bma-harness --unix on a regular file: refused, the file kept", async () => {
+    const victim = join(dir, "victim-local.txt");
+    writeFileSync(victim, "important\n");
+    const result = await run(HARNESS, ["--port", "0", "--unix", victim]);
+    assertOneLine(
+      result,
+      /^bma-harness: cannot listen on .*victim-local\.txt: a regular file is there/,
+      "--unix",
+      1,
+    );
+    assert.equal(readFileSync(victim, "utf8"), "important\n");
+  });
+
+  it("a second serve on a held SQLite store names the CLI's flags, not the library's option", async () => {
+    const db = join(dir, "held.db");
+    const first = launchCli(HARNESS, ["serve", "--port", "0", "--store", `sqlite:${db}`], {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { PATH: process.env.PATH ?? "", HOME: dir },
+    });
+    try {
+      await first.stdout.match(/serving: the store is held/);
+      const second = await run(HARNESS, ["serve", "--port", "0", "--store", `sqlite:${db}`]);
+      assert.equal(second.code, 1, second.stderr);
+      const line = second.stderr.trim().split("\n").at(-1)!;
+      assert.match(line, /held by another harness .*--standby.*--takeover/);
+      assert.doesNotMatch(second.stderr, /takeover: true/);
+    } finally {
+      sendSignal(first.child, "SIGTERM");
+      await exited(first.child);
+    }
+  });
+});
+
+describe("the BMA_* variables, as the edge harness reads them too", () => {
+  it("a number that is no positive integer or a connect URL that is no ws:// URL throws, naming the variable; unset or empty takes the default", () => {
+    const bad: [Record<string, unknown>, string][] = [
+      [{ BMA_HEARTBEAT_INTERVAL_MS: "-5" }, "BMA_HEARTBEAT_INTERVAL_MS"],
+      [{ BMA_MAX_FRAME_BYTES: "abc" }, "BMA_MAX_FRAME_BYTES"],
+      [{ BMA_REQUEST_TIMEOUT_MS: "1e3" }, "BMA_REQUEST_TIMEOUT_MS"],
+      [{ BMA_TOKEN_TTL_SECONDS: "0" }, "BMA_TOKEN_TTL_SECONDS"],
+      [{ BMA_CONNECT_URL: "notaurl" }, "BMA_CONNECT_URL"],
+      [{ BMA_JWT_SECRET: "s".repeat(40), BMA_CREDENTIALS: "{" }, "BMA_CREDENTIALS"],
+    ];
+    for (const [env, variable] of bad) {
+      assert.throws(
+        () => harnessOptionsFromVariables(env),
+        (error) => error instanceof HarnessVariableError && error.variable === variable,
+        variable,
+      );
+    }
+    const fine = harnessOptionsFromVariables({
+      BMA_HEARTBEAT_INTERVAL_MS: "",
+      BMA_MAX_FRAME_BYTES: "65536",
+      BMA_CONNECT_URL: "wss://h.example/v1/executors/connect",
+    });
+    assert.equal(fine.heartbeatIntervalMs, undefined);
+    assert.equal(fine.maxFrameBytes, 65536);
+  });
+});
+
+describe("bma-executor: refused at start", { timeout: 120_000 }, () => {
+  it("a flag given twice, a value missing, a number in another form, --mcp-config, --credential-file with --harness", async () => {
+    const workdir = join(dir, "work");
+    mkdirSync(workdir, { recursive: true });
+    const harness = ["--harness", "ws://127.0.0.1:9", "--workdir", workdir];
+    const cases: [string[], RegExp][] = [
+      [
+        ["--harness", "ws://a", "--harness", "ws://b"],
+        /^bma-executor: --harness is given more than once/,
+      ],
+      [
+        ["--drain-ms", "--workdir", workdir, "--harness", "ws://a"],
+        /^bma-executor: --drain-ms is missing its value \(a value that starts with "-"/,
+      ],
+      [[...harness, "--grace-ms", "1e3"], /--grace-ms must be a positive integer, not "1e3"/],
+      [
+        [...harness, "--max-sessions", "99999999999999999999"],
+        /--max-sessions must be a positive integer/,
+      ],
+      [
+        [...harness, "--mcp-config", join(dir, "no-mcp.json")],
+        /^bma-executor: cannot read --mcp-config: .*\(see --help\)$/,
+      ],
+      [
+        [...harness, "--credential-file", join(dir, "no-such-key")],
+        /--credential-file is for BMA_BASE_URL .*--harness connects to a local harness, which takes no credential/,
+      ],
+    ];
+    const runs = await Promise.all(cases.map(([args]) => run(EXECUTOR_CLI, args)));
+    for (const [i, [args, expected]] of cases.entries()) {
+      assertOneLine(runs[i], expected, args.join(" "));
+      assert.match(runs[i].stderr.trim(), /\(see --help\)$/);
+    }
+  });
+
+  it("a credential in the environment with --harness: a warning naming the variables, never their values", async () => {
+    const cli = launchCli(EXECUTOR_CLI, ["--harness", "ws://127.0.0.1:9", "--workdir", dir], {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: {
+        PATH: process.env.PATH ?? "",
+        HOME: dir,
+        BMA_BASE_URL: "http://127.0.0.1:9",
+        BMA_ENVIRONMENT_KEY: WEAK_SECRET,
+        BMA_ENVIRONMENT_ID: "env_1",
+      },
+    });
+    await cli.stderr.match(
+      /WARN .*--harness connects to a local harness, which takes no credential: BMA_BASE_URL, BMA_ENVIRONMENT_KEY are not used/,
+    );
+    sendSignal(cli.child, "SIGTERM");
+    await exited(cli.child);
+    assert.ok(!cli.stderr.lines.join("\n").includes(WEAK_SECRET));
+  });
+});
+
+describe("bma-executor: a reconnect the harness did not resume", { timeout: 120_000 }, () => {
+  it("logs 'registered anew' with the old and new ids, and prints the new id", async () => {
+    const socket = join(dir, "reg.sock");
+    let harness = new Harness({ insecureNoAuth: true });
+    let server = await harness.serveUnix(socket);
+    const cli = launchCli(
+      EXECUTOR_CLI,
+      ["--harness", `unix://${socket}`, "--workdir", dir, "--log-format", "json"],
+      { stdio: ["ignore", "pipe", "pipe"], env: { PATH: process.env.PATH ?? "", HOME: dir } },
+    );
+    try {
+      const first = (await cli.stdout.match(/^registered (\S+)$/)).match[1];
+      // A harness without a store restarts knowing nothing: the executor gets a new id.
+      await server.close();
+      await harness.close();
+      harness = new Harness({ insecureNoAuth: true });
+      server = await harness.serveUnix(socket);
+      const { match, index } = await cli.stdout.match(/^registered (\S+)$/, 1);
+      const second = match[1];
+      assert.notEqual(second, first);
+      assert.ok(index > 0);
+      await cli.stderr.match(/"message":"registered anew/);
+      const records = jsonLogs(cli.stderr.lines);
+      const anew = records.find((r) => String(r.message).startsWith("registered anew"))!;
+      assert.equal(anew.executor_id, second);
+      assert.equal(anew.previous_executor_id, first);
+      assert.ok(!records.some((r) => r.message === "re-registered"), "a new id logged as resumed");
+    } finally {
+      sendSignal(cli.child, "SIGTERM");
+      await exited(cli.child);
+      await server.close();
+      await harness.close();
+    }
+  });
+});
