@@ -332,19 +332,17 @@ export class EventLog {
     size: number,
   ): MaybePromise<SessionEventResult> {
     const rpcKey = `${typeof rpcId}:${rpcId}`;
-    if (this.#rpcIds.has(rpcKey)) return this.#repeat();
+    // An agent's event is a repeat by its `event_id` and `sequence`, never by its JSON-RPC id: an
+    // executor that numbers its requests per connection reuses ids for new events.
+    if (byRpcId(params) && this.#rpcIds.has(rpcKey)) return this.#repeat();
     const agent = params.event_id !== undefined || params.sequence !== undefined ||
       params.turn_id !== undefined;
     if (agent) {
       if (params.event_id !== undefined && this.#eventIds.has(params.event_id)) {
-        this.#rpcIds.add(rpcKey);
         return this.#repeat();
       }
       if (params.sequence !== undefined) {
-        if (params.sequence <= this.#ackedSequence) {
-          this.#rpcIds.add(rpcKey);
-          return this.#repeat();
-        }
+        if (params.sequence <= this.#ackedSequence) return this.#repeat();
         if (params.sequence > this.#ackedSequence + 1) {
           throw new ConflictError("sequence gap", {
             reason: "sequence_gap",
@@ -598,7 +596,7 @@ export class EventLog {
       this.#sizes = this.#sizes.slice(this.#head);
       this.#head = 0;
     }
-    this.#rpcIds.add(rpc);
+    if (byRpcId(params)) this.#rpcIds.add(rpc);
     if (params.event_id !== undefined) this.#eventIds.add(params.event_id);
     if (params.sequence !== undefined) this.#ackedSequence = params.sequence;
     if (announce) {
@@ -726,7 +724,7 @@ export class EventLog {
       const oldestStored = Array.isArray(oldestRow) ? oldestRow[0] : oldestRow as StoredEvent;
       this.#storedFrom = this.#nextStoredFrom = oldestStored?.record.index ?? last + 1;
       for (const { record, rpc } of events) {
-        this.#rpcIds.add(rpc);
+        if (byRpcId(record)) this.#rpcIds.add(rpc);
         if (record.event_id !== undefined) this.#eventIds.add(record.event_id);
         if (record.sequence !== undefined && record.sequence > this.#ackedSequence) {
           this.#ackedSequence = record.sequence;
@@ -754,3 +752,11 @@ function sinkRefused(): UnavailableError {
 }
 
 const storeRefused = sinkRefused;
+
+/**
+ * Whether an event is a repeat by its JSON-RPC id (a tool executor's, as the seeds say): one
+ * without `event_id` and `sequence`, by which an agent's events are told apart instead.
+ */
+function byRpcId(event: { event_id?: string; sequence?: number }): boolean {
+  return event.event_id === undefined && event.sequence === undefined;
+}

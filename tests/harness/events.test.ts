@@ -150,6 +150,30 @@ describe("Harness: durable session events", { timeout: 20_000 }, () => {
     );
   });
 
+  it("tells agent events apart by event_id and sequence, not by JSON-RPC id (an executor that numbers its requests per connection)", async () => {
+    const { peer, executor } = await connect();
+    const session = await executor.assignSession({ session_id: "ses_ev_rpc" });
+    const agent = (sequence: number, eventId: string) => ({
+      session_id: "ses_ev_rpc",
+      turn_id: "turn_1",
+      event_id: eventId,
+      sequence,
+      event: { type: "agent.message", content: [{ type: "text" as const, text: eventId }] },
+    });
+    const sent = (sequence: number, eventId: string) =>
+      peer.peer.call("session.event", agent(sequence, eventId), { id: 7 });
+    assert.deepEqual(await sent(1, "a1"), { acked_sequence: 1 });
+    assert.deepEqual(await sent(2, "a2"), { acked_sequence: 2 }, "a new event under a used id");
+    const gap = await sent(4, "a4").catch((e) => e);
+    assert.ok(gap instanceof ConflictError, String(gap));
+    assert.deepEqual(gap.data, { reason: "sequence_gap", expected_sequence: 3 });
+    assert.deepEqual(await sent(2, "a2"), { acked_sequence: 2, duplicate: true });
+    assert.deepEqual(
+      session.eventRecords.map((r) => [r.sequence, r.event_id]),
+      [[1, "a1"], [2, "a2"]],
+    );
+  });
+
   it("does not acknowledge an event the sink failed to store (-32004); the resend is accepted", async () => {
     const { peer, executor } = await connect();
     const session = await executor.assignSession({ session_id: "ses_ev_sink" });
