@@ -587,16 +587,18 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
         : {}),
       ...(detached ? { detached: true } : {}),
     };
+    const put: StoreOp = { put: keys.executor(executor.id), value: record };
+    // Most writes carry no deletion the store missed: one op, and nothing to settle after.
+    const forgotten = this.#unforgotten.size === 0 ? undefined : [...this.#unforgotten];
     const batch: StoreOp[] = [];
-    const forgotten = [...this.#unforgotten];
-    for (const [id] of forgotten) {
+    for (const [id] of forgotten ?? []) {
       // The same id registered anew: its record is put again, its old sessions' index goes.
       if (id === executor.id) batch.push({ deletePrefix: keys.executorSessions(id) });
       else batch.push(...forgetOps(id));
     }
-    batch.push({ put: keys.executor(executor.id), value: record });
+    batch.push(put);
     const done = () => {
-      for (const [id, token] of forgotten) {
+      for (const [id, token] of forgotten ?? []) {
         if (this.#unforgotten.get(id) === token) this.#unforgotten.delete(id);
       }
     };

@@ -20,6 +20,7 @@ import { type CallRecord, keys, type StoredFailure, type ToolCallResult } from "
 import {
   type HarnessStore,
   isPromiseLike,
+  keyTextProblem,
   type MaybePromise,
   type StoreOp,
 } from "./store/store.ts";
@@ -232,7 +233,8 @@ export class ToolCallLedger {
   accept(params: ToolResultParams, executorId: string): MaybePromise<ResultAcceptance> {
     const entry = this.get(params.tool_call_id);
     if (!entry) {
-      if (!this.#store) return "unknown";
+      // An id no store can hold was never sent (`callTool` refuses it): it names no call.
+      if (!this.#store || keyTextProblem(params.tool_call_id) !== undefined) return "unknown";
       // Settled before a restart, its acknowledgement lost: the resend is a duplicate.
       return then(
         this.#store.get<CallRecord>(keys.call(params.tool_call_id)),

@@ -247,10 +247,10 @@ export class ToolCalls implements CallOps<SessionEntry> {
 
   /** Applies a `tool.result`, stored before the ack is returned. */
   result(executor: ExecutorEntry, params: ToolResultParams): MaybePromise<Ack> {
-    // The harness never sends an id no store can hold (see `callTool`): it names no call.
-    if (keyTextProblem(params.tool_call_id) !== undefined) throw unknownToolCall();
     return then(this.#ledger.accept(params, executor.id), (acceptance) => {
-      if (acceptance === "unknown") throw unknownToolCall();
+      if (acceptance === "unknown") {
+        throw new NotFoundError("unknown tool call", { reason: "unknown_tool_call" });
+      }
       return acceptance === "duplicate" ? { ok: true, duplicate: true } : { ok: true };
     });
   }
@@ -448,9 +448,4 @@ export class ToolCalls implements CallOps<SessionEntry> {
 /** Ends a call's client span with its outcome. */
 function endWith(span: TracedSpan, entry: ToolCallEntry): void {
   entry.outcome.then((result) => span.endWithOutcome(result), (error) => span.end(error));
-}
-
-/** The answer to a `tool.result` for a call the harness does not know. */
-function unknownToolCall(): NotFoundError {
-  return new NotFoundError("unknown tool call", { reason: "unknown_tool_call" });
 }

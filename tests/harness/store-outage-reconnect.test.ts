@@ -97,7 +97,8 @@ describe("a store outage with an executor reconnect", { timeout: 30_000 }, () =>
    * A harness on an {@linkcode OutageStore} with a ManualClock, an executor registered through
    * a proxy that cuts its connection, and a ready session `ses_before` on it.
    */
-  async function rig(registerTimeoutMs?: number) {
+  /** A harness on an {@linkcode OutageStore} and a ManualClock, closed after the test. */
+  function outageHarness(registerTimeoutMs?: number) {
     const store = new OutageStore();
     const clock = new ManualClock();
     const harness = new Harness({
@@ -107,8 +108,14 @@ describe("a store outage with an executor reconnect", { timeout: 30_000 }, () =>
       heartbeatIntervalMs: INTERVAL,
       ...(registerTimeoutMs !== undefined ? { registerTimeoutMs } : {}),
     });
+    closing.push(() => harness.close());
+    return { store, clock, harness };
+  }
+
+  async function rig(registerTimeoutMs?: number) {
+    const { store, clock, harness } = outageHarness(registerTimeoutMs);
     const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
-    closing.push(() => server.close(), () => harness.close());
+    closing.push(() => server.close());
     const proxy = await ChaosProxy.start(server.url);
     closing.push(() => proxy.close());
     const client = new ExecutorClient({
@@ -192,16 +199,7 @@ describe("a store outage with an executor reconnect", { timeout: 30_000 }, () =>
   });
 
   it("a register waiting on the store is not closed as never registered", async () => {
-    const store = new OutageStore();
-    const clock = new ManualClock();
-    const harness = new Harness({
-      store,
-      clock,
-      insecureNoAuth: true,
-      heartbeatIntervalMs: INTERVAL,
-      registerTimeoutMs: INTERVAL / 2,
-    });
-    closing.push(() => harness.close());
+    const { store, clock, harness } = outageHarness(INTERVAL / 2);
     // A raw executor over an in-process transport: a close reaches it within a few turns.
     const [executorEnd, harnessEnd] = createLinkedTransportPair({ protocol: PROTOCOL });
     await harness.accept(harnessEnd);
