@@ -267,8 +267,11 @@ class ByteStreamTransport extends SocketTransport {
   #flushScheduled = false;
   /** What the socket did not take yet (written on `drain`). */
   #backlog: Uint8Array | undefined;
-  /** Received bytes not yet parsed into a whole frame. */
+  /** Received bytes not yet parsed into a whole frame: `#input[0, #inputLength)`. */
   #input: Uint8Array = NO_BYTES;
+  #inputLength = 0;
+  /** The size of the frame `#input` starts with, once its header is in (else 0). */
+  #inputFrameBytes = 0;
   /** Fragments of a message in progress, and its opcode. */
   #fragments: Uint8Array[] | undefined;
   #fragmentBytes = 0;
@@ -301,19 +304,55 @@ class ByteStreamTransport extends SocketTransport {
   /** Bytes from the socket. */
   receive(chunk: Uint8Array): void {
     if (this.closeInfo) return;
-    let input = chunk;
-    if (this.#input.length) {
-      input = new Uint8Array(this.#input.length + chunk.length);
-      input.set(this.#input);
-      input.set(chunk, this.#input.length);
+    let from = 0;
+    if (this.#inputLength) {
+      // Appended in place, into a buffer made for the whole frame once its header is in (else
+      // grown by doubling), and only up to that frame's end: a large frame arrives in hundreds
+      // of socket reads, and copying what came before at each read was quadratic (a 15 MB frame
+      // took seconds, and the heartbeat answers queued behind it came too late).
+      const frameBytes = this.#inputFrameBytes;
+      from = frameBytes ? Math.min(chunk.length, frameBytes - this.#inputLength) : chunk.length;
+      const end = this.#inputLength + from;
+      if (end > this.#input.length) {
+        const grown = new Uint8Array(Math.max(end, frameBytes || this.#input.length * 2));
+        grown.set(this.#input.subarray(0, this.#inputLength));
+        this.#input = grown;
+      }
+      this.#input.set(from === chunk.length ? chunk : chunk.subarray(0, from), this.#inputLength);
+      const at = this.#frames(this.#input, 0, end);
+      if (at < end) {
+        // Only when the whole chunk was appended: a frame ended in it, so what follows came
+        // with it (a short move), or none did.
+        if (at > 0) this.#input.copyWithin(0, at, end);
+        this.#inputLength = end - at;
+        return;
+      }
+      this.#input = NO_BYTES;
+      this.#inputLength = 0;
+      if (from === chunk.length) return;
     }
-    let at = 0;
+    const at = this.#frames(chunk, from, chunk.length);
+    if (at < chunk.length) {
+      // `chunk` may be reused after this call: keep a copy of its unparsed tail, in a buffer
+      // the whole frame fits in when its header says how large it is.
+      this.#input = new Uint8Array(Math.max(chunk.length - at, this.#inputFrameBytes));
+      this.#input.set(chunk.subarray(at));
+      this.#inputLength = chunk.length - at;
+    }
+  }
+
+  /**
+   * Parses the whole frames of `bytes[at, end)`; returns where the rest starts, with the size of
+   * the frame it starts in `#inputFrameBytes` when its header is in (else 0).
+   */
+  #frames(bytes: Uint8Array, at: number, end: number): number {
+    this.#inputFrameBytes = 0;
     while (!this.closeInfo) {
-      const taken = this.#frame(input, at);
+      const taken = this.#frame(bytes, at, end);
       if (taken === 0) break;
       at += taken;
     }
-    this.#input = at < input.length ? input.slice(at) : NO_BYTES;
+    return at;
   }
 
   /** The socket can take more: write what it did not take before. */
@@ -329,9 +368,12 @@ class ByteStreamTransport extends SocketTransport {
     this.#end(ABNORMAL_CLOSURE, "");
   }
 
-  /** Parses one frame at `at`; returns the bytes it took, or 0 when it is not whole yet. */
-  #frame(bytes: Uint8Array, at: number): number {
-    if (bytes.length - at < 2) return 0;
+  /**
+   * Parses one frame at `at` of `bytes[0, end)`; returns the bytes it took, or 0 when it is not
+   * whole yet.
+   */
+  #frame(bytes: Uint8Array, at: number, end: number): number {
+    if (end - at < 2) return 0;
     const first = bytes[at];
     const second = bytes[at + 1];
     const fin = (first & 0x80) !== 0;
@@ -344,11 +386,11 @@ class ByteStreamTransport extends SocketTransport {
     let length = second & 0x7f;
     let header = 2;
     if (length === 126) {
-      if (bytes.length - at < 4) return 0;
+      if (end - at < 4) return 0;
       length = (bytes[at + 2] << 8) | bytes[at + 3];
       header = 4;
     } else if (length === 127) {
-      if (bytes.length - at < 10) return 0;
+      if (end - at < 10) return 0;
       const high = (bytes[at + 2] << 24 >>> 0) + (bytes[at + 3] << 16) + (bytes[at + 4] << 8) +
         bytes[at + 5];
       const low = (bytes[at + 6] << 24 >>> 0) + (bytes[at + 7] << 16) + (bytes[at + 8] << 8) +
@@ -364,7 +406,10 @@ class ByteStreamTransport extends SocketTransport {
       this.#protocolError(1009, "frame too large");
       return 0;
     }
-    if (bytes.length - at < header + length) return 0;
+    if (end - at < header + length) {
+      this.#inputFrameBytes = header + length;
+      return 0;
+    }
     const payload = bytes.subarray(at + header, at + header + length);
     switch (opcode) {
       case 0:
