@@ -17,7 +17,7 @@ import { TOOL_NAMES, TOOL_SPECS } from "../protocol/generated/contract.ts";
 import type { Disposable } from "../protocol/peer.ts";
 import type { TraceContext } from "../protocol/trace-context.ts";
 import { InvalidParamsError } from "../protocol/generated/errors.ts";
-import { issueData, reportOf } from "../protocol/issues.ts";
+import { boundedIssues, issueData, reportOf } from "../protocol/issues.ts";
 import { ExecutorConfigError } from "./errors.ts";
 import type { ExecutorSession } from "./sessions.ts";
 import { InvalidToolOutputError, type ToolOutput, ToolResult } from "./tool-results.ts";
@@ -334,14 +334,16 @@ function checkName(name: unknown): asserts name is string {
 
 /**
  * A tool's input parsed by its schema, or the refusal a built-in tool's invalid input gets from
- * the peer: -32602 with the issues, their paths into the params (`["input", ...]`).
+ * the peer: -32602 with the issues, their paths into the params (`["input", ...]`). A valid input
+ * is parsed once; a refused one is reported from the bounded walk (issues.ts), never from the
+ * parse's error, which would finalize every issue of a wide input.
  */
 export function checkedInput(schema: zc.$ZodType, input: unknown): unknown {
   const parsed = z.safeParse(schema, input);
   if (parsed.success) return parsed.data;
   throw new InvalidParamsError(
     "invalid params",
-    issueData(reportOf(parsed.error.issues, ["input"])),
+    issueData(reportOf(boundedIssues(schema, input), ["input"])),
   );
 }
 

@@ -356,9 +356,9 @@ export class EventLog {
       if (checked && !checked.success) {
         const { issues, ...count } = issueData(checked.report);
         throw new InvalidParamsError("invalid params: event is not an AgentEvent", {
-          field: "/event",
           issues: issues.map((i) => ({ ...i, path: ["event", ...i.path.map(String)] })),
           ...count,
+          field: "/event",
         });
       }
     }

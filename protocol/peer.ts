@@ -462,16 +462,25 @@ export class Peer {
   ): MethodSpec | ProtocolError {
     const spec = METHOD_SPECS.get(method);
     if (spec && spec.kind !== kind) {
-      // A notification sent with an id, or a request without one: the envelope is wrong.
-      return new ProtocolError(
-        ErrorCode.INVALID_REQUEST,
-        `invalid request: ${method} is a ${spec.kind}`,
-      );
+      // A notification-kind method sent with an id names no request method (the contract's
+      // MethodNotFound); a request sent without an id is a notification, never answered.
+      return kind === "request"
+        ? new ProtocolError(ErrorCode.METHOD_NOT_FOUND, "method not found", { method })
+        : new ProtocolError(ErrorCode.INVALID_REQUEST, `invalid request: ${method} is a request`);
     }
-    const served = kind === "request"
-      ? this.#requestHandlers.has(method) || this.#shared?.request(method) !== undefined
-      : this.#notificationHandlers.has(method) || this.#shared?.notification(method) !== undefined;
+    const served = this.#serves(method, kind);
     if (!spec || !served) {
+      // A gated method this end would receive but did not advertise is a missing capability
+      // (the contract's CapabilityMissing), not an unknown method.
+      if (
+        spec?.capability && !hasCapability(this.capabilities, spec.capability) &&
+        this.#receives(spec.direction)
+      ) {
+        return new ProtocolError(ErrorCode.CAPABILITY_MISSING, "capability missing", {
+          reason: "capability_missing",
+          capability: spec.capability,
+        });
+      }
       return new ProtocolError(ErrorCode.METHOD_NOT_FOUND, "method not found", { method });
     }
     if (spec.since !== V1 && this.protocol === V1) {
@@ -490,6 +499,24 @@ export class Peer {
       });
     }
     return spec;
+  }
+
+  #serves(method: string, kind: "request" | "notification"): boolean {
+    return kind === "request"
+      ? this.#requestHandlers.has(method) || this.#shared?.request(method) !== undefined
+      : this.#notificationHandlers.has(method) || this.#shared?.notification(method) !== undefined;
+  }
+
+  /**
+   * Whether this end receives methods sent in `direction`: it serves one of them. (A peer is
+   * not told its role; what it serves says it.) Asked only on the way to a refusal.
+   */
+  #receives(direction: MethodSpec["direction"]): boolean {
+    if (direction === "both") return true;
+    for (const spec of METHOD_SPECS.values()) {
+      if (spec.direction === direction && this.#serves(spec.name, spec.kind)) return true;
+    }
+    return false;
   }
 
   #serveRequest(
@@ -523,10 +550,12 @@ export class Peer {
     const spec = this.#admission(method, "request", context);
     if (spec instanceof ProtocolError) return failure(id, spec.code, spec.message, spec.data);
     if (Array.isArray(params)) {
-      return failure(id, ErrorCode.INVALID_PARAMS, "invalid params: params are by name", {
-        issues: [],
-        issue_count: 0,
-      });
+      return failure(
+        id,
+        ErrorCode.INVALID_PARAMS,
+        "invalid params: params are by name",
+        new Refused([]).data,
+      );
     }
     const data = checked(spec.acceptsParams, spec.params, params ?? {});
     if (data instanceof Refused) {

@@ -2,6 +2,7 @@
 // change the contract and run `npm run gen`.
 // deno-lint-ignore-file
 import * as z from "zod";
+import { boundedIssues } from "../issues.ts";
 
 /** The contract's version (OpenRPC info.version). */
 export const CONTRACT_VERSION = "1.1.0";
@@ -1958,13 +1959,20 @@ const TOOL_INPUTS_: ReadonlyMap<string, z.ZodType<unknown>> = new Map<string, z.
   ["glob", GlobInput_],
   ["grep", GrepInput_],
 ]);
+/**
+ * A built-in tool's input checked inside its method's params: the fast predicate admits a
+ * valid input with no parse; a refused one is walked for a bounded number of issues, their
+ * paths under the params' input member (a parse collects every issue: a wide invalid input
+ * would cost time and memory in proportion to its width).
+ */
 function checkToolInput(toolKey: string, inputKey: string) {
   return (params: Record<string, unknown>, ctx: z.RefinementCtx): void => {
-    const schema = TOOL_INPUTS_.get(params[toolKey] as string);
+    const tool = params[toolKey];
+    const input = params[inputKey];
+    if (toolInputAccepted_(tool, input)) return;
+    const schema = TOOL_INPUTS_.get(tool as string);
     if (!schema) return;
-    const checked = schema.safeParse(params[inputKey]);
-    if (checked.success) return;
-    for (const issue of checked.error.issues) {
+    for (const issue of boundedIssues(schema, input)) {
       ctx.addIssue({ code: "custom", message: issue.message, path: [inputKey, ...issue.path] });
     }
   };
@@ -2286,11 +2294,16 @@ function readsProto_(): boolean {
     return false;
   }
 }
-/** An object zod's output is a copy of: its prototype Object.prototype, no own __proto__ member. */
+/**
+ * An object zod's output is a copy of: its prototype Object.prototype, no own __proto__ member,
+ * and its constructor Object's (zod refuses one whose own constructor member is a function of
+ * another kind: any own constructor member is left to zod to judge).
+ */
 function isPlain_(v: any): boolean {
   if (typeof v !== "object" || v === null) return false;
-  if (READS_PROTO_) return v.__proto__ === OBJECT_PROTOTYPE_;
-  return Object.getPrototypeOf(v) === OBJECT_PROTOTYPE_ && !HAS_OWN_.call(v, "__proto__");
+  if (READS_PROTO_) return v.__proto__ === OBJECT_PROTOTYPE_ && v.constructor === Object;
+  return Object.getPrototypeOf(v) === OBJECT_PROTOTYPE_ && !HAS_OWN_.call(v, "__proto__") &&
+    v.constructor === Object;
 }
 /** An array zod's output is a copy of: its prototype Array.prototype. */
 function isPlainArray_(v: any): boolean {

@@ -135,7 +135,7 @@ export class InvalidRequestError extends ProtocolError {
   }
 }
 
-/** -32601 method_not_found: Unknown method, a method the receiving role does not serve (wrong direction), or a notification-kind method sent as a request (with an id): there is no such request method. A harness without executor.token.refresh, model_token.refresh or tools_token.refresh answers it: the executor keeps its current token. No data. */
+/** -32601 method_not_found: Unknown method, a method the receiving role does not serve (wrong direction), or a notification-kind method sent as a request (with an id): there is no such request method. A harness without executor.token.refresh, model_token.refresh or tools_token.refresh answers it: the executor keeps its current token. A gated method the receiver would serve but did not advertise is CapabilityMissing (-32012), not this. data (our design, for diagnosis; a receiver may omit it): {method}, and since (the version that added it) when the connection negotiated an older protocol. */
 export class MethodNotFoundError extends ProtocolError {
   /** The JSON-RPC code of this error. */
   static readonly code: -32601 = -32601;

@@ -427,11 +427,16 @@ function readsProto_(): boolean {
     return false;
   }
 }
-/** An object zod's output is a copy of: its prototype Object.prototype, no own __proto__ member. */
+/**
+ * An object zod's output is a copy of: its prototype Object.prototype, no own __proto__ member,
+ * and its constructor Object's (zod refuses one whose own constructor member is a function of
+ * another kind: any own constructor member is left to zod to judge).
+ */
 function isPlain_(v: any): boolean {
   if (typeof v !== "object" || v === null) return false;
-  if (READS_PROTO_) return v.__proto__ === OBJECT_PROTOTYPE_;
-  return Object.getPrototypeOf(v) === OBJECT_PROTOTYPE_ && !HAS_OWN_.call(v, "__proto__");
+  if (READS_PROTO_) return v.__proto__ === OBJECT_PROTOTYPE_ && v.constructor === Object;
+  return Object.getPrototypeOf(v) === OBJECT_PROTOTYPE_ && !HAS_OWN_.call(v, "__proto__") &&
+    v.constructor === Object;
 }
 /** An array zod's output is a copy of: its prototype Array.prototype. */
 function isPlainArray_(v: any): boolean {

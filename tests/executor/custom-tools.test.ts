@@ -153,6 +153,8 @@ describe("custom tools: the executor end", { timeout: 30_000 }, () => {
     const wrongType = await refusal({ tool_call_id: "c1", tool: "weather", input: { city: 5 } });
     assert.ok(wrongType instanceof InvalidParamsError, String(wrongType));
     assert.deepEqual(wrongType.data, {
+      reason: "invalid_params",
+      field: "/input/city",
       issues: [{
         path: ["input", "city"],
         message: "Invalid input: expected string, received number",
@@ -559,6 +561,8 @@ describe("custom tools in workerd", {
       assert.equal(body.harness.ranBefore, 0);
       assert.deepEqual(body.harness.structured, { celsius: 5 });
       assert.deepEqual(body.executor.refused, {
+        reason: "invalid_params",
+        field: "/input/city",
         issues: [{
           path: ["input", "city"],
           message: "Too small: expected string to have >=1 characters",

@@ -183,6 +183,18 @@ describe("fast validators", () => {
         "an own __proto__ member (zod drops it)",
       ],
       ["executor.heartbeat", Object.create(null), false, "a null-prototype object"],
+      [
+        "mcp.message",
+        { channel_id: "c", message: { constructor: () => 1 } },
+        false,
+        "an own constructor function (zod refuses the object)",
+      ],
+      [
+        "executor.heartbeat",
+        { constructor: "x" },
+        false,
+        "an own constructor member (left to zod)",
+      ],
       ["executor.heartbeat", { active_sessions: sparse }, false, "a sparse array"],
       [
         "tool.progress",

@@ -227,9 +227,12 @@ describe("Peer: incoming errors", { timeout: 10_000 }, () => {
     assert.equal(ran, 0);
   });
 
-  it("answers a notification sent with an id with -32600", async () => {
+  it("answers a notification-kind method sent with an id with -32601 (no such request)", async () => {
     const { peer, raw } = setup();
-    peer.onNotification("tool.progress", () => {});
+    let got = 0;
+    peer.onNotification("tool.progress", () => {
+      got++;
+    });
     const response = await request(raw, {
       jsonrpc: "2.0",
       id: 3,
@@ -237,7 +240,8 @@ describe("Peer: incoming errors", { timeout: 10_000 }, () => {
       params: { session_id: "s", tool_call_id: "c" },
     });
     assert.equal(response.id, 3);
-    assert.equal(response.error.code, -32600);
+    assert.equal(response.error.code, -32601);
+    assert.equal(got, 0);
   });
 
   it("drops invalid notifications with a logged rejection and never answers them", async () => {
@@ -555,6 +559,37 @@ describe("Peer: gating", { timeout: 10_000 }, () => {
       params: TURN_START,
     });
     assert.equal(ok.result.turn_id, "turn_1");
+  });
+
+  it("answers a gated method it receives but did not advertise with -32012, a wrong-direction one with -32601", async () => {
+    // An executor's end: it serves tool.call (harness to executor) and advertises no agent.
+    const { peer, raw } = setup({ capabilities: { tools: ["bash"] } });
+    peer.onRequest("tool.call", () => ({ ok: true }));
+    const turn = await request(raw, {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "turn.start",
+      params: TURN_START,
+    });
+    assert.equal(turn.error.code, -32012);
+    assert.deepEqual(turn.error.data, { reason: "capability_missing", capability: "agent" });
+    // model_token.refresh goes the other way (executor to harness): this end never receives it.
+    const wrongWay = await request(raw, {
+      jsonrpc: "2.0",
+      id: 2,
+      method: "model_token.refresh",
+      params: { session_id: "s", turn_id: "t" },
+    });
+    assert.equal(wrongWay.error.code, -32601);
+    // Advertised but not served: unknown here, as before.
+    peer.capabilities = ALL_CAPABILITIES;
+    const unserved = await request(raw, {
+      jsonrpc: "2.0",
+      id: 3,
+      method: "turn.start",
+      params: TURN_START,
+    });
+    assert.equal(unserved.error.code, -32601);
   });
 
   it("makes v1.1 methods unavailable on a bma.executor.v1 connection, both ways", async () => {
