@@ -219,6 +219,8 @@ export {
   ConnectionRefusedError,
   ConnectTimeoutError,
   CredentialRejectedError,
+  DEFAULT_MAX_QUEUED_TOOL_CALLS,
+  DEFAULT_MAX_RUNNING_TOOL_CALLS,
   ExecutorClient,
   ExecutorConfigError,
   ExecutorSession,

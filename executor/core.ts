@@ -60,7 +60,11 @@ import { deliver, type DeliveryOptions } from "../protocol/retry.ts";
 import { SecretScrubber } from "./secrets.ts";
 import { type ExecutorSession, SessionTable } from "./sessions.ts";
 import { type BackoffPolicy, describeError, sleep } from "./timing.ts";
-import { ToolCallRunner } from "./tool-calls.ts";
+import {
+  DEFAULT_MAX_QUEUED_TOOL_CALLS,
+  DEFAULT_MAX_RUNNING_TOOL_CALLS,
+  ToolCallRunner,
+} from "./tool-calls.ts";
 import type { ToolResultLostHandler } from "./options.ts";
 import { INLINE_RESULT_BYTES, ResultOutbox } from "./tool-results.ts";
 import { ToolRegistry } from "./tool-slots.ts";
@@ -187,6 +191,8 @@ export class ExecutorCore {
       artifacts: this.artifacts,
       inlineBytes: options.inlineResultBytes ?? INLINE_RESULT_BYTES,
       sessionGraceMs,
+      maxRunning: options.maxRunningToolCalls ?? DEFAULT_MAX_RUNNING_TOOL_CALLS,
+      maxQueued: options.maxQueuedToolCalls ?? DEFAULT_MAX_QUEUED_TOOL_CALLS,
       ...(telemetry ? { telemetry } : {}),
     });
     this.handlers = this.#serve();
@@ -476,6 +482,14 @@ function checkOptions(options: ExecutorClientOptions): void {
     (!Number.isInteger(options.maxSessions) || options.maxSessions < 1)
   ) {
     throw new ExecutorConfigError("maxSessions must be a positive integer");
+  }
+  const running = options.maxRunningToolCalls;
+  if (running !== undefined && (!Number.isSafeInteger(running) || running < 1)) {
+    throw new ExecutorConfigError("maxRunningToolCalls must be a positive integer");
+  }
+  const queued = options.maxQueuedToolCalls;
+  if (queued !== undefined && (!Number.isSafeInteger(queued) || queued < 0)) {
+    throw new ExecutorConfigError("maxQueuedToolCalls must be an integer of 0 or more");
   }
   const connectTimeout = options.connectTimeoutMs;
   if (connectTimeout !== undefined && !(Number.isFinite(connectTimeout) && connectTimeout > 0)) {

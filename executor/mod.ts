@@ -185,7 +185,11 @@ export {
   SessionEndedSignal,
   type SessionState,
 } from "./sessions.ts";
-export { ToolCallAbort } from "./tool-calls.ts";
+export {
+  DEFAULT_MAX_QUEUED_TOOL_CALLS,
+  DEFAULT_MAX_RUNNING_TOOL_CALLS,
+  ToolCallAbort,
+} from "./tool-calls.ts";
 export {
   INLINE_RESULT_BYTES,
   InvalidToolOutputError,

@@ -116,6 +116,18 @@ export interface ExecutorClientOptions {
   /** Most sessions held at once; beyond it `session.assign` gets -32009. */
   maxSessions?: number;
   /**
+   * Most tool handlers running at once. A call beyond it is acknowledged and waits for a slot,
+   * first come first served (the time it waits counts toward its `timeout_ms`; a cancel or its
+   * session's end reports it at once). Default {@linkcode DEFAULT_MAX_RUNNING_TOOL_CALLS}.
+   */
+  maxRunningToolCalls?: number;
+  /**
+   * Most tool calls waiting for a slot; beyond it `tool.call` is refused with -32009
+   * (`data.reason` `too_many_tool_calls`), before any ack. Default
+   * {@linkcode DEFAULT_MAX_QUEUED_TOOL_CALLS}.
+   */
+  maxQueuedToolCalls?: number;
+  /**
    * Capabilities to advertise besides those derived from handlers, e.g.
    * `{ shell: { enabled: false } }` to withdraw bash, or `{ mcp: { servers: ["echo"] } }`.
    */

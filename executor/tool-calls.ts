@@ -15,7 +15,11 @@ import type {
   ToolProgressParams,
   ToolResultParams,
 } from "../protocol/generated/contract.ts";
-import { CapabilityMissingError, NotFoundError } from "../protocol/generated/errors.ts";
+import {
+  CapabilityMissingError,
+  NotFoundError,
+  ResourceExhaustedError,
+} from "../protocol/generated/errors.ts";
 import { ConnectionClosedError } from "../protocol/errors.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { ReplyHooks } from "../protocol/peer.ts";
@@ -51,6 +55,15 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
  * many are held: see {@linkcode RecentIds}).
  */
 const REMEMBERED_CALLS = 25_000;
+
+/**
+ * Tool handlers running at once by default: each `bash` call holds a child process and its
+ * pipes, and ten thousand at once exhausted a machine's file descriptors.
+ */
+export const DEFAULT_MAX_RUNNING_TOOL_CALLS = 256;
+
+/** Tool calls waiting for a slot by default, beyond which `tool.call` is refused (-32009). */
+export const DEFAULT_MAX_QUEUED_TOOL_CALLS = 10_000;
 
 /** Why a call's signal was aborted. */
 export class ToolCallAbort extends Error {
@@ -154,6 +167,19 @@ interface RunningCall {
   done: boolean;
   /** Who waits for it to finish (made only when someone does). */
   waiters: (() => void)[] | undefined;
+  /** Its handler holds one of the runner's `maxRunning` slots. */
+  holdsSlot: boolean;
+  /** Waiting for a slot, since this time (the clock's ms); undefined once started. */
+  queuedAt: number | undefined;
+  /** Its `timeout_ms` while it waits for a slot. */
+  queuedTimer: TimerHandle | undefined;
+}
+
+/** A call acknowledged while every slot was taken. */
+interface WaitingCall {
+  readonly call: RunningCall;
+  readonly served: ServedTool;
+  readonly set: Set<RunningCall>;
 }
 
 /** Resolves once the call has finished and reported. */
@@ -190,6 +216,10 @@ export interface ToolCallRunnerDeps {
   sessionGraceMs: number;
   /** Opens each call's server span (`tool.call <name>`); absent without telemetry. */
   telemetry?: Telemetry;
+  /** Most handlers running at once; later calls wait for a slot, first come first served. */
+  maxRunning: number;
+  /** Most calls waiting for a slot; beyond it `tool.call` is refused with -32009. */
+  maxQueued: number;
 }
 
 /** Runs the tool calls of one client. */
@@ -207,6 +237,18 @@ export class ToolCallRunner {
   readonly #perSession = new Map<string, Set<RunningCall>>();
   /** Sessions whose end aborts their calls (one listener per session, not one per call). */
   readonly #watched = new WeakSet<ExecutorSession>();
+  /** Calls whose handler holds a slot. */
+  #slotsHeld = 0;
+  /** Calls whose handler has ended, their result being delivered. */
+  #reportingCalls = 0;
+  /**
+   * Calls waiting for a slot, oldest first from `#waitingHead`; an entry whose call was aborted
+   * while it waited has started already and is skipped.
+   */
+  #waiting: (WaitingCall | undefined)[] = [];
+  #waitingHead = 0;
+  /** Taking waiting calls into free slots (a handler that ends at once frees its slot inside). */
+  #admitting = false;
 
   constructor(deps: ToolCallRunnerDeps) {
     this.#deps = deps;
@@ -242,6 +284,19 @@ export class ToolCallRunner {
         tool: params.tool,
       });
       return { ok: true, duplicate: true };
+    }
+    // Every slot taken and the queue full: each call holds a child's pipes, its input and its
+    // output, and unbounded, a burst of calls exhausts the machine's descriptors and memory.
+    // A call whose result is on its way (awaiting the harness's ack) no longer counts.
+    if (this.#running.size - this.#reportingCalls >= this.#deps.maxRunning + this.#deps.maxQueued) {
+      throw this.#refused(
+        params,
+        new ResourceExhaustedError("too many tool calls", {
+          reason: "too_many_tool_calls",
+          max_running: this.#deps.maxRunning,
+          max_queued: this.#deps.maxQueued,
+        }),
+      );
     }
     const served = this.#deps.tools.servedTool(params.tool);
     if (!served) {
@@ -292,6 +347,9 @@ export class ToolCallRunner {
       reporting: false,
       done: false,
       waiters: undefined,
+      holdsSlot: false,
+      queuedAt: undefined,
+      queuedTimer: undefined,
     };
     log?.debug("tool call started", {
       tool_call_id: id,
@@ -304,8 +362,74 @@ export class ToolCallRunner {
     if (!set) this.#perSession.set(session.id, set = new Set());
     set.add(call);
     // The handler starts after the ack: its progress and result must follow it on the wire.
-    reply.afterReply(() => this.#execute(call, served, set));
+    reply.afterReply(() => this.#admit(call, served, set));
     return { ok: true };
+  }
+
+  /** Starts an acknowledged call in a free slot, or queues it for the next. */
+  #admit(call: RunningCall, served: ServedTool, set: Set<RunningCall>): void {
+    if (this.#slotsHeld < this.#deps.maxRunning && this.#waitingHead === this.#waiting.length) {
+      this.#slotsHeld++;
+      call.holdsSlot = true;
+      this.#execute(call, served, set);
+      return;
+    }
+    const { clock } = this.#deps;
+    call.queuedAt = clock.now();
+    this.#waiting.push({ call, served, set });
+    const timeoutMs = call.params.timeout_ms;
+    if (timeoutMs !== undefined) {
+      call.queuedTimer = clock.setTimeout(
+        () => call.abort.abort(new ToolCallAbort("timed_out", "timeout_ms passed")),
+        timeoutMs,
+      );
+    }
+    this.#deps.callLog?.debug("tool call queued: every slot is taken", {
+      tool_call_id: call.params.tool_call_id,
+      tool: call.params.tool,
+      max_running: this.#deps.maxRunning,
+    });
+    // Canceled, timed out or its session ending while it waits: reported at once, not run.
+    call.abort.onAbort(() => {
+      if (call.queuedAt === undefined) return;
+      call.queuedAt = undefined;
+      if (call.queuedTimer !== undefined) clock.clearTimeout(call.queuedTimer);
+      call.queuedTimer = undefined;
+      this.#execute(call, served, set);
+    });
+  }
+
+  /** Frees a call's slot and gives free slots to the calls waiting longest. */
+  #releaseSlot(call: RunningCall): void {
+    if (!call.holdsSlot) return;
+    call.holdsSlot = false;
+    this.#slotsHeld--;
+    if (this.#admitting) return;
+    this.#admitting = true;
+    try {
+      const waiting = this.#waiting;
+      while (this.#slotsHeld < this.#deps.maxRunning && this.#waitingHead < waiting.length) {
+        const next = waiting[this.#waitingHead];
+        waiting[this.#waitingHead++] = undefined;
+        if (next === undefined || next.call.queuedAt === undefined) continue;
+        if (next.call.queuedTimer !== undefined) {
+          this.#deps.clock.clearTimeout(next.call.queuedTimer);
+          next.call.queuedTimer = undefined;
+        }
+        this.#slotsHeld++;
+        next.call.holdsSlot = true;
+        this.#execute(next.call, next.served, next.set);
+      }
+      if (this.#waitingHead === waiting.length) {
+        this.#waiting = [];
+        this.#waitingHead = 0;
+      } else if (this.#waitingHead > 1024 && this.#waitingHead * 2 > waiting.length) {
+        this.#waiting = waiting.slice(this.#waitingHead);
+        this.#waitingHead = 0;
+      }
+    } finally {
+      this.#admitting = false;
+    }
   }
 
   /**
@@ -368,6 +492,8 @@ export class ToolCallRunner {
   #finish(call: RunningCall, set: Set<RunningCall>): void {
     const { session } = call;
     this.#running.delete(call.params.tool_call_id);
+    if (call.reporting) this.#reportingCalls--;
+    this.#releaseSlot(call);
     this.#remember(call.params.tool_call_id);
     // Ended with the report; a runner that failed before it reported ends it here.
     call.span?.end("the call ended without a report");
@@ -446,15 +572,26 @@ export class ToolCallRunner {
       abort.abort(new ToolCallAbort("canceled", "the session is ending"));
     }
     let timer: TimerHandle | undefined;
-    if (params.timeout_ms !== undefined) {
-      timer = clock.setTimeout(
-        () => abort.abort(new ToolCallAbort("timed_out", "timeout_ms passed")),
-        params.timeout_ms,
-      );
-    }
+    if (params.timeout_ms !== undefined && !abort.aborted) {
+      // The time a call waited for a slot is part of its timeout.
+      const queuedAt = call.queuedAt;
+      call.queuedAt = undefined;
+      const left = queuedAt === undefined
+        ? params.timeout_ms
+        : params.timeout_ms - (clock.now() - queuedAt);
+      if (left <= 0) abort.abort(new ToolCallAbort("timed_out", "timeout_ms passed"));
+      else {
+        timer = clock.setTimeout(
+          () => abort.abort(new ToolCallAbort("timed_out", "timeout_ms passed")),
+          left,
+        );
+      }
+    } else call.queuedAt = undefined;
     const report = (result: ToolResultParams): Promise<unknown> => {
       if (timer !== undefined) clock.clearTimeout(timer);
       call.reporting = true;
+      this.#reportingCalls++;
+      this.#releaseSlot(call);
       const log = this.#deps.callLog;
       if (log) this.#ended(call, result, log);
       call.span?.endWithOutcome(result);
