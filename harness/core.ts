@@ -42,6 +42,7 @@ import {
   type MaybePromise,
 } from "./store/store.ts";
 import {
+  describeHolder,
   type HolderIdentity,
   StoreFencedError,
   StoreHeldError,
@@ -251,7 +252,12 @@ export class HarnessCore {
           if (this.#closed && error instanceof HarnessClosedError) return;
           // Never serve on a store not read back: a harness that could not claim its store (held,
           // locked, unreachable) or read it fails its start-up.
-          if (error instanceof StoreHeldError || error instanceof StoreLockedError) {
+          if (error instanceof StoreHeldError) {
+            // Who holds it, not what to do: the advice is the caller's (a CLI names its flags).
+            logger.error("the harness store is held by another harness", {
+              holder: describeHolder(error.holder, this.clock.now()),
+            });
+          } else if (error instanceof StoreLockedError) {
             logger.error(error.message);
           } else {
             logger.error("claiming or reading the harness store back failed", {

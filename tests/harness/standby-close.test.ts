@@ -13,8 +13,11 @@ import {
   type HolderIdentity,
   ManualClock,
   MemoryHarnessStore,
+  StoreHeldError,
   type StoreHolderRecord,
+  type StoreOp,
 } from "../../node.ts";
+import { CapturingLogger } from "../helpers/raw.ts";
 
 const RENEW = 1_000;
 
@@ -63,5 +66,32 @@ describe("a standby closed while it stands by", { timeout: 20_000 }, () => {
     assert.equal(standby.readiness, "serving");
     await standby.close();
     await standby.ready;
+  });
+
+  it("a harness that finds an asynchronous store held logs who holds it, not an option to set", async () => {
+    // As PostgreSQL answers: later, so the claim fails during start-up, not in the constructor.
+    const inner = new MemoryHarnessStore({ values: "json" });
+    const later: HarnessStore = {
+      get: (key) => Promise.resolve(inner.get(key)),
+      list: (prefix, options) => Promise.resolve(inner.list(prefix, options)),
+      write: (batch: readonly StoreOp[]) => Promise.resolve().then(() => inner.write(batch)),
+    };
+    const holder = harness(later, identity("a", 10), false);
+    await holder.ready;
+    const logger = new CapturingLogger();
+    const second = new Harness({
+      store: later,
+      clock: new ManualClock(),
+      holderIdentity: identity("b", 20),
+      storeRenewMs: RENEW,
+      heartbeatIntervalMs: 60_000,
+      logger,
+    });
+    harnesses.push(second);
+    await assert.rejects(second.ready, StoreHeldError);
+    const record = logger.records.find((r) => r.level === "error");
+    assert.equal(record?.message, "the harness store is held by another harness");
+    assert.match(String(record?.fields?.holder), /^host a, pid 10/);
+    assert.ok(!JSON.stringify(logger.records).includes("takeover: true"));
   });
 });

@@ -82,6 +82,27 @@ for (const { name, serve, dial } of servers) {
       }
     });
 
+    it("refuses a socket a server still listens on, which goes on serving", async () => {
+      const path = join(dir, `${name}-live.sock`);
+      const first = await listen(serve, path);
+      try {
+        await assert.rejects(listen(serve, path), (error: unknown) => {
+          assert.ok(error instanceof SocketPathTakenError, String(error));
+          assert.equal(error.occupant, "listening socket");
+          assert.match(error.message, /a server is listening there/);
+          return true;
+        });
+        const transport = await dial(`unix://${path}`, { protocols: [PROTOCOL] });
+        const echoed = new Promise<string>((resolve) => transport.listen(resolve));
+        transport.send("still here");
+        assert.equal(await echoed, "still here");
+        transport.close();
+        await transport.closed;
+      } finally {
+        await first.close();
+      }
+    });
+
     it("refuses a regular file at the path and leaves it as it was", async () => {
       const path = join(dir, `${name}-victim.txt`);
       writeFileSync(path, "important\n");
