@@ -40,6 +40,39 @@ import { type BackoffPolicy, describeError } from "./timing.ts";
 export const INLINE_RESULT_BYTES: number = 32 * 1024;
 
 /**
+ * The exact bytes of one output stream of a `bash` call, which the machine's `bash` tool attaches
+ * to its result under {@linkcode BASH_OUTPUT}: the result's text is decoded (lossily, for bytes
+ * that are not UTF-8) and, for a long stream, only a head and a tail. A large result's artifact
+ * and preview are made from this instead.
+ */
+export interface CapturedOutput {
+  /** The text the result carried for the stream when it was captured. */
+  readonly text: string;
+  /** Bytes the stream wrote. */
+  readonly totalBytes: number;
+  /** The first of them, kept for the artifact (fewer than `totalBytes` past the bound). */
+  readonly keptBytes: number;
+  /** Whether the kept bytes are valid UTF-8. */
+  readonly utf8: boolean;
+  /** A prefix of the output (all of it when it is held in memory). */
+  readonly head: Uint8Array;
+  /** A suffix of the output (all of it when it is held in memory). */
+  readonly tail: Uint8Array;
+  /** The kept bytes, to upload. */
+  body(): Promise<Blob | Uint8Array>;
+  /** Frees what it holds (a temp file); once released, `body` is empty. Idempotent. */
+  release(): void;
+}
+
+/** Where a `bash` result carries its {@linkcode CapturedOutput}s (a symbol: never in JSON). */
+export const BASH_OUTPUT: unique symbol = Symbol("bma.bash.output");
+
+/** The captured streams a `bash` result may carry. */
+export interface BashResultOutput {
+  [BASH_OUTPUT]?: { readonly stdout: CapturedOutput; readonly stderr: CapturedOutput };
+}
+
+/**
  * Thrown by a tool handler to report a tool-level error: the result has `is_error: true` and
  * outcome `completed` (the tool ran; what it was asked failed). Any other exception is outcome
  * `failed`.
@@ -255,6 +288,83 @@ function renderBash(
   return renderLargeBash(result, context, limit, outBytes, errBytes);
 }
 
+/** One stream of a large bash result: its size, its preview and its artifact. */
+interface LargeStream {
+  readonly name: "stdout" | "stderr";
+  /** Bytes of the output, for the split of the preview's budget. */
+  readonly bytes: number;
+  preview(maxBytes: number): TextPreview;
+  /** Bytes of the output the artifact leaves out (past the executor's bound). */
+  readonly cutBytes: number;
+  upload(toolCallId: string): Promise<ArtifactUpload>;
+}
+
+/**
+ * A stream as the result's text (what a handler returned), or, when the result carries the
+ * stream's captured bytes and the text is still what was captured (a handler may append to it,
+ * as a timeout's note), as those bytes.
+ */
+function largeStream(
+  name: "stdout" | "stderr",
+  text: string,
+  bytes: number,
+  captured: CapturedOutput | undefined,
+): LargeStream {
+  if (!captured || !text.startsWith(captured.text)) {
+    return {
+      name,
+      bytes,
+      preview: (maxBytes) => previewText(text, maxBytes),
+      cutBytes: 0,
+      upload: (toolCallId) => Promise.resolve({ name: `${toolCallId}.${name}.txt`, data: text }),
+    };
+  }
+  const appended = text.slice(captured.text.length);
+  return {
+    name,
+    bytes: captured.totalBytes + utf8Length(appended),
+    preview: (maxBytes) => previewCaptured(captured, appended, maxBytes),
+    cutBytes: captured.totalBytes - captured.keptBytes,
+    upload: async (toolCallId) => {
+      const utf8 = captured.utf8;
+      return {
+        name: `${toolCallId}.${name}.${utf8 ? "txt" : "bin"}`,
+        data: await captured.body(),
+        mimeType: utf8 ? "text/plain; charset=utf-8" : "application/octet-stream",
+      };
+    },
+  };
+}
+
+/**
+ * The preview of captured bytes, as {@linkcode previewText} cuts a text: the first and last half
+ * of `maxBytes` on character boundaries, the omitted count exact, then what a handler appended.
+ */
+function previewCaptured(
+  captured: CapturedOutput,
+  appended: string,
+  maxBytes: number,
+): TextPreview {
+  const total = captured.totalBytes;
+  const { head, tail } = captured;
+  if (head.byteLength === total && total <= maxBytes) {
+    return { text: decoder.decode(head) + appended, omittedBytes: 0 };
+  }
+  const half = Math.max(0, Math.floor(maxBytes / 2));
+  let headEnd = Math.min(half, head.byteLength);
+  while (headEnd > 0 && (head[headEnd] & 0xc0) === 0x80) headEnd--;
+  let tailStart = Math.max(0, tail.byteLength - half);
+  // The tail never overlaps the head (they are the same bytes when all are in memory).
+  const tailOffset = total - tail.byteLength;
+  if (tailOffset + tailStart < headEnd) tailStart = headEnd - tailOffset;
+  while (tailStart < tail.byteLength && (tail[tailStart] & 0xc0) === 0x80) tailStart++;
+  const omittedBytes = total - headEnd - (tail.byteLength - tailStart);
+  const text = `${
+    decoder.decode(head.subarray(0, headEnd))
+  }\n… [${omittedBytes} bytes omitted] …\n${decoder.decode(tail.subarray(tailStart))}${appended}`;
+  return { text, omittedBytes };
+}
+
 /** Bash output over the inline limit: a preview inline, the full output uploaded. */
 async function renderLargeBash(
   result: BashResult,
@@ -263,26 +373,52 @@ async function renderLargeBash(
   outBytes: number,
   errBytes: number,
 ): Promise<RenderedResult> {
+  const captured = (result as BashResult & BashResultOutput)[BASH_OUTPUT];
+  try {
+    return await renderLargeStreams(
+      result,
+      context,
+      limit,
+      largeStream("stdout", result.stdout, outBytes, captured?.stdout),
+      largeStream("stderr", result.stderr, errBytes, captured?.stderr),
+    );
+  } finally {
+    // Uploaded or not, the captured bytes (temp files) are not needed any more.
+    captured?.stdout.release();
+    captured?.stderr.release();
+  }
+}
+
+async function renderLargeStreams(
+  result: BashResult,
+  context: RenderContext,
+  limit: number,
+  out: LargeStream,
+  err: LargeStream,
+): Promise<RenderedResult> {
   // Split the budget between the streams; a stream that needs less leaves the rest to the other.
   let outBudget = Math.floor(limit / 2);
   let errBudget = limit - outBudget;
-  if (errBytes < errBudget) outBudget += errBudget - errBytes;
-  else if (outBytes < outBudget) errBudget += outBudget - outBytes;
-  const stdout = previewText(result.stdout, outBudget);
-  const stderr = previewText(result.stderr, errBudget);
+  if (err.bytes < errBudget) outBudget += errBudget - err.bytes;
+  else if (out.bytes < outBudget) errBudget += outBudget - out.bytes;
+  const stdout = out.preview(outBudget);
+  const stderr = err.preview(errBudget);
   const artifacts: Artifact[] = [];
+  const cuts: string[] = [];
   if (context.upload) {
     try {
       // Uploaded first, so the result can reference them.
-      if (outBytes > 0) {
-        artifacts.push(
-          await context.upload({ name: `${context.toolCallId}.stdout.txt`, data: result.stdout }),
-        );
-      }
-      if (errBytes > 0) {
-        artifacts.push(
-          await context.upload({ name: `${context.toolCallId}.stderr.txt`, data: result.stderr }),
-        );
+      for (const stream of [out, err]) {
+        if (stream.bytes === 0) continue;
+        const artifact = await context.upload(await stream.upload(context.toolCallId));
+        artifacts.push(artifact);
+        if (stream.cutBytes > 0) {
+          cuts.push(
+            `${artifact.name ?? artifact.artifact_id} holds the first ${
+              stream.bytes - stream.cutBytes
+            } of ${stream.bytes} bytes of ${stream.name}`,
+          );
+        }
       }
     } catch (error) {
       context.onUploadFailed?.(error);
@@ -294,7 +430,8 @@ async function renderLargeBash(
       artifacts.map((a) => a.name ?? a.artifact_id).join(", ")
     }`
     : "full output not uploaded";
-  const note = `[output truncated: ${omitted} bytes omitted; ${where}]`;
+  const cut = cuts.length ? `; cut at the executor's bound: ${cuts.join(", ")}` : "";
+  const note = `[output truncated: ${omitted} bytes omitted; ${where}${cut}]`;
   const preview: BashResult = {
     stdout: stdout.text,
     stderr: stderr.text,

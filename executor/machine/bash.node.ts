@@ -4,16 +4,39 @@
  * session workdir. Cancel and timeout end the whole unit (SIGTERM, then SIGKILL after the grace
  * period to whatever is left, the leader gone or not); output streams to `onOutput` as it
  * arrives.
+ *
+ * Each stream's bytes are captured exactly for its artifact (`BASH_OUTPUT` on the result): held
+ * in memory up to {@linkcode BASH_MEMORY_BYTES}, past that spooled to a private temp file (up to
+ * {@linkcode BASH_OUTPUT_MAX_BYTES}) with only a head and a tail kept in memory, so that the
+ * memory a call holds for output is bounded however much it prints and however many run.
  */
-import { existsSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  mkdtempSync,
+  openAsBlob,
+  openSync,
+  rmSync,
+  writeSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { type Clock, systemClock } from "../../protocol/clock.ts";
 import type { BashInput, BashResult } from "../../protocol/generated/contract.ts";
+import { BASH_OUTPUT, type BashResultOutput, type CapturedOutput } from "../tool-results.ts";
 import { ChildEnvironment, NON_INTERACTIVE_LAYER } from "./child-env.node.ts";
+import { utf8Boundary } from "./output-buffer.ts";
 import { exitCodeOf, ProcessUnit, type SpawnUnitOptions } from "./process-group.node.ts";
 import type { Workdir } from "./workdir.node.ts";
 
-/** Output kept per stream before the middle is dropped (the executor previews and uploads it). */
-const MAX_KEPT_CHARS = 32 * 1024 * 1024;
+/**
+ * Bytes of a stream held in memory; past them the stream is spooled to a temp file and only its
+ * first and last half of this stay in memory (the result's text and the artifact's preview).
+ */
+export const BASH_MEMORY_BYTES: number = 256 * 1024;
+
+/** Bytes of a stream kept for its artifact; past them bytes are counted, not kept. */
+export const BASH_OUTPUT_MAX_BYTES: number = 1024 * 1024 * 1024;
 
 /** Options of {@linkcode runBash}. */
 export interface RunBashOptions {
@@ -39,6 +62,10 @@ export interface RunBashOptions {
   env?: Record<string, string>;
   /** Measures the input's `timeout_ms`. Default: the system clock. */
   clock?: Clock;
+  /** Where a stream past {@linkcode BASH_MEMORY_BYTES} is spooled. Default: the OS temp dir. */
+  spoolDir?: string;
+  /** Bytes of a stream kept for its artifact. Default {@linkcode BASH_OUTPUT_MAX_BYTES}. */
+  maxOutputBytes?: number;
 }
 
 /** The command ran past its `timeout_ms` and its process group was ended. */
@@ -74,8 +101,8 @@ export async function runBash(input: BashInput, options: RunBashOptions): Promis
   const env = options.env ?? defaultPolicy().build(NON_INTERACTIVE_LAYER, input.env);
   const unit = await spawn([...SHELL_ARGV, input.command], { cwd, env });
   const child = unit.child;
-  const out = new StreamText("stdout", options.onOutput);
-  const err = new StreamText("stderr", options.onOutput);
+  const out = new StreamCapture("stdout", options);
+  const err = new StreamCapture("stderr", options);
   child.stdout!.on("data", (chunk: Uint8Array) => out.push(chunk));
   child.stderr!.on("data", (chunk: Uint8Array) => err.push(chunk));
   // "close" waits for the pipes too, so no output is lost.
@@ -101,51 +128,261 @@ export async function runBash(input: BashInput, options: RunBashOptions): Promis
   const timer = input.timeout_ms
     ? clock.setTimeout(() => end("timed_out"), input.timeout_ms)
     : undefined;
+  let result: BashResult & BashResultOutput;
   try {
     const [code, signal] = await closed;
-    const result: BashResult = {
+    result = {
       stdout: out.finish(),
       stderr: err.finish(),
       exit_code: exitCodeOf(child.exitCode ?? code, child.signalCode ?? signal),
-      ...(out.dropped || err.dropped ? { truncated: true } : {}),
+      ...(out.spooled || err.spooled ? { truncated: true } : {}),
     };
     if (ending === "aborted") throw options.signal!.reason;
-    if (ending === "timed_out") throw new BashTimeoutError(input.timeout_ms!, result);
-    return result;
+  } catch (error) {
+    out.release();
+    err.release();
+    throw error;
   } finally {
     if (timer !== undefined) clock.clearTimeout(timer);
     options.signal?.removeEventListener("abort", onAbort);
   }
+  // Enumerable, so a handler's `{ ...result }` carries it; a symbol, so it never reaches JSON.
+  result[BASH_OUTPUT] = { stdout: out, stderr: err };
+  if ((out.spooled || err.spooled) && options.signal) {
+    // Released by the rendering after the upload; a call aborted before that releases it here.
+    const signal = options.signal;
+    const release = () => {
+      out.release();
+      err.release();
+    };
+    signal.addEventListener("abort", release, { once: true });
+    out.onRelease = err.onRelease = () => signal.removeEventListener("abort", release);
+  }
+  if (ending === "timed_out") throw new BashTimeoutError(input.timeout_ms!, result);
+  return result;
 }
 
-/** One output stream: decoded incrementally, forwarded, and kept (head and tail past the cap). */
-class StreamText {
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+const lenientUtf8 = new TextDecoder();
+
+/** Spool directories not released by anyone (a result never rendered): removed when collected. */
+const unreleased = new FinalizationRegistry<string>((dir) => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** A spool file: a 0700 directory of its own in the temp dir, and the file in it. */
+interface Spool {
+  readonly dir: string;
+  readonly path: string;
+  fd: number | undefined;
+}
+
+/**
+ * One output stream: decoded incrementally and forwarded, and captured byte for byte (in memory,
+ * then spooled to a temp file past {@linkcode BASH_MEMORY_BYTES}).
+ */
+class StreamCapture implements CapturedOutput {
   readonly #decoder = new TextDecoder();
-  #head = "";
-  #tail = "";
-  dropped = false;
-  constructor(
-    readonly stream: "stdout" | "stderr",
-    readonly onOutput: RunBashOptions["onOutput"],
-  ) {}
+  readonly #stream: "stdout" | "stderr";
+  readonly #onOutput: RunBashOptions["onOutput"];
+  readonly #spoolDir: string | undefined;
+  /** Bytes kept at most; lowered to what is kept when the spool file cannot be written. */
+  #maxBytes: number;
+  /** In memory: every chunk; spooled: the latest chunks, at least half the memory bound. */
+  #chunks: Uint8Array[] = [];
+  #held = 0;
+  /** The text of what is held in memory (not spooled yet). */
+  #text = "";
+  #head: Uint8Array | undefined;
+  #whole: Uint8Array | undefined;
+  #spool: Spool | undefined;
+  /** Checks the spooled bytes as they come (the held ones were checked when they were spooled). */
+  #checker: TextDecoder | undefined;
+  #valid = true;
+  text = "";
+  totalBytes = 0;
+  keptBytes = 0;
+  /** Called once released (detaches the abort listener). */
+  onRelease: (() => void) | undefined;
+
+  constructor(stream: "stdout" | "stderr", options: RunBashOptions) {
+    this.#stream = stream;
+    this.#onOutput = options.onOutput;
+    this.#spoolDir = options.spoolDir;
+    this.#maxBytes = options.maxOutputBytes ?? BASH_OUTPUT_MAX_BYTES;
+  }
+
+  /** Whether the stream outgrew memory and went to a temp file. */
+  get spooled(): boolean {
+    return this.#head !== undefined;
+  }
+
   push(chunk: Uint8Array): void {
-    this.#keep(this.#decoder.decode(chunk, { stream: true }));
-  }
-  finish(): string {
-    this.#keep(this.#decoder.decode());
-    return this.dropped ? `${this.#head}\n[... output dropped ...]\n${this.#tail}` : this.#head;
-  }
-  #keep(text: string): void {
-    if (!text) return;
-    this.onOutput?.(this.stream, text);
-    if (!this.dropped && this.#head.length + text.length <= MAX_KEPT_CHARS) {
-      this.#head += text;
+    const text = this.#decoder.decode(chunk, { stream: true });
+    if (text) this.#onOutput?.(this.#stream, text);
+    this.totalBytes += chunk.byteLength;
+    if (this.#head === undefined) {
+      if (this.#held + chunk.byteLength <= BASH_MEMORY_BYTES) {
+        this.#chunks.push(chunk);
+        this.#held += chunk.byteLength;
+        this.keptBytes = Math.min(this.#held, this.#maxBytes);
+        this.#text += text;
+        return;
+      }
+      this.#chunks.push(chunk);
+      this.#held += chunk.byteLength;
+      this.#startSpool();
       return;
     }
-    this.dropped = true;
-    this.#tail = (this.#tail + text).slice(-MAX_KEPT_CHARS / 2);
-    if (this.#head.length > MAX_KEPT_CHARS / 2) {
-      this.#head = this.#head.slice(0, MAX_KEPT_CHARS / 2);
+    this.#spoolBytes(chunk);
+  }
+
+  finish(): string {
+    const rest = this.#decoder.decode();
+    if (rest) this.#onOutput?.(this.#stream, rest);
+    if (this.#head === undefined) {
+      this.text = this.#text + rest;
+      return this.text;
+    }
+    if (this.#spool?.fd !== undefined) {
+      closeSync(this.#spool.fd);
+      this.#spool.fd = undefined;
+    }
+    if (this.#valid) {
+      try {
+        this.#checker!.decode();
+      } catch {
+        this.#valid = false;
+      }
+    }
+    const head = this.#head.subarray(0, utf8Boundary(this.#head));
+    // Right after the spool began, the tail still holds the head's bytes: never twice.
+    const latest = this.tail;
+    const overlap = this.#head.byteLength - (this.totalBytes - latest.byteLength);
+    const tail = characterStart(latest.subarray(Math.max(0, overlap)));
+    const between = this.totalBytes - head.byteLength - tail.byteLength;
+    this.text = `${lenientUtf8.decode(head)}\n[... ${between} bytes not held in memory ...]\n${
+      lenientUtf8.decode(tail)
+    }`;
+    return this.text;
+  }
+
+  get head(): Uint8Array {
+    return this.#head ?? this.#wholeBytes();
+  }
+
+  get tail(): Uint8Array {
+    return this.#head === undefined ? this.#wholeBytes() : concat(this.#chunks, this.#held);
+  }
+
+  get utf8(): boolean {
+    if (this.#head !== undefined) return this.#valid;
+    try {
+      strictUtf8.decode(this.#wholeBytes().subarray(0, this.keptBytes));
+      return true;
+    } catch {
+      return false;
     }
   }
+
+  body(): Promise<Blob | Uint8Array> {
+    if (this.#head === undefined) {
+      return Promise.resolve(this.#wholeBytes().subarray(0, this.keptBytes));
+    }
+    // Read from the file as it is sent (on Node and Bun; Deno reads it whole first).
+    return this.#spool ? openAsBlob(this.#spool.path) : Promise.resolve(new Uint8Array(0));
+  }
+
+  release(): void {
+    const spool = this.#spool;
+    this.#spool = undefined;
+    if (spool) {
+      unreleased.unregister(this);
+      if (spool.fd !== undefined) closeSync(spool.fd);
+      rmSync(spool.dir, { recursive: true, force: true });
+    }
+    const onRelease = this.onRelease;
+    this.onRelease = undefined;
+    onRelease?.();
+  }
+
+  #wholeBytes(): Uint8Array {
+    return this.#whole ??= concat(this.#chunks, this.#held);
+  }
+
+  #startSpool(): void {
+    try {
+      // mkdtemp makes the directory 0700; the file is 0600 and must not exist yet.
+      const dir = mkdtempSync(join(this.#spoolDir ?? tmpdir(), "bma-bash-"));
+      this.#spool = { dir, path: join(dir, this.#stream), fd: undefined };
+      unreleased.register(this, dir, this);
+      this.#spool.fd = openSync(this.#spool.path, "wx", 0o600);
+    } catch {
+      // No temp file (the temp dir is not writable, or full): the artifact keeps nothing.
+      this.#maxBytes = 0;
+    }
+    const held = concat(this.#chunks, this.#held);
+    this.#head = held.slice(0, BASH_MEMORY_BYTES / 2);
+    this.#chunks = [];
+    this.#held = 0;
+    this.#text = "";
+    this.keptBytes = 0;
+    this.#checker = new TextDecoder("utf-8", { fatal: true });
+    this.#spoolBytes(held);
+  }
+
+  #spoolBytes(bytes: Uint8Array): void {
+    const room = this.#maxBytes - this.keptBytes;
+    const kept = bytes.byteLength <= room ? bytes : bytes.subarray(0, Math.max(0, room));
+    if (kept.byteLength > 0 && this.#spool?.fd !== undefined) {
+      try {
+        for (let at = 0; at < kept.byteLength;) {
+          at += writeSync(this.#spool.fd, kept, at, kept.byteLength - at);
+        }
+      } catch {
+        // The disk filled up: the artifact is what was written before, and says it was cut.
+        this.#maxBytes = this.keptBytes;
+        closeSync(this.#spool.fd);
+        this.#spool.fd = undefined;
+        return this.#keepTail(bytes);
+      }
+      this.keptBytes += kept.byteLength;
+      if (this.#valid) {
+        try {
+          this.#checker!.decode(kept, { stream: true });
+        } catch {
+          this.#valid = false;
+        }
+      }
+    }
+    this.#keepTail(bytes);
+  }
+
+  /** The tail: the latest chunks, no fewer bytes than half the memory bound. */
+  #keepTail(bytes: Uint8Array): void {
+    this.#chunks.push(bytes);
+    this.#held += bytes.byteLength;
+    while (this.#held - this.#chunks[0].byteLength >= BASH_MEMORY_BYTES / 2) {
+      this.#held -= this.#chunks.shift()!.byteLength;
+    }
+  }
+}
+
+/** The chunks as one array (the chunk itself when there is one). */
+function concat(chunks: readonly Uint8Array[], length: number): Uint8Array {
+  if (chunks.length === 1) return chunks[0];
+  const out = new Uint8Array(length);
+  let at = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return out;
+}
+
+/** `bytes` from its first character start on (a tail cut inside a character). */
+function characterStart(bytes: Uint8Array): Uint8Array {
+  let start = 0;
+  while (start < bytes.length && start < 3 && (bytes[start] & 0xc0) === 0x80) start++;
+  return bytes.subarray(start);
 }
