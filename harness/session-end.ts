@@ -8,6 +8,7 @@
  */
 import { raceSignal, throwIfAborted } from "../protocol/abort.ts";
 import type { Ack } from "../protocol/generated/contract.ts";
+import { UnavailableError } from "../protocol/generated/errors.ts";
 import type { Clock } from "../protocol/clock.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { ToolOutcomeUnknownReason } from "./errors.ts";
@@ -17,6 +18,7 @@ import { CallbackDeadline, type Scheduler } from "./scheduler.ts";
 import { request } from "./send.ts";
 import type { SessionRecords } from "./session-records.ts";
 import { type ExecutorEntry, hasEnded, sessionEnded, type SessionEntry } from "./state.ts";
+import { isPromiseLike, type MaybePromise } from "./store/store.ts";
 import type { ToolCalls } from "./tool-calls.ts";
 
 /** Waiting for `session.ended` beyond the executor's grace period, by default. */
@@ -41,9 +43,25 @@ export interface SessionEndsDeps {
   readonly requestTimeoutMs: number | undefined;
 }
 
+/** A session the executor ended whose end the store has not taken yet. */
+interface UnstoredEnd {
+  readonly session: SessionEntry;
+  /** The write in flight; undefined once it failed (a resent `session.ended` writes again). */
+  written: Promise<boolean> | undefined;
+}
+
+const ENDED: Ack = { ok: true };
+const ENDED_BEFORE: Ack = { ok: true, duplicate: true };
+
 /** Stops and ends the harness's sessions. */
 export class SessionEnds {
   readonly #deps: SessionEndsDeps;
+  /**
+   * Ends reported by `session.ended` whose write is pending or failed, by session id: acknowledged
+   * only once stored (the executor then forgets the session), so a repeat waits for the write,
+   * and a repeat after a failed one writes again. Removed once written.
+   */
+  readonly #unstored = new Map<string, UnstoredEnd>();
   /** The harness's live sessions (an ended one leaves them). */
   readonly #live: Map<string, SessionEntry>;
   readonly #records: SessionRecords;
@@ -54,13 +72,51 @@ export class SessionEnds {
     this.#records = records;
   }
 
-  /** `session.ended` from the executor. */
-  executorEnded(executor: ExecutorEntry, sessionId: string, reason: string | undefined): Ack {
+  /**
+   * `session.ended` from the executor, acknowledged once the store holds the end: acknowledged
+   * before, a harness that stopped (or was fenced) before its write would leave the session live
+   * in the store, and the next holder would end it as `lost`, its reason gone. A store that fails
+   * is -32004 (the executor sends it again).
+   */
+  executorEnded(
+    executor: ExecutorEntry,
+    sessionId: string,
+    reason: string | undefined,
+  ): MaybePromise<Ack> {
+    const unstored = this.#unstored.get(sessionId);
+    if (unstored && unstored.session.executor === executor) {
+      if (unstored.written) {
+        return unstored.written.then((stored) => this.#stored(unstored, stored, ENDED_BEFORE));
+      }
+      return this.#acknowledged(unstored, this.#records.recordEnd(unstored.session));
+    }
     const session = executor.sessions?.get(sessionId);
     // A repeat, or a session the harness no longer knows, ends the executor's retry loop.
-    if (!session || session.state === "ended") return { ok: true, duplicate: true };
-    this.end(session, reason ?? "ended", "session_ended");
-    return { ok: true };
+    if (!session || session.state === "ended") return ENDED_BEFORE;
+    const written = this.end(session, reason ?? "ended", "session_ended");
+    if (written === true) return ENDED;
+    const entry: UnstoredEnd = { session, written: undefined };
+    this.#unstored.set(sessionId, entry);
+    return this.#acknowledged(entry, written);
+  }
+
+  /** The acknowledgement of an end once its write settles. */
+  #acknowledged(entry: UnstoredEnd, written: MaybePromise<boolean>): MaybePromise<Ack> {
+    if (!isPromiseLike(written)) return this.#stored(entry, written, ENDED);
+    const pending = entry.written = Promise.resolve(written);
+    return pending.then((stored) => this.#stored(entry, stored, ENDED));
+  }
+
+  #stored(entry: UnstoredEnd, stored: boolean, ack: Ack): Ack {
+    const id = entry.session.id;
+    if (stored) {
+      if (this.#unstored.get(id) === entry) this.#unstored.delete(id);
+      return ack;
+    }
+    entry.written = undefined;
+    throw new UnavailableError("the session's end could not be stored", {
+      reason: "backend_unavailable",
+    });
   }
 
   /**
@@ -139,8 +195,8 @@ export class SessionEnds {
     reason: string,
     toolReason: ToolOutcomeUnknownReason,
     record: EndRecord = "record",
-  ): void {
-    if (session.state === "ended") return;
+  ): MaybePromise<boolean> {
+    if (session.state === "ended") return true;
     session.state = "ended";
     session.endReason = reason;
     session.log.close();
@@ -156,10 +212,12 @@ export class SessionEnds {
     const executor = session.executor;
     if (executor.sessions?.get(session.id) === session) executor.sessions.delete(session.id);
     if (this.#live.get(session.id) === session) this.#live.delete(session.id);
-    if (record === "record") this.#records.recordEnd(session);
+    let written: MaybePromise<boolean> = true;
+    if (record === "record") written = this.#records.recordEnd(session);
     else if (record === "forget") this.#records.forget([session.id], executor.id);
     this.#records.observeState(session, reason);
     session.settleEnded(reason);
+    return written;
   }
 
   /** A reconnect did not resume these sessions of `executor`: they end (`lost`). */

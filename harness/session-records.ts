@@ -61,9 +61,10 @@ export class SessionRecords {
   }
 
   /** Writes an ended session's record (it is remembered). */
-  recordEnd(session: SessionEntry): void {
+  /** Writes the session's end; resolves whether the store took it (true without a store). */
+  recordEnd(session: SessionEntry): MaybePromise<boolean> {
     const store = this.#deps.store;
-    if (!store) return;
+    if (!store) return true;
     const record: SessionRecord & { executor: StoredRegistration } = {
       id: session.id,
       executorId: session.executor.id,
@@ -74,23 +75,32 @@ export class SessionRecords {
       ...(session.agent ? { agent: true } : {}),
       executor: session.executor.register,
     };
-    this.writeEnded(record, session.endReason!);
+    return this.writeEnded(record, session.endReason!);
   }
 
-  /** Writes `record` as ended with `reason` (the store must be there). */
-  writeEnded(record: SessionRecord, reason: string): void {
+  /**
+   * Writes `record` as ended with `reason` (the store must be there); resolves whether the store
+   * took it (a failure is logged).
+   */
+  writeEnded(record: SessionRecord, reason: string): MaybePromise<boolean> {
     const store = this.#deps.store!;
     const endedAt = record.endedAt ?? this.#deps.clock.now();
     const ended: SessionRecord = { ...record, state: "ended", endReason: reason, endedAt };
     const written = this.safely(() =>
-      store.write([
-        { put: keys.session(ended.id), value: ended },
-        { delete: keys.executorSession(ended.executorId, ended.id) },
-        { put: keys.ended(endedAt, ended.id), value: 1 },
-      ])
+      then(
+        store.write([
+          { put: keys.session(ended.id), value: ended },
+          { delete: keys.executorSession(ended.executorId, ended.id) },
+          { put: keys.ended(endedAt, ended.id), value: 1 },
+        ]),
+        () => true,
+      )
     );
     this.endedCount++;
-    then(written, () => this.#trimEnded());
+    return then(written, (stored) => {
+      void this.#trimEnded();
+      return stored === true;
+    });
   }
 
   /** Forgets the oldest ended sessions beyond `rememberEnded`. */

@@ -187,8 +187,12 @@ export class Sessions implements SessionOps<ExecutorEntry, SessionEntry> {
 
   // ---- stop and the end (session-end.ts) -------------------------------------------------------
 
-  /** `session.ended` from the executor. */
-  executorEnded(executor: ExecutorEntry, sessionId: string, reason: string | undefined): Ack {
+  /** `session.ended` from the executor, acknowledged once its end is stored. */
+  executorEnded(
+    executor: ExecutorEntry,
+    sessionId: string,
+    reason: string | undefined,
+  ): MaybePromise<Ack> {
     return this.#ends.executorEnded(executor, sessionId, reason);
   }
 

@@ -242,4 +242,39 @@ describe("Harness: a repeat of a request whose write is pending", { timeout: 30_
     assert.deepEqual(accepted.get("r-4")?.result, { ok: true, duplicate: true });
     assert.equal(harness.session("ses_ready")?.state, "ready");
   });
+
+  it("session.ended is acknowledged once its end is stored, and a failed write is not", async () => {
+    const { store, raw } = await start("ses_end");
+    store.holding = ["s/"];
+    const ended = (id: string) => ({
+      jsonrpc: "2.0",
+      id,
+      method: "session.ended",
+      params: { session_id: "ses_end", reason: "finished_here" },
+    });
+    raw.sendJson(ended("x-1"));
+    const [write] = await store.heldWrites(1);
+    raw.sendJson(ended("x-2"));
+    await raw.idle();
+    assert.deepEqual(raw.frames, [], "nothing is answered while the write is pending");
+    write.fail();
+    const refused = await responses(raw, 2);
+    for (const id of ["x-1", "x-2"]) {
+      assert.equal(refused.get(id)?.error?.code, -32004, JSON.stringify(refused.get(id)));
+    }
+    assert.notEqual(store.get<{ state: string }>("s/ses_end")?.state, "ended");
+    // The executor sends it again: written this time, then acknowledged, and a repeat after it.
+    raw.sendJson(ended("x-3"));
+    const [, second] = await store.heldWrites(2);
+    raw.sendJson(ended("x-4"));
+    await raw.idle();
+    assert.deepEqual(raw.frames, [], "nothing is answered while the write is pending");
+    second.commit();
+    const accepted = await responses(raw, 2);
+    assert.deepEqual(accepted.get("x-3")?.result, { ok: true });
+    assert.deepEqual(accepted.get("x-4")?.result, { ok: true, duplicate: true });
+    const stored = store.get<{ state: string; endReason?: string }>("s/ses_end");
+    assert.equal(stored?.state, "ended");
+    assert.equal(stored?.endReason, "finished_here");
+  });
 });
