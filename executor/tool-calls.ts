@@ -399,12 +399,17 @@ export class ToolCallRunner {
     });
   }
 
-  /** Frees a call's slot and gives free slots to the calls waiting longest. */
+  /** Frees a call's slot; a call waiting for one takes it. */
   #releaseSlot(call: RunningCall): void {
     if (!call.holdsSlot) return;
     call.holdsSlot = false;
     this.#slotsHeld--;
-    if (this.#admitting) return;
+    // A handler that ends at once frees its slot inside #admitWaiting's loop, which goes on.
+    if (this.#waitingHead !== this.#waiting.length && !this.#admitting) this.#admitWaiting();
+  }
+
+  /** Gives free slots to the calls waiting longest. */
+  #admitWaiting(): void {
     this.#admitting = true;
     try {
       const waiting = this.#waiting;
