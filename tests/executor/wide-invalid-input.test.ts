@@ -1,6 +1,6 @@
 /**
  * A wide invalid tool input is refused with bounded work: a `tool.call` whose `input.env` holds
- * 200,000 numbers (env values are strings) is answered -32602 with the contract's ErrorData
+ * 20,000 numbers (env values are strings) is answered -32602 with the contract's ErrorData
  * (`reason: "invalid_params"`, `field`: a JSON pointer to the first issue), the first issues and
  * their count (`truncated: true`), and the connection goes on. The bound is shown by counting
  * work, not time: the issues zod's parse of tool.call's params holds (it held one per member),
@@ -21,7 +21,7 @@ import { Fixtures } from "../helpers/executor-fixture.ts";
 import { ScriptedHarness } from "../helpers/scripted-harness.ts";
 import { peerWithRawEnd, type RawEnd } from "../helpers/raw.ts";
 
-const WIDTH = 200_000;
+const WIDTH = 20_000;
 
 /** An env of `width` members whose values are numbers, `K0`, `K1`, ... */
 function numericEnv(width: number): Record<string, unknown> {
@@ -57,7 +57,7 @@ describe("the contract's check of a built-in tool's input", { timeout: 60_000 },
   it("collects a bounded number of issues of a wide input, not one per member", () => {
     const parsed = ToolCallParamsSchema.safeParse(bashCall("c1", numericEnv(WIDTH)));
     assert.equal(parsed.success, false);
-    // One more than counted, so that the report can tell there are more (it was 200,000).
+    // One more than counted, so that the report can tell there are more (it was 20,000).
     assert.equal(parsed.error!.issues.length, MAX_COUNTED_ISSUES + 1);
     assert.deepEqual(parsed.error!.issues[0].path, ["input", "env", "K0"]);
     assert.equal(
@@ -170,7 +170,7 @@ describe("ExecutorClient: a wide invalid tool input", { timeout: 60_000 }, () =>
 
   it("refuses a custom tool's wide invalid input building a bounded number of messages", async () => {
     // zod builds an issue's message through the schema's error map: one call per issue reported
-    // from the parse's error (it was one per member, 200,000).
+    // from the parse's error (it was one per member, 20,000).
     let messages = 0;
     const value = z.string({
       error: () => {
