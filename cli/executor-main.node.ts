@@ -60,6 +60,8 @@ Options:
                          mkdir -p), never created
   --name <name>          executor name (default: the host name)
   --max-sessions <n>     sessions held at once
+  --max-running-tool-calls <n>
+                         tool calls running at once (default 256); later ones wait their turn
   --mcp-config <file>    an mcp.json ("mcpServers") of MCP servers for the MCP channel
   --grace-ms <n>         SIGTERM-to-SIGKILL grace for tool processes (default 2000)
   --credential-file <f>  read the credential from file f ("-": standard input); a machine token
@@ -205,6 +207,7 @@ const OPTIONS = argOptions({
     "workdir",
     "name",
     "max-sessions",
+    "max-running-tool-calls",
     "mcp-config",
     "grace-ms",
     "drain-ms",
@@ -353,6 +356,7 @@ async function configure(
       ...credential,
       executor: { name: v.name ?? hostname(), os: platform, arch, version: VERSION },
       maxSessions: positiveInt("max-sessions", v["max-sessions"]),
+      maxRunningToolCalls: positiveInt("max-running-tool-calls", v["max-running-tool-calls"]),
       logger,
     },
     environment,

@@ -266,6 +266,10 @@ describe("bma-executor: refused at start", { timeout: 120_000 }, () => {
         /--max-sessions must be a positive integer/,
       ],
       [
+        [...harness, "--max-running-tool-calls", "0"],
+        /--max-running-tool-calls must be a positive integer/,
+      ],
+      [
         [...harness, "--mcp-config", join(dir, "no-mcp.json")],
         /^bma-executor: cannot read --mcp-config: .*\(see --help\)$/,
       ],
