@@ -25,6 +25,7 @@ import { type Clock, systemClock } from "../../protocol/clock.ts";
 import type { BashInput, BashResult } from "../../protocol/generated/contract.ts";
 import { BASH_OUTPUT, type BashResultOutput, type CapturedOutput } from "../tool-results.ts";
 import { ChildEnvironment, NON_INTERACTIVE_LAYER } from "./child-env.node.ts";
+import { concatBytes } from "../../transport/bytes.ts";
 import { utf8Boundary } from "./output-buffer.ts";
 import { exitCodeOf, ProcessUnit, type SpawnUnitOptions } from "./process-group.node.ts";
 import type { Workdir } from "./workdir.node.ts";
@@ -370,14 +371,7 @@ class StreamCapture implements CapturedOutput {
 
 /** The chunks as one array (the chunk itself when there is one). */
 function concat(chunks: readonly Uint8Array[], length: number): Uint8Array {
-  if (chunks.length === 1) return chunks[0];
-  const out = new Uint8Array(length);
-  let at = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, at);
-    at += chunk.byteLength;
-  }
-  return out;
+  return chunks.length === 1 ? chunks[0] : concatBytes(chunks, length);
 }
 
 /** `bytes` from its first character start on (a tail cut inside a character). */
