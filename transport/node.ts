@@ -10,7 +10,13 @@ import type { Duplex } from "node:stream";
 import { unlink } from "node:fs/promises";
 import { removeStaleSocket } from "./stale-socket.node.ts";
 import { WebSocket, WebSocketServer } from "ws";
-import { DialError, type DialOptions, SocketTransport, type Transport } from "./transport.ts";
+import {
+  CLOSE_WAIT_MS,
+  DialError,
+  type DialOptions,
+  SocketTransport,
+  type Transport,
+} from "./transport.ts";
 import {
   badRequestAnswer,
   DEFAULT_HANDSHAKE_TIMEOUT_MS,
@@ -66,12 +72,14 @@ export function dialWithWs(url: string, options: DialOptions = {}): Promise<Tran
           headers: options.headers,
           maxPayload,
           perMessageDeflate,
+          ...closeTimeout(CLOSE_WAIT_MS),
         });
       } else {
         socket = new WebSocket(url, protocols, {
           headers: options.headers,
           maxPayload,
           perMessageDeflate,
+          ...closeTimeout(CLOSE_WAIT_MS),
         });
       }
     } catch (error) {
@@ -228,6 +236,11 @@ function uncorkLater(transport: WsTransport): void {
   transport.flush();
 }
 
+/** `ws`'s `closeTimeout` option (its default is 30 s), which `@types/ws` does not declare. */
+function closeTimeout(ms: number): Record<never, never> {
+  return { closeTimeout: ms };
+}
+
 /** Drops credentials and query (which may carry tokens) from a URL before it is shown. */
 function redactUrl(url: string): string {
   try {
@@ -263,6 +276,8 @@ export async function serveWebSocket(
   const wss = new WebSocketServer({
     noServer: true,
     maxPayload,
+    // A connection the server closes is dropped if its peer does not answer the close frame.
+    ...closeTimeout(Math.min(CLOSE_WAIT_MS, handshakeMs)),
     handleProtocols: (_offered, req) => chosen.get(req) ?? false,
   });
   const server: Server = createServer({

@@ -31,7 +31,9 @@ export interface ServeWebSocketOptions {
    * (see {@linkcode DEFAULT_HANDSHAKE_TIMEOUT_MS}, the default). Servers built on `node:http`
    * (`transport/node.ts`, on Node, Deno and Bun) honour it; `Bun.serve` closes an incomplete
    * request after about 10 s on its own, and `Deno.serve` offers no hook before a request is
-   * complete (see `transport/bun.ts`, `transport/deno.ts`).
+   * complete (see `transport/bun.ts`, `transport/deno.ts`). The `node:http` servers also drop a
+   * connection they closed whose peer has not answered the close frame within this long (at
+   * most 2 s).
    */
   handshakeTimeoutMs?: number;
   /** Decides on a WebSocket upgrade (authenticate, pick a subprotocol from `protocols`). */

@@ -135,6 +135,13 @@ export function clampCloseReason(reason: string): string {
 }
 
 /**
+ * How long a close this end started waits for the other end's close frame before it drops the
+ * socket: a peer that never answers would otherwise hold the connection (and, on a harness, its
+ * slot among the connections not registered) for as long as the socket library waits (`ws`: 30 s).
+ */
+export const CLOSE_WAIT_MS = 2_000;
+
+/**
  * What every socket adapter's {@linkcode Transport} does alike, written once (`websocket.ts`,
  * `node.ts`, `bun.ts` and `websocket-stream.ts` extend it): the frames that arrive before
  * `listen` are kept for the receiver it names (once), then handed straight to it; `closed`

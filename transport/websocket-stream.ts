@@ -10,6 +10,7 @@
  */
 import {
   ABNORMAL_CLOSURE,
+  CLOSE_WAIT_MS,
   DialError,
   type DialOptions,
   SocketTransport,
@@ -58,8 +59,6 @@ export interface ByteSocketEvents {
 export type ConnectByteSocket = (target: ByteSocketTarget, events: ByteSocketEvents) => void;
 
 const GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
-/** How long a close we started waits for the server's close frame before dropping the socket. */
-const CLOSE_WAIT_MS = 2_000;
 /** The most header bytes a handshake answer may have. */
 const MAX_HANDSHAKE_BYTES = 16 * 1024;
 

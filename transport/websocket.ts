@@ -4,7 +4,13 @@
  * and the `ws` package's sockets on Node. One adapter, so close codes, reasons, subprotocol and
  * the frame limit behave the same on every runtime.
  */
-import { DialError, type DialOptions, SocketTransport, type Transport } from "./transport.ts";
+import {
+  CLOSE_WAIT_MS,
+  DialError,
+  type DialOptions,
+  SocketTransport,
+  type Transport,
+} from "./transport.ts";
 import { exceedsBytes } from "./bytes.ts";
 import { redactUrls } from "../protocol/logger.ts";
 
@@ -62,6 +68,7 @@ class WebSocketTransport extends SocketTransport {
   readonly #protocol: string | undefined;
   readonly #socket: WebSocketLike;
   readonly #maxFrameBytes: number;
+  #closeTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(socket: WebSocketLike, protocol: string | undefined, maxFrameBytes = Infinity) {
     super();
@@ -70,10 +77,10 @@ class WebSocketTransport extends SocketTransport {
     this.#maxFrameBytes = maxFrameBytes;
     if ("binaryType" in socket) socket.binaryType = "arraybuffer";
     socket.addEventListener("message", (event) => this.#onMessage(event.data));
-    socket.addEventListener(
-      "close",
-      (event) => this.finish(event.code || 1005, event.reason ?? ""),
-    );
+    socket.addEventListener("close", (event) => {
+      if (this.#closeTimer !== undefined) clearTimeout(this.#closeTimer);
+      this.finish(event.code || 1005, event.reason ?? "");
+    });
     socket.addEventListener("error", () => {
       // An error is followed by a close event on a conforming socket; a socket that never
       // opened, or dies without one, still ends here.
@@ -103,6 +110,10 @@ class WebSocketTransport extends SocketTransport {
       // A client-side WHATWG socket refuses codes outside 1000/3000-4999: close normally then.
       this.#socket.close(1000, reason);
     }
+    // A WHATWG socket cannot be dropped, and Deno's server end waits for the peer's close frame
+    // without end: a peer that never answers ends the connection here all the same (1006), so
+    // that nothing waits on it, nor counts it among the connections still open.
+    this.#closeTimer ??= setTimeout(() => this.finishAbnormally(), CLOSE_WAIT_MS);
   }
 
   #onMessage(data: unknown): void {
