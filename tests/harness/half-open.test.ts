@@ -39,13 +39,44 @@ function rawSocket(where: Where, first: string, drip?: string): Promise<Socket> 
   });
 }
 
-/** Resolves when the server has closed `socket`. */
+/**
+ * Resolves when the server has closed `socket`. What the server may write first is read and
+ * dropped: a socket left paused with unread bytes need not report the end behind them.
+ */
 function closedByServer(socket: Socket): Promise<void> {
   return new Promise((resolve) => {
     socket.on("error", () => {});
     if (socket.destroyed || socket.readableEnded) resolve();
-    else socket.once("close", () => resolve());
+    else {
+      socket.once("close", () => resolve());
+      socket.resume();
+    }
   });
+}
+
+/**
+ * Resolves when the server has closed every socket of `sockets`; fails after `ms` naming the
+ * kinds of those still open, where an unbounded wait would leave only the runner's timeout.
+ */
+async function allClosedByServer(sockets: [string, Socket][], ms: number): Promise<void> {
+  const open = new Set(sockets.map(([kind], i) => `${kind} #${i}`));
+  const closed = Promise.all(
+    sockets.map(([kind, socket], i) =>
+      closedByServer(socket).then(() => open.delete(`${kind} #${i}`))
+    ),
+  );
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`still open after ${ms} ms: ${[...open].join(", ")}`)),
+      ms,
+    );
+  });
+  try {
+    await Promise.race([closed, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
@@ -105,7 +136,12 @@ for (const unix of [false, true]) {
         rawSocket(where, PARTIAL, "X-Trickle: 1\r\n"),
       ]);
       cleanups.push(() => sockets.forEach((s) => s.destroy()));
-      await Promise.all(sockets.map(closedByServer));
+      const kinds = sockets.map((socket, i): [string, Socket] => [
+        i < 50 ? "partial" : i === 50 ? "silent" : "trickling",
+        socket,
+      ]);
+      // 300 ms each; the bound is for a server that never closes one.
+      await allClosedByServer(kinds, 15_000);
       // The server serves on: the executor registered before, and a new one.
       await serves(executor, "ses_after_half_open");
       const next = await ExecutorPeer.dial(url);
@@ -123,7 +159,7 @@ describe("Bun.serve (harness/bun.ts): half-open upgrades", { timeout: 30_000 }, 
     const executor = await registered(harness, url);
     const sockets = await Promise.all(Array.from({ length: 10 }, () => rawSocket(where, PARTIAL)));
     cleanups.push(() => sockets.forEach((s) => s.destroy()));
-    await Promise.all(sockets.map(closedByServer));
+    await allClosedByServer(sockets.map((socket) => ["partial", socket]), 25_000);
     await serves(executor, "ses_after_bun_half_open");
   });
 });
