@@ -97,6 +97,9 @@ export interface RegisteringConnection extends ExecutorLink {
   close(code: number, reason: string): unknown;
 }
 
+/** What a registration changes of its executor's entry (and record). */
+type RegistrationChange = Pick<ExecutorEntry, "register" | "capabilities" | "epoch">;
+
 /** What the executors need from the harness. */
 export interface ExecutorsDeps {
   readonly clock: Clock;
@@ -201,9 +204,15 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
     const entry = executor!;
     const previous = entry.connection;
     const resumes = params.resume?.executor_id === id;
-    entry.register = registration(params);
-    entry.capabilities = params.capabilities;
-    if (!resumes) entry.epoch++;
+    // What this registration makes of the entry, applied once it is recorded: a known executor
+    // keeps its registration, capabilities and epoch (and its connection works on with them)
+    // if the store refuses the new ones or the new connection closes meanwhile.
+    const next: RegistrationChange = {
+      register: registration(params),
+      capabilities: params.capabilities,
+      epoch: resumes ? entry.epoch : entry.epoch + 1,
+    };
+    if (created) Object.assign(entry, next);
     // A register the store could not record is refused: an executor it made is not kept.
     const forget = (error: unknown): never => {
       if (created && this.byId.get(id) === entry) this.byId.delete(id);
@@ -212,7 +221,7 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
     // Recorded before the answer: a harness started again on the store knows the executor.
     let written: MaybePromise<void>;
     try {
-      written = this.#write(entry, false);
+      written = this.#write(entry, false, next);
     } catch (error) {
       return forget(error);
     }
@@ -223,6 +232,7 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
       // Its connection closed meanwhile: bound, the executor would look connected until its
       // lease ran out. It stays as it was, and its record says so.
       if (connection.peer.isClosed) return this.#closedMeanwhile(entry, created);
+      Object.assign(entry, next);
       connection.bind(entry);
       entry.connection = connection;
       connection.peer.capabilities = params.capabilities;
@@ -299,7 +309,10 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
         this.byId.delete(entry.id);
         this.#forgetInStore(entry.id);
       }
-    } else if (!entry.connection) this.#safely(() => this.#write(entry, true));
+    } else {
+      // The record holds what the registration would have made: written back as it stays.
+      this.#safely(() => this.#write(entry));
+    }
     throw new UnavailableError("the connection closed", { reason: "backend_unavailable" });
   }
 
@@ -570,6 +583,7 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
   #write(
     executor: ExecutorEntry,
     detached: boolean = executor.connection === undefined,
+    change?: RegistrationChange,
   ): MaybePromise<void> {
     const store = this.#deps.store;
     if (!store || executor.gone) return;
@@ -578,9 +592,9 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
     const record: ExecutorRecord = {
       id: executor.id,
       principal: storedPrincipal(executor.principal),
-      register: executor.register,
-      capabilities: executor.capabilities,
-      epoch: executor.epoch,
+      register: change?.register ?? executor.register,
+      capabilities: change?.capabilities ?? executor.capabilities,
+      epoch: change?.epoch ?? executor.epoch,
       draining: executor.draining,
       ...(executor.lease?.expiresAt !== undefined
         ? { leaseExpiresAt: executor.lease.expiresAt }

@@ -17,6 +17,7 @@ import {
   type StoreOp,
 } from "../../node.ts";
 import { CapturingLogger } from "../helpers/raw.ts";
+import { ExecutorPeer, registerParams } from "../helpers/executor-peer.ts";
 
 /** A memory store whose writes throw what SQLite throws on a read-only database, while told. */
 class FailingStore implements HarnessStore {
@@ -88,5 +89,51 @@ describe("Harness: a store that cannot write", { timeout: 30_000 }, () => {
     const recovered = logger.records.find((r) => r.message.includes("succeed again"));
     assert.ok(recovered, JSON.stringify(logger.records));
     assert.ok(Number(recovered.fields?.failed) >= 1);
+  });
+
+  it("a registration the store refuses leaves a known executor as it was, on its connection", async () => {
+    const store = new FailingStore();
+    store.failing = false;
+    const own = new Harness({ insecureNoAuth: true, store, logger: new CapturingLogger() });
+    const ownServer = await own.serve({ hostname: "127.0.0.1", port: 0 });
+    const peers: ExecutorPeer[] = [];
+    try {
+      const first = await ExecutorPeer.dial(ownServer.url);
+      peers.push(first);
+      const { executor_id } = await first.start();
+      const executor = own.executor(executor_id)!;
+      // The same executor registers again on a second connection, with another capability,
+      // while the store cannot write: refused, and nothing of it is kept.
+      const second = await ExecutorPeer.dial(ownServer.url);
+      peers.push(second);
+      store.failing = true;
+      const wider = registerParams({
+        capabilities: { tools: ["bash", "read"], shell: { enabled: true }, process: true },
+        resume: { executor_id, active_sessions: [] },
+      });
+      await assert.rejects(
+        second.start(wider),
+        (error: { code?: number }) => error.code === -32004,
+      );
+      store.failing = false;
+      assert.deepEqual(executor.capabilities.tools, ["bash"]);
+      // Its first connection serves on.
+      const session = await executor.assignSession({ session_id: "ses_kept" });
+      const call = session.tools.bash.call({ command: "true" });
+      await first.completeBash(await first.nextToolCall(), "served");
+      assert.equal((await call).structured_content?.stdout, "served");
+      // And the store keeps what it is: a harness started again on it knows the first one.
+      await own.close();
+      const again = new Harness({ insecureNoAuth: true, store, logger: new CapturingLogger() });
+      try {
+        assert.deepEqual(again.executor(executor_id)?.capabilities.tools, ["bash"]);
+      } finally {
+        await again.close();
+      }
+    } finally {
+      for (const peer of peers) await peer.close();
+      await own.close();
+      await ownServer.close();
+    }
   });
 });
