@@ -36,6 +36,7 @@ import { SDK_VERSION as VERSION } from "../executor/version.ts";
 import { concatBytes } from "../transport/bytes.ts";
 import { NotAHarnessError } from "../executor/errors.ts";
 import { executorOptions, type Runtime } from "../runtime/runtime.ts";
+import { outliveOutputReaders } from "./output-streams.node.ts";
 
 const USAGE =
   `bma-executor ${VERSION} — an executor of the BMA Executor Protocol (bma.executor.v1.1)
@@ -373,6 +374,7 @@ async function configure(
 type SignalHandler = (signal: "SIGTERM" | "SIGINT") => void;
 
 async function main(runtime: Runtime): Promise<number> {
+  outliveOutputReaders();
   // From the very start: a signal while the options (or a credential on stdin) are read ends the
   // process cleanly too.
   let onSignal: SignalHandler = () => {

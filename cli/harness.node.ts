@@ -38,6 +38,7 @@ import { Cli } from "./harness-commands.node.ts";
 import { Input, note, writeOut } from "./harness-stdio.node.ts";
 import { USAGE } from "./harness-usage.ts";
 import { serveMain } from "./harness-serve.node.ts";
+import { outliveOutputReaders } from "./output-streams.node.ts";
 
 const OPTIONS = argOptions({
   values: ["host", "port", "unix", "heartbeat-ms", "ui-port"],
@@ -195,6 +196,7 @@ function digits(value: string): number {
   return /^\d+$/.test(value) ? Number(value) : NaN;
 }
 
+outliveOutputReaders();
 const entry = process.argv[2] === "serve"
   ? serveMain(process.argv.slice(3), {
     env: process.env,
