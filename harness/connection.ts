@@ -19,7 +19,12 @@ import type {
   ExecutorRegisterResult,
   ProtocolVersion,
 } from "../protocol/generated/contract.ts";
-import { CloseCode, ConflictError, ForbiddenError } from "../protocol/generated/errors.ts";
+import {
+  CloseCode,
+  ConflictError,
+  ErrorCode,
+  ForbiddenError,
+} from "../protocol/generated/errors.ts";
 import type { ExecutorEntry } from "./state.ts";
 import { type Authenticate, expiryOf, type Principal, samePrincipal } from "./principal.ts";
 import { Deadline, type Scheduler } from "./scheduler.ts";
@@ -287,25 +292,35 @@ export class ExecutorConnection extends Deadline {
   // ---- what the executor sends (called from the harness's handler table) ---------------------
 
   /** Register-first admission: refuses what comes before a successful `executor.register`. */
-  admit(
-    method: string,
-    kind: "request" | "notification",
-    reply: ReplyHooks | undefined,
-  ): ProtocolError | undefined {
+  admit(method: string): ProtocolError | undefined {
     if (this.#state === "registered") {
       return method === "executor.register"
         ? new ConflictError("already registered", { reason: "already_registered" })
         : undefined;
     }
     if (method === "executor.register") return undefined;
-    if (kind === "request" && ++this.#refused > this.#host.maxUnregisteredRequests) {
-      // Repeated frames before executor.register: a policy violation, not a slow start.
-      reply?.afterReply(() =>
+    return new ForbiddenError("not registered", { reason: "not_registered" });
+  }
+
+  /**
+   * A refusal its peer made (answered or dropped: `not_registered`, an unknown method, a frame
+   * that is not JSON-RPC, a register refused as invalid). Before the connection registers, each
+   * counts: beyond `maxUnregisteredRequests` it is closed with 1008, where frames that earn only
+   * a refusal could otherwise keep the harness busy until the register deadline. A register
+   * refused for the harness's own state (-32004, -32009) is not held against it: the executor
+   * may try again.
+   */
+  refused(code: number): void {
+    if (this.#state !== "unregistered") return;
+    if (code === ErrorCode.UNAVAILABLE || code === ErrorCode.RESOURCE_EXHAUSTED) return;
+    if (++this.#refused === this.#host.maxUnregisteredRequests + 1) {
+      // Repeated frames before executor.register: a policy violation, not a slow start. Closed
+      // once the refusal is on its way.
+      queueMicrotask(() =>
         this.peer.close(CloseCode.POLICY_VIOLATION, "requests before executor.register")
       );
     }
-    if (kind === "request") this.#host.changed?.(this);
-    return new ForbiddenError("not registered", { reason: "not_registered" });
+    this.#host.changed?.(this);
   }
 
   /** The bound executor (admission lets only registered connections through). */

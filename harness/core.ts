@@ -548,7 +548,8 @@ export class HarnessCore {
     const { executors, sessions, calls, logger } = this;
     const changed = this.#host.changed;
     const table = new PeerHandlers<ExecutorConnection>();
-    table.admit = (connection, method, kind, reply) => connection.admit(method, kind, reply);
+    table.admit = (connection, method) => connection.admit(method);
+    table.refused = (connection, code) => connection.refused(code);
 
     table.onRequest(
       "executor.register",

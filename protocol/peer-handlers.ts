@@ -32,6 +32,12 @@ export class PeerHandlers<O> implements HandlerTable {
       reply?: ReplyHooks,
     ) => ProtocolError | undefined)
     | undefined;
+  /**
+   * Optional: told of each refusal a peer makes, after it is sent: an error answered (its code),
+   * or a notification or response dropped as invalid (-32600, or the code it would have had).
+   * A server counts what a connection that has not registered sends it for nothing.
+   */
+  refused: ((owner: O, code: number) => void) | undefined;
   readonly #requests = new Map<string, AnyRequestHandler>();
   readonly #notifications = new Map<string, AnyNotificationHandler>();
 

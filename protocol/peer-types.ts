@@ -189,6 +189,8 @@ export interface HandlerTable {
       reply?: ReplyHooks,
     ) => ProtocolError | undefined)
     | undefined;
+  /** Told of each refusal a peer makes (see {@linkcode PeerHandlers.refused}). */
+  readonly refused: ((owner: never, code: number) => void) | undefined;
   /** The handler of a request method; it is called with the peer's owner as third argument. */
   request(
     method: string,

@@ -410,6 +410,7 @@ export class Peer {
     if (m && !("method" in m) && ("result" in m || "error" in m)) {
       const method = id === null ? undefined : this.#requests?.method(id);
       this.#logger.warn("response nested too deep refused", { id, limit });
+      this.#refused(ErrorCode.INVALID_REQUEST);
       if (method !== undefined) {
         this.#requests!.settle(
           id!,
@@ -423,6 +424,7 @@ export class Peer {
     }
     if (m && typeof m.method === "string" && !("id" in m)) {
       this.#logger.warn("notification nested too deep dropped", { method: m.method, limit });
+      this.#refused(ErrorCode.INVALID_REQUEST);
       return;
     }
     this.#logger.warn("frame nested too deep refused", { id, limit });
@@ -636,12 +638,20 @@ export class Peer {
 
   #dropNotification(method: string, code: number): undefined {
     this.#logger.warn("notification rejected", { method, code });
+    this.#refused(code);
     return undefined;
   }
 
   #dropResponse(m: Record<string, unknown>, why: string): undefined {
     this.#logger.warn("malformed response dropped", { id: isJsonRpcId(m.id) ? m.id : null, why });
+    this.#refused(ErrorCode.INVALID_REQUEST);
     return undefined;
+  }
+
+  /** Tells the shared table of a refusal (see {@linkcode PeerHandlers.refused}). */
+  #refused(code: number): void {
+    const refused = this.#shared?.refused;
+    if (refused !== undefined) refused(this.#owner, code);
   }
 
   #receiveResponse(m: Record<string, unknown>): void {
@@ -650,6 +660,7 @@ export class Peer {
       if (id === null && isErrorObject(m.error)) {
         // The peer could not read one of our frames (it had no id to answer to).
         this.#logger.warn("peer reported an error without an id", { code: m.error.code });
+        this.#refused(ErrorCode.INVALID_REQUEST);
       } else this.#dropResponse(m, "response id is not a string or a number");
       return;
     }
@@ -657,7 +668,10 @@ export class Peer {
     if (!requests?.has(id)) {
       if (requests?.abandoned(id)) {
         this.#logger.debug("late response to an abandoned request", { id });
-      } else this.#logger.warn("response to an unknown request id ignored", { id });
+      } else {
+        this.#logger.warn("response to an unknown request id ignored", { id });
+        this.#refused(ErrorCode.INVALID_REQUEST);
+      }
       return;
     }
     if ("error" in m) {
@@ -676,6 +690,11 @@ export class Peer {
   }
 
   #send(response: JsonRpcResponse): void {
+    this.#sendResponse(response);
+    if ("error" in response) this.#refused(response.error.code);
+  }
+
+  #sendResponse(response: JsonRpcResponse): void {
     if (this.#direct) {
       this.#deliver(response);
       return;

@@ -185,6 +185,18 @@ describe("Harness: bad input", { timeout: 20_000 }, () => {
     assert.equal((await raw.transport.closed).code, 1008);
   });
 
+  it("closes with 1008 after repeated frames of any kind that earn only a refusal before register", async () => {
+    const raw = await RawSocket.dial(server.url);
+    // Each answered with its error, or dropped: all count toward the same bound as requests.
+    assert.equal((await raw.request("{not json")).error.code, -32700);
+    raw.send(JSON.stringify({ jsonrpc: "2.0", id: 77, result: {} }));
+    raw.send(JSON.stringify({ jsonrpc: "2.0", method: "no.such.notification" }));
+    assert.equal((await raw.request(register(3, { protocol: 11 }))).error.code, -32602);
+    assert.equal(raw.transport.closeInfo, undefined, "four refusals: still open");
+    raw.send(JSON.stringify({ jsonrpc: "2.0", id: 4, method: "no.such" }));
+    assert.equal((await raw.transport.closed).code, 1008);
+  });
+
   it("closes with 1009 on a frame over the size limit", async () => {
     const raw = await RawSocket.dial(server.url);
     await raw.request(register(1, registerParams()));
