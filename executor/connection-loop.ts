@@ -322,9 +322,22 @@ export class ConnectionLoop<C extends Connection> {
       : Math.max(interval, MIN_CONNECT_TIMEOUT_MS);
   }
 
-  /** The backoff delay before retry number `attempt`. */
+  /**
+   * The backoff delay before retry number `attempt`: once registered, at most the harness's
+   * heartbeat interval. The harness keeps the executor's sessions and pending calls for its lease
+   * (two intervals, from its own start when it is the harness that restarted): a wait longer
+   * than an interval could let the lease run out between two attempts, though the harness was
+   * back in time.
+   */
   #delay(attempt: number): number {
-    return backoffDelay(this.#options.backoff, attempt, this.#options.random);
+    const policy = this.#options.backoff;
+    const interval = this.#heartbeatIntervalMs;
+    // The interval caps the delay as the policy's own cap does: before the jitter, which keeps
+    // executors cut off together from coming back together.
+    const capped = interval === undefined || (policy.maxDelayMs ?? Infinity) <= interval
+      ? policy
+      : { ...policy, maxDelayMs: interval };
+    return backoffDelay(capped, attempt, this.#options.random);
   }
 
   /** Waits `delay` ms; false when halted meanwhile. */

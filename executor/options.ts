@@ -154,7 +154,11 @@ export interface ExecutorClientOptions {
    * preview).
    */
   socketFetch?: SocketFetch;
-  /** Reconnect backoff. Default 250 ms doubling to 30 s, jitter 0.5. */
+  /**
+   * Reconnect backoff. Default 250 ms doubling to 30 s, jitter 0.5. Once registered, no wait is
+   * longer than the harness's heartbeat interval (the lease that keeps the executor's sessions
+   * is two), whatever the cap here.
+   */
   reconnect?: BackoffPolicy;
   /** Backoff of retried deliveries (`tool.result`, `session.ended`, events). Default 250 ms to 10 s. */
   retry?: BackoffPolicy;

@@ -161,6 +161,35 @@ describe("ExecutorClient: reconnect", { timeout: 30_000 }, () => {
     assert.equal(harness.tokensIssued, 7, "a fresh token for every attempt");
   });
 
+  it("once registered, waits at most the harness's heartbeat interval between attempts (its lease is two)", async () => {
+    const clock = new ManualClock();
+    const harness = await ScriptedHarness.start({ clock, heartbeatIntervalMs: 1000 });
+    scripted.push(harness);
+    const { client } = fx.client(harness, {
+      clock,
+      random: () => 0.5,
+      reconnect: { initialDelayMs: 250, multiplier: 2, maxDelayMs: 30_000, jitter: 0.5 },
+    });
+    await client.start();
+    // The harness goes away (its upgrades refused): after the close and each failed attempt,
+    // 75% of 250, 250, 500, 1000, then of 1000 again, not of 2000 and 4000 (the interval caps
+    // the backoff before its jitter, as the policy's own cap does).
+    harness.refuseUpgrade = 503;
+    harness.last.peer.close(1001, "going away");
+    for (const [attempt, delay] of [[1, 188], [2, 188], [3, 375], [4, 750], [5, 750], [6, 750]]) {
+      await until(() => client.state === "waiting" && harness.tokensIssued === attempt);
+      await clock.advance(delay - 1);
+      assert.equal(harness.tokensIssued, attempt, `no attempt ${attempt + 1} before ${delay} ms`);
+      await clock.advance(1);
+      await until(() => harness.tokensIssued === attempt + 1, `attempt ${attempt + 1}`);
+    }
+    await until(() => client.state === "waiting" && harness.tokensIssued === 7);
+    harness.refuseUpgrade = undefined;
+    await clock.advance(750);
+    await until(() => client.state === "connected", "back within the lease");
+    assert.equal(harness.connections.length, 2);
+  });
+
   it("keeps a pending tool call across a cut within the lease: the call completes once", async () => {
     const { harness, server } = await fx.harness();
     const proxy = await ChaosProxy.start(server.url);
