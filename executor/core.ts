@@ -7,6 +7,7 @@
  * is made, so nothing reaches back up into the face.
  */
 import { type Clock, systemClock } from "../protocol/clock.ts";
+import { echoed } from "../protocol/issues.ts";
 import type {
   Capabilities,
   HarnessNotificationMethod,
@@ -331,9 +332,9 @@ export class ExecutorCore {
     }
     for (const tool of params.tools ?? []) {
       if (!this.registry.servedTool(tool)) {
-        throw new CapabilityMissingError(`tool ${tool} is not served`, {
+        throw new CapabilityMissingError(`tool ${echoed(tool)} is not served`, {
           reason: "capability_missing",
-          capability: `tool:${tool}`,
+          capability: `tool:${echoed(tool)}`,
         });
       }
     }

@@ -24,6 +24,7 @@ import { ConnectionClosedError } from "../protocol/errors.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { ReplyHooks } from "../protocol/peer.ts";
 import { RecentIds } from "../protocol/bounded-set.ts";
+import { echoed } from "../protocol/issues.ts";
 import type { Telemetry, TracedSpan } from "../protocol/telemetry.ts";
 import { type TraceContext, traceContext } from "../protocol/trace-context.ts";
 import type { ArtifactUpload } from "./artifacts.ts";
@@ -302,9 +303,9 @@ export class ToolCallRunner {
     if (!served) {
       throw this.#refused(
         params,
-        new CapabilityMissingError(`tool ${params.tool} is not served`, {
+        new CapabilityMissingError(`tool ${echoed(params.tool)} is not served`, {
           reason: "capability_missing",
-          capability: `tool:${params.tool}`,
+          capability: `tool:${echoed(params.tool)}`,
         }),
       );
     }

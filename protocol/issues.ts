@@ -17,6 +17,18 @@ export const MAX_REPORTED_ISSUES = 10;
 /** Issues after which a refused value is not looked at further (`data.truncated`). */
 export const MAX_COUNTED_ISSUES = 100;
 
+/** The most characters of a peer's own string that a refusal (or a log line) repeats. */
+export const MAX_ECHOED_CHARS = 200;
+
+/**
+ * `text` (a method or tool name the peer sent) as a refusal repeats it: its first
+ * {@linkcode MAX_ECHOED_CHARS} characters, then `…` when there were more. A name of megabytes
+ * would otherwise come back as large, or larger, in the answer.
+ */
+export function echoed(text: string): string {
+  return text.length <= MAX_ECHOED_CHARS ? text : `${text.slice(0, MAX_ECHOED_CHARS)}…`;
+}
+
 /** One issue as sent in `data.issues` of a -32602 answer. */
 export interface ValidationIssue {
   /** Where in the params: member names and array indexes. */

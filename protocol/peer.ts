@@ -24,6 +24,7 @@ import { dropUnread, PeerHolder } from "./peer-backlog.ts";
 import { hasCapability } from "./capabilities.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { checked, Refused, requireSpec } from "./contract-check.ts";
+import { echoed } from "./issues.ts";
 import {
   CapabilityNotAdvertisedError,
   ConnectionClosedError,
@@ -423,7 +424,10 @@ export class Peer {
       return;
     }
     if (m && typeof m.method === "string" && !("id" in m)) {
-      this.#logger.warn("notification nested too deep dropped", { method: m.method, limit });
+      this.#logger.warn("notification nested too deep dropped", {
+        method: echoed(m.method),
+        limit,
+      });
       this.#refused(ErrorCode.INVALID_REQUEST);
       return;
     }
@@ -467,7 +471,9 @@ export class Peer {
       // A notification-kind method sent with an id names no request method (the contract's
       // MethodNotFound); a request sent without an id is a notification, never answered.
       return kind === "request"
-        ? new ProtocolError(ErrorCode.METHOD_NOT_FOUND, "method not found", { method })
+        ? new ProtocolError(ErrorCode.METHOD_NOT_FOUND, "method not found", {
+          method: echoed(method),
+        })
         : new ProtocolError(ErrorCode.INVALID_REQUEST, `invalid request: ${method} is a request`);
     }
     const served = this.#serves(method, kind);
@@ -483,7 +489,9 @@ export class Peer {
           capability: spec.capability,
         });
       }
-      return new ProtocolError(ErrorCode.METHOD_NOT_FOUND, "method not found", { method });
+      return new ProtocolError(ErrorCode.METHOD_NOT_FOUND, "method not found", {
+        method: echoed(method),
+      });
     }
     if (spec.since !== V1 && this.protocol === V1) {
       return new ProtocolError(ErrorCode.METHOD_NOT_FOUND, "method not found", {
@@ -619,6 +627,7 @@ export class Peer {
         code: ErrorCode.INVALID_PARAMS,
         issues: data.issues,
       });
+      this.#refused(ErrorCode.INVALID_PARAMS);
       return undefined;
     }
     const failed = (error: unknown) => {
@@ -637,7 +646,7 @@ export class Peer {
   }
 
   #dropNotification(method: string, code: number): undefined {
-    this.#logger.warn("notification rejected", { method, code });
+    this.#logger.warn("notification rejected", { method: echoed(method), code });
     this.#refused(code);
     return undefined;
   }

@@ -16,7 +16,11 @@ import * as z from "zod";
 import { type ExecutorClient, InvalidParamsError } from "../../executor/node.ts";
 import { type ToolCallParams, ToolCallParamsSchema } from "../../protocol/mod.ts";
 import type { Peer } from "../../mod.ts";
-import { MAX_COUNTED_ISSUES, MAX_REPORTED_ISSUES } from "../../protocol/issues.ts";
+import {
+  MAX_COUNTED_ISSUES,
+  MAX_ECHOED_CHARS,
+  MAX_REPORTED_ISSUES,
+} from "../../protocol/issues.ts";
 import { Fixtures } from "../helpers/executor-fixture.ts";
 import { ScriptedHarness } from "../helpers/scripted-harness.ts";
 import { peerWithRawEnd, type RawEnd } from "../helpers/raw.ts";
@@ -166,6 +170,21 @@ describe("ExecutorClient: a wide invalid tool input", { timeout: 60_000 }, () =>
     assert.equal(result.params.tool_call_id, "c2");
     assert.equal(result.params.outcome, "completed");
     assert.equal(ran, 1);
+  });
+
+  it("refuses a tool it does not serve repeating at most 200 characters of a long name", async () => {
+    const { peer } = await scriptedSession((c) => c.tools.bash.handle(() => "done"));
+    const name = "t".repeat(1_000_000);
+    const refused = await peer.call("tool.call", {
+      session_id: "ses_1",
+      tool_call_id: "c_long",
+      tool: name,
+      input: {},
+    }).then(() => undefined, (e) => e);
+    assert.equal(refused?.code, -32012, String(refused));
+    assert.equal(refused.data.reason, "capability_missing");
+    assert.equal(refused.data.capability, `tool:${"t".repeat(MAX_ECHOED_CHARS)}…`);
+    assert.ok(refused.message.length < 2 * MAX_ECHOED_CHARS, `${refused.message.length} chars`);
   });
 
   it("refuses a custom tool's wide invalid input building a bounded number of messages", async () => {
