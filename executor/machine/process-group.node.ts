@@ -48,6 +48,17 @@ export class SpawnError extends Error {
 }
 
 const POSIX = process.platform !== "win32";
+
+/** What of a program's start holds a NUL byte (no C string can), or undefined. */
+function withNulByte(argv: readonly string[], options: SpawnUnitOptions): string | undefined {
+  const index = argv.findIndex((arg) => arg.includes("\0"));
+  if (index >= 0) return index === 0 ? "the program's name" : `argument ${index}`;
+  for (const [name, value] of Object.entries(options.env)) {
+    if (name.includes("\0") || value?.includes("\0")) return "an environment variable";
+  }
+  if (options.cwd?.includes("\0")) return "the working directory";
+  return undefined;
+}
 /** First pause between checks for survivors; doubles up to {@linkcode MAX_POLL_MS}. */
 const FIRST_POLL_MS = 5;
 const MAX_POLL_MS = 50;
@@ -89,6 +100,9 @@ export class ProcessUnit {
    * {@linkcode SpawnError} when it cannot start.
    */
   static async spawn(argv: readonly string[], options: SpawnUnitOptions): Promise<ProcessUnit> {
+    const nul = withNulByte(argv, options);
+    // Node refuses such a string with its own TypeError, thrown: a spawn failure like any other.
+    if (nul) throw new SpawnError(`cannot start the program: ${nul} contains a NUL byte`);
     const cgroup = options.cgroup;
     // Through the cgroup wrapper the shell starts whatever it is given: check first that the
     // program exists, so that a typo is a spawn failure as it is without the wrapper.

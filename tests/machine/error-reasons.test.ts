@@ -85,6 +85,27 @@ describe("the machine's errors are the contract's", { timeout: 60_000 }, () => {
     }
   });
 
+  it("process.start with a NUL byte in an argument or the environment is -32002 spawn_failed, and bash says so", async () => {
+    const { executor, session } = await startMachine(fx);
+    const sid = session.id;
+    for (
+      const params of [
+        { argv: ["echo", "a\u0000b"] },
+        { argv: ["echo", "ok"], env: { NAME: "a\u0000b" } },
+      ]
+    ) {
+      assertListed(
+        "process.start",
+        await failure(executor.request("process.start", { session_id: sid, ...params })),
+        -32002,
+        "spawn_failed",
+      );
+    }
+    const result = await session.tools.bash.call({ command: "echo a\u0000b" });
+    assert.equal(result.outcome, "failed");
+    assert.match(String(result.error?.message), /cannot start the program: .* NUL byte/);
+  });
+
   it("process.write after eof is -32002 stdin_closed; terminal.input after exit is terminal_closed", async () => {
     const { executor, session } = await startMachine(fx, { machine: { pty } });
     const sid = session.id;
