@@ -699,27 +699,24 @@ export class Peer {
   }
 
   #send(response: JsonRpcResponse): void {
-    this.#sendResponse(response);
-    if ("error" in response) this.#refused(response.error.code);
-  }
-
-  #sendResponse(response: JsonRpcResponse): void {
-    if (this.#direct) {
-      this.#deliver(response);
-      return;
+    if (this.#direct) this.#deliver(response);
+    else {
+      let text = JSON.stringify(response);
+      if (exceedsBytes(text, this.#maxFrameBytes)) {
+        this.#logger.error("response over the frame size limit replaced by an error", {
+          id: response.id,
+        });
+        text = JSON.stringify(
+          failure(response.id, ErrorCode.INTERNAL_ERROR, "internal error", {
+            reason: "result_too_large",
+          }),
+        );
+      }
+      this.#sendText(text);
     }
-    let text = JSON.stringify(response);
-    if (exceedsBytes(text, this.#maxFrameBytes)) {
-      this.#logger.error("response over the frame size limit replaced by an error", {
-        id: response.id,
-      });
-      text = JSON.stringify(
-        failure(response.id, ErrorCode.INTERNAL_ERROR, "internal error", {
-          reason: "result_too_large",
-        }),
-      );
-    }
-    this.#sendText(text);
+    // Told once it is on its way: a server may close the connection for it.
+    const error = (response as { error?: { code: number } }).error;
+    if (error !== undefined) this.#refused(error.code);
   }
 
   #sendText(text: string): void {
