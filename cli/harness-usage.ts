@@ -16,6 +16,8 @@ which hold the commands after them until they are done. A line is split into wor
 splits it ('a b', "a b", a\\ b; nothing is expanded): attach ses_1 sh -c 'echo hi; exit 7'. The
 JSON of call and the command of bash are the rest of the line, as typed.
 
+As a service, with a store, authentication and standbys: bma-harness serve (serve --help).
+
 Executors and sessions:
   executors                          the executors the harness holds
   sessions                           the live sessions

@@ -179,7 +179,7 @@ export function readServeConfig(
   const str = (flag: Flag) => {
     const value = setting(flag);
     if (value === undefined) return undefined;
-    if (typeof value !== "string") throw new ServeConfigError(`--${flag} takes a value`);
+    if (typeof value !== "string") throw new ServeConfigError(`${origin(flag)} takes a value`);
     return value;
   };
   const bool = (flag: Flag) => {
@@ -187,16 +187,18 @@ export function readServeConfig(
     if (value === undefined || typeof value === "boolean") return value === true;
     if (value === "true" || value === "1") return true;
     if (value === "false" || value === "0" || value === "") return false;
-    throw new ServeConfigError(`--${flag} is true or false, not ${shownValue(value)}`);
+    throw new ServeConfigError(`${origin(flag)} is true or false, not ${shownValue(value)}`);
   };
 
   const host = str("host") ?? "127.0.0.1";
-  const port = integer("port", str("port") ?? "7700", 0, 65535);
+  const port = integer(origin("port"), str("port") ?? "7700", 0, 65535);
   const uiPortText = str("ui-port");
-  const uiPort = integer("ui-port", uiPortText ?? "0", 0, 65535);
+  const uiPort = integer(origin("ui-port"), uiPortText ?? "0", 0, 65535);
   const logFormat = str("log-format") ?? "text";
   if (logFormat !== "text" && logFormat !== "json") {
-    throw new ServeConfigError(`--log-format is text or json, not ${shownValue(logFormat)}`);
+    throw new ServeConfigError(
+      `${origin("log-format")} is text or json, not ${shownValue(logFormat)}`,
+    );
   }
   const renew = str("store-renew-ms");
   const outEnv: Record<string, string> = {};
@@ -244,9 +246,11 @@ export function readServeConfig(
     standby,
     takeover,
     logFormat,
-    shutdownGraceMs: duration("shutdown-grace", str("shutdown-grace")) ??
+    shutdownGraceMs: duration(origin("shutdown-grace"), str("shutdown-grace")) ??
       DEFAULT_SHUTDOWN_GRACE_MS,
-    storeRenewMs: renew === undefined ? undefined : integer("store-renew-ms", renew, 1, 3_600_000),
+    storeRenewMs: renew === undefined
+      ? undefined
+      : integer(origin("store-renew-ms"), renew, 1, 3_600_000),
     ui: bool("ui") || uiPortText !== undefined,
     uiPort,
     env: outEnv,
@@ -374,23 +378,24 @@ function text(value: string | boolean | undefined): string | undefined {
   return typeof value === "string" ? value : undefined;
 }
 
-function integer(flag: string, value: string, min: number, max: number): number {
+/** `value` as a whole number from `min` to `max`; `what` names where it came from. */
+function integer(what: string, value: string, min: number, max: number): number {
   const n = Number(value);
   if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < min || n > max) {
     throw new ServeConfigError(
-      `--${flag} takes a whole number ${min}-${max}, not ${shownValue(value)}`,
+      `${what} takes a whole number ${min}-${max}, not ${shownValue(value)}`,
     );
   }
   return n;
 }
 
 /** `30`, `30s`, `500ms`, `2m` as milliseconds. */
-function duration(flag: string, value: string | undefined): number | undefined {
+function duration(what: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   const match = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(value.trim());
   if (!match) {
     throw new ServeConfigError(
-      `--${flag} takes a duration (30s, 500ms, 2m), not ${shownValue(value)}`,
+      `${what} takes a duration (30s, 500ms, 2m), not ${shownValue(value)}`,
     );
   }
   const n = Number(match[1]);

@@ -108,6 +108,8 @@ export function harnessOptionsFromVariables(env: HarnessEnv): HarnessVariableOpt
   if (env.BMA_CONNECT_URL && !isConnectUrl(env.BMA_CONNECT_URL)) {
     throw new HarnessVariableError("BMA_CONNECT_URL", "is not a ws:// or wss:// URL");
   }
+  // Read whether or not a secret makes them used: malformed, they are refused either way.
+  const credentials = parseCredentials(env.BMA_CREDENTIALS);
   return {
     maxFrameBytes: maxFrameBytes ?? 1024 * 1024,
     ...(heartbeatIntervalMs ? { heartbeatIntervalMs } : {}),
@@ -121,7 +123,7 @@ export function harnessOptionsFromVariables(env: HarnessEnv): HarnessVariableOpt
       ? {
         tokens: {
           secret,
-          credentials: parseCredentials(env.BMA_CREDENTIALS),
+          credentials,
           ...(env.BMA_TOKEN_ISSUER ? { issuer: env.BMA_TOKEN_ISSUER } : {}),
           ...(env.BMA_CONNECT_URL ? { connectUrl: env.BMA_CONNECT_URL } : {}),
           ...(ttlSeconds ? { ttlSeconds } : {}),

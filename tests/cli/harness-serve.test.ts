@@ -138,6 +138,11 @@ describe("bma-harness serve", { timeout: 240_000 }, () => {
         [["--log-format", "xml"], {}, /--log-format is text or json/],
         [["--bogus"], {}, /bogus/],
         [[], { BMA_HARNESS_STORE: "redis://x" }, /--store takes/],
+        // A value from the environment is named as the variable it came from.
+        [[], { BMA_HARNESS_PORT: "abc" }, /^bma-harness serve: BMA_HARNESS_PORT takes a whole number/],
+        [[], { BMA_HARNESS_STANDBY: "maybe" }, /BMA_HARNESS_STANDBY is true or false/],
+        // Malformed credentials are refused with no JWT secret to use them, too.
+        [[], { BMA_CREDENTIALS: "not json" }, /BMA_CREDENTIALS is /],
       ];
       // Side by side: each is a process start, and they are independent.
       const runs = await Promise.all(cases.map(([args, env]) =>
@@ -145,7 +150,11 @@ describe("bma-harness serve", { timeout: 240_000 }, () => {
           // A flag is given once: --port 0 unless the case gives its own.
           spawnTs(
             HARNESS,
-            ["serve", ...(args.includes("--port") ? [] : ["--port", "0"]), ...args],
+            [
+              "serve",
+              ...(args.includes("--port") || env.BMA_HARNESS_PORT ? [] : ["--port", "0"]),
+              ...args,
+            ],
             {
               env: { PATH: process.env.PATH ?? "", HOME: dir, ...env },
             },
