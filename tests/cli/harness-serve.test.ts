@@ -139,7 +139,11 @@ describe("bma-harness serve", { timeout: 240_000 }, () => {
         [["--bogus"], {}, /bogus/],
         [[], { BMA_HARNESS_STORE: "redis://x" }, /--store takes/],
         // A value from the environment is named as the variable it came from.
-        [[], { BMA_HARNESS_PORT: "abc" }, /^bma-harness serve: BMA_HARNESS_PORT takes a whole number/],
+        [
+          [],
+          { BMA_HARNESS_PORT: "abc" },
+          /^bma-harness serve: BMA_HARNESS_PORT takes a whole number/,
+        ],
         [[], { BMA_HARNESS_STANDBY: "maybe" }, /BMA_HARNESS_STANDBY is true or false/],
         // Malformed credentials are refused with no JWT secret to use them, too.
         [[], { BMA_CREDENTIALS: "not json" }, /BMA_CREDENTIALS is /],
