@@ -53,7 +53,7 @@ export function envelopeFault(
       return failure(
         null,
         ErrorCode.INVALID_REQUEST,
-        "invalid request: id must be a string or a number",
+        "invalid request: id must be a string or a number of at most 2^53 - 1",
       );
     }
     if (m.params !== undefined && (typeof m.params !== "object" || m.params === null)) {

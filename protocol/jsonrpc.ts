@@ -52,9 +52,14 @@ export type JsonRpcResponse = JsonRpcSuccess | JsonRpcFailure;
 /** Any JSON-RPC message. */
 export type JsonRpcMessage = JsonRpcRequest | JsonRpcNotification | JsonRpcResponse;
 
-/** Whether a value can serve as a request id (a string, or a finite number). */
+/**
+ * Whether a value can serve as a request id: a string, or a number JSON carries exactly (at most
+ * 2^53 − 1 in size). A larger integer has already been rounded by the parser, so an answer to it
+ * would carry another id than the one sent; null is refused as an id that answers nothing.
+ */
 export function isJsonRpcId(value: unknown): value is JsonRpcId {
-  return typeof value === "string" || (typeof value === "number" && Number.isFinite(value));
+  return typeof value === "string" ||
+    (typeof value === "number" && Math.abs(value) <= Number.MAX_SAFE_INTEGER);
 }
 
 /** Whether a value is a well-formed JSON-RPC error object. */

@@ -79,6 +79,11 @@ describe("Peer: incoming errors", { timeout: 10_000 }, () => {
       assert.equal(response.error?.code, ErrorCode.INVALID_REQUEST, JSON.stringify(frame));
       assert.equal(response.id, id, JSON.stringify(frame));
     }
+    // An integer beyond 2^53 - 1 is rounded by the parser: an answer could not carry it.
+    raw.send('{"jsonrpc":"2.0","id":9007199254740993,"method":"tool.call","params":{}}');
+    const rounded = await raw.next();
+    assert.equal(rounded.error?.code, ErrorCode.INVALID_REQUEST);
+    assert.equal(rounded.id, null);
   });
 
   it("answers an unknown method with -32601, contract method or not", async () => {
