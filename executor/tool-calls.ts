@@ -17,6 +17,7 @@ import type {
 } from "../protocol/generated/contract.ts";
 import {
   CapabilityMissingError,
+  ConflictError,
   NotFoundError,
   ResourceExhaustedError,
 } from "../protocol/generated/errors.ts";
@@ -234,6 +235,8 @@ export class ToolCallRunner {
    * {@linkcode REMEMBERED_CALLS}.
    */
   #finished = new RecentIds<string>(REMEMBERED_CALLS);
+  /** The same calls as `session_id` NUL `tool_call_id`: whose session each was (added in step). */
+  #finishedIn = new RecentIds<string>(REMEMBERED_CALLS);
   /** Calls per session that have not finished reporting. */
   readonly #perSession = new Map<string, Set<RunningCall>>();
   /** Sessions whose end aborts their calls (one listener per session, not one per call). */
@@ -265,6 +268,7 @@ export class ToolCallRunner {
    */
   forgetFinished(): void {
     this.#finished = new RecentIds<string>(REMEMBERED_CALLS);
+    this.#finishedIn = new RecentIds<string>(REMEMBERED_CALLS);
   }
 
   /** Calls whose handler runs or whose result is being delivered. */
@@ -280,6 +284,15 @@ export class ToolCallRunner {
     const id = params.tool_call_id;
     const log = this.#deps.callLog;
     if (this.#running.has(id) || this.#finished.has(id)) {
+      if (!this.#sameSession(id, params.session_id)) {
+        // Acknowledged as a duplicate, it would never run and no result would ever come.
+        throw this.#refused(
+          params,
+          new ConflictError("tool_call_id names a call of another session", {
+            reason: "tool_call_id_reused",
+          }),
+        );
+      }
       log?.debug("tool call repeated: answered as a duplicate", {
         tool_call_id: id,
         tool: params.tool,
@@ -500,7 +513,7 @@ export class ToolCallRunner {
     this.#running.delete(call.params.tool_call_id);
     if (call.reporting) this.#reportingCalls--;
     this.#releaseSlot(call);
-    this.#remember(call.params.tool_call_id);
+    this.#remember(call.params.tool_call_id, call.params.session_id);
     // Ended with the report; a runner that failed before it reported ends it here.
     call.span?.end("the call ended without a report");
     set.delete(call);
@@ -562,8 +575,16 @@ export class ToolCallRunner {
     session.onCleanup(() => this.settled(session.id));
   }
 
-  #remember(id: string): void {
+  #remember(id: string, sessionId: string): void {
     this.#finished.add(id);
+    this.#finishedIn.add(`${sessionId}\0${id}`);
+  }
+
+  /** Whether the running or finished call `id` is one of session `sessionId`. */
+  #sameSession(id: string, sessionId: string): boolean {
+    const running = this.#running.get(id);
+    if (running !== undefined) return running.params.session_id === sessionId;
+    return this.#finishedIn.has(`${sessionId}\0${id}`);
   }
 
   /** Runs the handler and reports its outcome; returns a promise only if that takes waiting. */

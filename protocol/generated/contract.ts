@@ -307,7 +307,7 @@ export interface CapabilityMissingData {
 
 /** Data of -32013. */
 export interface ConflictData {
-  /** sequence_gap, turn_running, turn_not_running, interaction_mismatch, already_registered, offset_mismatch, sha256_mismatch. */
+  /** sequence_gap, turn_running, turn_not_running, interaction_mismatch, already_registered, offset_mismatch, sha256_mismatch, tool_call_id_reused. */
   reason?: string;
   /** For sequence_gap: the next sequence the harness accepts (acked_sequence + 1). */
   expected_sequence?: number;

@@ -113,7 +113,7 @@ export class CapabilityMissingError extends ProtocolError {
   }
 }
 
-/** -32013 conflict: The request conflicts with current state. data: ConflictData: session.event sequence gap (reason sequence_gap, expected_sequence = acked_sequence + 1; resend from there); turn.start on a session with a running turn (turn_running, turn_id; use turn.input); turn.input for a turn that is not running (turn_not_running; start a new turn); interaction.request reusing an interaction_id for another tool_use_id or kind (interaction_mismatch; stored interaction unchanged); a second executor.register (already_registered); file.upload offset/sha256 mismatch (offset_mismatch with expected_offset, sha256_mismatch). */
+/** -32013 conflict: The request conflicts with current state. data: ConflictData: session.event sequence gap (reason sequence_gap, expected_sequence = acked_sequence + 1; resend from there); turn.start on a session with a running turn (turn_running, turn_id; use turn.input); turn.input for a turn that is not running (turn_not_running; start a new turn); interaction.request reusing an interaction_id for another tool_use_id or kind (interaction_mismatch; stored interaction unchanged); a second executor.register (already_registered); tool.call whose tool_call_id names a call of another session (tool_call_id_reused); file.upload offset/sha256 mismatch (offset_mismatch with expected_offset, sha256_mismatch). */
 export class ConflictError extends ProtocolError {
   /** The JSON-RPC code of this error. */
   static readonly code: -32013 = -32013;
@@ -124,7 +124,7 @@ export class ConflictError extends ProtocolError {
   }
 }
 
-/** -32600 invalid_request: Valid JSON but not a JSON-RPC 2.0 request object: jsonrpc is not "2.0", method is not a string, id is not a string/number/null, params is neither object nor array, or an empty batch. (Batches follow JSON-RPC 2.0; the SDKs never send them.) Also a frame nesting arrays and objects deeper than the receiver's limit (the frame's own object is level 1; the SDKs' default is 128), refused before it is parsed whole, whatever its method (reason too_deep, max_depth: the limit); the connection stays. Answered with the request's id when readable, else null. data: ErrorData (reason). */
+/** -32600 invalid_request: Valid JSON but not a JSON-RPC 2.0 request object: jsonrpc is not "2.0", method is not a string, id is null or neither a string nor a number of at most 2^53 − 1 in size (a larger integer is rounded by JSON parsers, so no answer could carry it), params is neither object nor array, or a batch (any array, empty or not: batches are not used, one -32600 with id null answers it and nothing in it runs). Also a frame nesting arrays and objects deeper than the receiver's limit (the frame's own object is level 1; the SDKs' default is 128), refused before it is parsed whole, whatever its method (reason too_deep, max_depth: the limit); the connection stays. Answered with the request's id when readable, else null. data: ErrorData (reason). */
 export class InvalidRequestError extends ProtocolError {
   /** The JSON-RPC code of this error. */
   static readonly code: -32600 = -32600;

@@ -8,6 +8,7 @@ import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
   CapabilityMissingError,
+  ConflictError,
   type ExecutorClient,
   InvalidParamsError,
   ManualClock,
@@ -154,6 +155,39 @@ describe("ExecutorClient: tool calls", { timeout: 30_000 }, () => {
     await until(() => harness.requests("tool.result").length >= 1);
     assert.equal(ran, 1);
     assert.equal(harness.requests("tool.result").length, 1);
+  });
+
+  it("refuses a tool_call_id of another session's call (-32013), running or finished", async () => {
+    let ran = 0;
+    const release = gate();
+    const { harness, peer } = await scriptedSession((c) =>
+      c.tools.bash.handle(async () => {
+        ran++;
+        await release.opened;
+        return "once";
+      })
+    );
+    await peer.call("session.assign", { session_id: "ses_2", metadata: { source: "harness" } });
+    await until(() => harness.requests("session.ready").length >= 2);
+    const other = { ...BASH, session_id: "ses_2", tool_call_id: "c1" };
+    const reused = async () => {
+      const error = await peer.call("tool.call", other).then(() => undefined, (e) => e);
+      assert.ok(error instanceof ConflictError, String(error));
+      assert.equal((error.data as { reason: string }).reason, "tool_call_id_reused");
+    };
+    assert.deepEqual(await peer.call("tool.call", { ...BASH, tool_call_id: "c1" }), { ok: true });
+    await reused(); // while it runs
+    release.open();
+    await harness.waitForRequests("tool.result");
+    await reused(); // after it finished
+    // Its own session's repeat is still a duplicate, and a fresh id in the other session runs.
+    assert.deepEqual(await peer.call("tool.call", { ...BASH, tool_call_id: "c1" }), {
+      ok: true,
+      duplicate: true,
+    });
+    assert.deepEqual(await peer.call("tool.call", { ...other, tool_call_id: "c2" }), { ok: true });
+    await until(() => harness.requests("tool.result").length >= 2);
+    assert.equal(ran, 2);
   });
 
   it("tool.cancel aborts ctx.signal and reports canceled; canceled: false when unknown or finished", async () => {
