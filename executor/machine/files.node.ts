@@ -289,6 +289,12 @@ export async function grepTool(
   const target = await workdir.open(path).catch((e) => toolError(e, path));
   if (target.kind === "file") {
     try {
+      // A file named alone is not skipped in silence: "no match" would be a false answer.
+      if (target.stat.size > limits.grepFileBytes) {
+        throw new FileToolError(
+          `file too large to grep (over ${limits.grepFileBytes} bytes): ${path}`,
+        );
+      }
       await search.file(target.file, target.stat.size, await workdir.display(target.path));
     } finally {
       await target.file.close();

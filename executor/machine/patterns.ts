@@ -66,6 +66,8 @@ export function compileRegex(
  */
 export function compileGlob(pattern: string): (path: string) => boolean {
   checkLength(pattern);
+  // No path holds a NUL, and picomatch reads one as its own marker ("*\0*" matched every path).
+  if (pattern.includes("\0")) throw new PatternError("invalid glob: it contains a NUL byte");
   const baseName = !pattern.includes("/");
   let source: string;
   try {

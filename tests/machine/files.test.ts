@@ -309,6 +309,20 @@ describe("file tools on the wire", { timeout: 60_000 }, () => {
     assert.equal(found.truncated, true);
     assert.equal(found.matches[0].text, "match 0123…");
   });
+
+  it("grep: a file over grepFileBytes named alone is a tool error, not an empty answer", async () => {
+    const { root, session } = await tree({ serve: { limits: { grepFileBytes: 100 } } });
+    mkdirSync(join(root, "big"));
+    writeFileSync(join(root, "big/large.txt"), "needle\n".repeat(20));
+    writeFileSync(join(root, "big/small.txt"), "needle\n");
+    const named = await session.tools.grep.call({ pattern: "needle", path: "big/large.txt" });
+    assert.equal(named.is_error, true);
+    assert.match(JSON.stringify(named.content), /file too large to grep \(over 100 bytes\)/);
+    // Walking a directory, it is skipped (docs/machine.md), the others searched.
+    const walked = (await session.tools.grep.call({ pattern: "needle", path: "big" }))
+      .structured_content!;
+    assert.deepEqual(walked.matches.map((m) => m.path), ["small.txt"]);
+  });
 });
 
 describe("Workdir without /proc/self/fd (path addressing)", () => {
