@@ -352,6 +352,7 @@ async function configure(
       );
     }
   }
+  if (v.name === "") throw new UsageError("--name is empty (the default is the host name)");
   return {
     options: {
       ...credential,

@@ -261,6 +261,7 @@ describe("bma-executor: refused at start", { timeout: 120_000 }, () => {
         /^bma-executor: --drain-ms is missing its value \(a value that starts with "-"/,
       ],
       [[...harness, "--grace-ms", "1e3"], /--grace-ms must be a positive integer, not "1e3"/],
+      [[...harness, "--name", ""], /^bma-executor: --name is empty/],
       [
         [...harness, "--max-sessions", "99999999999999999999"],
         /--max-sessions must be a positive integer/,
