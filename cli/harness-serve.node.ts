@@ -189,9 +189,10 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
     const brain = brainApi(harness, { ...brainOptions, basePath: BRAIN_API_BASE, logger });
     app.all(`${BRAIN_API_BASE}/*`, (c) => {
       // Only the holder knows the sessions: a standby (or a draining harness) sends brains on,
-      // as it sends executors on, so a load balancer retries them at the holder.
+      // as it sends executors on, so a load balancer retries them at the holder. One whose store
+      // fails still holds it: it answers, refusing what it cannot record.
       const readiness = harness.readiness;
-      if (readiness !== "serving") {
+      if (readiness !== "serving" && readiness !== "store_failing") {
         return apiErrorAnswer(
           new ApiError(503, "unavailable", `this harness is ${readiness}`),
           { "retry-after": "1" },

@@ -12,7 +12,7 @@ import { PeerHandlers, type ReplyHooks } from "../protocol/peer.ts";
 import { ProtocolError } from "../protocol/errors.ts";
 import type { Clock } from "../protocol/clock.ts";
 import type { Logger } from "../protocol/logger.ts";
-import { reportingStore } from "./store/reporting.ts";
+import { reportingStore, StoreWriteReport } from "./store/reporting.ts";
 import type { Telemetry } from "../protocol/telemetry.ts";
 import { tracedStore } from "./tracing.ts";
 import { meteredStore } from "./store/metered.ts";
@@ -130,6 +130,8 @@ export class HarnessCore {
   #failure: Error | undefined;
   /** This harness's claim on its store (none without a store, or on a single-writer one). */
   readonly #tenure: StoreTenure | undefined;
+  /** What its store writes came to (readiness `store_failing`). */
+  readonly #writeReport: StoreWriteReport;
   readonly #ledger: ToolCallLedger;
   #closed = false;
   /** Set once `close` has finished. */
@@ -139,6 +141,8 @@ export class HarnessCore {
     this.#options = options;
     const { clock, logger } = options;
     this.scheduler = new Scheduler(clock);
+    const writeReport = new StoreWriteReport(logger, clock);
+    this.#writeReport = writeReport;
     const tenure = options.store && !options.store.singleWriter
       ? new StoreTenure(options.store, {
         identity: options.holderIdentity,
@@ -149,6 +153,7 @@ export class HarnessCore {
         standby: options.standby === true,
         renewMs: options.storeRenewMs,
         onFenced: (error) => this.#fenced(error),
+        onRenewed: (failed, error) => failed ? writeReport.failed(error) : writeReport.succeeded(),
       })
       : undefined;
     this.#tenure = tenure;
@@ -158,7 +163,7 @@ export class HarnessCore {
     const metrics = new HarnessMetrics(clock);
     this.metrics = metrics;
     const reporting = options.store &&
-      reportingStore(meteredStore(tenure?.store ?? options.store, metrics), logger, clock);
+      reportingStore(meteredStore(tenure?.store ?? options.store, metrics), writeReport);
     const telemetry = options.telemetry;
     const store = reporting && telemetry ? tracedStore(reporting, telemetry) : reporting;
     this.clock = clock;
@@ -289,7 +294,7 @@ export class HarnessCore {
     if (this.#closed) return this.#closeFinished ? "closed" : "draining";
     if (this.#tenure?.standingBy) return "standby";
     if (this.#recovering) return "starting";
-    return "serving";
+    return this.#writeReport.failing ? "store_failing" : "serving";
   }
 
   /** Another harness took the store over: this one stops, and its executors go to that one. */

@@ -4,6 +4,9 @@
  * - `starting`: it is claiming its store or reading it back;
  * - `standby`: another live harness holds the store, and this one waits to take it over;
  * - `serving`: it holds its store and takes executors;
+ * - `store_failing`: it holds its store, but its last write there failed (a database that is
+ *   down, a full disk): it refuses what it cannot record until a write succeeds again (the
+ *   claim's renewal tries one every `storeRenewMs`, idle or not);
  * - `draining`: it was asked to stop, and refuses new executors and sessions;
  * - `fenced`: another harness took its store over: it writes nothing more;
  * - `closed`: it has stopped.
@@ -14,6 +17,7 @@ export type HarnessReadiness =
   | "starting"
   | "standby"
   | "serving"
+  | "store_failing"
   | "draining"
   | "fenced"
   | "closed";

@@ -40,6 +40,8 @@ export interface StoreTenureOptions {
   readonly renewMs: number;
   /** Told once another harness took the store over. */
   readonly onFenced: (error: StoreFencedError) => void;
+  /** Told how each renewal's write came out: `failed` with its error, or not. */
+  readonly onRenewed?: (failed: boolean, error?: unknown) => void;
 }
 
 /** A harness's claim on its store, from its start to its close. */
@@ -179,14 +181,19 @@ export class StoreTenure {
 
   /** Renews the claim every `renewMs`, until the tenure ends or another harness fenced it. */
   #renewLater(): void {
-    const { clock, scheduler, renewMs } = this.#options;
+    const { clock, scheduler, renewMs, onRenewed } = this.#options;
     const claim = this.#claim;
+    // A fenced claim closes the harness; a failing store is told to `onRenewed`.
+    const failed = (error: unknown) => onRenewed?.(true, error);
     const renew = new CallbackDeadline(() => {
       if (this.#ended || claim.fenced) return;
       try {
         const renewed = claim.renew();
-        if (isPromiseLike(renewed)) renewed.catch(() => {});
-      } catch { /* a fenced claim closes the harness; a failing store is logged where it fails */ }
+        if (isPromiseLike(renewed)) renewed.then(() => onRenewed?.(false), failed);
+        else onRenewed?.(false);
+      } catch (error) {
+        failed(error);
+      }
       scheduler.set(renew, clock.now() + renewMs);
     });
     scheduler.set(renew, clock.now() + renewMs);

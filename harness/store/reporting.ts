@@ -13,43 +13,70 @@ import { StoreFencedError } from "./claim.ts";
 /** Failures after the first are summed up at most this often. */
 const SUMMARY_MS = 60_000;
 
-/** `store` with its write failures reported to `logger`: see the module comment. */
-export function reportingStore(store: HarnessStore, logger: Logger, clock: Clock): HarnessStore {
-  let failing = false;
+/**
+ * What the harness's store writes came to: whether the last one failed (what `/readyz` tells,
+ * as `store_failing`), and the log lines that say so. Told by {@linkcode reportingStore} of each
+ * batch, and by the claim's renewal of its own writes (an idle harness writes nothing else).
+ */
+export class StoreWriteReport {
+  readonly #logger: Logger;
+  readonly #clock: Clock;
+  #failing = false;
   /** Failures since writes began to fail, and since the last line that said so. */
-  let total = 0;
-  let unsaid = 0;
-  let saidAt = 0;
-  const fail = (error: unknown) => {
+  #total = 0;
+  #unsaid = 0;
+  #saidAt = 0;
+
+  constructor(logger: Logger, clock: Clock) {
+    this.#logger = logger;
+    this.#clock = clock;
+  }
+
+  /** Whether the last write failed. */
+  get failing(): boolean {
+    return this.#failing;
+  }
+
+  /** A write failed with `error`. */
+  failed(error: unknown): void {
     // A fenced harness says so itself, once, and stops; a batch no store could take (a key with
     // U+0000) is its caller's error, refused to it: the store did not fail.
     if (error instanceof StoreFencedError || error instanceof InvalidStoreRequestError) return;
-    total++;
-    const now = clock.now();
-    if (!failing) {
-      failing = true;
-      saidAt = now;
-      logger.error("harness store write failed; refusing what it cannot record", {
+    this.#total++;
+    const now = this.#clock.now();
+    if (!this.#failing) {
+      this.#failing = true;
+      this.#saidAt = now;
+      this.#logger.error("harness store write failed; refusing what it cannot record", {
         error: describe(error),
       });
       return;
     }
-    unsaid++;
-    if (now - saidAt < SUMMARY_MS) return;
-    logger.error("harness store writes still failing", { failed: unsaid, error: describe(error) });
-    saidAt = now;
-    unsaid = 0;
-  };
-  const succeed = () => {
-    if (!failing) return;
-    logger.warn("harness store writes succeed again", { failed: total });
-    failing = false;
-    total = 0;
-    unsaid = 0;
-  };
+    this.#unsaid++;
+    if (now - this.#saidAt < SUMMARY_MS) return;
+    this.#logger.error("harness store writes still failing", {
+      failed: this.#unsaid,
+      error: describe(error),
+    });
+    this.#saidAt = now;
+    this.#unsaid = 0;
+  }
+
+  /** A write succeeded. */
+  succeeded(): void {
+    if (!this.#failing) return;
+    this.#logger.warn("harness store writes succeed again", { failed: this.#total });
+    this.#failing = false;
+    this.#total = 0;
+    this.#unsaid = 0;
+  }
+}
+
+/** `store` with the outcome of its writes told to `report`: see the module comment. */
+export function reportingStore(store: HarnessStore, report: StoreWriteReport): HarnessStore {
   return watchedStore<undefined>(store, {
     start: () => undefined,
-    end: (_, failed, error) => failed ? fail(error) : succeed(),
+    end: (_, failed, error) => failed ? report.failed(error) : report.succeeded(),
   });
 }
 

@@ -10,7 +10,8 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { UnavailableError } from "../../mod.ts";
-import { Harness } from "../../harness/node.ts";
+import { Hono } from "hono";
+import { Harness, healthRoutes } from "../../harness/node.ts";
 import { ExecutorPeer, registerParams } from "../helpers/executor-peer.ts";
 import { PostgresServer } from "../helpers/postgres-server.ts";
 import { freshTable, openPostgresStore, rawClient, RUNTIME } from "./postgres-fixture.ts";
@@ -120,6 +121,7 @@ describe(`postgres store on ${RUNTIME}: the server goes away`, { timeout: 120_00
       const outcomes = await Promise.allSettled(first);
       const lost = outcomes.flatMap((o, i) => o.status === "rejected" ? [8 + i] : []);
       assert.ok(lost.length > 0, "the events after the crash were refused");
+      assert.equal(harness.readiness, "store_failing", "/readyz: its store's writes fail");
       for (const outcome of outcomes) {
         if (outcome.status === "rejected") {
           assert.ok(outcome.reason instanceof UnavailableError, String(outcome.reason));
@@ -128,6 +130,7 @@ describe(`postgres store on ${RUNTIME}: the server goes away`, { timeout: 120_00
       server.restart();
       // The executor sends every unacknowledged event again, with its id, in order.
       for (const i of lost) await sendUntilAccepted(i);
+      assert.equal(harness.readiness, "serving");
       const numbers = session.eventRecords.map((r) => (r.event as unknown as { n: number }).n);
       assert.deepEqual([...numbers].sort((a, b) => a - b), Array.from({ length: 48 }, (_, i) => i));
       assert.deepEqual(session.eventRecords.map((r) => r.index), numbers.map((_, i) => i + 1));
@@ -140,6 +143,40 @@ describe(`postgres store on ${RUNTIME}: the server goes away`, { timeout: 120_00
       assert.equal(harness.fenced, undefined, "still the holder");
     } finally {
       await peer.close().catch(() => {});
+      await harness.close();
+      await listening.close();
+      await store.close();
+    }
+  });
+
+  it("an idle harness's /readyz says store_failing while the server is down, serving once back", async () => {
+    if (!server.up) server.restart();
+    const store = await openPostgresStore(server.url, { table: freshTable("idle"), retryMs: 200 });
+    // Nothing but the claim's renewal writes: it finds the server gone, and back.
+    const harness = new Harness({ insecureNoAuth: true, store, storeRenewMs: 100 });
+    await harness.ready;
+    const app = new Hono().route("/", healthRoutes(harness));
+    const listening = await harness.serve({ hostname: "127.0.0.1", port: 0, fetch: app.fetch });
+    const readyz = async () => {
+      const answer = await fetch(`${listening.httpUrl}/readyz`);
+      return `${answer.status} ${(await answer.json()).status}`;
+    };
+    const becomes = async (want: string) => {
+      let seen = "";
+      for (let i = 0; i < 300 && seen !== want; i++) {
+        seen = await readyz();
+        if (seen !== want) await sleep(50);
+      }
+      assert.equal(seen, want);
+    };
+    try {
+      assert.equal(await readyz(), "200 serving");
+      await server.crash();
+      await becomes("503 store_failing");
+      server.restart();
+      await becomes("200 serving");
+      assert.equal(harness.fenced, undefined, "still the holder");
+    } finally {
       await harness.close();
       await listening.close();
       await store.close();
