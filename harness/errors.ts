@@ -43,7 +43,11 @@ export class ToolOutcomeUnknownError extends LocalError {
 /** Why a session could not be assigned, decided on this side before anything was sent. */
 export type SessionRefusedReason = "draining" | "executor_unavailable" | "session_exists";
 
-/** `assignSession` refused locally: the executor is draining or gone, or the id is taken. */
+/**
+ * `assignSession` refused locally: the executor is draining or gone, or the id is taken
+ * (`session_exists`: by a live session of another executor, or by an ended one the store still
+ * remembers, see `rememberEndedSessions`).
+ */
 export class SessionRefusedError extends LocalError {
   /** The session id that was refused. */
   readonly sessionId: string;

@@ -17,6 +17,7 @@ import { SessionRefusedError } from "./errors.ts";
 import type { TracedCallOptions } from "./handle-options.ts";
 import type { Session } from "./handles.ts";
 import type { SessionState } from "./lifecycle.ts";
+import { keys } from "./records.ts";
 import { request } from "./send.ts";
 import type { SessionEnds } from "./session-end.ts";
 import { sessionLog, type SessionLogDeps } from "./session-events.ts";
@@ -93,7 +94,19 @@ export class SessionAssignments {
       ...params,
       metadata: { source: "harness", ...params.metadata },
     }, out?.trace);
-    const existing = this.#live.get(id);
+    let existing = this.#live.get(id);
+    if (!existing && this.#deps.store) {
+      // An ended session the store still remembers keeps its id: a new session under it would
+      // show the old one's events, and its tool_call_ids would be refused as the old one's.
+      let record: unknown;
+      try {
+        record = await this.#deps.store.get(keys.session(id));
+      } catch {
+        throw storeUnavailable("session");
+      }
+      existing = this.#live.get(id); // assigned meanwhile by a concurrent call
+      if (!existing && record !== undefined) throw new SessionRefusedError(id, "session_exists");
+    }
     if (existing && existing.executor !== executor) {
       throw new SessionRefusedError(id, "session_exists");
     }
