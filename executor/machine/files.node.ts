@@ -195,7 +195,16 @@ export async function editTool(
     if (opened.stat.size > limits.editBytes) {
       throw new FileToolError(`file too large to edit (over ${limits.editBytes} bytes)`);
     }
-    text = new TextDecoder().decode(await readAll(opened.file, opened.stat.size));
+    // Fatal: a byte that is not UTF-8 would be written back as U+FFFD, changing the file
+    // outside the edit; the BOM is kept as U+FEFF and written back with the rest.
+    const bytes = await readAll(opened.file, opened.stat.size);
+    try {
+      text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+    } catch {
+      throw new FileToolError(
+        `${input.path} is not UTF-8 text: an edit would change its other bytes`,
+      );
+    }
   } finally {
     await opened.file.close();
   }
@@ -295,7 +304,12 @@ export async function grepTool(
           `file too large to grep (over ${limits.grepFileBytes} bytes): ${path}`,
         );
       }
-      await search.file(target.file, target.stat.size, await workdir.display(target.path));
+      const shown = await workdir.display(target.path);
+      if (await search.file(target.file, target.stat.size, shown) === BINARY) {
+        throw new FileToolError(
+          `${path} is a binary file (a NUL byte in its first 8 KiB): not searched`,
+        );
+      }
     } finally {
       await target.file.close();
     }
@@ -325,6 +339,9 @@ export async function grepTool(
   return { matches: search.matches, ...(search.truncated ? { truncated: true } : {}) };
 }
 
+/** What {@linkcode Search.file} answers for a binary file. */
+const BINARY = 1;
+
 /** One grep's matches and budget. */
 class Search {
   readonly matches: GrepResult["matches"] = [];
@@ -344,8 +361,11 @@ class Search {
     this.#slicer = slicer;
   }
 
-  /** Searches one open file, a chunk at a time; binary and oversized files are skipped. */
-  async file(file: FileHandle, size: number, path: string): Promise<void> {
+  /**
+   * Searches one open file, a chunk at a time; binary and oversized files are skipped (a binary
+   * one answers {@linkcode BINARY}).
+   */
+  async file(file: FileHandle, size: number, path: string): Promise<typeof BINARY | undefined> {
     if (this.done || size > this.#limits.grepFileBytes) return;
     const decoder = new TextDecoder();
     const buffer = new Uint8Array(CHUNK_BYTES);
@@ -360,7 +380,7 @@ class Search {
       const { bytesRead } = await file.read(buffer, 0, want, position);
       if (bytesRead === 0) break;
       const chunk = buffer.subarray(0, bytesRead);
-      if (position === 0 && chunk.subarray(0, 8192).includes(0)) return; // binary
+      if (position === 0 && chunk.subarray(0, 8192).includes(0)) return BINARY;
       position += bytesRead;
       this.#bytesLeft -= bytesRead;
       const text = decoder.decode(chunk, { stream: true });

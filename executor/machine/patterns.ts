@@ -79,7 +79,9 @@ export function compileGlob(pattern: string): (path: string) => boolean {
   try {
     regex = RE2JS.compile(withoutSegmentGuards(source));
   } catch {
-    throw new PatternError(`unsupported glob (negations and extglobs are not): ${pattern}`);
+    throw new PatternError(
+      `unsupported glob (negations, "!(…)" or a leading "!", are not supported): ${pattern}`,
+    );
   }
   checkProgram(regex);
   return baseName

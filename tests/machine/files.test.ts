@@ -224,6 +224,32 @@ describe("file tools on the wire", { timeout: 60_000 }, () => {
     assert.equal(readFileSync(join(root, "e.txt"), "utf8"), "q $&$& q $& baz");
   });
 
+  it("edit: changes no byte outside the edit: a BOM is kept, a file not UTF-8 refused", async () => {
+    const { root, session } = await tree();
+    const bom = Buffer.from("\ufeffhello world\n", "utf8");
+    writeFileSync(join(root, "bom.txt"), bom);
+    const edited = await session.tools.edit.call({
+      path: "bom.txt",
+      old_string: "world",
+      new_string: "there",
+    });
+    assert.equal(edited.structured_content?.replacements, 1);
+    assert.equal(
+      readFileSync(join(root, "bom.txt")).toString("hex"),
+      "efbbbf" + Buffer.from("hello there\n").toString("hex"),
+    );
+    const latin1 = Buffer.from("636166e9204142430a", "hex"); // "café ABC" in Latin-1
+    writeFileSync(join(root, "latin1.txt"), latin1);
+    const refused = await session.tools.edit.call({
+      path: "latin1.txt",
+      old_string: "ABC",
+      new_string: "XYZ",
+    });
+    assert.equal(refused.is_error, true);
+    assert.match(JSON.stringify(refused.content), /is not UTF-8 text/);
+    assert.deepEqual(readFileSync(join(root, "latin1.txt")), latin1);
+  });
+
   it("glob: ** and name patterns, most recent first, never through symlinks", async () => {
     const { root, session } = await tree();
     const glob = async (pattern: string, path?: string) =>
@@ -275,7 +301,12 @@ describe("file tools on the wire", { timeout: 60_000 }, () => {
     const capped = await grep({ pattern: "line", max_results: 2 });
     assert.equal(capped.matches.length, 2);
     assert.equal(capped.truncated, true);
-    assert.equal((await grep({ pattern: "TODO", path: "bin.dat" })).matches.length, 0);
+    // A binary file is skipped in a walk (bin.dat holds a TODO after a NUL byte), and named
+    // alone is a tool error, not an empty answer.
+    assert.ok(!(await grep({ pattern: "TODO" })).matches.some((m) => m.path === "bin.dat"));
+    const binary = await session.tools.grep.call({ pattern: "TODO", path: "bin.dat" });
+    assert.equal(binary.is_error, true);
+    assert.match(JSON.stringify(binary.content), /bin\.dat is a binary file/);
     // Paths are relative to the searched directory; a single file is named from the workdir.
     assert.deepEqual((await grep({ pattern: "todo", path: "src/deep" })).matches, [
       { path: "b.ts", line: 1, text: "export const b = 2; // todo two" },
