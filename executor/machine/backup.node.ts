@@ -51,6 +51,15 @@ export async function backupWorkspace(
   fetchFn: typeof fetch = fetch,
   limits: BackupLimits = DEFAULT_MACHINE_LIMITS,
 ): Promise<WorkspaceBackupResult> {
+  // A presigned URL is HTTP(S); another scheme would only fail as an upload (the URL is a
+  // secret: never repeated).
+  const scheme = URL.parse(params.upload_url)?.protocol;
+  if (scheme !== "http:" && scheme !== "https:") {
+    throw new InvalidParamsError("upload_url is not an http or https URL", {
+      reason: "invalid_params",
+      field: "/upload_url",
+    });
+  }
   const excludes = (params.exclude ?? []).map((pattern, i) => {
     try {
       return compileGlob(pattern);

@@ -16,6 +16,8 @@
  * contains a secret the executor holds (its credential, its tokens, Git passwords).
  */
 import { loginUser } from "./login-user.node.ts";
+import { InvalidParamsError } from "../../protocol/generated/errors.ts";
+import { echoed } from "../../protocol/issues.ts";
 
 /** Options of a {@linkcode ChildEnvironment}. */
 export interface ChildEnvironmentOptions {
@@ -167,10 +169,25 @@ export class ChildEnvironment {
     this.#set = { ...options.set };
   }
 
-  /** The environment of one child: the policy's variables, then `extra`, then the guard. */
+  /**
+   * The environment of one child: the policy's variables, then `extra`, then the guard. A name
+   * in `extra` that no environment can hold (empty, or with "=": the child would get another
+   * variable) is refused with -32602 (`field` `/env`).
+   */
   build(...extra: (Readonly<Record<string, string>> | undefined)[]): Record<string, string> {
     const merged: Record<string, string> = { ...this.#inherited, ...this.#set };
-    for (const layer of extra) if (layer) Object.assign(merged, layer);
+    for (const layer of extra) {
+      if (!layer) continue;
+      for (const name of Object.keys(layer)) {
+        if (name === "" || name.includes("=")) {
+          throw new InvalidParamsError(
+            `env: a variable's name cannot be empty or hold "=": ${JSON.stringify(echoed(name))}`,
+            { field: "/env" },
+          );
+        }
+      }
+      Object.assign(merged, layer);
+    }
     const env: Record<string, string> = {};
     for (const [name, value] of Object.entries(merged)) {
       if (typeof value !== "string") continue;

@@ -9,6 +9,7 @@
  * being read until every pipe closes (a descendant may hold one open).
  */
 import { randomUUID } from "node:crypto";
+import { stat } from "node:fs/promises";
 import type {
   ProcessInfo,
   ProcessListResult,
@@ -92,6 +93,7 @@ export class ProcessTable {
       }
       throw error;
     }
+    await existingDirectory(cwd);
     const id = params.process_id ?? `p_${randomUUID()}`;
     let unit: ProcessUnit;
     try {
@@ -303,5 +305,19 @@ export class ProcessTable {
       emit(joined.subarray(0, cut), false);
     });
     source.on("end", () => emit(pending, true));
+  }
+}
+
+/**
+ * Refuses a working directory that is not one (-32002 `spawn_failed`, `field` `cwd`): the spawn
+ * would fail with the program's ENOENT, as if the program were missing.
+ */
+export async function existingDirectory(cwd: string): Promise<void> {
+  const found = await stat(cwd).catch(() => undefined);
+  if (!found?.isDirectory()) {
+    throw new NotFoundError("the working directory is not a directory", {
+      reason: "spawn_failed",
+      field: "cwd",
+    });
   }
 }

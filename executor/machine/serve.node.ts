@@ -46,7 +46,7 @@ import { GitCredentialStore } from "./git-credentials.node.ts";
 import type { McpServerConfig } from "./mcp-config.ts";
 import { LossyOutput } from "./lossy-output.ts";
 import { McpRelay } from "./mcp.node.ts";
-import { ProcessTable } from "./processes.node.ts";
+import { existingDirectory, ProcessTable } from "./processes.node.ts";
 import type { PtyHost } from "./pty.ts";
 import { resolveProgram } from "./pty.node.ts";
 import { cgroupSource, SessionProcesses } from "./session-processes.node.ts";
@@ -341,7 +341,10 @@ export function serveMachine(
       maxOpen: limits.terminalsPerSession,
       maxOpenPerExecutor: limits.terminals,
       resolveCwd: (path) =>
-        workdir.resolve(path).catch((error) => {
+        workdir.resolve(path).then(async (cwd) => {
+          await existingDirectory(cwd);
+          return cwd;
+        }, (error) => {
           throw error instanceof PathOutsideWorkdirError
             ? new ForbiddenError("path outside the workdir", { reason: "path_outside_workdir" })
             : error;

@@ -60,6 +60,9 @@ const failure = (work: Promise<unknown>) =>
     (error: unknown) => error,
   );
 
+/** The `field` of a protocol error's data. */
+const fieldOf = (error: unknown) => ((error as ProtocolError).data as { field?: string })?.field;
+
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
 
 describe("the machine's errors are the contract's", { timeout: 60_000 }, () => {
@@ -83,6 +86,14 @@ describe("the machine's errors are the contract's", { timeout: 60_000 }, () => {
         "spawn_failed",
       );
     }
+    // A working directory that is not one is named as such, not as the program.
+    for (const method of ["process.start", "terminal.open"] as const) {
+      const missing = await failure(
+        executor.request(method, { session_id: sid, argv: ["true"], cwd: "no-such-dir" }),
+      );
+      assertListed(method, missing, -32002, "spawn_failed");
+      assert.equal(fieldOf(missing), "cwd", method);
+    }
   });
 
   it("process.start with a NUL byte in an argument or the environment is -32002 spawn_failed, and bash says so", async () => {
@@ -101,6 +112,17 @@ describe("the machine's errors are the contract's", { timeout: 60_000 }, () => {
         "spawn_failed",
       );
     }
+    // A variable's name with "=" (or empty) is bad input: the child would get another variable.
+    for (const env of [{ "A=B": "x" }, { "": "x" }]) {
+      const refused = await failure(
+        executor.request("process.start", { session_id: sid, argv: ["true"], env }),
+      );
+      assert.ok(refused instanceof ProtocolError && refused.code === -32602, String(refused));
+      assert.equal(fieldOf(refused), "/env");
+    }
+    const badEnv = await session.tools.bash.call({ command: "true", env: { "A=B": "x" } });
+    assert.equal(badEnv.outcome, "failed");
+    assert.match(String(badEnv.error?.message), /name cannot be empty or hold "="/);
     const result = await session.tools.bash.call({ command: "echo a\u0000b" });
     assert.equal(result.outcome, "failed");
     assert.match(String(result.error?.message), /cannot start the program: .* NUL byte/);
@@ -149,6 +171,11 @@ describe("the machine's errors are the contract's", { timeout: 60_000 }, () => {
       assertListed("workspace.backup", await backup({ path }), -32002, "file_not_found");
     }
     assertListed("workspace.backup", await backup({ exclude: ["!x"] }), -32602, "invalid_params");
+    // Another scheme than http(s) is bad input, named by its field (the URL is never repeated).
+    const fileUrl = await backup({ upload_url: "file:///tmp/secret-presigned-x" });
+    assertListed("workspace.backup", fileUrl, -32602, "invalid_params");
+    assert.equal(fieldOf(fileUrl), "/upload_url");
+    assert.doesNotMatch((fileUrl as Error).message, /secret-presigned/);
   });
 
   it("skill.install: no SKILL.md or a bad archive is -32602, a failed fetch -32004", async () => {
