@@ -57,9 +57,10 @@ export async function openTerminal(
       session.executor,
       "terminal.open",
       traced({
+        // Last: an untyped caller's wire names in the options never replace the handle's ids.
+        ...rest,
         session_id: session.id,
         terminal_id: id,
-        ...rest,
       }, trace === undefined ? undefined : traceContext(trace)),
       { signal },
       timeoutMs,

@@ -142,6 +142,18 @@ describe("Harness: terminals", { timeout: 30_000 }, () => {
     },
   );
 
+  it(
+    "keeps its own ids: wire names in an untyped caller's options replace nothing",
+    SLOW,
+    async () => {
+      const { session, terminals } = await setup();
+      const untyped = { terminalId: "t7", terminal_id: "other", session_id: "ses_other" };
+      const terminal = await session.terminal(untyped as Parameters<typeof session.terminal>[0]);
+      assert.equal(terminal.id, "t7");
+      assert.deepEqual([...terminals.keys()], ["t7"]);
+    },
+  );
+
   it("counts bytes the executor no longer holds as lost and goes on after them", SLOW, async () => {
     const { session, terminals, send } = await setup();
     const terminal = await session.terminal({ terminalId: "t2" });
