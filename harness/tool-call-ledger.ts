@@ -173,20 +173,10 @@ export class ToolCallLedger {
   }
 
   /**
-   * The entry for a call of `sessionId` on `executorId`: in memory, else settled in the store
-   * (a call settled before the harness restarted). Calls still pending were loaded at recovery
+   * The entry for a call id, whatever its session: in memory, else settled in the store (a call
+   * settled before the harness restarted). Calls still pending were loaded at recovery
    * ({@linkcode ToolCallLedger.recover}).
    */
-  find(sessionId: string, id: string): MaybePromise<ToolCallEntry | undefined> {
-    const known = this.get(id);
-    if (known || !this.#store) return known;
-    return then(
-      this.#settledInStore(id),
-      (entry) => entry?.sessionId === sessionId ? entry : undefined,
-    );
-  }
-
-  /** The entry for a call id, whatever its session: in memory, else settled in the store. */
   lookup(id: string): MaybePromise<ToolCallEntry | undefined> {
     const known = this.get(id);
     if (known || !this.#store) return known;

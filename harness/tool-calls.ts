@@ -114,7 +114,9 @@ export class ToolCalls implements CallOps<SessionEntry> {
           code: "custom",
         }]);
       }
-      const found = this.#ledger.find(session.id, id);
+      // Whatever its session: a call of another one (settled before a restart, in the store
+      // only) is refused, never started anew over its stored result.
+      const found = this.#ledger.lookup(id);
       if (isPromiseLike(found)) {
         return found.then((entry) => this.#known(session, id, entry, request, options));
       }

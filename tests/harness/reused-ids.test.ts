@@ -1,0 +1,142 @@
+/**
+ * Ids the store remembers stay taken, also on a harness started again on it:
+ * - an ended session's id: assigning a new session under it is refused (`SessionRefusedError`
+ *   `session_exists`; the brain API's 409 `session_refused`). Before, a new session took the id
+ *   and showed the old one's events, and the old one's `tool_call_id`s were refused to it;
+ * - a settled call's `tool_call_id`: another session's call with it is refused, and the first
+ *   session's repeat still answers its stored result. Before, after a restart, the other
+ *   session's call was started anew and its outcome replaced the stored result.
+ * Over real parts: a `Harness` on a SQLite file served on 127.0.0.1, an `ExecutorClient` over
+ * WebSocket.
+ */
+import { after, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import {
+  ExecutorClient,
+  Harness,
+  InvalidOutgoingParamsError,
+  openSqliteStore,
+  SessionRefusedError,
+} from "../../node.ts";
+
+const INFO = { name: "ended-session-id", os: "linux", arch: "x64", version: "0.0.1" };
+const dir = mkdtempSync(join(tmpdir(), "bma-ended-id-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+describe("ids the store remembers", { timeout: 60_000 }, () => {
+  it("is refused to a new session while the store remembers it, also after a restart", async () => {
+    const path = join(dir, "h.db");
+    const start = async (port = 0) => {
+      const store = await openSqliteStore(path);
+      const harness = new Harness({ insecureNoAuth: true, store });
+      const server = await harness.serve({ hostname: "127.0.0.1", port });
+      return { harness, server, store };
+    };
+    let first = await start();
+    const port = Number(new URL(first.server.url).port);
+    const client = new ExecutorClient({
+      harnessUrl: first.server.url,
+      executor: INFO,
+      reconnect: { initialDelayMs: 5, maxDelayMs: 50 },
+    });
+    client.tools.bash.handle(({ command }) => ({ stdout: command, stderr: "", exit_code: 0 }));
+    try {
+      await client.start();
+      const executor = await first.harness.waitExecutor();
+      const session = await executor.assignSession({ session_id: "ses_once" });
+      await session.ready();
+      const call = await session.tools.bash.call({ command: "first" }, { toolCallId: "call_1" });
+      assert.equal(call.structured_content?.stdout, "first");
+      await session.stop();
+      assert.equal(session.state, "ended");
+
+      const refused = async (harness: Harness) => {
+        const executor = await harness.waitExecutor(); // connected (again, after a restart)
+        const again = await executor.assignSession({ session_id: "ses_once" })
+          .then(() => undefined, (e) => e);
+        assert.ok(again instanceof SessionRefusedError, String(again));
+        assert.equal(again.reason, "session_exists");
+        // The ended session is still what the id names, with its events.
+        const ended = await harness.findSession("ses_once");
+        assert.equal(ended?.state, "ended");
+        assert.equal(harness.sessions.has("ses_once"), false);
+      };
+      await refused(first.harness);
+
+      // Started again on the same file: the executor reconnects, the id is still taken.
+      await first.harness.close();
+      await first.server.close();
+      first = await start(port);
+      await refused(first.harness);
+      // A fresh id is assigned as ever.
+      const fresh = await (await first.harness.waitExecutor()).assignSession({
+        session_id: "ses_next",
+      });
+      await fresh.ready();
+      assert.equal(fresh.state, "ready");
+    } finally {
+      await client.stop();
+      await first.harness.close();
+      await first.server.close();
+    }
+  });
+
+  it("a settled call's tool_call_id is refused to another session, also after a restart", async () => {
+    const path = join(dir, "calls.db");
+    let runs = 0;
+    const start = async (port = 0) => {
+      const store = await openSqliteStore(path);
+      const harness = new Harness({ insecureNoAuth: true, store });
+      const server = await harness.serve({ hostname: "127.0.0.1", port });
+      return { harness, server };
+    };
+    let running = await start();
+    const executorClient = new ExecutorClient({
+      harnessUrl: running.server.url,
+      executor: INFO,
+      reconnect: { initialDelayMs: 5, maxDelayMs: 50 },
+    });
+    executorClient.tools.bash.handle(({ command }) => {
+      runs++;
+      return { stdout: command, stderr: "", exit_code: 0 };
+    });
+    const port = Number(new URL(running.server.url).port);
+    try {
+      await executorClient.start();
+      const executor = await running.harness.waitExecutor();
+      const a = await executor.assignSession({ session_id: "ses_a" });
+      const b = await executor.assignSession({ session_id: "ses_b" });
+      await Promise.all([a.ready(), b.ready()]);
+      const first = await a.tools.bash.call({ command: "from a" }, { toolCallId: "call_x" });
+      assert.equal(first.structured_content?.stdout, "from a");
+      const reused = () =>
+        b.tools.bash.call({ command: "from b" }, { toolCallId: "call_x" }).then(
+          () => undefined,
+          (e) => e,
+        );
+      assert.ok(await reused() instanceof InvalidOutgoingParamsError);
+
+      await running.harness.close();
+      await running.server.close();
+      running = await start(port);
+      const again = await running.harness.waitExecutor();
+      const b2 = again.sessions.get("ses_b")!;
+      const a2 = again.sessions.get("ses_a")!;
+      const refused = await b2.tools.bash.call({ command: "from b" }, { toolCallId: "call_x" })
+        .then(() => undefined, (e) => e);
+      assert.ok(refused instanceof InvalidOutgoingParamsError, String(refused));
+      // A's repeat answers its stored result, which nothing replaced; the tool ran once.
+      const repeat = await a2.tools.bash.call({ command: "from a" }, { toolCallId: "call_x" });
+      assert.equal(repeat.structured_content?.stdout, "from a");
+      assert.equal((await running.harness.toolCall("call_x"))?.session_id, "ses_a");
+      assert.equal(runs, 1);
+    } finally {
+      await executorClient.stop();
+      await running.harness.close();
+      await running.server.close();
+    }
+  });
+});
