@@ -263,6 +263,14 @@ export class EventLog {
     return applied;
   }
 
+  /**
+   * Reads a reopened log's events back from the store now (once; at once for a log that is not
+   * reopened): what a reader that must not wait for them first calls.
+   */
+  load(): MaybePromise<void> {
+    return this.#load();
+  }
+
   /** Ends the log: iterators finish once they have yielded every record. Idempotent. */
   close(): void {
     if (this.#closed) return;

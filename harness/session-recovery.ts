@@ -107,19 +107,22 @@ export class SessionRecovery {
         if (raced) return raced.view;
         const executor = executors.get(record.executorId) ??
           this.#goneExecutor(record.executorId, record.executor);
+        const log = EventLog.reopened(id, { store: this.#deps.store! });
         const session = new SessionEntry(
           id,
           executor,
           record.metadata,
           "ended",
           record.agent === true,
-          EventLog.reopened(id, { store: this.#deps.store! }),
+          log,
           this.#deps.services,
         );
         session.endReason = record.endReason ?? "ended";
         session.log.close();
         session.settleEnded(session.endReason);
-        return session.view;
+        // Its events read back before it is answered: a reader that waits for none (a brain's
+        // page without wait_ms) would find the log empty and ended while a store read runs.
+        return then(log.load(), () => session.view);
       },
     );
   }

@@ -5,13 +5,16 @@
  * comes back within `retryMs` is committed, and once the server is back the store goes on. Then
  * through a real harness over a WebSocket: the durable events of the lost transactions are
  * refused (-32004), none acknowledged is lost, and sent again after the restart each is stored
- * once, in order, with the harness still holding its table.
+ * once, in order, with the harness still holding its table; meanwhile its readiness says
+ * `store_failing`, also for an idle harness (its claim's renewal finds the server gone, and
+ * back). And a store that answers later: an ended session read back from it (after a restart)
+ * answers a brain's page without `wait_ms` with its events, not an empty ended log.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { UnavailableError } from "../../mod.ts";
 import { Hono } from "hono";
-import { Harness, healthRoutes } from "../../harness/node.ts";
+import { brainApi, Harness, healthRoutes } from "../../harness/node.ts";
 import { ExecutorPeer, registerParams } from "../helpers/executor-peer.ts";
 import { PostgresServer } from "../helpers/postgres-server.ts";
 import { freshTable, openPostgresStore, rawClient, RUNTIME } from "./postgres-fixture.ts";
@@ -146,6 +149,58 @@ describe(`postgres store on ${RUNTIME}: the server goes away`, { timeout: 120_00
       await harness.close();
       await listening.close();
       await store.close();
+    }
+  });
+
+  it("an ended session read back from the store answers a brain's page with its events at once", async () => {
+    if (!server.up) server.restart();
+    const table = freshTable("ended");
+    const store = await openPostgresStore(server.url, { table });
+    const harness = new Harness({ insecureNoAuth: true, store });
+    await harness.ready;
+    const listening = await harness.serve({ hostname: "127.0.0.1", port: 0 });
+    const peer = await ExecutorPeer.dial(listening.url);
+    try {
+      const { executor_id } = await peer.start(registerParams({ machine_id: "m_ended" }));
+      const executor = await harness.waitExecutor({ filter: (e) => e.id === executor_id });
+      const session = await executor.assignSession({ session_id: "ses_ended" });
+      for (let n = 0; n < 5; n++) {
+        await peer.peer.call("session.event", {
+          session_id: "ses_ended",
+          event: { type: "tick", n },
+        }, { id: `evt_ended_${n}` });
+      }
+      await session.stop();
+    } finally {
+      await peer.close().catch(() => {});
+      await harness.close();
+      await listening.close();
+      await store.close();
+    }
+    // A harness started again on the table: the session is read back from the store.
+    const reopened = await openPostgresStore(server.url, { table });
+    const next = new Harness({ insecureNoAuth: true, store: reopened });
+    try {
+      await next.ready;
+      const api = brainApi(next, { authorize: () => true, basePath: "/v1/harness" });
+      // No wait_ms (the default 0): the events are there, not awaited.
+      const answer = await api.fetch(
+        new Request("http://brain.invalid/v1/harness/sessions/ses_ended/events"),
+      );
+      assert.equal(answer.status, 200);
+      const page = await answer.json();
+      assert.deepEqual(page.events.map((e: { event: { n: number } }) => e.event.n), [
+        0,
+        1,
+        2,
+        3,
+        4,
+      ]);
+      assert.equal(page.ended, true);
+      assert.equal(page.next, 5);
+    } finally {
+      await next.close();
+      await reopened.close();
     }
   });
 
