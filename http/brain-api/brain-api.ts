@@ -43,7 +43,7 @@ import type { SessionEventRecord, ToolCallResult } from "../../harness/records.t
 import { normalizeBasePath } from "../shared/base-path.ts";
 import { admits, type Authorize } from "../shared/bearer.ts";
 import { eventStream } from "./event-stream.ts";
-import { type BrainToolCallView, executorView, sessionView } from "./views.ts";
+import { type BrainToolCallView, endedWithHarness, executorView, sessionView } from "./views.ts";
 import { within } from "./within.ts";
 import {
   ApiError,
@@ -208,6 +208,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     // A session that ends before it is ready has reached what `until=ready` waits for.
     const done = target === undefined ||
       (await within(target.catch(() => {}), waitOf(query), c.req.raw.signal)).done;
+    if (await endedWithHarness(session)) throw new HarnessClosedError();
     return json(done ? 200 : 202, await sessionView(session));
   });
 
@@ -467,10 +468,16 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
       void iterator.return(undefined);
     }
     const next = events.length ? events[events.length - 1].index : from;
+    if (await endedWithHarness(session)) {
+      // Not ended: the next harness goes on with it. What was read is given, without an end.
+      if (events.length === 0) throw new HarnessClosedError();
+      return json(200, { events, next, ended: false });
+    }
     if (!ended && session.state === "ended") {
       ended = next >= session.droppedEvents + session.eventRecords.length;
     }
-    return json(200, { events, next, ended });
+    // A long poll that found nothing answers 202, as the other long polls do: ask again.
+    return json(events.length === 0 && !ended ? 202 : 200, { events, next, ended });
   }
 
   return app;

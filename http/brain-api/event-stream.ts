@@ -11,6 +11,7 @@ import type { Clock, TimerHandle } from "../../protocol/clock.ts";
 import type { Logger } from "../../protocol/logger.ts";
 import type { Session } from "../../harness/handles.ts";
 import type { SessionEventRecord } from "../../harness/records.ts";
+import { endedWithHarness } from "./views.ts";
 import { serverSentEvent } from "../shared/server-sent-event.ts";
 import { StreamBacklogError } from "../../harness/errors.ts";
 import type { UnsentBudget, UnsentEntry } from "../../transport/unsent-budget.ts";
@@ -131,7 +132,8 @@ export function eventStream(
       }
       if (stopped) return;
       // The log ends with the session (a read stopped by the lifetime has finished already).
-      if (record.done) return finish(session.state === "ended");
+      // One ended only because this harness closes is not over: the client reconnects.
+      if (record.done) return finish(session.state === "ended" && !await endedWithHarness(session));
       next = record.value.index;
       send(serverSentEvent({ id: String(next), data: record.value }));
     },

@@ -97,6 +97,17 @@ export function executorView(executor: ExecutorHandle): BrainExecutorView {
   };
 }
 
+/**
+ * Whether `session` ended only here, because this harness is closing (a drain, or fenced): the
+ * store keeps it live, and the harness that holds the store next serves it on. Not an end a
+ * brain may act on: its requests answer 503 `harness_closed` (repeat them).
+ */
+export async function endedWithHarness(session: Session): Promise<boolean> {
+  if (session.state !== "ended") return false;
+  const end = await Promise.race([session.ended, undefined]);
+  return end?.reason === "harness_closed";
+}
+
 /** `session` as `GET /sessions/{id}` shows it (an ended one with its reason). */
 export async function sessionView(session: Session): Promise<BrainSessionView> {
   const state = session.state;

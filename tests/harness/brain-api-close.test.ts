@@ -3,7 +3,9 @@
  * failover) gets 503 `harness_closed` — and repeats its request at the next harness — not a
  * connection cut without an answer. The brain API served by the harness's own server on
  * 127.0.0.1, as `bma-harness serve` serves it (closing the harness closes that server), an
- * executor on a real WebSocket that acknowledges the call and never answers it.
+ * executor on a real WebSocket that acknowledges the call and never answers it. Likewise a brain
+ * waiting on a session (`until=ended`, an events long poll, an event stream): the session ends
+ * only here, so it gets 503 (the stream an `end` without `ended`), never the session's end.
  */
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -56,5 +58,57 @@ describe("brainApi on the harness's server, when the harness closes", { timeout:
     assert.equal(response.status, 503);
     const body = await response.json();
     assert.equal(body.error?.code, "harness_closed", JSON.stringify(body));
+  });
+
+  it("tells brains waiting on a session no end that only this harness saw", async () => {
+    const harness = new Harness({ insecureNoAuth: true, heartbeatIntervalMs: 120_000 });
+    closers.push(() => harness.close());
+    const api = brainApi(harness, { authorize: bearerAuthorize(TOKEN), basePath: BASE });
+    const server = await harness.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      fetch: (request) =>
+        new URL(request.url).pathname.startsWith(`${BASE}/`)
+          ? api.fetch(request)
+          : harness.fetch(request),
+    });
+    closers.push(() => server.close());
+    const peer = await ExecutorPeer.dial(server.url);
+    closers.push(() => peer.close());
+    await peer.start(registerParams());
+    const executor = await harness.waitExecutor();
+    const session = await executor.assignSession({ session_id: "ses_drain" });
+    await peer.peer.call("session.event", {
+      session_id: "ses_drain",
+      event: { type: "tick", n: 1 },
+    }, {
+      id: "evt_drain_1",
+    });
+    // In process: each request is waiting before the close, whatever the network does.
+    const get = async (path: string, headers: Record<string, string> = {}) =>
+      await api.fetch(
+        new Request(`http://brain.invalid${BASE}/sessions/ses_drain${path}`, {
+          headers: { authorization: `Bearer ${TOKEN}`, ...headers },
+        }),
+      );
+    const untilEnded = get("?until=ended&wait_ms=30000");
+    const page = get("/events?from=1&wait_ms=30000");
+    const stream = await get("/events?from=1", { accept: "text/event-stream" });
+    assert.equal(stream.status, 200);
+    const streamText = stream.text();
+    // Each handler has run up to its wait (a few turns: no I/O is between).
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setTimeout(resolve, 0));
+
+    await harness.close();
+    assert.equal(session.state, "ended", "ended here: this harness closed");
+    for (const [name, answer] of [["until=ended", untilEnded], ["events", page]] as const) {
+      const response = await answer;
+      const body = await response.json();
+      assert.equal(response.status, 503, `${name}: ${JSON.stringify(body)}`);
+      assert.equal(body.error?.code, "harness_closed", name);
+    }
+    // The stream ends without the session's end: its client reconnects to the next harness.
+    const text = await streamText;
+    assert.match(text, /event: end\ndata: \{"next":1,"ended":false\}/, text);
   });
 });

@@ -113,7 +113,7 @@ describe("the machine's errors are the contract's", { timeout: 60_000 }, () => {
       );
     }
     // A variable's name with "=" (or empty) is bad input: the child would get another variable.
-    for (const env of [{ "A=B": "x" }, { "": "x" }]) {
+    for (const env of [{ "A=B": "x" }, { "": "x" }] as Record<string, string>[]) {
       const refused = await failure(
         executor.request("process.start", { session_id: sid, argv: ["true"], env }),
       );
