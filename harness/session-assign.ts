@@ -112,8 +112,10 @@ export class SessionAssignments {
     }
     if (existing) {
       // A repeat for a session the executor holds is accepted again (retry after a reconnect,
-      // or a restart of the harness).
-      await request(executor, "session.assign", assign, options, this.#deps.requestTimeoutMs);
+      // or a restart of the harness), with the session's own metadata: a repeat's other
+      // metadata would leave the executor holding what the harness does not.
+      const repeat = { ...assign, metadata: existing.metadata };
+      await request(executor, "session.assign", repeat, options, this.#deps.requestTimeoutMs);
       return existing.view;
     }
     // Held before the request: session.ready may arrive right behind the ack.

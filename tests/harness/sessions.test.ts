@@ -99,6 +99,23 @@ describe("Harness: sessions and tools", { timeout: 20_000 }, () => {
     assert.equal(handle.sessions.size, 0);
   });
 
+  it("repeats an assign with the session's own metadata, whatever the repeat carries", async () => {
+    const { peer, executor: handle } = await executor();
+    const assigned: unknown[] = [];
+    peer.peer.onRequest("session.assign", (params) => {
+      assigned.push(params.metadata);
+      return { session_id: params.session_id, accepted: true };
+    });
+    const first = await handle.assignSession({ session_id: "ses_rep", metadata: { life: "1" } });
+    const again = await handle.assignSession({ session_id: "ses_rep", metadata: { life: "2" } });
+    assert.equal(again, first);
+    assert.deepEqual(assigned, [
+      { source: "harness", life: "1" },
+      { source: "harness", life: "1" },
+    ]);
+    assert.deepEqual(again.metadata, { source: "harness", life: "1" });
+  });
+
   it("refuses a session id that another executor holds", async () => {
     const a = await executor();
     const b = await executor();
