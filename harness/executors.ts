@@ -53,7 +53,7 @@ import {
   type StoredPrincipal,
   type StoredRegistration,
 } from "./records.ts";
-import { notify, request } from "./send.ts";
+import { notify, repeatable, repeatedAcrossReconnects, request } from "./send.ts";
 import type { Sessions } from "./sessions.ts";
 import {
   type EntryServices,
@@ -257,6 +257,7 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
         if (entry.connection !== connection) return;
         this.#deps.sessions.resumed(entry, resumed);
         this.#deps.calls.redispatch(entry, connection);
+        entry.connectedAgain();
       });
       const event: ExecutorEvent = {
         type: known ? "reconnected" : "registered",
@@ -397,18 +398,18 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
     params: RequestMap[M]["params"],
     options: TracedCallOptions = {},
   ): Promise<RequestMap[M]["result"]> {
+    let sent = params;
+    let rest: CallOptions = options;
     if (options.trace !== undefined) {
       // Only a context the caller gave: a request of the harness's own carries none.
-      const { trace, ...rest } = options;
-      return request(
-        executor,
-        method,
-        traced(params, traceContext(trace)),
-        rest,
-        this.#deps.requestTimeoutMs,
-      );
+      const { trace, ...others } = options;
+      sent = traced(params, traceContext(trace));
+      rest = others;
     }
-    return request(executor, method, params, options, this.#deps.requestTimeoutMs);
+    const send = () => request(executor, method, sent, rest, this.#deps.requestTimeoutMs);
+    return repeatable(method, sent)
+      ? repeatedAcrossReconnects(executor, send, rest.signal)
+      : send();
   }
 
   // Typed by the interface, its signature not written twice.

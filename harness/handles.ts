@@ -273,7 +273,10 @@ export class ExecutorHandle {
   /**
    * Sends a harness request to the executor, typed by the contract (`process.start`,
    * `terminal.open`, `skill.install`, ...). Rejects with `CapabilityNotAdvertisedError` for a
-   * capability it did not advertise, `ExecutorUnavailableError` while it is not connected.
+   * capability it did not advertise. A request a repeat of which does what it would (a read, a
+   * wait, a start naming its own id: see the README) waits while the executor is away within its
+   * lease and is sent again once it is back; any other rejects with `ConnectionClosedError` when
+   * its connection is lost, `ExecutorUnavailableError` while the executor is not connected.
    */
   request<M extends HarnessRequestMethod>(
     method: M,

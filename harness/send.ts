@@ -10,6 +10,8 @@ import type {
   NotificationMap,
   RequestMap,
 } from "../protocol/generated/contract.ts";
+import { raceSignal } from "../protocol/abort.ts";
+import { ConnectionClosedError } from "../protocol/errors.ts";
 import { ExecutorUnavailableError } from "./errors.ts";
 import type { ExecutorEntry } from "./state.ts";
 
@@ -47,4 +49,56 @@ export function notify<M extends HarnessNotificationMethod>(
   const connection = executor.connection;
   if (!connection) throw unavailable(executor);
   connection.peer.notify(method, params);
+}
+
+/**
+ * Requests a repeat of which does what the first would have done, or answers what it answered:
+ * the reads (`process.read`, `process.wait`, `process.list`, `terminal.read`, `file.download`),
+ * `terminal.resize` and `git.credentials`, and the starts that name their own id (`process.start`
+ * with a `process_id`, `terminal.open` with a `terminal_id`: a repeat answers `duplicate`).
+ */
+export function repeatable(method: string, params: unknown): boolean {
+  if (REPEATABLE.has(method)) return true;
+  const given = params as Record<string, unknown>;
+  if (method === "process.start") return typeof given.process_id === "string";
+  if (method === "terminal.open") return typeof given.terminal_id === "string";
+  return false;
+}
+
+const REPEATABLE: ReadonlySet<string> = new Set([
+  "process.read",
+  "process.wait",
+  "process.list",
+  "terminal.read",
+  "file.download",
+  "terminal.resize",
+  "git.credentials",
+]);
+
+/**
+ * `send()`, sent again once the executor is back when the connection it went on (or the lack
+ * of one) was lost while the executor is away within its lease, as tool calls wait: until it is
+ * answered, refused, timed out, the executor is gone, or `signal` aborts. Only for
+ * {@linkcode repeatable} requests.
+ */
+export async function repeatedAcrossReconnects<T>(
+  executor: ExecutorEntry,
+  send: () => Promise<T>,
+  signal: AbortSignal | undefined,
+): Promise<T> {
+  for (;;) {
+    const on = executor.connection;
+    try {
+      return await send();
+    } catch (error) {
+      const away = error instanceof ConnectionClosedError ||
+        (error instanceof ExecutorUnavailableError && error.reason === "disconnected");
+      if (!away || executor.gone) throw error;
+      // Registered again meanwhile (a new connection replaced the lost one): at once.
+      if (executor.connection === undefined || executor.connection === on) {
+        await raceSignal(executor.nextConnection(), signal, "request");
+      }
+      if (executor.gone) throw unavailable(executor);
+    }
+  }
 }

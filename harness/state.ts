@@ -75,6 +75,8 @@ export class ExecutorEntry {
   readonly #onLeaseExpired: ((entry: ExecutorEntry) => void) | undefined;
   #closed: Promise<ExecutorEnd> | undefined;
   #resolveClosed: ((end: ExecutorEnd) => void) | undefined;
+  /** Waiting for its next registered connection (see {@linkcode nextConnection}). */
+  #connectWaiters: (() => void)[] | undefined;
 
   constructor(
     init: ExecutorInit,
@@ -113,6 +115,20 @@ export class ExecutorEntry {
   settleClosed(reason: ExecutorGoneReason): void {
     this.#resolveClosed?.({ reason });
     this.#resolveClosed = undefined;
+    this.connectedAgain();
+  }
+
+  /** Resolves once the executor has registered again on a connection, or is gone. */
+  nextConnection(): Promise<void> {
+    if (this.gone) return Promise.resolve();
+    return new Promise((resolve) => (this.#connectWaiters ??= []).push(resolve));
+  }
+
+  /** Wakes {@linkcode nextConnection}'s waiters: registered again (or gone). */
+  connectedAgain(): void {
+    const waiters = this.#connectWaiters;
+    this.#connectWaiters = undefined;
+    for (const wake of waiters ?? []) wake();
   }
 }
 
