@@ -283,6 +283,21 @@ export class EventOutbox {
             );
           }
         }
+        if (!this.#holds(queue, expected)) {
+          // The expected event was refused for good earlier: no resend can fill the gap, and
+          // resending the rest would be refused again without end.
+          this.#options.logger.warn("session events refused: a gap no resend can fill", {
+            session_id: entry.params.session_id,
+            expected_sequence: expected,
+          });
+          for (let i = queue.head; i < queue.entries.length; i++) {
+            const e = queue.entries[i];
+            if (!e.settled && e.params.sequence !== undefined) {
+              this.#finish(e, () => e.done.reject(error));
+            }
+          }
+          return;
+        }
         this.#stall(queue);
         return;
       }
@@ -296,6 +311,15 @@ export class EventOutbox {
       error: describeError(error),
     });
     this.#finish(entry, () => entry.done.reject(error));
+  }
+
+  /** Whether an event of `queue` waiting for its acknowledgement has `sequence`. */
+  #holds(queue: SessionQueue, sequence: number): boolean {
+    for (let i = queue.head; i < queue.entries.length; i++) {
+      const e = queue.entries[i];
+      if (!e.settled && e.params.sequence === sequence) return true;
+    }
+    return false;
   }
 
   /**

@@ -13,9 +13,9 @@ import {
   isAgentEvent,
   type SessionEventParams,
 } from "../../protocol/generated/contract.ts";
-import { NotFoundError } from "../../protocol/generated/errors.ts";
+import { ConflictError, NotFoundError } from "../../protocol/generated/errors.ts";
 import { randomId } from "../../protocol/ids.ts";
-import { utf8Length } from "../../protocol/jsonrpc.ts";
+import { DEFAULT_MAX_DEPTH, exceedsDepth, utf8Length } from "../../protocol/jsonrpc.ts";
 import type { ServiceContext } from "./context.ts";
 import { DuplicateEventIdError, TurnEndedError } from "./errors.ts";
 import { cancelRun, rejected, type SessionState, type TurnRun } from "./state.ts";
@@ -96,11 +96,20 @@ export class TurnEvents {
       event_id: eventId,
       sequence,
     };
-    const bytes = utf8Length(JSON.stringify(params)) + ENVELOPE_BYTES;
+    const text = JSON.stringify(params);
+    const bytes = utf8Length(text) + ENVELOPE_BYTES;
     const limit = this.#ctx.host.maxFrameBytes;
-    if (bytes > limit) {
-      // Sent, it would be refused for good and leave a gap no later event could pass.
-      return rejected(new FrameTooLargeError(bytes, limit));
+    // Sent, either would be refused for good and leave a gap no later event could pass.
+    if (bytes > limit) return rejected(new FrameTooLargeError(bytes, limit));
+    // The params are level 2 of the frame; a receiver refuses it past DEFAULT_MAX_DEPTH.
+    if (exceedsDepth(text, DEFAULT_MAX_DEPTH - 1)) {
+      return rejected(
+        new InvalidOutgoingParamsError("session.event", [{
+          path: ["event"],
+          message: `nested deeper than ${DEFAULT_MAX_DEPTH} levels in its frame`,
+          code: "too_deep",
+        }]),
+      );
     }
     state.sequence = sequence;
     state.eventIds.add(eventId);
@@ -119,6 +128,10 @@ export class TurnEvents {
         if (error instanceof NotFoundError && state.run === run) {
           // The harness no longer knows the session: the turn cannot go on.
           cancelRun(state, run, "session_lost");
+        } else if (error instanceof ConflictError && state.run === run) {
+          // A gap the harness will not pass (an event before this one was refused for good):
+          // no later event of the session would be taken.
+          cancelRun(state, run, "events_refused");
         }
         if (!(error instanceof ClientStoppedError)) {
           this.#ctx.logger.warn("agent event not delivered", {

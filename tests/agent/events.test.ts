@@ -13,12 +13,15 @@ import {
   type AgentStreamEvent,
   ConflictError,
   type EmittedEvent,
+  InvalidOutgoingParamsError,
   InvalidParamsError,
+  serveAgent,
   type SessionEventRecord,
 } from "../../mod.ts";
 import type { SessionEventParams } from "../../protocol/mod.ts";
 import { AgentFixtures, collect, eventTypes, gate, text, until } from "../helpers/agent-fixture.ts";
 import { ExecutorPeer, registerParams } from "../helpers/executor-peer.ts";
+import { ScriptedHarness } from "../helpers/scripted-harness.ts";
 
 /** A seeded PRNG (mulberry32), so a failing run can be replayed with its seed. */
 function prng(seed: number): () => number {
@@ -126,6 +129,65 @@ describe("agent events", { timeout: 120_000 }, () => {
     });
     await until(() => stream.items.length === 8, "the idle event");
     assert.equal(stream.items[7].type, "event");
+  });
+
+  it("refuses at emit an event too deep for its frame: its sequence goes to the next event", async () => {
+    const h = await fx.harness();
+    let deep: unknown = "leaf";
+    for (let i = 0; i < 200; i++) deep = { deeper: deep };
+    const outcomes: unknown[] = [];
+    const { executor } = await fx.executor(h, {
+      async runTurn(turn) {
+        outcomes.push(
+          await turn.emit({
+            type: "agent.tool_use",
+            id: "tu_deep",
+            name: "search",
+            input: { q: deep },
+          } as never).then((ack) => ack, (e) => e),
+        );
+        outcomes.push(await turn.emit({ type: "agent.message", content: [text("after")] }));
+      },
+    });
+    await executor.startTurn({ session_id: "ses_deep", turn_id: "t1", input: [text("go")] });
+    await until(() => h.platform.turn("ses_deep")?.state === "completed", "the turn completes");
+    assert.ok(outcomes[0] instanceof InvalidOutgoingParamsError, String(outcomes[0]));
+    assert.equal((outcomes[1] as EmittedEvent).sequence, 2);
+    const records = executor.sessions.get("ses_deep")!.eventRecords;
+    assert.deepEqual(records.map((r) => r.sequence), [1, 2, 3]);
+  });
+
+  it("gives up on events behind a gap no resend can fill, and ends the turn, without resending in a loop", async () => {
+    const scripted = await ScriptedHarness.start({ heartbeatIntervalMs: 3_600_000 });
+    fx.defer(() => scripted.close());
+    // A harness that expects a sequence this executor never holds (it lost its state).
+    scripted.on("session.event", () => {
+      throw new ConflictError("sequence gap", { reason: "sequence_gap", expected_sequence: 7 });
+    });
+    const { client } = fx.client(scripted.url);
+    const outcome = gate<{ emitted: unknown; canceled: boolean }>();
+    serveAgent(client, {
+      async runTurn(turn) {
+        const emitted = await turn.emit({ type: "agent.message", content: [text("x")] })
+          .then((a) => a, (e) => e);
+        // The rejection reaches the turn's own handlers first: let them run.
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        outcome.open({ emitted, canceled: turn.signal.aborted });
+      },
+    });
+    await client.start();
+    await scripted.last.peer.call("turn.start", {
+      session_id: "ses_gap",
+      turn_id: "t1",
+      input: [text("go")],
+    });
+    const { emitted, canceled } = await outcome.promise;
+    assert.ok(emitted instanceof ConflictError, String(emitted));
+    assert.equal(canceled, true, "the turn cannot go on: it is canceled");
+    // Let any resend loop show itself: a few turns of the event loop.
+    for (let i = 0; i < 20; i++) await new Promise((resolve) => setTimeout(resolve, 0));
+    const sent = scripted.requests("session.event").length;
+    assert.ok(sent <= 3, `sent ${sent} session.event requests: no resend loop`);
   });
 
   it("resends unacknowledged events in order after a reconnect, before newer ones", async () => {
