@@ -16,7 +16,7 @@ import {
   ProtocolError,
 } from "../protocol/errors.ts";
 import { type ExecutorRegisterResult, PROTOCOLS } from "../protocol/generated/contract.ts";
-import { CLOSE_CODES, ErrorCode } from "../protocol/generated/errors.ts";
+import { CLOSE_CODES, CloseCode, ErrorCode } from "../protocol/generated/errors.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { Peer } from "../protocol/peer.ts";
 import { type CloseInfo, type Dialer, DialError, type Transport } from "../transport/transport.ts";
@@ -181,6 +181,12 @@ export class ConnectionLoop<C extends Connection> {
 
   async #run(): Promise<void> {
     let failures = 0;
+    /**
+     * Connections in a row the harness closed with 1009 (a frame over its limit): the wait
+     * before the next grows with them, a registration between does not reset it, since the
+     * frame may be sent again (1009 is "reconnect with backoff").
+     */
+    let tooBig = 0;
     while (!this.#halted) {
       this.#options.host.state("connecting");
       let connection: C;
@@ -249,7 +255,14 @@ export class ConnectionLoop<C extends Connection> {
           return;
         }
       }
-      const delay = this.#delay(1);
+      tooBig = info.code === CloseCode.MESSAGE_TOO_BIG ? tooBig + 1 : 0;
+      const delay = this.#delay(Math.max(1, tooBig));
+      if (tooBig > 0) {
+        this.#options.logger.warn("the harness refused a frame over its size limit (1009)", {
+          in_a_row: tooBig,
+          retry_in_ms: delay,
+        });
+      }
       this.#options.logger.info("connection closed: reconnecting", {
         url: displayUrl(connection.token.url),
         code: info.code,

@@ -2,7 +2,8 @@
  * Reconnecting: the close-code policy (stop for good on 1008, 4002, 4003, 4004 and after a
  * received executor.close; reconnect on 4001, 4005 and network failures), a fresh token on each
  * attempt, resume with executor_id and active_sessions, exponential backoff with jitter and a
- * cap on the injected clock, and a pending tool call surviving a cut within the lease.
+ * cap on the injected clock (also across registrations while the harness closes each connection
+ * with 1009), and a pending tool call surviving a cut within the lease.
  */
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -188,6 +189,37 @@ describe("ExecutorClient: reconnect", { timeout: 30_000 }, () => {
     await clock.advance(750);
     await until(() => client.state === "connected", "back within the lease");
     assert.equal(harness.connections.length, 2);
+  });
+
+  it("backs off across registrations while the harness closes each connection with 1009", async () => {
+    const clock = new ManualClock();
+    const harness = await ScriptedHarness.start({ clock, heartbeatIntervalMs: 60_000 });
+    scripted.push(harness);
+    const { client, logger } = fx.client(harness, {
+      clock,
+      random: () => 0.5,
+      reconnect: { initialDelayMs: 100, multiplier: 2, maxDelayMs: 30_000, jitter: 0.5 },
+    });
+    await client.start();
+    // Each connection registers, then is closed for a frame over the harness's limit: the
+    // waits grow (75% of 100, 200, 400, 800), a registration between does not reset them.
+    for (const [closes, delay] of [[1, 75], [2, 150], [3, 300], [4, 600]]) {
+      harness.last.peer.close(1009, "message too big");
+      await until(() => client.state === "waiting" && harness.connections.length === closes);
+      await clock.advance(delay - 1);
+      assert.equal(harness.tokensIssued, closes, `no attempt before ${delay} ms`);
+      await clock.advance(1);
+      await until(() => client.state === "connected" && harness.connections.length === closes + 1);
+    }
+    assert.equal(
+      logger.records.filter((r) => r.message.includes("over its size limit (1009)")).length,
+      4,
+    );
+    // Any other close starts over.
+    harness.last.peer.close(1001, "going away");
+    await until(() => client.state === "waiting" && harness.connections.length === 5);
+    await clock.advance(75);
+    await until(() => client.state === "connected" && harness.connections.length === 6);
   });
 
   it("keeps a pending tool call across a cut within the lease: the call completes once", async () => {
