@@ -67,13 +67,7 @@ export class PlatformTurns {
     record.current = turn;
     // Kept before the executor hears of it: a harness started again grants its tokens.
     await this.#parts.store.keepSession(record);
-    try {
-      const result = await deliver(this.#parts.ctx, executor, "turn.start", params, options);
-      if (turn.state === "pending") turn.state = "running";
-      if (result.executor_session_ref !== undefined) record.ref = result.executor_session_ref;
-      this.#parts.store.keepSession(record);
-      return result;
-    } catch (error) {
+    const refused = () => {
       if (newTurn) {
         record.turns.delete(params.turn_id);
         if (record.current === turn) record.current = previous;
@@ -82,8 +76,23 @@ export class PlatformTurns {
         this.#parts.ctx.attached.endSession(record.id, "refused");
       }
       this.#parts.store.keepSession(record);
+    };
+    let result: TurnStartResult;
+    try {
+      result = await deliver(this.#parts.ctx, executor, "turn.start", params, options);
+    } catch (error) {
+      refused();
       throw error;
     }
+    if (result.accepted === false) {
+      // The executor does not run it: never active, so no token is signed for it.
+      refused();
+      return result;
+    }
+    if (turn.state === "pending") turn.state = "running";
+    if (result.executor_session_ref !== undefined) record.ref = result.executor_session_ref;
+    this.#parts.store.keepSession(record);
+    return result;
   }
 
   /** `sendTurnInput`: an input, with an id of its own when it has none. */

@@ -130,7 +130,11 @@ describe("agent tokens", { timeout: 30_000 }, () => {
     });
     const raw = await ExecutorPeer.dial(h.server.url);
     fx.defer(() => void raw.close());
-    raw.peer.onRequest("turn.start", ({ turn_id }) => ({ turn_id, accepted: true }));
+    // A turn the executor does not run (accepted false) is never active.
+    raw.peer.onRequest("turn.start", ({ turn_id }) => ({
+      turn_id,
+      accepted: turn_id !== "t_refused",
+    }));
     raw.peer.onRequest("turn.cancel", () => ({ canceled: true }));
     await raw.start(registerParams({ capabilities: { agent: {} } }));
     const executor = await h.harness.waitExecutor();
@@ -159,6 +163,12 @@ describe("agent tokens", { timeout: 30_000 }, () => {
       assert.ok(refused instanceof ForbiddenError, `expected -32001 for ${session}/${turn}`);
       assert.equal(refused.reason, "forbidden");
     }
+    const notRun = await start("ses_t", "t_refused", 4);
+    assert.equal(notRun.accepted, false);
+    assert.equal(h.platform.turn("ses_t")?.turn_id, "t1", "the running turn is still t1");
+    assert.equal(h.platform.turnById("ses_t", "t_refused"), undefined, "not tracked");
+    const refusedTurn = await model("ses_t", "t_refused");
+    assert.ok(refusedTurn instanceof ForbiddenError, `expected -32001, got ${refusedTurn}`);
     await start("ses_denied", "t1", 0);
     const denied = await model("ses_denied", "t1");
     assert.ok(denied instanceof ForbiddenError, "the issuer's refusal is passed on");
