@@ -57,14 +57,14 @@ export class TurnTokens {
           session_id: state.id,
           turn_id: run.turnId,
         }, { signal });
-        this.#store(cache, result.model_token, result.expires_at, result.model_base_url);
+        this.#store(kind, cache, result.model_token, result.expires_at, result.model_base_url);
       } else {
         const result = await this.#ctx.client.call("tools_token.refresh", {
           session_id: state.id,
           turn_id: run.turnId,
           ...(run.params.metadata?.epoch !== undefined ? { epoch: run.epoch } : {}),
         }, { signal });
-        this.#store(cache, result.tools_mcp_token, result.expires_at, result.tools_mcp_url);
+        this.#store(kind, cache, result.tools_mcp_token, result.expires_at, result.tools_mcp_url);
       }
       return view(cache);
     } catch (error) {
@@ -77,8 +77,11 @@ export class TurnTokens {
         });
         return this.#keep(cache, kind, "the harness does not refresh tokens (-32601)");
       }
+      // The token it has stays valid until it expires (seed 000): a refresh that failed without
+      // revoking it (a lost connection, a retryable refusal, the harness's own fault, an answer
+      // already expired) leaves the turn that one; a refusal (-32001, -32007, -32012) does not.
       if (
-        deliveryVerdict(error) !== "fail" && cache.token !== undefined &&
+        keepsCurrent(error) && cache.token !== undefined &&
         cache.expiresAt > this.#ctx.clock.now()
       ) {
         return view(cache);
@@ -87,10 +90,19 @@ export class TurnTokens {
     }
   }
 
-  #store(cache: TokenCache, token: string, expiresAt: string, url: string | undefined): void {
+  #store(
+    kind: "model" | "tools",
+    cache: TokenCache,
+    token: string,
+    expiresAt: string,
+    url: string | undefined,
+  ): void {
     this.#ctx.host.addSecret(token);
-    cache.token = token;
     const parsed = Date.parse(expiresAt);
+    if (Number.isFinite(parsed) && parsed <= this.#ctx.clock.now()) {
+      throw new ExpiredAnswerError(kind);
+    }
+    cache.token = token;
     cache.expiresAt = Number.isFinite(parsed)
       ? parsed
       : this.#ctx.clock.now() + ASSUMED_TOKEN_LIFETIME_MS;
@@ -104,6 +116,20 @@ export class TurnTokens {
     const missing = cache.token === undefined ? "none came with turn.start" : "it has expired";
     return rejected(new TokenUnavailableError(kind, `${missing}, and ${why}`));
   }
+}
+
+/** A refresh answered with a token that had already expired: no fresher than none. */
+class ExpiredAnswerError extends TokenUnavailableError {
+  constructor(kind: "model" | "tools") {
+    super(kind, "the harness answered the refresh with a token that has already expired");
+  }
+}
+
+/** Whether a failed refresh leaves the turn the token it has (see `#refresh`). */
+function keepsCurrent(error: unknown): boolean {
+  if (error instanceof ExpiredAnswerError) return true;
+  if (error instanceof ProtocolError && error.code === ErrorCode.INTERNAL_ERROR) return true;
+  return deliveryVerdict(error) !== "fail";
 }
 
 function view(cache: TokenCache): TokenView {

@@ -11,6 +11,7 @@ import {
   type AgentTurnInfo,
   CapabilityMissingError,
   ForbiddenError,
+  InternalError,
   ManualClock,
   type ModelCredential,
   serveAgent,
@@ -273,5 +274,58 @@ describe("agent tokens", { timeout: 30_000 }, () => {
       `expected TokenUnavailableError, got ${got[2]}`,
     );
     assert.equal(logger.text().includes("SECRET"), false, "no token in the log");
+  });
+
+  it("keeps its valid token when a refresh fails at the harness (-32603) or answers one already expired", async () => {
+    const clock = new ManualClock(Date.now());
+    const scripted = await ScriptedHarness.start({ heartbeatIntervalMs: 3_600_000 });
+    fx.defer(() => scripted.close());
+    let answer: "fail" | "expired" = "fail";
+    let refreshes = 0;
+    scripted.on("model_token.refresh", () => {
+      refreshes++;
+      if (answer === "fail") throw new InternalError("the issuer is down");
+      return {
+        model_token: "mt_stale_SECRET",
+        expires_at: new Date(clock.now() - MINUTE).toISOString(),
+      };
+    });
+    const got: (ModelCredential | Error)[] = [];
+    const { client } = fx.client(scripted.url, { clock });
+    serveAgent(client, tokenBrain(got));
+    await client.start();
+    const peer = scripted.last.peer;
+    // One minute left: under the refresh lead, so each ask refreshes first.
+    const expiresAt = clock.now() + MINUTE;
+    await peer.call("turn.start", {
+      session_id: "ses_k",
+      turn_id: "t1",
+      input: [text("go")],
+      metadata: {
+        model_token: "mt_valid_SECRET",
+        model_token_expires_at: new Date(expiresAt).toISOString(),
+      },
+    });
+    let inputs = 0;
+    const ask = () =>
+      peer.call("turn.input", {
+        session_id: "ses_k",
+        turn_id: "t1",
+        input_id: `i${++inputs}`,
+        input: [text("model")],
+      });
+    await ask();
+    await until(() => got.length === 1, "the answer after -32603");
+    assert.deepEqual(got[0], { token: "mt_valid_SECRET", expiresAt });
+    answer = "expired";
+    await ask();
+    await until(() => got.length === 2, "the answer after an expired token");
+    assert.deepEqual(got[1], { token: "mt_valid_SECRET", expiresAt });
+    // Once its own token has expired too, nothing is left to give.
+    await clock.advance(MINUTE);
+    await ask();
+    await until(() => got.length === 3, "the answer once nothing is valid");
+    assert.ok(got[2] instanceof TokenUnavailableError, `expected none, got ${got[2]}`);
+    assert.equal(refreshes, 3, "each ask asked the harness first");
   });
 });

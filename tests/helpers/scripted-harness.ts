@@ -59,6 +59,9 @@ const SERVED = [
   "session.event",
   "session.ended",
   "tool.result",
+  // Answered -32601 unless a test serves them (`on`), as a harness without them does.
+  "model_token.refresh",
+  "tools_token.refresh",
 ] as const;
 
 const DEFAULT_HANDLERS: Record<string, AnyHandler> = {
