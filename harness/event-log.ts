@@ -346,6 +346,21 @@ export class EventLog {
     const agent = params.event_id !== undefined || params.sequence !== undefined ||
       params.turn_id !== undefined;
     if (agent) {
+      // An agent executor sends all three (seed 000): without one the event is outside the
+      // turn's order (no sequence), its deduplication (no event_id) or any turn.
+      const missing = params.turn_id === undefined
+        ? "turn_id"
+        : params.event_id === undefined
+        ? "event_id"
+        : params.sequence === undefined
+        ? "sequence"
+        : undefined;
+      if (missing !== undefined) {
+        throw new InvalidParamsError(
+          `invalid params: an agent event carries turn_id, event_id and sequence (no ${missing})`,
+          { reason: "invalid_params", field: `/${missing}` },
+        );
+      }
       if (params.event_id !== undefined && this.#eventIds.has(params.event_id)) {
         return this.#repeat();
       }

@@ -83,6 +83,13 @@ describe("agent events", { timeout: 120_000 }, () => {
       event: { type: "agent.message" },
     }).then(() => undefined, (e) => e);
     assert.ok(invalid instanceof InvalidParamsError, `expected -32602, got ${invalid}`);
+    // An agent event without its turn, its id or its sequence: outside the turn's order.
+    for (const field of ["turn_id", "event_id", "sequence"] as const) {
+      const { [field]: _, ...without } = event(3);
+      const refused = await raw.peer.call("session.event", without).then(() => undefined, (e) => e);
+      assert.ok(refused instanceof InvalidParamsError, `${field}: expected -32602, got ${refused}`);
+      assert.equal((refused.data as { field?: string }).field, `/${field}`);
+    }
     assert.deepEqual(session.eventRecords.map((r) => [r.sequence, r.event_id]), [
       [1, "ev_1"],
       [2, "ev_2"],
