@@ -436,9 +436,8 @@ export class ExecutorClient {
    * the executor picks the subprotocol from the harness's offer and sends `executor.register`
    * first; when the connection ends, the next dial-in is served with `resume`. One harness
    * connection at a time (another dial meanwhile gets HTTP 409). No credential is needed, and
-   * none is checked: the socket's file permissions decide who may connect. A dialer that refuses
-   * the registration (or closes before it with a code that forbids reconnecting) ends only its
-   * own connection: the executor waits for the next dial. `stop()` closes the socket.
+   * none is checked: the socket's file permissions decide who may connect. `stop()` closes the
+   * socket.
    */
   async listen(url: string): Promise<ExecutorListener> {
     if (this.#stopping) throw new ClientStoppedError();
@@ -483,12 +482,12 @@ export class ExecutorClient {
       await server.close();
       throw new ClientStoppedError();
     }
-    this.#run(local, inbound.dial, true).then(claim.resolve, claim.reject);
+    this.#run(local, inbound.dial).then(claim.resolve, claim.reject);
     return { url: server.url, registered: claim.promise };
   }
 
-  #run(credentials: Credentials, dial: Dialer, inbound = false): Promise<ExecutorRegisterResult> {
-    const loop = this.#connector.run(credentials, dial, inbound);
+  #run(credentials: Credentials, dial: Dialer): Promise<ExecutorRegisterResult> {
+    const loop = this.#connector.run(credentials, dial);
     loop.finished.then((info) => {
       if (!this.#stopping) this.#stopping = this.#shutdown(info, {});
     });

@@ -103,11 +103,6 @@ export interface ConnectionLoopOptions<C extends Connection> {
   maxFrameBytes: number;
   /** See `ExecutorClientOptions.connectTimeoutMs`; undefined: the default. */
   connectTimeoutMs: number | undefined;
-  /**
-   * The harness dials in (`listen`): whoever connects to the socket is "the harness", so one
-   * that refuses the registration ends only its connection, not the loop.
-   */
-  inbound?: boolean;
   host: ConnectionHost<C>;
 }
 
@@ -196,12 +191,7 @@ export class ConnectionLoop<C extends Connection> {
         if (this.#halted) break;
         this.#lastFailure = error;
         const fatal = fatalAttemptError(error, this.#target);
-        if (fatal && this.#options.inbound && fatal.reason !== "config") {
-          this.#options.logger.error("the harness that dialed in refused the executor", {
-            reason: fatal.reason,
-            error: describeError(error),
-          });
-        } else if (fatal) {
+        if (fatal) {
           this.#options.logger.error("connection refused for good", {
             url: displayUrl(this.#target),
             reason: fatal.reason,

@@ -35,7 +35,7 @@ export class Connector implements ConnectionHost<ClientConnection> {
   }
 
   /** A connection loop over `credentials` and `dial`, to be started. */
-  run(credentials: Credentials, dial: Dialer, inbound = false): ConnectionLoop<ClientConnection> {
+  run(credentials: Credentials, dial: Dialer): ConnectionLoop<ClientConnection> {
     const core = this.#core;
     this.#loop = new ConnectionLoop<ClientConnection>({
       clock: core.clock,
@@ -46,7 +46,6 @@ export class Connector implements ConnectionHost<ClientConnection> {
       dial,
       maxFrameBytes: core.maxFrameBytes,
       connectTimeoutMs: core.options.connectTimeoutMs,
-      inbound,
       host: this,
     });
     return this.#loop;

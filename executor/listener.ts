@@ -26,8 +26,7 @@ export interface ExecutorListener {
   readonly url: string;
   /**
    * Settles with the first registration, once a harness has dialed in and accepted
-   * `executor.register`; rejects if the client stops first. A refused registration ends that
-   * connection only (logged as an error): the executor waits for the next dial.
+   * `executor.register`; rejects if the client stops first or the registration is refused.
    */
   readonly registered: Promise<ExecutorRegisterResult>;
 }
