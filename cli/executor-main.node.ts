@@ -86,9 +86,9 @@ duration_ms ("tool call started" at debug); "stopped" with the reason. Stdout ha
 (again with the new id whenever a registration gives one: a harness restarted without its
 store) and, last, "stopped, exit code <n>".
 
-Signals: SIGTERM or SIGINT (Ctrl-C) stops, at any point. Registered, it drains first: no new
-sessions, current work may finish within --drain-ms. A second signal stops now (running calls
-canceled, their processes killed); a third exits without waiting.
+Signals: SIGTERM, SIGINT (Ctrl-C) or SIGHUP stops, at any point. Registered, it drains first:
+no new sessions, current work may finish within --drain-ms. A second signal stops now (running
+calls canceled, their processes killed); a third exits without waiting.
 
 Each flag is given once (a value flag given twice is an error); a number is a positive integer
 written in digits.
@@ -372,7 +372,7 @@ async function configure(
 }
 
 /** What a signal does: the first stops (draining when registered), a second stops now, a third exits. */
-type SignalHandler = (signal: "SIGTERM" | "SIGINT") => void;
+type SignalHandler = (signal: "SIGTERM" | "SIGINT" | "SIGHUP") => void;
 
 async function main(runtime: Runtime): Promise<number> {
   outliveOutputReaders();
@@ -384,6 +384,8 @@ async function main(runtime: Runtime): Promise<number> {
   };
   process.on("SIGTERM", () => onSignal("SIGTERM"));
   process.on("SIGINT", () => onSignal("SIGINT"));
+  // A job of a shell that exits gets SIGHUP: it stops as SIGTERM stops it.
+  process.on("SIGHUP", () => onSignal("SIGHUP"));
   let config: Awaited<ReturnType<typeof configure>>;
   try {
     config = await configure(process.argv.slice(2), process.env);

@@ -294,6 +294,8 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
     };
     process.on("SIGTERM", onSignal);
     process.on("SIGINT", onSignal);
+    // A job of a shell that exits gets SIGHUP (deploy.md runs it with `&`): it drains too.
+    process.on("SIGHUP", onSignal);
   });
 }
 

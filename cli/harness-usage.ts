@@ -54,9 +54,9 @@ executor id, or the command's word ("assigned", "stopped", "ready", "waited", ..
 that fails prints "error: <command>: <why>", with the contract's issue paths when the contract
 refuses what was given ("input.content: ..."). Empty lists say so ("no executors connected").
 
-Signals: Ctrl-C (SIGINT) or SIGTERM stops: running calls are canceled and the sessions stopped
-(their processes killed), then the harness exits 0; it says on stderr what it waits for, and a
-second Ctrl-C exits at once (130). The end of input (Ctrl-D, the end of a script) first waits
+Signals: Ctrl-C (SIGINT), SIGTERM or SIGHUP stops: running calls are canceled and the sessions
+stopped (their processes killed), then the harness exits 0; it says on stderr what it waits for,
+and a second Ctrl-C exits at once (130). The end of input (Ctrl-D, the end of a script) first waits
 for the running calls and commands, then stops the same way. The last line on stdout is
 "closed, exit code <n>".
 
@@ -128,10 +128,10 @@ Options:
   --ui, --ui-port <n>        the inspector on 127.0.0.1 (its one-time login URL goes to stderr)
   --help                     this text
 
-Signals: the first SIGTERM or SIGINT drains: /readyz turns 503, new executors and sessions are
-refused, executors are closed with 1001 (they reconnect through the same address, to the next
-harness), the store lets go with every acknowledgement written, and the process exits 0 (1 when
-the drain outlasted --shutdown-grace). A second signal exits at once (130).
+Signals: the first SIGTERM, SIGINT or SIGHUP drains: /readyz turns 503, new executors and
+sessions are refused, executors are closed with 1001 (they reconnect through the same address,
+to the next harness), the store lets go with every acknowledgement written, and the process
+exits 0 (1 when the drain outlasted --shutdown-grace). A second signal exits at once (130).
 
 Exit codes: 0 after a drain; 1 it could not start (the store is held and no --standby, ...) or
 the drain outlasted its grace; 2 bad input (a flag, a store URL, a number that is not a positive

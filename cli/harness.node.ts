@@ -158,7 +158,7 @@ async function main(): Promise<number> {
     process.exit(code);
   };
   let signals = 0;
-  const onSignal = (signal: "SIGINT" | "SIGTERM") => {
+  const onSignal = (signal: "SIGINT" | "SIGTERM" | "SIGHUP") => {
     if (++signals > 1) {
       note(`${signal} again: exiting at once`);
       finish(130);
@@ -170,6 +170,8 @@ async function main(): Promise<number> {
   };
   process.on("SIGINT", () => onSignal("SIGINT"));
   process.on("SIGTERM", () => onSignal("SIGTERM"));
+  // The terminal went away: quit as SIGTERM does.
+  process.on("SIGHUP", () => onSignal("SIGHUP"));
 
   let quit = false;
   for (let line = await input.line(); line !== undefined; line = await input.line()) {

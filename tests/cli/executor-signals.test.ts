@@ -24,7 +24,7 @@ import {
 } from "./cli-helpers.ts";
 
 const CLI = EXECUTOR_CLI;
-const SIGNALS = ["SIGTERM", "SIGINT"] as const;
+const SIGNALS = ["SIGTERM", "SIGINT", "SIGHUP"] as const;
 
 /** The environment without any harness or credential variable of the caller's. */
 function cleanEnv(extra: Record<string, string> = {}): Record<string, string> {

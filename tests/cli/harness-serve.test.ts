@@ -125,6 +125,22 @@ describe("bma-harness serve", { timeout: 240_000 }, () => {
     await again.close();
   });
 
+  it("drains on SIGHUP as on SIGTERM (a job of a shell that exits gets it): exit 0", async () => {
+    const cli = serve(["--port", "0", "--store", `sqlite:${join(dir, "hup.db")}`]);
+    const base = await listeningUrl(cli);
+    assert.equal((await fetch(`${base}/readyz`)).status, 200);
+    sendSignal(cli.child, "SIGHUP");
+    const end = await exited(cli.child);
+    assert.equal(
+      RUNTIME === "deno" && end.code === null ? 0 : end.code,
+      0,
+      cli.stderr.lines.join("\n"),
+    );
+    const logs = jsonLogs(cli.stdout.lines).map((r) => String(r.message));
+    assert.ok(logs.some((m) => m.startsWith("SIGHUP: draining")), logs.join("\n"));
+    assert.ok(logs.includes("drained: exiting"), logs.join("\n"));
+  });
+
   it("bad input: exit 2 with one line and no stack trace", async () => {
     const busy = createServer();
     await new Promise<void>((resolve) => busy.listen(0, "127.0.0.1", resolve));
