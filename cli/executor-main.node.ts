@@ -269,6 +269,8 @@ async function configure(
     set: nameValue("env-set", v["env-set"]),
     defaults: !v["env-clear"],
   };
+  // Given empty, the flag would fall through to BMA_BASE_URL: a remote target, with the credential.
+  if (v.harness === "") throw new UsageError("--harness is empty");
   const harnessUrl = v.harness ?? env.BMA_HARNESS_URL;
   const credential: Partial<Config["options"]> = {};
   let harnessFrom: string | undefined;

@@ -262,6 +262,7 @@ describe("bma-executor: refused at start", { timeout: 120_000 }, () => {
       ],
       [[...harness, "--grace-ms", "1e3"], /--grace-ms must be a positive integer, not "1e3"/],
       [[...harness, "--name", ""], /^bma-executor: --name is empty/],
+      [["--workdir", workdir, "--harness", ""], /^bma-executor: --harness is empty/],
       [
         [...harness, "--max-sessions", "99999999999999999999"],
         /--max-sessions must be a positive integer/,
