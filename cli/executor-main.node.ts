@@ -258,7 +258,9 @@ async function configure(
   if (v.version) return "version";
   const level = (v["log-level"] ?? "info") as Level;
   if (!LEVELS.includes(level)) throw new UsageError(`--log-level is one of ${LEVELS.join(", ")}`);
-  const format = v["log-format"] ?? "pretty";
+  // `text` as bma-harness serve spells it.
+  const given = v["log-format"] ?? "pretty";
+  const format = given === "text" ? "pretty" : given;
   if (format !== "pretty" && format !== "json") {
     throw new UsageError("--log-format is pretty or json");
   }

@@ -117,7 +117,7 @@ Options:
   --takeover                 claim the store even from a live holder (that one is fenced)
   --log-format text|json     BMA_LOG_FORMAT: one line per record; json: one object per line
                              (time, level, message, executor_id, session_id, tool_call_id, ...)
-  --shutdown-grace <d>       BMA_SHUTDOWN_GRACE: how long a drain may take (default 30s)
+  --shutdown-grace <d>       BMA_SHUTDOWN_GRACE: how long a drain may take (default 30s, 1ms-35791m)
   --heartbeat-ms <n>         BMA_HEARTBEAT_INTERVAL_MS (default 15000)
   --request-timeout-ms <n>   BMA_REQUEST_TIMEOUT_MS (default 60000)
   --max-frame-bytes <n>      BMA_MAX_FRAME_BYTES (default 1048576)

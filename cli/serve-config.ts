@@ -10,6 +10,7 @@
  * @module
  */
 import { argOptions, shownValue } from "./argv.ts";
+import { MAX_TIMER_MS } from "../protocol/clock.ts";
 import { jsonSyntaxError } from "../protocol/logger.ts";
 import { isConnectUrl, positiveInteger } from "../http/env-options.ts";
 import { MIN_TOKEN_LENGTH } from "../http/shared/bearer.ts";
@@ -194,10 +195,12 @@ export function readServeConfig(
   const port = integer(origin("port"), str("port") ?? "7700", 0, 65535);
   const uiPortText = str("ui-port");
   const uiPort = integer(origin("ui-port"), uiPortText ?? "0", 0, 65535);
-  const logFormat = str("log-format") ?? "text";
+  const format = str("log-format") ?? "text";
+  // `pretty` as bma-executor spells it.
+  const logFormat = format === "pretty" ? "text" : format;
   if (logFormat !== "text" && logFormat !== "json") {
     throw new ServeConfigError(
-      `${origin("log-format")} is text or json, not ${shownValue(logFormat)}`,
+      `${origin("log-format")} is text or json, not ${shownValue(format)}`,
     );
   }
   const renew = str("store-renew-ms");
@@ -236,13 +239,15 @@ export function readServeConfig(
   const standby = bool("standby");
   const takeover = bool("takeover");
   if (standby && takeover) {
-    throw new ServeConfigError("--standby waits for the holder to go, --takeover fences it: one");
+    throw new ServeConfigError(
+      `${origin("standby")} waits for the holder to go, ${origin("takeover")} fences it: one`,
+    );
   }
   return {
     host,
     port,
     unix: str("unix"),
-    store: storeSpec(str("store"), str("store-table")),
+    store: storeSpec(str("store"), str("store-table"), origin),
     standby,
     takeover,
     logFormat,
@@ -268,15 +273,23 @@ export function isLoopback(host: string): boolean {
  * The store a `--store` value names: `sqlite:PATH`, `postgres://…` (or `postgresql://…`),
  * `memory` or nothing (memory).
  */
-export function storeSpec(value: string | undefined, table: string | undefined): StoreSpec {
+export function storeSpec(
+  value: string | undefined,
+  table: string | undefined,
+  origin: (flag: "store" | "store-table") => string = (flag) => `--${flag}`,
+): StoreSpec {
+  const tableNeedsPostgres = () =>
+    new ServeConfigError(`${origin("store-table")} needs a PostgreSQL store (${origin("store")})`);
   if (value === undefined || value === "" || value === "memory" || value === "memory:") {
-    if (table !== undefined) throw new ServeConfigError("--store-table needs a PostgreSQL --store");
+    if (table !== undefined) throw tableNeedsPostgres();
     return { kind: "memory" };
   }
   if (value.startsWith("sqlite:")) {
     const path = value.slice("sqlite:".length).replace(/^\/\/(?=\/)/, "");
-    if (path === "") throw new ServeConfigError("--store sqlite: needs a path (sqlite:./h.db)");
-    if (table !== undefined) throw new ServeConfigError("--store-table needs a PostgreSQL --store");
+    if (path === "") {
+      throw new ServeConfigError(`${origin("store")} sqlite: needs a path (sqlite:./h.db)`);
+    }
+    if (table !== undefined) throw tableNeedsPostgres();
     return { kind: "sqlite", path };
   }
   if (/^postgres(ql)?:\/\//.test(value)) {
@@ -284,7 +297,7 @@ export function storeSpec(value: string | undefined, table: string | undefined):
     try {
       url = new URL(value);
     } catch {
-      throw new ServeConfigError("--store is not a valid postgres:// URL");
+      throw new ServeConfigError(`${origin("store")} is not a valid postgres:// URL`);
     }
     const fromQuery = url.searchParams.get("table") ?? undefined;
     const chosen = table ?? fromQuery;
@@ -302,7 +315,9 @@ export function storeSpec(value: string | undefined, table: string | undefined):
     };
   }
   // The value may be a URL with a password: shown without it.
-  throw new ServeConfigError(`--store takes sqlite:PATH or postgres://…, not ${shownValue(value)}`);
+  throw new ServeConfigError(
+    `${origin("store")} takes sqlite:PATH or postgres://…, not ${shownValue(value)}`,
+  );
 }
 
 function readConfigFile(path: string, readText: ReadText): Record<string, string | boolean> {
@@ -400,5 +415,14 @@ function duration(what: string, value: string | undefined): number | undefined {
   }
   const n = Number(match[1]);
   const unit = match[2] ?? "s";
-  return Math.round(unit === "ms" ? n : unit === "s" ? n * 1000 : n * 60_000);
+  const ms = Math.round(unit === "ms" ? n : unit === "s" ? n * 1000 : n * 60_000);
+  // A timer cannot wait longer (it would fire at once), and 0 would give no drain at all.
+  if (ms < 1 || ms > MAX_TIMER_MS) {
+    throw new ServeConfigError(
+      `${what} takes a duration from 1ms to ${Math.floor(MAX_TIMER_MS / 60_000)}m, not ${
+        shownValue(value)
+      }`,
+    );
+  }
+  return ms;
 }

@@ -153,7 +153,20 @@ describe("bma-harness serve", { timeout: 240_000 }, () => {
         [["--host", "0.0.0.0"], {}, /needs authentication/],
         [["--log-format", "xml"], {}, /--log-format is text or json/],
         [["--bogus"], {}, /bogus/],
-        [[], { BMA_HARNESS_STORE: "redis://x" }, /--store takes/],
+        [[], { BMA_HARNESS_STORE: "redis://x" }, /^bma-harness serve: BMA_HARNESS_STORE takes/],
+        [
+          [],
+          { BMA_HARNESS_STANDBY: "true", BMA_HARNESS_TAKEOVER: "true" },
+          /BMA_HARNESS_STANDBY waits for the holder to go, BMA_HARNESS_TAKEOVER fences it/,
+        ],
+        [
+          ["--store-table", "t"],
+          {},
+          /--store-table needs a PostgreSQL store/,
+        ],
+        // A timer cannot wait longer; 0 would be no drain.
+        [["--shutdown-grace", "40000m"], {}, /--shutdown-grace takes a duration from 1ms to/],
+        [["--shutdown-grace", "0"], {}, /--shutdown-grace takes a duration from 1ms to/],
         // A value from the environment is named as the variable it came from.
         [
           [],
