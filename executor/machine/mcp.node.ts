@@ -10,6 +10,7 @@
  * the server does not read from its stdin.
  */
 import { readFile } from "node:fs/promises";
+import * as z from "zod";
 import { randomUUID } from "node:crypto";
 import { isAbsolute, resolve } from "node:path";
 import type {
@@ -32,7 +33,7 @@ const CONGESTION_POLL_MS = 10;
 
 /** Reads the `mcpServers` map of an `mcp.json` file. */
 export async function readMcpConfig(path: string): Promise<Record<string, McpServerConfig>> {
-  let parsed: { mcpServers?: Record<string, McpServerConfig> };
+  let parsed: unknown;
   try {
     parsed = JSON.parse(await readFile(path, "utf8"));
   } catch (error) {
@@ -40,14 +41,31 @@ export async function readMcpConfig(path: string): Promise<Record<string, McpSer
     if (error instanceof SyntaxError) throw new Error(`mcp.json: ${jsonSyntaxError(error)}`);
     throw error;
   }
-  const servers = parsed.mcpServers ?? {};
-  for (const [name, server] of Object.entries(servers)) {
-    if (typeof server?.command !== "string") {
-      throw new Error(`mcp.json: server "${name}" has no command`);
-    }
+  // `servers` as VS Code spells the map; each entry as `McpServerConfig` says.
+  const file = McpConfigFile.safeParse(parsed);
+  if (!file.success) {
+    // Where, never what: an env value may be a key.
+    const issue = file.error.issues[0];
+    const at = issue.path.length ? issue.path.map(String).join(".") : "the file";
+    throw new Error(`mcp.json: ${at}: ${issue.message}`);
   }
-  return servers;
+  const servers = file.data.mcpServers ?? file.data.servers ?? {};
+  return servers as Record<string, McpServerConfig>;
 }
+
+const McpServerEntry = z.object({
+  command: z.string().min(1, "a server needs a command"),
+  args: z.array(z.string()).optional(),
+  env: z.record(z.string(), z.string()).optional(),
+  cwd: z.string().optional(),
+});
+
+const McpConfigFile = z.object({
+  mcpServers: z.record(z.string(), McpServerEntry).optional(),
+  servers: z.record(z.string(), McpServerEntry).optional(),
+}).refine((file) => file.mcpServers !== undefined || file.servers !== undefined, {
+  message: "holds no mcpServers map",
+});
 
 /** What the relay needs from the executor. */
 export interface McpRelayLink {

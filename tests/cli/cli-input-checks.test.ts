@@ -251,7 +251,21 @@ describe("bma-executor: refused at start", { timeout: 120_000 }, () => {
     const workdir = join(dir, "work");
     mkdirSync(workdir, { recursive: true });
     const harness = ["--harness", "ws://127.0.0.1:9", "--workdir", workdir];
+    // An mcp.json that is not one: where it is wrong, never what it holds (env may hold keys).
+    const mcp = (name: string, text: string) => {
+      writeFileSync(join(dir, name), text);
+      return [...harness, "--mcp-config", join(dir, name)];
+    };
     const cases: [string[], RegExp][] = onThisRuntime([
+      [mcp("mcp-list.json", "[]"), /^bma-executor: .*mcp\.json: the file: .*expected object/],
+      [
+        mcp(
+          "mcp-args.json",
+          '{"mcpServers":{"x":{"command":"node","args":5,"env":{"K":"SECRET_V"}}}}',
+        ),
+        /^bma-executor: .*mcp\.json: mcpServers\.x\.args: .*expected array/,
+      ],
+      [mcp("mcp-none.json", '{"servers_typo":{}}'), /mcp\.json: the file: holds no mcpServers map/],
       [
         ["--harness", "ws://a", "--harness", "ws://b"],
         /^bma-executor: --harness is given more than once/,
@@ -284,6 +298,7 @@ describe("bma-executor: refused at start", { timeout: 120_000 }, () => {
     for (const [i, [args, expected]] of cases.entries()) {
       assertOneLine(runs[i], expected, args.join(" "));
       assert.match(runs[i].stderr.trim(), /\(see --help\)$/);
+      assert.doesNotMatch(runs[i].stderr, /SECRET_V/);
     }
   });
 
