@@ -606,19 +606,29 @@ export class Cli {
     return parts.length ? parts.join(", then ") : "closing (nothing runs)";
   }
 
-  /** Stops: running calls canceled, sessions stopped (their processes killed), then closes. */
+  /**
+   * Stops: running calls canceled, sessions stopped (their processes killed), then closes. The
+   * sessions of an executor that is away are not waited for (nothing can reach it: their calls
+   * would settle only when its lease expires); the close ends them.
+   */
   quit(reason: string): Promise<void> {
     this.#beginQuit();
     this.#quitting ??= (async () => {
       this.#follows.abort();
-      const sessions = [...this.#harness.sessions.values()].filter((s) => s.state !== "ended");
+      const reachable = (sessionId: string) =>
+        this.#harness.sessions.get(sessionId)?.executor.connected === true;
+      const sessions = [...this.#harness.sessions.values()].filter((s) =>
+        s.state !== "ended" && reachable(s.id)
+      );
       await Promise.allSettled(
         sessions.map((session) => this.#stopSession(session, reason, false)),
       );
-      // The canceled calls' lines come before the last one.
-      await Promise.allSettled(this.#runningCalls().map((call) => call.done));
+      const done = (calls: CallJob[]) => Promise.allSettled(calls.map((call) => call.done));
+      await done(this.#runningCalls().filter((call) => reachable(call.sessionId)));
       for (const server of this.#servers) await server.close();
       await this.#harness.close();
+      // The canceled calls' lines come before the last one, those the close ended too.
+      await done(this.#runningCalls());
     })();
     return this.#quitting;
   }

@@ -213,6 +213,26 @@ describe("bma-harness: commands", { timeout: 180_000 }, () => {
     await quit(cli);
   });
 
+  it("quit does not wait for the lease of an executor that is gone: the close ends its call", async () => {
+    const { cli, url } = await harness();
+    const out = cli.stdout;
+    await bmaExecutor(cli, url, "hcli-gone");
+    const executor = children[children.length - 1];
+    cli.send("assign - ses_g");
+    await out.match(/^assigned ses_g /);
+    cli.send("bash ses_g echo started; sleep 77");
+    await out.match(/^call_1 stdout\| started$/);
+    executor.kill("SIGKILL");
+    await out.match(/^executor disconnected /);
+    cli.send("quit");
+    // Ended by the close, not after the executor's lease expired.
+    await out.match(/^call_1 failed: .*harness_closed/);
+    const exit = await cli.result;
+    assert.equal(exit.code, 0, exit.stderr);
+    assert.match(exit.stdout, /closed, exit code 0\n$/);
+    assert.doesNotMatch(exit.stdout, /lease_expired/);
+  });
+
   it("commands are answered while a stop waits for the executor", async () => {
     const { cli, url } = await harness();
     const out = cli.stdout;
