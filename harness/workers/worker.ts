@@ -48,7 +48,10 @@ export function createHarnessWorker(options: HarnessWorkerOptions = {}): Harness
       const path = url.pathname;
       const token = /^\/v1\/(environments|machines)\/([^/]+)\/token$/.exec(path);
       if (token) {
-        return await forward(env, `${token[1]}/${decodeURIComponent(token[2])}`, request);
+        const owner = segment(token[2]);
+        // http.md's answer to a malformed request (a bad percent-escape), never a 500.
+        if (owner === undefined) return jsonAnswer(400, "bad_request");
+        return await forward(env, `${token[1]}/${owner}`, request);
       }
       if (path === "/v1/executors/token") {
         const body = await request.clone().json().catch(() => undefined) as
@@ -60,16 +63,31 @@ export function createHarnessWorker(options: HarnessWorkerOptions = {}): Harness
       if (path.startsWith(BRAIN_API_PREFIX)) {
         const rest = path.slice(BRAIN_API_PREFIX.length).split("/");
         const scoped = (rest[0] === "environments" || rest[0] === "machines") && rest[1];
-        const name = scoped
-          ? `${rest[0]}/${decodeURIComponent(rest[1])}`
-          : decodeURIComponent(rest[0]);
-        if (!name) return new Response(JSON.stringify({ error: "not_found" }), { status: 404 });
+        const owner = segment(scoped ? rest[1] : rest[0]);
+        if (!owner) return jsonAnswer(404, "not_found");
+        const name = scoped ? `${rest[0]}/${owner}` : owner;
         url.pathname = `${BRAIN_PATH}/${rest.slice(scoped ? 2 : 1).join("/")}`;
         return await forward(env, name, new Request(url, request));
       }
       return await forward(env, await route(request, env), request);
     },
   };
+}
+
+/** A path segment decoded; `undefined` for a bad percent-escape (`%ZZ`). */
+function segment(text: string): string | undefined {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function jsonAnswer(status: number, error: string): Response {
+  return new Response(JSON.stringify({ error }), {
+    status,
+    headers: { "content-type": "application/json" },
+  });
 }
 
 /**

@@ -26,6 +26,23 @@ describe("edge harness on workerd: the brain API", { timeout: 90_000 }, () => {
     assert.equal(wrong.status, 401, "an executor credential is not a brain credential");
   });
 
+  it("answers a bad percent-escape in an object's name with a typed 4xx, never a 500", async () => {
+    for (
+      const [path, status] of [
+        ["/v1/environments/%E0%A4%A/token", 400],
+        ["/v1/harness/%ZZ/executors", 404],
+        ["/v1/harness/environments/%ZZ/executors", 404],
+      ] as const
+    ) {
+      const answer = await fetch(`${edge.url}${path}`, {
+        method: path.endsWith("/token") ? "POST" : "GET",
+      });
+      assert.equal(answer.status, status, path);
+      assert.match(answer.headers.get("content-type") ?? "", /application\/json/);
+      assert.doesNotMatch(await answer.text(), /URIError|at /, path);
+    }
+  });
+
   it("lists the object's executors, assigns a session and calls a tool over HTTP", async () => {
     const client = edge.client();
     client.tools.bash.handle((input) => ({
