@@ -110,8 +110,15 @@ export class ToolCallEntry {
 
   reject(error: unknown): void {
     this.#settled();
+    this.writtenOff = true;
     this.#reject(error);
   }
+
+  /**
+   * Settled by the harness with a failure (refused, its outcome unknown), not by a result: a
+   * `tool.result` for it afterwards is no repeat of an accepted one.
+   */
+  writtenOff = false;
 
   #settled(): void {
     this.state = "settled";
@@ -229,7 +236,7 @@ export class ToolCallLedger {
       return then(
         this.#store.get<CallRecord>(keys.call(params.tool_call_id)),
         (stored) =>
-          stored?.settled && stored.executorId === executorId &&
+          stored?.settled && stored.result !== undefined && stored.executorId === executorId &&
             stored.sessionId === params.session_id
             ? "duplicate"
             : "unknown",
@@ -238,7 +245,8 @@ export class ToolCallLedger {
     if (entry.executorId !== executorId || entry.sessionId !== params.session_id) {
       return "unknown";
     }
-    if (entry.state === "settled") return "duplicate";
+    // `duplicate` is a repeat of an accepted result; a call the harness wrote off took none.
+    if (entry.state === "settled") return entry.writtenOff ? "unknown" : "duplicate";
     // Built member by member: conditional spreads allocate an object each.
     const result: ToolCallResult = {
       tool_call_id: params.tool_call_id,

@@ -7,12 +7,13 @@ import { after, afterEach, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
   CapabilityNotAdvertisedError,
+  InternalError,
   InvalidResultError,
   NotFoundError,
   RequestAbortedError,
   ResourceExhaustedError,
 } from "../../mod.ts";
-import type { FsMountStatus, ToolCancelParams } from "../../protocol/mod.ts";
+import type { FsMountStatus, ToolCallParams, ToolCancelParams } from "../../protocol/mod.ts";
 import {
   type ExecutorHandle,
   Harness,
@@ -185,6 +186,23 @@ describe("Harness: sessions and tools", { timeout: 20_000 }, () => {
       [{ type: "text", text: "uid=0\n" }],
       "the first result counts",
     );
+  });
+
+  it("answers -32002, not duplicate, a result for a call it wrote off (no result was accepted)", async () => {
+    const { peer, executor: handle } = await executor();
+    const session = await handle.assignSession({ session_id: "ses_off" });
+    let sent: ToolCallParams | undefined;
+    // The executor fails the call's dispatch (-32603): the harness settles it as failed.
+    peer.peer.onRequest("tool.call", (params) => {
+      sent = params;
+      throw new InternalError("the dispatch broke");
+    });
+    const written = await session.callTool({ tool: "bash", input: { command: "id" } })
+      .then(() => undefined, (e) => e);
+    assert.ok(written instanceof InternalError, String(written));
+    const late = await peer.completeBash(sent!, "uid=0\n").then(() => undefined, (e) => e);
+    assert.ok(late instanceof NotFoundError, `expected -32002, got ${late}`);
+    assert.equal(late.reason, "unknown_tool_call");
   });
 
   it("types session.tools.<name>.call and checks structured_content", async () => {
