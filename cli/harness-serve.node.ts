@@ -218,7 +218,8 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
     const code = (error as { code?: unknown } | undefined)?.code;
     if (listeningOn === "unix" && typeof code === "string") {
       const dir = dirname(config.unix!);
-      const why = existsSync(dir) ? code : `${code} (the directory ${dir} does not exist)`;
+      // Bun reports a missing directory as EACCES: the directory, not the code, is the cause.
+      const why = existsSync(dir) ? code : `the directory ${dir} does not exist (create it first)`;
       return usage(`cannot listen on the Unix socket ${config.unix}: ${why}`);
     }
     if (code === "EADDRINUSE") {

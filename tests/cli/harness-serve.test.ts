@@ -164,6 +164,11 @@ describe("bma-harness serve", { timeout: 240_000 }, () => {
           {},
           /--store-table needs a PostgreSQL store/,
         ],
+        [
+          ["--unix", join(dir, "no-such-dir", "h.sock")],
+          {},
+          /cannot listen on the Unix socket .*: the directory .*no-such-dir does not exist/,
+        ],
         // A timer cannot wait longer; 0 would be no drain.
         [["--shutdown-grace", "40000m"], {}, /--shutdown-grace takes a duration from 1ms to/],
         [["--shutdown-grace", "0"], {}, /--shutdown-grace takes a duration from 1ms to/],
