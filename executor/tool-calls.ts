@@ -24,7 +24,7 @@ import {
 import { ConnectionClosedError } from "../protocol/errors.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { ReplyHooks } from "../protocol/peer.ts";
-import { RecentIds } from "../protocol/bounded-set.ts";
+import { RecentIds, RecentMap } from "../protocol/bounded-set.ts";
 import { echoed } from "../protocol/issues.ts";
 import type { Telemetry, TracedSpan } from "../protocol/telemetry.ts";
 import { type TraceContext, traceContext } from "../protocol/trace-context.ts";
@@ -235,8 +235,8 @@ export class ToolCallRunner {
    * {@linkcode REMEMBERED_CALLS}.
    */
   #finished = new RecentIds<string>(REMEMBERED_CALLS);
-  /** The same calls as `session_id` NUL `tool_call_id`: whose session each was (added in step). */
-  #finishedIn = new RecentIds<string>(REMEMBERED_CALLS);
+  /** Whose session each finished call was (`#finished` answers the fast miss first). */
+  #finishedSessions = new RecentMap<string, string>(REMEMBERED_CALLS);
   /** Calls per session that have not finished reporting. */
   readonly #perSession = new Map<string, Set<RunningCall>>();
   /** Sessions whose end aborts their calls (one listener per session, not one per call). */
@@ -268,7 +268,7 @@ export class ToolCallRunner {
    */
   forgetFinished(): void {
     this.#finished = new RecentIds<string>(REMEMBERED_CALLS);
-    this.#finishedIn = new RecentIds<string>(REMEMBERED_CALLS);
+    this.#finishedSessions = new RecentMap<string, string>(REMEMBERED_CALLS);
   }
 
   /** Calls whose handler runs or whose result is being delivered. */
@@ -577,14 +577,14 @@ export class ToolCallRunner {
 
   #remember(id: string, sessionId: string): void {
     this.#finished.add(id);
-    this.#finishedIn.add(`${sessionId}\0${id}`);
+    this.#finishedSessions.set(id, sessionId);
   }
 
   /** Whether the running or finished call `id` is one of session `sessionId`. */
   #sameSession(id: string, sessionId: string): boolean {
     const running = this.#running.get(id);
     if (running !== undefined) return running.params.session_id === sessionId;
-    return this.#finishedIn.has(`${sessionId}\0${id}`);
+    return this.#finishedSessions.get(id) === sessionId;
   }
 
   /** Runs the handler and reports its outcome; returns a promise only if that takes waiting. */

@@ -4,6 +4,7 @@
  * (http.md), executors' WebSocket upgrades (authenticated before the upgrade) and the brain
  * API (`/v1/harness/<object name>/...`).
  */
+import { jsonAnswer } from "../../http/shared/json-answer.ts";
 import { base64UrlDecode } from "../../http/token-endpoint/jwt.ts";
 import { bearerToken } from "../principal.ts";
 import type { HarnessEnv } from "./config.ts";
@@ -50,7 +51,7 @@ export function createHarnessWorker(options: HarnessWorkerOptions = {}): Harness
       if (token) {
         const owner = segment(token[2]);
         // http.md's answer to a malformed request (a bad percent-escape), never a 500.
-        if (owner === undefined) return jsonAnswer(400, "bad_request");
+        if (owner === undefined) return jsonAnswer(400, { error: "bad_request" });
         return await forward(env, `${token[1]}/${owner}`, request);
       }
       if (path === "/v1/executors/token") {
@@ -64,7 +65,7 @@ export function createHarnessWorker(options: HarnessWorkerOptions = {}): Harness
         const rest = path.slice(BRAIN_API_PREFIX.length).split("/");
         const scoped = (rest[0] === "environments" || rest[0] === "machines") && rest[1];
         const owner = segment(scoped ? rest[1] : rest[0]);
-        if (!owner) return jsonAnswer(404, "not_found");
+        if (!owner) return jsonAnswer(404, { error: "not_found" });
         const name = scoped ? `${rest[0]}/${owner}` : owner;
         url.pathname = `${BRAIN_PATH}/${rest.slice(scoped ? 2 : 1).join("/")}`;
         return await forward(env, name, new Request(url, request));
@@ -81,13 +82,6 @@ function segment(text: string): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-function jsonAnswer(status: number, error: string): Response {
-  return new Response(JSON.stringify({ error }), {
-    status,
-    headers: { "content-type": "application/json" },
-  });
 }
 
 /**

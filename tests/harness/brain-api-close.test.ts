@@ -21,7 +21,8 @@ describe("brainApi on the harness's server, when the harness closes", { timeout:
     for (const close of closers.reverse()) await close().catch(() => {});
   });
 
-  it("answers a request waiting for a tool call's result with 503 harness_closed", async () => {
+  /** A harness serving the brain API on its own server, as `serve` does, and an executor. */
+  async function served() {
     const harness = new Harness({ insecureNoAuth: true, heartbeatIntervalMs: 120_000 });
     closers.push(() => harness.close());
     const api = brainApi(harness, { authorize: bearerAuthorize(TOKEN), basePath: BASE });
@@ -38,6 +39,11 @@ describe("brainApi on the harness's server, when the harness closes", { timeout:
     closers.push(() => peer.close());
     await peer.start(registerParams());
     const executor = await harness.waitExecutor();
+    return { harness, api, server, peer, executor };
+  }
+
+  it("answers a request waiting for a tool call's result with 503 harness_closed", async () => {
+    const { harness, server, peer, executor } = await served();
     await executor.assignSession({ session_id: "ses_close" });
 
     const waiting = fetch(`${server.httpUrl}${BASE}/sessions/ses_close/tool-calls?wait_ms=30000`, {
@@ -61,22 +67,7 @@ describe("brainApi on the harness's server, when the harness closes", { timeout:
   });
 
   it("tells brains waiting on a session no end that only this harness saw", async () => {
-    const harness = new Harness({ insecureNoAuth: true, heartbeatIntervalMs: 120_000 });
-    closers.push(() => harness.close());
-    const api = brainApi(harness, { authorize: bearerAuthorize(TOKEN), basePath: BASE });
-    const server = await harness.serve({
-      hostname: "127.0.0.1",
-      port: 0,
-      fetch: (request) =>
-        new URL(request.url).pathname.startsWith(`${BASE}/`)
-          ? api.fetch(request)
-          : harness.fetch(request),
-    });
-    closers.push(() => server.close());
-    const peer = await ExecutorPeer.dial(server.url);
-    closers.push(() => peer.close());
-    await peer.start(registerParams());
-    const executor = await harness.waitExecutor();
+    const { harness, api, peer, executor } = await served();
     const session = await executor.assignSession({ session_id: "ses_drain" });
     await peer.peer.call("session.event", {
       session_id: "ses_drain",
