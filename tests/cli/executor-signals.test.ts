@@ -14,6 +14,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Harness, type HarnessServer } from "../../harness/node.ts";
+import { refusedPort } from "../helpers/ports.ts";
 import { EXECUTOR_CLI } from "../helpers/runtime-command.ts";
 import {
   exitCodeAfterSignal,
@@ -49,15 +50,6 @@ async function logged(
   }
 }
 
-/** A port on 127.0.0.1 that nothing listens on (it was free a moment ago). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
 describe("bma-executor: signals at any point exit 0", { timeout: 120_000 }, () => {
   const children: ChildProcess[] = [];
   after(() => {
@@ -80,7 +72,7 @@ describe("bma-executor: signals at any point exit 0", { timeout: 120_000 }, () =
 
   for (const signal of SIGNALS) {
     it(`${signal} before it has connected: the dial failure says where, why and when again`, async () => {
-      const port = await closedPort();
+      const port = await refusedPort();
       const cli = launch([
         "--harness",
         `ws://127.0.0.1:${port}/executors?token=query-secret-123`,
@@ -143,7 +135,7 @@ describe("bma-executor: signals at any point exit 0", { timeout: 120_000 }, () =
   }
 
   it("a failed token exchange names the endpoint's base URL and the errno", async () => {
-    const port = await closedPort();
+    const port = await refusedPort();
     const cli = launch(
       ["--credential-file", "-"],
       cleanEnv({ BMA_BASE_URL: `http://127.0.0.1:${port}/api/v1`, BMA_ENVIRONMENT_ID: "env_1" }),

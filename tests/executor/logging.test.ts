@@ -6,10 +6,10 @@
  */
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { createServer } from "node:net";
 import { ExecutorClient } from "../../executor/node.ts";
 import { Harness, type HarnessServer } from "../../harness/node.ts";
 import type { LogFields, Logger } from "../../protocol/logger.ts";
+import { refusedPort } from "../helpers/ports.ts";
 
 const INFO = { name: "logging", os: "linux", arch: "x64", version: "1.0.0" };
 
@@ -36,10 +36,7 @@ describe("ExecutorClient: what it logs", { timeout: 30_000 }, () => {
   });
 
   it("a failed dial: the URL without its query, the errno, and the delay before the next attempt", async () => {
-    const probe = createServer();
-    await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-    const { port } = probe.address() as { port: number };
-    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const port = await refusedPort();
     const { logger, records } = recorder();
     let failed!: () => void;
     const twice = new Promise<void>((resolve) => (failed = resolve));

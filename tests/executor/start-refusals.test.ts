@@ -22,6 +22,7 @@ import { type Dialer, DialError } from "../../transport/transport.ts";
 import { OWN_AND_WS } from "../helpers/dialers.ts";
 import { EXECUTOR_INFO, until } from "../helpers/executor-fixture.ts";
 import { CapturingLogger } from "../helpers/raw.ts";
+import { refusedPort } from "../helpers/ports.ts";
 
 /** A plain HTTP server answering every request with `status`, counting the requests. */
 interface Answering {
@@ -192,11 +193,7 @@ for (const [dialerName, dial] of OWN_AND_WS) {
     }
 
     it("retries a refused connection; the aborted start carries the refusal as its cause", async () => {
-      // A port nothing listens on (any more).
-      const probe = createServer();
-      await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-      const port = (probe.address() as AddressInfo).port;
-      await new Promise<void>((resolve) => probe.close(() => resolve()));
+      const port = await refusedPort();
       const { client: executor, logger } = client(`ws://127.0.0.1:${port}`, dial);
       const abort = new AbortController();
       const started = executor.start({ signal: abort.signal });

@@ -12,10 +12,10 @@
  */
 import { spawn, spawnSync } from "node:child_process";
 import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
+import { listenPort } from "./ports.ts";
 
 /**
  * `runuser`, found where util-linux puts it: a root shell's `PATH` has `/usr/sbin`, but a runner
@@ -52,18 +52,6 @@ function serverUser(): { name: string; uid: number; gid: number } | undefined {
   throw new Error("running as root, and neither a postgres nor a nobody user to run PostgreSQL");
 }
 
-/** A port nobody listens on now, on 127.0.0.1. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 const running = new Set<PostgresServer>();
 let exitHook = false;
 
@@ -97,7 +85,7 @@ export class PostgresServer {
     const dir = mkdtempSync(join(user ? "/tmp" : tmpdir(), "bma-pg-"));
     if (user) chownSync(dir, user.uid, user.gid);
     chmodSync(dir, 0o700);
-    const server = new PostgresServer(dir, await freePort(), bin, user);
+    const server = new PostgresServer(dir, await listenPort(), bin, user);
     running.add(server);
     if (!exitHook) {
       exitHook = true;
