@@ -43,10 +43,10 @@ export interface MachineLimits {
   backupUploadMs: number;
   /** Where a backup's archive is spooled before its upload. Default the system's temp dir. */
   backupSpoolDir?: string;
-  /** Terminals open at once in one session (then -32005 `too_many_terminals`). Default 64. */
+  /** Terminals open at once in one session (then -32009 `too_many_terminals`). Default 64. */
   terminalsPerSession: number;
   /**
-   * Terminals open at once on the whole executor, over all its sessions (then -32005
+   * Terminals open at once on the whole executor, over all its sessions (then -32009
    * `too_many_terminals`): each holds a PTY and a process, and the machine has a few thousand
    * PTYs for everyone. Default 128.
    */

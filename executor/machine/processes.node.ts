@@ -26,7 +26,11 @@ import type {
   ProcessWriteResult,
 } from "../../protocol/generated/contract.ts";
 import { type Clock, systemClock, type TimerHandle } from "../../protocol/clock.ts";
-import { ForbiddenError, NotFoundError } from "../../protocol/generated/errors.ts";
+import {
+  ForbiddenError,
+  NotFoundError,
+  ResourceExhaustedError,
+} from "../../protocol/generated/errors.ts";
 import { decodeChunk, encodeChunk, OutputBuffer, utf8Boundary } from "./output-buffer.ts";
 import { MAX_TIMER_MS } from "../../protocol/clock.ts";
 import { type ProcessUnit, SpawnError, type SpawnUnitOptions } from "./process-group.node.ts";
@@ -60,9 +64,17 @@ interface Entry {
   stderr: OutputBuffer;
   exited: Promise<void>;
   timer?: TimerHandle;
+  /** Bytes written to stdin that the program has not taken yet. */
+  stdinQueued: number;
 }
 
 const DEFAULT_READ_BYTES = 64 * 1024;
+/**
+ * Most bytes written to a program's stdin that it has not read yet: each is held in memory
+ * until the program reads it, so a program that never reads would otherwise hold every write.
+ * A write beyond it is refused (-32009 `stdin_full`), to be sent again once the program reads.
+ */
+const STDIN_QUEUE_BYTES = 8 * 1024 * 1024;
 /**
  * How long output may keep arriving after the program exited before `process.wait` answers: its
  * pipes normally reach end-of-file at once, unless a descendant holds them open.
@@ -129,6 +141,7 @@ export class ProcessTable {
       stdout: new OutputBuffer(this.#options.bufferBytes),
       stderr: new OutputBuffer(this.#options.bufferBytes),
       exited: Promise.resolve(),
+      stdinQueued: 0,
     };
     this.#pipe(entry, "stdout");
     this.#pipe(entry, "stderr");
@@ -167,11 +180,25 @@ export class ProcessTable {
     const bytes = decodeChunk(params.data, params.encoding);
     if (!stdin || stdin.destroyed || stdin.writableEnded) {
       if (bytes.byteLength === 0 && params.eof) return { written: 0 };
-      throw new NotFoundError("stdin is closed", { reason: "stdin_closed" });
+      throw stdinClosed();
     }
     if (bytes.byteLength > 0) {
+      // One write of any size (the frame bounds it) is taken while nothing waits.
+      // Counted here: Bun's stdin stream reports no `writableLength`.
+      if (entry.stdinQueued > 0 && entry.stdinQueued + bytes.byteLength > STDIN_QUEUE_BYTES) {
+        throw new ResourceExhaustedError(
+          "stdin is full: the program has not read what it was sent",
+          { reason: "stdin_full" },
+        );
+      }
+      // A write fails only when the pipe is gone: the program closed its stdin, or exited.
+      entry.stdinQueued += bytes.byteLength;
       await new Promise<void>((resolve, reject) =>
-        stdin.write(bytes, (error) => (error ? reject(error) : resolve()))
+        stdin.write(bytes, (error) => {
+          entry.stdinQueued -= bytes.byteLength;
+          if (error) reject(stdinClosed());
+          else resolve();
+        })
       );
     }
     if (params.eof) stdin.end();
@@ -320,4 +347,8 @@ export async function existingDirectory(cwd: string): Promise<void> {
       field: "cwd",
     });
   }
+}
+
+function stdinClosed(): NotFoundError {
+  return new NotFoundError("stdin is closed", { reason: "stdin_closed" });
 }

@@ -157,6 +157,64 @@ describe("the machine's errors are the contract's", { timeout: 60_000 }, () => {
     );
   });
 
+  it("process.write: a program that closed its stdin is stdin_closed at the first write", {
+    // Bun's child stdin takes writes its program can no longer read (no EPIPE) until it exits.
+    skip: "Bun" in globalThis,
+  }, async () => {
+    const { executor, session } = await startMachine(fx);
+    const sid = session.id;
+    const { process_id } = await executor.request("process.start", {
+      session_id: sid,
+      argv: ["sh", "-c", "exec 0<&-; echo closed; exec sleep 1000"],
+    });
+    // It has closed its stdin once it says so.
+    const said = await executor.request("process.read", {
+      session_id: sid,
+      process_id,
+      stream: "stdout",
+      wait_ms: 30_000,
+    });
+    assert.equal(said.data, "closed\n");
+    assertListed(
+      "process.write",
+      await failure(executor.request("process.write", { session_id: sid, process_id, data: "x" })),
+      -32002,
+      "stdin_closed",
+    );
+  });
+
+  it("process.write to a program that does not read: stdin_full beyond 8 MiB, then stdin_closed at its exit", async () => {
+    const { executor, session } = await startMachine(fx);
+    const sid = session.id;
+    const { process_id } = await executor.request("process.start", {
+      session_id: sid,
+      argv: ["sleep", "1000"],
+    });
+    const chunk = "x".repeat(1024 * 1024);
+    const writes = Array.from(
+      { length: 12 },
+      () =>
+        executor.request("process.write", { session_id: sid, process_id, data: chunk }).then(
+          () => "written",
+          (error: unknown) => error,
+        ),
+    );
+    // The writes beyond the bound are refused at once; those before it wait for the program.
+    assertListed("process.write", await Promise.race(writes), -32009, "stdin_full");
+    await executor.request("process.signal", { session_id: sid, process_id, signal: "SIGKILL" });
+    // What waited for the program is answered as closed once it is gone, never as a failure.
+    const outcomes = await Promise.all(writes);
+    const reasons = outcomes.map((e) =>
+      e instanceof ProtocolError ? (e.data as { reason?: string })?.reason : e
+    );
+    const taken = reasons.indexOf("stdin_full");
+    assert.ok(taken >= 8, `the first 8 MiB are taken: ${reasons}`);
+    for (const [i, outcome] of outcomes.entries()) {
+      if (i < taken) assertListed("process.write", outcome, -32002, "stdin_closed");
+      else assertListed("process.write", outcome, -32009, "stdin_full");
+    }
+  });
+
   it("workspace.backup: a path that is not a directory is -32002 file_not_found", async () => {
     const { dir, executor, session } = await startMachine(fx);
     writeFileSync(join(dir, "plain.txt"), "x");
