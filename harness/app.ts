@@ -12,6 +12,7 @@ import type { WebSocketLike } from "../transport/websocket.ts";
 import type { Logger } from "../protocol/logger.ts";
 import { jsonAnswer as json } from "../http/shared/json-answer.ts";
 import { bearer } from "../http/shared/bearer.ts";
+import { browserRefusal } from "../http/shared/host-origin.ts";
 import { JsonBodyError, readBoundedBytes, readJsonObject } from "../http/shared/json-body.ts";
 
 /**
@@ -66,6 +67,20 @@ async function tokenRequestBody(request: Request): Promise<Record<string, unknow
 }
 
 /** The answer to a body refused while it was read, in the `{"error": "..."}` shape of http.md. */
+/**
+ * The answer refusing a request a browser sent for a web page ({@linkcode browserRefusal}):
+ * 403 `forbidden_origin`, or 421 `misdirected_request`; `undefined` for any other request.
+ */
+export function browserAnswer(request: Request, unauthenticated: boolean): Response | undefined {
+  const refused = browserRefusal(request, unauthenticated);
+  if (!refused) return undefined;
+  const [status, message] = refused;
+  return json(status, {
+    error: status === 403 ? "forbidden_origin" : "misdirected_request",
+    message,
+  });
+}
+
 function bodyRefusal(error: JsonBodyError): Response {
   const code = error.status === 413
     ? "too_large"
@@ -78,6 +93,12 @@ function bodyRefusal(error: JsonBodyError): Response {
 /** Builds the harness's hono app. */
 export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
   const app = new Hono<Env>();
+  // No face here is served to browsers: a web page's request is refused before any route.
+  app.use(async (c, next) => {
+    const refused = browserAnswer(c.req.raw, deps.authenticate === undefined);
+    if (refused) return refused;
+    await next();
+  });
 
   const exchange = async (
     scope: "environment" | "machine",

@@ -19,7 +19,7 @@ import type { Dialer, Transport } from "../transport/transport.ts";
 import type { RunningServer, UpgradeDecision, WebSocketServe } from "../transport/server.ts";
 import { isUpgradeRequest, offeredProtocols } from "../transport/server.ts";
 import { webSocketTransport } from "../transport/websocket.ts";
-import { CONNECT_PATHS, createHarnessApp, type FetchOptions } from "./app.ts";
+import { browserAnswer, CONNECT_PATHS, createHarnessApp, type FetchOptions } from "./app.ts";
 import { type ArtifactStore, MemoryArtifactStore } from "./artifacts.ts";
 import type { ConnectionSnapshot } from "./connection.ts";
 import { type Admitted, HarnessCore } from "./core.ts";
@@ -555,6 +555,8 @@ export class Harness {
     const core = this.#core;
     if (this.#closed) return jsonAnswer(503, { error: "unavailable" });
     if (!CONNECT_PATHS.includes(url.pathname)) return jsonAnswer(404, { error: "not_found" });
+    const fromPage = browserAnswer(request, !this.#authenticate);
+    if (fromPage) return fromPage;
     const readiness = core.readiness;
     if (readiness === "standby" || readiness === "fenced" || readiness === "draining") {
       // Sent elsewhere: a load balancer tries the harness that holds the store.

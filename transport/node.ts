@@ -42,6 +42,7 @@ import {
   sendAnswer,
 } from "../http/shared/fetch-bridge.node.ts";
 import { canDialByteWebSocket } from "./websocket-stream.ts";
+import { awaitHandshake, handshakeDone } from "./handshake-deadline.node.ts";
 
 /**
  * Opens a WebSocket connection: `ws://`, `unix:///path.sock` and `\\.\pipe\name` with the
@@ -362,31 +363,6 @@ export async function serveWebSocket(
 
 function destroySocket(this: Duplex): void {
   this.destroy();
-}
-
-/**
- * The timers of the handshake deadlines, by socket: a map rather than a property, so the server's
- * sockets keep the shape of every other socket (a property added after construction would give
- * them a hidden class of their own, and the stream code every frame runs through two).
- */
-const handshakes = new WeakMap<Duplex, ReturnType<typeof setTimeout>>();
-
-function awaitHandshake(socket: Duplex, ms: number): void {
-  const timer = setTimeout(handshakeExpired, ms, socket);
-  (timer as { unref?: () => void }).unref?.();
-  handshakes.set(socket, timer);
-}
-
-function handshakeExpired(socket: Duplex): void {
-  if (!handshakes.delete(socket)) return;
-  socket.destroy();
-}
-
-function handshakeDone(socket: Duplex): void {
-  const timer = handshakes.get(socket);
-  if (timer === undefined) return;
-  handshakes.delete(socket);
-  clearTimeout(timer);
 }
 
 /**

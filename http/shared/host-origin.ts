@@ -55,3 +55,45 @@ export function isCrossOrigin(request: Request): boolean {
   const origin = request.headers.get("origin");
   return origin !== null && origin !== new URL(request.url).origin;
 }
+
+/** Whether `hostname` (as a URL spells it) cannot be a DNS name: a loopback name or an IP. */
+function isAddressOrLoopback(hostname: string): boolean {
+  return LOOPBACK_HOSTS.includes(hostname) || hostname.startsWith("[") ||
+    /^\d{1,3}(\.\d{1,3}){3}$/.test(hostname);
+}
+
+/**
+ * Why a request that a browser sent for a web page is refused by a face that is not served to
+ * browsers (the executor's connect endpoint, artifact uploads, the token exchange), or
+ * `undefined`. Browsers always send `Origin` on a WebSocket upgrade and a POST, and executors
+ * send none (or their target's own): one from another origin is refused (403: cross-site
+ * WebSocket hijacking, or a form filling the artifact store). When nothing authenticates the
+ * caller (a harness on loopback without tokens), a browser's request must also name the server
+ * by address, never by a DNS name (421): a page whose name was made to resolve to 127.0.0.1 (DNS
+ * rebinding) is of its own origin, and would otherwise reach the harness as an executor.
+ */
+export function browserRefusal(
+  request: Request,
+  unauthenticated: boolean,
+): HostRefusal | undefined {
+  const origin = request.headers.get("origin");
+  if (origin === null) return undefined;
+  // The host the browser went to is the one it named (a server may build the URL from its own
+  // address); the scheme is left out, as a proxy in front may have ended TLS.
+  let target: URL;
+  let from: URL;
+  try {
+    const host = request.headers.get("host");
+    target = host === null ? new URL(request.url) : new URL(`http://${host}`);
+    from = new URL(origin);
+  } catch {
+    return [403, "a request for a page of another origin"];
+  }
+  if (from.hostname !== target.hostname || from.port !== target.port) {
+    return [403, "a request for a page of another origin"];
+  }
+  if (unauthenticated && !isAddressOrLoopback(target.hostname)) {
+    return [421, `a browser's request for ${target.hostname}: name this server by its address`];
+  }
+  return undefined;
+}
