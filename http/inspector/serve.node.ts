@@ -19,6 +19,7 @@ import {
   sendAnswer,
 } from "../shared/fetch-bridge.node.ts";
 import { DEFAULT_HANDSHAKE_TIMEOUT_MS } from "../../transport/server.ts";
+import { awaitHandshake, handshakeDone } from "../../transport/handshake-deadline.node.ts";
 import type { Inspector } from "./inspector.ts";
 
 /**
@@ -61,7 +62,20 @@ export interface ServeInspectorOptions {
    * Default 8 MiB ({@linkcode DEFAULT_MAX_REQUEST_BYTES}).
    */
   maxRequestBytes?: number;
+  /**
+   * How long a connection may take to send its first request's headers; past it the connection
+   * is closed (bytes trickling in do not extend it), as on the harness's server. Default 10 s.
+   */
+  handshakeTimeoutMs?: number;
+  /**
+   * Most connections open at once; one beyond is closed as it arrives (a browser keeps a few,
+   * and one per open page stream). Default 256.
+   */
+  maxConnections?: number;
 }
+
+/** The default of {@linkcode ServeInspectorOptions.maxConnections}. */
+export const DEFAULT_MAX_INSPECTOR_CONNECTIONS = 256;
 
 /** A listening inspector server. */
 export interface InspectorServer {
@@ -91,11 +105,15 @@ export function serveInspector(
     clock: options.clock ?? systemClock,
     logger: options.logger ?? silentLogger,
   };
+  const handshakeMs = options.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS;
   const server = createServer((req, res) => {
+    handshakeDone(req.socket);
     const url = requestedUrl(req.url ?? "/", req.headers.host, hosts);
     if (url instanceof URL) void answerRequest(req, res, url, fetch, bridge);
     else void sendAnswer(req, res, refusal(url[0], url[1]), bridge);
   });
+  server.maxConnections = options.maxConnections ?? DEFAULT_MAX_INSPECTOR_CONNECTIONS;
+  server.on("connection", (socket) => awaitHandshake(socket, handshakeMs));
   return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(options.port ?? 0, "127.0.0.1", () => {
