@@ -20,6 +20,7 @@ import {
 import { approvalId } from "../../mod.ts";
 import { AgentFixtures, text } from "../helpers/agent-fixture.ts";
 import { until } from "../helpers/executor-fixture.ts";
+import { listenPort } from "../helpers/ports.ts";
 
 const TOKEN = "brain-token-0123456789abcdef";
 const INFO = { name: "brain-api-executor", os: "linux", arch: "amd64", version: "0.0.1" };
@@ -412,7 +413,8 @@ describe("brainApi over HTTP", { timeout: 30_000 }, () => {
   it("answers a call repeated after the harness restarted on its store with the stored result", async () => {
     const store = new MemoryHarnessStore({ values: "json" });
     // The first harness "crashes" and is never touched again (its clock never moves).
-    const first = await rig(store, 0, new ManualClock());
+    // A port no parallel test is given meanwhile: the next harness serves on it.
+    const first = await rig(store, await listenPort(), new ManualClock());
     await ready(first, "ses_r");
     const fastBody = post({ tool: "bash", input: { command: "fast" }, tool_call_id: "call_fast" });
     const slowBody = post({ tool: "bash", input: { command: "slow" }, tool_call_id: "call_slow" });

@@ -22,6 +22,7 @@ import {
   type ToolCallResult,
 } from "../../node.ts";
 import { until } from "../helpers/executor-fixture.ts";
+import { listenPort } from "../helpers/ports.ts";
 
 const INFO = { name: "restart-executor", os: "linux", arch: "amd64", version: "0.0.1" };
 const FAST = { initialDelayMs: 5, maxDelayMs: 50 };
@@ -88,7 +89,8 @@ describe("Harness restart on the same store", { timeout: 30_000 }, () => {
 
   it("takes the executor's resume after a crash: events and the result reach the brain once, in order", async () => {
     const store = new MemoryHarnessStore({ values: "json" });
-    const first = await serve(store, 0, new ManualClock());
+    // A port no parallel test is given meanwhile: the harness comes back on it.
+    const first = await serve(store, await listenPort(), new ManualClock());
     const rig = executor(first.server);
     await rig.client.start();
     const executorId = rig.client.executorId!;
@@ -171,7 +173,7 @@ describe("Harness restart on the same store", { timeout: 30_000 }, () => {
 
   it("keeps what it held across a graceful close as well", async () => {
     const store = new MemoryHarnessStore({ values: "json" });
-    const first = await serve(store);
+    const first = await serve(store, await listenPort());
     const rig = executor(first.server);
     await rig.client.start();
     const handle = await first.harness.waitExecutor();

@@ -14,6 +14,7 @@ import { ExecutorClient, Harness, type HarnessStore } from "../../node.ts";
 import { until } from "../helpers/executor-fixture.ts";
 import { DRIVERS, openSqliteStore } from "./sqlite-fixture.ts";
 import { storedEvents } from "../helpers/stored-events.ts";
+import { listenPort } from "../helpers/ports.ts";
 
 const INFO = { name: "trim-executor", os: "linux", arch: "amd64", version: "0.0.1" };
 const FAST = { initialDelayMs: 5, maxDelayMs: 50 };
@@ -123,7 +124,8 @@ for (const driver of DRIVERS) {
         const path = join(dir, `t${++files}.db`);
         const store = await openSqliteStore(path, { driver });
         closing.push(() => Promise.resolve(store.close()));
-        const first = await serve(store, { maxSessionEvents: 150 });
+        // A port no parallel test is given meanwhile: the next harness serves on it.
+        const first = await serve(store, { maxSessionEvents: 150 }, await listenPort());
         const client = await executor(first.server.url);
         const session = await (await first.harness.waitExecutor()).assignSession({
           session_id: "ses_r",
