@@ -51,11 +51,16 @@ const SLICE_MS = 5;
 const SKIPPED_DIRECTORIES = new Set([".git", "node_modules"]);
 const NEWLINE = 0x0a;
 
-/** Maps a confinement or file system failure to the tool error the model sees. */
+/**
+ * Maps a confinement or file system failure to the tool error the model sees, naming `path` as
+ * the caller gave it. Any other failure is thrown on, with the executor's own path for the file
+ * (`/proc/self/fd/<fd>/<name>`) replaced by `path` in its message.
+ */
 function toolError(error: unknown, path: string): never {
   if (error instanceof PathOutsideWorkdirError) throw new FileToolError(error.message);
   if (error instanceof PatternError) throw new FileToolError(error.message);
-  switch (errorCode(error)) {
+  const code = errorCode(error);
+  switch (code) {
     case "ENOENT":
       throw new FileToolError(`no such file: ${path}`);
     case "ENOTDIR":
@@ -67,10 +72,23 @@ function toolError(error: unknown, path: string): never {
       throw new FileToolError(`permission denied: ${path}`);
     case "ELOOP":
       throw new FileToolError(`too many symlinks: ${path}`);
+    // What an open of something else than a regular file or a directory answers: a FIFO or a
+    // device (EINVAL, from the check after the open), a socket (ENXIO on Linux, EOPNOTSUPP on
+    // BSDs and macOS), a device without a driver (ENXIO, ENODEV).
     case "EINVAL":
+    case "ENXIO":
+    case "ENODEV":
+    case "ENOTSUP":
+    case "EOPNOTSUPP":
       throw new FileToolError(`not a regular file: ${path}`);
+    case "ETXTBSY":
+      throw new FileToolError(`file busy (a program running from it): ${path}`);
     case "ENAMETOOLONG":
       throw new FileToolError(`name too long: ${path}`);
+  }
+  const internal = (error as { path?: unknown } | null)?.path;
+  if (code !== undefined && error instanceof Error && typeof internal === "string") {
+    error.message = error.message.split(internal).join(path);
   }
   throw error;
 }
@@ -97,14 +115,24 @@ class Slicer {
   }
 }
 
-/** `read`: lines `offset`.. (1-based) of a text file, at most `limit` of them. */
+/**
+ * `read`: lines `offset`.. (1-based) of a text file, at most `limit` of them. The file is read up
+ * to the size it had when it was opened: what is appended while it is read is not read (nor
+ * counted in `total_lines`), so a file that keeps growing is answered too. Aborting `signal`
+ * (the call canceled or past its `timeout_ms`) ends the read at its next chunk, and a long scan
+ * yields to the event loop every few milliseconds.
+ */
 export async function readTool(
   input: ReadInput,
   workdir: Workdir,
   limits: FileLimits = DEFAULT_MACHINE_LIMITS,
+  signal?: AbortSignal,
 ): Promise<ReadResult> {
+  signal?.throwIfAborted();
   const opened = await workdir.openFile(input.path).catch((e) => toolError(e, input.path));
   try {
+    const size = opened.stat.size;
+    const slicer = new Slicer(signal);
     const start = Math.max(1, input.offset ?? 1);
     const end = start + (input.limit ?? DEFAULT_READ_LINES); // first line not returned
     const kept: Uint8Array[] = [];
@@ -117,12 +145,15 @@ export async function readTool(
     let complete = true;
     const buffer = new Uint8Array(CHUNK_BYTES);
     for (;;) {
+      signal?.throwIfAborted();
       if (position >= countUntil) {
         complete = false;
         break;
       }
-      const { bytesRead } = await opened.file.read(buffer, 0, buffer.length, position);
-      if (bytesRead === 0) break;
+      if (position >= size) break;
+      const want = Math.min(buffer.length, size - position);
+      const { bytesRead } = await opened.file.read(buffer, 0, want, position);
+      if (bytesRead === 0) break; // cut shorter since it was opened
       const chunk = buffer.subarray(0, bytesRead);
       let at = 0;
       while (at < chunk.length) {
@@ -157,6 +188,7 @@ export async function readTool(
         at = stop;
       }
       position += bytesRead;
+      if (slicer.due()) await slicer.pause();
     }
     const totalLines = lineHasBytes ? line : line - 1;
     return {
@@ -170,11 +202,14 @@ export async function readTool(
   }
 }
 
-/** `write`: replaces (or creates) a file, creating its directories. */
+/**
+ * `write`: replaces (or creates) a file, creating its directories. A symlink at the path is
+ * followed inside the workdir (its target is replaced, the link stays); an existing FIFO, socket
+ * or device is refused and left as it is.
+ */
 export async function writeTool(input: WriteInput, workdir: Workdir): Promise<WriteResult> {
   const bytes = new TextEncoder().encode(input.content);
-  const written = await workdir.writeFile(input.path, bytes)
-    .catch((e) => toolError(e, input.path));
+  const written = await writeRegular(workdir, input.path, bytes);
   return {
     path: written.path,
     bytes_written: bytes.byteLength,
@@ -219,9 +254,42 @@ export async function editTool(
     ? text.split(input.old_string).join(input.new_string)
     : text.replace(input.old_string, () => input.new_string);
   // Written where it was read (a link followed then is followed again, inside the root).
-  const written = await workdir.writeFile(input.path, new TextEncoder().encode(next))
-    .catch((e) => toolError(e, input.path));
+  const written = await writeRegular(workdir, input.path, new TextEncoder().encode(next));
   return { path: written.path, replacements: input.replace_all ? count : 1 };
+}
+
+/**
+ * Replaces (or creates) the file at `path` with `bytes` through {@linkcode Workdir.writeFile},
+ * unless what is there (a symlink followed inside the root) is neither a regular file nor a
+ * directory: a FIFO, a socket or a device would be replaced by a regular file, taken from whoever
+ * uses it. A directory is left to `writeFile`, which refuses it.
+ */
+async function writeRegular(
+  workdir: Workdir,
+  path: string,
+  bytes: Uint8Array,
+): Promise<{ path: string; created: boolean }> {
+  const special = await isSpecial(workdir, path).catch((e) => toolError(e, path));
+  if (special) throw new FileToolError(`not a regular file: ${path}`);
+  return await workdir.writeFile(path, bytes).catch((e) => toolError(e, path));
+}
+
+/** Whether `path` names an existing FIFO, socket or device (a symlink followed inside). */
+async function isSpecial(workdir: Workdir, path: string): Promise<boolean> {
+  let located: { dir: ConfinedDir; name: string };
+  try {
+    located = await workdir.parentOf(path);
+  } catch (error) {
+    if (errorCode(error) === "ENOENT") return false; // a directory on the way is missing
+    throw error;
+  }
+  try {
+    const stat = await located.dir.lstat(located.name);
+    return stat !== undefined && !stat.isFile() && !stat.isDirectory() &&
+      !stat.isSymbolicLink();
+  } finally {
+    await located.dir.close();
+  }
 }
 
 /**
