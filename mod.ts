@@ -235,6 +235,7 @@ export {
   ToolCallAbort,
   ToolError,
   ToolResult,
+  ToolTimeoutError,
   UnknownSessionError,
 } from "./executor/mod.ts";
 export type {

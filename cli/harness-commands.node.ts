@@ -396,7 +396,10 @@ export class Cli {
           },
         });
         call.outcome = result.outcome;
-        const shown = result.error ?? result.structured_content ?? textOf(result);
+        // A timed-out bash call carries its output so far beside the error.
+        const shown = result.error && result.structured_content
+          ? { ...result.structured_content, error: result.error }
+          : result.error ?? result.structured_content ?? textOf(result);
         this.#out(
           `${id} ${result.outcome}${result.is_error ? " (tool error)" : ""}: ${
             JSON.stringify(shown)

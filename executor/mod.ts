@@ -197,6 +197,7 @@ export {
   type ToolOutput,
   ToolResult,
   type ToolResultInit,
+  ToolTimeoutError,
 } from "./tool-results.ts";
 export type {
   ToolContext,

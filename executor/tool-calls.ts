@@ -39,6 +39,7 @@ import {
   renderToolOutput,
   type ResultOutbox,
   ToolError,
+  ToolTimeoutError,
 } from "./tool-results.ts";
 import {
   checkedInput,
@@ -655,6 +656,7 @@ export class ToolCallRunner {
     try {
       value = served.handler(call.input, context);
     } catch (error) {
+      if (error instanceof ToolTimeoutError) return this.#timedOut(call, served, error);
       return this.#failed(call, error);
     }
     if (isThenable(value)) return this.#awaitOutcome(call, served, Promise.resolve(value));
@@ -676,6 +678,7 @@ export class ToolCallRunner {
     try {
       first = await Promise.race([ran.then((v) => ({ v })), aborted]);
     } catch (error) {
+      if (error instanceof ToolTimeoutError) return this.#timedOut(call, served, error);
       return this.#failed(call, error);
     }
     if (first === "aborted") {
@@ -733,6 +736,33 @@ export class ToolCallRunner {
       result.structured_content = rendered.structured_content;
     }
     return result;
+  }
+
+  /**
+   * A handler's own time limit passed ({@linkcode ToolTimeoutError}): outcome `timed_out`, with
+   * what the tool produced until then rendered as its content.
+   */
+  #timedOut(
+    call: RunningCall,
+    served: ServedTool,
+    error: ToolTimeoutError,
+  ): ToolResultParams | Promise<ToolResultParams> {
+    const { params } = call;
+    const info = { message: this.#deps.scrubber.scrub(error.message), code: "timeout" };
+    const timedOut = (result: ToolResultParams): ToolResultParams => {
+      if (result.outcome !== "completed") return result;
+      const { is_error: _toolLevel, ...rest } = result;
+      return { ...rest, outcome: "timed_out", error: info };
+    };
+    if (error.result === undefined) {
+      return timedOut({
+        session_id: params.session_id,
+        tool_call_id: params.tool_call_id,
+        outcome: "completed",
+      });
+    }
+    const rendered = this.#completed(call, served, error.result);
+    return isThenable(rendered) ? rendered.then(timedOut) : timedOut(rendered);
   }
 
   #aborted(call: RunningCall): ToolResultParams {

@@ -88,6 +88,22 @@ export class ToolError extends Error {
   }
 }
 
+/**
+ * Thrown by a handler whose own time limit passed (the `bash` tool's `timeout_ms`): the call ends
+ * with outcome `timed_out` and `error.code` `timeout`, and carries what the tool produced until
+ * then, `result` rendered as a handler's return value is (the bash result's output so far).
+ */
+export class ToolTimeoutError extends Error {
+  /** What the tool produced before its time ran out (rendered into the result), if anything. */
+  readonly result: unknown;
+  /** `message` is the error's text; `result` what the tool produced until then. */
+  constructor(message: string, options?: { result?: unknown; cause?: unknown }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = "ToolTimeoutError";
+    this.result = options?.result;
+  }
+}
+
 /** What {@linkcode ToolResult} is built from. */
 export interface ToolResultInit {
   /** Text, or content blocks. */

@@ -50,6 +50,7 @@ export async function backupWorkspace(
   workdir: Workdir,
   fetchFn: typeof fetch = fetch,
   limits: BackupLimits = DEFAULT_MACHINE_LIMITS,
+  signal?: AbortSignal,
 ): Promise<WorkspaceBackupResult> {
   // A presigned URL is HTTP(S); another scheme would only fail as an upload (the URL is a
   // secret: never repeated).
@@ -91,12 +92,21 @@ export async function backupWorkspace(
     );
     let archived: { size: number; sha256: string; files: number };
     try {
-      archived = await writeArchive(base, excluded, spool);
+      archived = await writeArchive(base, excluded, spool, signal);
     } finally {
       await spool.close();
       await base.close();
     }
-    const uploaded = await upload(params, spoolPath, archived.size, fetchFn, limits.backupUploadMs);
+    const uploaded = await upload(
+      params,
+      spoolPath,
+      archived.size,
+      fetchFn,
+      limits.backupUploadMs,
+      signal,
+    );
+    // Stopped (the session ended): the reason, whatever the upload answered meanwhile.
+    signal?.throwIfAborted();
     if (!uploaded) throw new UnavailableError("upload failed", { reason: "backend_unavailable" });
     return { format: "tar.gz", ...archived };
   } finally {
@@ -109,6 +119,7 @@ async function writeArchive(
   base: ConfinedDir,
   excluded: (path: string) => boolean,
   out: FileHandle,
+  signal: AbortSignal | undefined,
 ): Promise<{ size: number; sha256: string; files: number }> {
   const { readable, controller } = createTarPacker();
   const hash = createHash("sha256");
@@ -127,7 +138,7 @@ async function writeArchive(
   );
   let files = 0;
   try {
-    files = await addTree(controller, base, "", excluded, 0);
+    files = await addTree(controller, base, "", excluded, 0, signal);
     controller.finalize();
   } catch (error) {
     controller.error(error);
@@ -145,6 +156,7 @@ async function addTree(
   prefix: string,
   excluded: (path: string) => boolean,
   depth: number,
+  signal: AbortSignal | undefined,
 ): Promise<number> {
   if (depth > MAX_DEPTH) {
     throw new UnavailableError("directory tree too deep to archive", {
@@ -156,6 +168,7 @@ async function addTree(
   entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   let files = 0;
   for (const { name, kind } of entries) {
+    signal?.throwIfAborted();
     const path = prefix === "" ? name : `${prefix}/${name}`;
     if (excluded(path)) continue;
     if (kind === "directory") {
@@ -174,7 +187,7 @@ async function addTree(
           mode: (stat?.mode ?? 0o755) & 0o7777,
           ...(stat ? { mtime: stat.mtime } : {}),
         }).close();
-        files += await addTree(pack, child, path, excluded, depth + 1);
+        files += await addTree(pack, child, path, excluded, depth + 1, signal);
       } finally {
         await child.close();
       }
@@ -191,7 +204,7 @@ async function addTree(
         continue; // gone, or swapped for a link: not archived
       }
       try {
-        await addFile(pack, path, opened.file, opened.stat.size, opened.stat);
+        await addFile(pack, path, opened.file, opened.stat.size, opened.stat, signal);
         files++;
       } finally {
         await opened.file.close();
@@ -209,6 +222,7 @@ async function addFile(
   file: FileHandle,
   size: number,
   stat: { mode: number; mtime: Date },
+  signal: AbortSignal | undefined,
 ): Promise<void> {
   const writer = pack.add({
     name: path,
@@ -219,6 +233,7 @@ async function addFile(
   }).getWriter();
   const buffer = new Uint8Array(CHUNK_BYTES);
   for (let position = 0; position < size;) {
+    signal?.throwIfAborted();
     const want = Math.min(buffer.length, size - position);
     const { bytesRead } = await file.read(buffer, 0, want, position);
     const chunk = bytesRead === 0 ? new Uint8Array(want) : buffer.slice(0, bytesRead);
@@ -241,6 +256,7 @@ async function upload(
   size: number,
   fetchFn: typeof fetch,
   timeoutMs: number,
+  signal: AbortSignal | undefined,
 ): Promise<boolean> {
   const headers: Record<string, string> = {
     "content-type": "application/gzip",
@@ -255,12 +271,14 @@ async function upload(
         headers,
         body: fileStream(file),
         duplex: "half",
-        signal: AbortSignal.timeout(timeoutMs),
+        signal: signal
+          ? AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)])
+          : AbortSignal.timeout(timeoutMs),
       } as RequestInit).catch(() => undefined);
       await response?.body?.cancel().catch(() => {});
       return response?.ok ?? false;
     }
-    return await put(params.upload_url, headers, file, timeoutMs);
+    return await put(params.upload_url, headers, file, timeoutMs, signal);
   } catch {
     return false; // the reason may name the URL: it stays here
   } finally {
@@ -274,12 +292,16 @@ async function put(
   headers: Record<string, string>,
   file: FileHandle,
   timeoutMs: number,
+  signal: AbortSignal | undefined,
 ): Promise<boolean> {
   const target = new URL(url);
   if (target.protocol !== "http:" && target.protocol !== "https:") return false;
   const send = target.protocol === "https:" ? httpsRequest : httpRequest;
   const request = send(target, { method: "PUT", headers });
   const timer = setTimeout(() => request.destroy(new Error("upload timed out")), timeoutMs);
+  const stop = () => request.destroy(new Error("upload stopped"));
+  if (signal?.aborted) stop();
+  else signal?.addEventListener("abort", stop, { once: true });
   let status: number | undefined;
   const answered = new Promise<void>((resolve, reject) => {
     request.once("response", (response) => {
@@ -306,6 +328,7 @@ async function put(
     return status !== undefined && status >= 200 && status < 300;
   } finally {
     clearTimeout(timer);
+    signal?.removeEventListener("abort", stop);
     request.destroy();
   }
 }

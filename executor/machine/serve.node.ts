@@ -33,7 +33,7 @@ import { traceContextOf, traceEnvironment } from "../../protocol/trace-context.t
 import type { ExecutorClient } from "../client.ts";
 import { clientInternals } from "../extension.ts";
 import type { ExecutorSession } from "../sessions.ts";
-import { ToolError } from "../tool-results.ts";
+import { ToolError, ToolTimeoutError } from "../tool-results.ts";
 import { BashTimeoutError, runBash } from "./bash.node.ts";
 import { type Cgroup, CgroupTree, inCgroup } from "./cgroup.node.ts";
 import {
@@ -122,6 +122,18 @@ interface MachineSession {
   readonly session: ExecutorSession;
   readonly processes: SessionProcesses;
   readonly table: ProcessTable;
+  /** Aborted (with `unknown_session`) once the session starts ending. */
+  readonly ending: AbortController;
+  /** Requests of the session whose work its end stops and waits for (`workspace.backup`). */
+  readonly work: Set<Promise<unknown>>;
+}
+
+/** `work`, counted among `machine`'s until it settles: the session's end waits for it. */
+function sessionWork<T>(machine: MachineSession, work: Promise<T>): Promise<T> {
+  machine.work.add(work);
+  const done = () => machine.work.delete(work);
+  work.then(done, done);
+  return work;
 }
 
 /** Requests that start or store something: refused once the session is ending. */
@@ -219,13 +231,23 @@ export function serveMachine(
       env: (extra) => envFor(sessionId, extra),
       onOutput: (params) => processOutput.send(params),
     });
-    const machine: MachineSession = { session, processes, table };
+    const machine: MachineSession = {
+      session,
+      processes,
+      table,
+      ending: new AbortController(),
+      work: new Set(),
+    };
     machines.set(sessionId, machine);
     session.onCleanup(async (cleanup) => {
+      // A backup still running is stopped (answered `unknown_session`): `session.ended` means
+      // that nothing of the session goes on.
+      machine.ending.abort(unknownSession());
       try {
         await Promise.all([
           mcp?.closeSession(sessionId, cleanup.graceMs),
           processes.end(cleanup.graceMs),
+          Promise.allSettled(machine.work),
         ]);
       } finally {
         if (machines.get(sessionId) === machine) machines.delete(sessionId);
@@ -287,12 +309,15 @@ export function serveMachine(
         });
       } catch (error) {
         if (error instanceof BashTimeoutError) {
-          // As `timeout(1)` reports it: the call completed, the command did not.
-          return {
-            ...error.partial,
-            stderr: `${error.partial.stderr}${error.message}\n`,
-            exit_code: 124,
-          };
+          // Outcome `timed_out` (the contract's BashInput), with the output so far and
+          // `timeout(1)`'s exit code.
+          throw new ToolTimeoutError(error.message, {
+            result: {
+              ...error.partial,
+              stderr: `${error.partial.stderr}${error.message}\n`,
+              exit_code: 124,
+            },
+          });
         }
         if (error instanceof PathOutsideWorkdirError) {
           throw new ToolError(error.message);
@@ -300,7 +325,9 @@ export function serveMachine(
         throw error;
       }
     }),
-    client.tools.read.handle((input) => asToolError(readTool(input, workdir, limits))),
+    client.tools.read.handle((input, ctx) =>
+      asToolError(readTool(input, workdir, limits, ctx.signal))
+    ),
     client.tools.write.handle((input) => asToolError(writeTool(input, workdir))),
     client.tools.edit.handle((input) => asToolError(editTool(input, workdir, limits))),
     client.tools.glob.handle((input, ctx) =>
@@ -329,7 +356,11 @@ export function serveMachine(
     serve(
       "workspace.backup",
       true,
-      (params) => backupWorkspace(params, workdir, fetchFn, limits),
+      (params, machine) =>
+        sessionWork(
+          machine,
+          backupWorkspace(params, workdir, fetchFn, limits, machine.ending.signal),
+        ),
     ),
     serve("git.credentials", true, (params) => git.store(params)),
   ];

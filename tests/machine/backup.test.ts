@@ -26,7 +26,7 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ForbiddenError, UnavailableError } from "../../harness/node.ts";
+import { ForbiddenError, NotFoundError, UnavailableError } from "../../harness/node.ts";
 import { Fixtures, machineSession, type MachineSessionOptions } from "./files-fixture.ts";
 
 const OUTSIDE = "OUTSIDE-CONTENT";
@@ -185,6 +185,49 @@ describe("workspace.backup on the wire", { timeout: 120_000 }, () => {
     }
     assert.doesNotMatch(logger.text(), /SECRET_SIG_123|SECRET_HEADER_456/);
     assert.deepEqual(readdirSync(spool), []);
+  });
+
+  it("the session's end stops a backup in flight: unknown_session, the upload cut, then session.ended", async () => {
+    // A target that takes the PUT and never answers (a stalled object store).
+    let arrived!: () => void;
+    const reached = new Promise<void>((resolve) => (arrived = resolve));
+    let cut!: () => void;
+    const uploadCut = new Promise<void>((resolve) => (cut = resolve));
+    const stalled = createServer((req) => {
+      req.resume();
+      req.once("close", () => cut());
+      arrived();
+    });
+    await new Promise<void>((resolve) => stalled.listen(0, "127.0.0.1", resolve));
+    fx.defer(() =>
+      new Promise<void>((resolve) => {
+        stalled.closeAllConnections();
+        stalled.close(() => resolve());
+      })
+    );
+    const { port } = stalled.address() as { port: number };
+    const { root, backup, session, spool } = await workspace();
+    writeFileSync(join(root, "f.txt"), "x\n");
+    const order: string[] = [];
+    const running = backup({ upload_url: `http://127.0.0.1:${port}/ws.tar.gz` }).then(
+      () => assert.fail("the backup answered success after its session ended"),
+      (error: unknown) => {
+        order.push("backup answered");
+        return error;
+      },
+    );
+    await reached;
+    const ended = session.stop().then((end) => {
+      order.push("session ended");
+      return end;
+    });
+    const error = await running;
+    assert.ok(error instanceof NotFoundError, String(error));
+    assert.equal((error.data as { reason: string }).reason, "unknown_session");
+    await uploadCut;
+    await ended;
+    assert.deepEqual(order, ["backup answered", "session ended"]);
+    assert.deepEqual(readdirSync(spool), [], "the spooled archive is removed");
   });
 
   it("a fetch given to serveMachine gets the archive as a stream with its length", async () => {

@@ -133,7 +133,10 @@ describe(
       await until(() => existsSync(join(dir, "printed")));
       await clock.advance(1_000);
       const result = await call;
-      assert.equal(result.outcome, "completed");
+      // The contract's BashInput.timeout_ms: outcome timed_out, with the output so far.
+      assert.equal(result.outcome, "timed_out");
+      assert.equal(result.error?.code, "timeout");
+      assert.notEqual(result.is_error, true);
       assert.equal(result.structured_content?.exit_code, 124);
       assert.match(String(result.structured_content?.stderr), /timed out/);
       assert.match(String(result.structured_content?.stdout), /\nLAST\n$/);

@@ -60,7 +60,7 @@ describe("bash tool", { timeout: 60_000 }, () => {
     assert.equal(outside.is_error, true);
   });
 
-  it("timeout_ms ends the group and reports what was printed, exit code 124", async () => {
+  it("timeout_ms ends the group: outcome timed_out, with what was printed and exit code 124", async () => {
     // The timeout runs on an injected clock, struck once the command has printed.
     const clock = new ManualClock();
     const { session } = await startMachine(fx, { machine: { clock } });
@@ -71,6 +71,8 @@ describe("bash tool", { timeout: 60_000 }, () => {
     await until(() => printed === "started\n");
     await clock.advance(500);
     const result = await call;
+    assert.equal(result.outcome, "timed_out");
+    assert.match(String(result.error?.message), /timed out after 500 ms/);
     assert.equal(result.structured_content?.stdout, "started\n");
     assert.equal(result.structured_content?.exit_code, 124);
     assert.match(result.structured_content?.stderr ?? "", /timed out after 500 ms/);
