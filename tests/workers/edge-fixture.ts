@@ -229,9 +229,13 @@ export class Edge {
   }
 
   /** A raw `ws` socket to the connect endpoint, closed at cleanup. */
-  raw(token: string, protocols: string[] = ["bma.executor.v1.1"]): RawSocket {
+  raw(
+    token: string,
+    protocols: string[] = ["bma.executor.v1.1"],
+    headers: Record<string, string> = {},
+  ): RawSocket {
     const ws = new WebSocket(this.connectUrl, protocols, {
-      headers: { authorization: `Bearer ${token}` },
+      headers: { authorization: `Bearer ${token}`, ...headers },
     });
     this.#sockets.push(ws);
     return new RawSocket(ws);

@@ -218,6 +218,23 @@ describe("edge harness on workerd: refusals", { timeout: 60_000 }, () => {
     await assert.rejects(foreign.opened, /400/);
   });
 
+  it("refuses what a browser sends for another origin's page: 403 before the upgrade, and on uploads", async () => {
+    const { token } = await edge.token();
+    const fromPage = edge.raw(token, ["bma.executor.v1.1"], { origin: "https://evil.example" });
+    await assert.rejects(fromPage.opened, /403/);
+    const upload = await fetch(`${edge.url}/v1/environments/${EDGE.environmentId}/artifacts`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${token}`,
+        origin: "https://evil.example",
+        "content-type": "text/plain",
+      },
+      body: "x",
+    });
+    assert.equal(upload.status, 403);
+    assert.equal((await upload.json()).error, "forbidden_origin");
+  });
+
   it("guards the token endpoint", async () => {
     const wrongKey = await fetch(`${edge.url}/v1/environments/${EDGE.environmentId}/token`, {
       method: "POST",
