@@ -30,6 +30,12 @@ interface McpChannelReceiver {
   closed(): void;
 }
 
+/**
+ * Most messages from the server held for a client that has not called `start()` yet: past it the
+ * channel ends (`not_started`) and the executor stops the server.
+ */
+export const MAX_MESSAGES_BEFORE_START = 10_000;
+
 /** One open channel as the harness holds it (internal). */
 export class McpChannelState {
   readonly channelId: string;
@@ -58,9 +64,16 @@ export class McpChannelState {
   /** A message from the server (`mcp.message` from the executor). */
   deliver(message: McpMessage): void {
     if (this.closeReason !== undefined) return;
-    // Messages that arrive before start() wait for it, as the MCP SDK expects.
-    if (this.buffer) this.buffer.push(message);
-    else this.receiver?.message(message);
+    // Messages that arrive before start() wait for it, as the MCP SDK expects; a client that
+    // never starts ends the channel before they fill the harness's memory.
+    if (this.buffer) {
+      if (this.buffer.length >= MAX_MESSAGES_BEFORE_START) {
+        this.end("not_started");
+        void this.link.close("not_started");
+        return;
+      }
+      this.buffer.push(message);
+    } else this.receiver?.message(message);
   }
 
   /** The channel ended (either side, or with the session). Idempotent. */

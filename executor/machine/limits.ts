@@ -51,6 +51,10 @@ export interface MachineLimits {
    * PTYs for everyone. Default 128.
    */
   terminals: number;
+  /** MCP channels open at once in one session (then -32009 `too_many_channels`). Default 32. */
+  mcpChannelsPerSession: number;
+  /** MCP channels open at once on the executor, each a server process. Default 128. */
+  mcpChannels: number;
 }
 
 /** The default {@linkcode MachineLimits}. */
@@ -74,6 +78,8 @@ export const DEFAULT_MACHINE_LIMITS: Readonly<MachineLimits> = Object.freeze({
   backupUploadMs: 30 * 60_000,
   terminalsPerSession: 64,
   terminals: 128,
+  mcpChannelsPerSession: 32,
+  mcpChannels: 128,
 });
 
 /** The bounds of the file tools. */

@@ -9,7 +9,7 @@
  * closed, so no server can make the executor buffer without limit. The same holds for messages
  * the server does not read from its stdin.
  */
-import { readFile } from "node:fs/promises";
+import { readFile, stat } from "node:fs/promises";
 import * as z from "zod";
 import { randomUUID } from "node:crypto";
 import { isAbsolute, resolve } from "node:path";
@@ -20,7 +20,12 @@ import type {
   McpOpenParams,
   McpOpenResult,
 } from "../../protocol/generated/contract.ts";
-import { NotFoundError, UnavailableError } from "../../protocol/generated/errors.ts";
+import {
+  NotFoundError,
+  ResourceExhaustedError,
+  UnavailableError,
+} from "../../protocol/generated/errors.ts";
+import { FrameTooLargeError } from "../../protocol/errors.ts";
 import { jsonSyntaxError, type Logger } from "../../protocol/logger.ts";
 import { type ProcessUnit, SpawnError } from "./process-group.node.ts";
 import type { McpServerConfig } from "./mcp-config.ts";
@@ -69,7 +74,10 @@ const McpConfigFile = z.object({
 
 /** What the relay needs from the executor. */
 export interface McpRelayLink {
-  /** Sends `mcp.message` to the harness. */
+  /**
+   * Sends `mcp.message` to the harness; throws `FrameTooLargeError` for a message its frame
+   * cannot carry (the channel is then closed: `message_too_large`).
+   */
   message(params: McpMessageParams): void;
   /**
    * Whether the link to the harness holds more unsent than it should (a harness that reads
@@ -99,8 +107,17 @@ export interface McpRelayOptions {
   maxLineBytes?: number;
   /** Most bytes waiting to be written to a server's stdin. Default 16 MiB. */
   maxPendingInputBytes?: number;
+  /** Channels open at once in one session (then -32009 `too_many_channels`). Default 32. */
+  maxChannelsPerSession?: number;
+  /** Channels open at once on the executor, over all sessions (each a process). Default 128. */
+  maxChannels?: number;
   logger?: Logger;
 }
+
+/** The default of {@linkcode McpRelayOptions.maxChannelsPerSession}. */
+export const DEFAULT_MCP_CHANNELS_PER_SESSION = 32;
+/** The default of {@linkcode McpRelayOptions.maxChannels}. */
+export const DEFAULT_MCP_CHANNELS = 128;
 
 /** The default bound of one line from a server (the default frame limit of the connection). */
 export const DEFAULT_MCP_MAX_LINE_BYTES = 16 * 1024 * 1024;
@@ -173,6 +190,11 @@ export class McpRelay {
   readonly #graceMs: number;
   readonly #maxLineBytes: number;
   readonly #maxPendingInputBytes: number;
+  readonly #maxChannelsPerSession: number;
+  readonly #maxChannels: number;
+  /** Channels opening or open, by session (counted before the server starts). */
+  readonly #perSession = new Map<string, number>();
+  #opening = 0;
   readonly #logger: Logger | undefined;
 
   constructor(
@@ -185,6 +207,8 @@ export class McpRelay {
     this.#graceMs = options.graceMs ?? 2_000;
     this.#maxLineBytes = options.maxLineBytes ?? DEFAULT_MCP_MAX_LINE_BYTES;
     this.#maxPendingInputBytes = options.maxPendingInputBytes ?? 16 * 1024 * 1024;
+    this.#maxChannelsPerSession = options.maxChannelsPerSession ?? DEFAULT_MCP_CHANNELS_PER_SESSION;
+    this.#maxChannels = options.maxChannels ?? DEFAULT_MCP_CHANNELS;
     this.#logger = options.logger;
   }
 
@@ -199,6 +223,38 @@ export class McpRelay {
       ? this.#servers[params.server]
       : undefined;
     if (!config) throw new NotFoundError("unknown MCP server", { reason: "unknown_server" });
+    // Each channel is a process: bounded per session and on the executor, as terminals are.
+    const sessionId = params.session_id;
+    const inSession = this.#perSession.get(sessionId) ?? 0;
+    if (
+      inSession >= this.#maxChannelsPerSession ||
+      this.#channels.size + this.#opening >= this.#maxChannels
+    ) {
+      throw new ResourceExhaustedError("too many MCP channels open", {
+        reason: "too_many_channels",
+      });
+    }
+    this.#perSession.set(sessionId, inSession + 1);
+    this.#opening++;
+    let opened = false;
+    try {
+      const result = await this.#start(params, config);
+      opened = true;
+      return result;
+    } finally {
+      this.#opening--;
+      if (!opened) this.#release(sessionId);
+    }
+  }
+
+  /** A channel of `sessionId` is gone: its place in the bounds is free. */
+  #release(sessionId: string): void {
+    const left = (this.#perSession.get(sessionId) ?? 1) - 1;
+    if (left > 0) this.#perSession.set(sessionId, left);
+    else this.#perSession.delete(sessionId);
+  }
+
+  async #start(params: McpOpenParams, config: McpServerConfig): Promise<McpOpenResult> {
     const workdir = await this.#link.workdir(params.session_id);
     const cwd = config.cwd === undefined
       ? workdir
@@ -216,7 +272,8 @@ export class McpRelay {
       this.#logger?.warn("MCP server did not start", {
         server: params.server,
         session_id: params.session_id,
-        error: error.message,
+        // A missing cwd fails the spawn as if the program were missing: said as it is.
+        error: await isDirectory(cwd) ? error.message : `its cwd is not a directory: ${cwd}`,
       });
       this.#link.unavailable(params.session_id, params.server);
       throw new UnavailableError("MCP server did not start", { reason: "mcp_unavailable" });
@@ -281,12 +338,23 @@ export class McpRelay {
     stdin.write(`${JSON.stringify(params.message)}\n`);
   }
 
-  /** `mcp.close` from the harness: ends the server. */
+  /** `mcp.close` from the harness: ends the server (a channel of the session named only). */
   async close(params: McpCloseParams): Promise<McpCloseResult> {
     const channel = this.#channels.get(params.channel_id);
-    if (!channel || channel.closing) return { closed: false };
+    if (!channel || channel.closing || channel.sessionId !== params.session_id) {
+      return { closed: false };
+    }
     await this.#stop(channel);
     return { closed: true };
+  }
+
+  /**
+   * Ends every channel: the connection they were opened on is gone, and the harness ended them
+   * with it (`disconnected`); their servers would otherwise run until their sessions end.
+   */
+  closeAll(): Promise<void> {
+    return Promise.all([...this.#channels.values()].map((channel) => this.#stop(channel)))
+      .then(() => {});
   }
 
   /** Ends every channel of a session (on session stop). */
@@ -317,7 +385,19 @@ export class McpRelay {
       return; // a server's stray log line is not a message
     }
     if (typeof message === "object" && message !== null && !Array.isArray(message)) {
-      this.#link.message({ channel_id: channel.id, message: message as Record<string, unknown> });
+      try {
+        this.#link.message({ channel_id: channel.id, message: message as Record<string, unknown> });
+      } catch (error) {
+        if (!(error instanceof FrameTooLargeError)) throw error;
+        // Under the line bound, but not in a frame with its wrapper (or its bytes re-encoded):
+        // closed as a line over the bound is, never dropped in silence.
+        this.#logger?.warn("MCP server wrote a message over the frame limit: channel closed", {
+          server: channel.server,
+          channel_id: channel.id,
+          bytes: line.byteLength,
+        });
+        this.#end(channel, "message_too_large");
+      }
     }
   }
 
@@ -330,11 +410,18 @@ export class McpRelay {
 
   /** Closes stdin, then ends the server and everything it started. */
   async #stop(channel: Channel, graceMs = this.#graceMs): Promise<void> {
-    channel.closing = true;
+    if (!channel.closing) {
+      channel.closing = true;
+      this.#release(channel.sessionId);
+    }
     this.#channels.delete(channel.id);
     const child = channel.unit.child;
     child.stdin?.end();
     child.stdout?.destroy();
     await channel.unit.terminate(graceMs);
   }
+}
+
+function isDirectory(path: string): Promise<boolean> {
+  return stat(path).then((found) => found.isDirectory(), () => false);
 }

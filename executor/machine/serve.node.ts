@@ -28,6 +28,7 @@ import type {
   RequestMap,
 } from "../../protocol/generated/contract.ts";
 import { ForbiddenError, NotFoundError } from "../../protocol/generated/errors.ts";
+import { FrameTooLargeError } from "../../protocol/errors.ts";
 import type { Disposable, RequestContext } from "../../protocol/peer.ts";
 import { traceContextOf, traceEnvironment } from "../../protocol/trace-context.ts";
 import type { ExecutorClient } from "../client.ts";
@@ -399,7 +400,11 @@ export function serveMachine(
       message: (params) => {
         try {
           client.notify("mcp.message", params);
-        } catch { /* not connected: dropped */ }
+        } catch (error) {
+          // Too large for a frame: the relay closes the channel. Not connected: dropped (the
+          // channel ended with the connection).
+          if (error instanceof FrameTooLargeError) throw error;
+        }
       },
       congested: () => client.congested,
       closed: (params) => void client.call("mcp.close", params).catch(() => {}),
@@ -416,9 +421,21 @@ export function serveMachine(
           stdin: true,
           stderr: "ignore",
         }),
-    }, { graceMs, maxLineBytes: options.mcpMaxLineBytes, logger });
+    }, {
+      graceMs,
+      maxLineBytes: options.mcpMaxLineBytes,
+      maxChannelsPerSession: limits.mcpChannelsPerSession,
+      maxChannels: limits.mcpChannels,
+      logger,
+    });
     mcp = relay;
+    let connected = client.state === "connected";
     registrations.push(
+      // The harness ends every channel with the connection (`disconnected`): their servers go.
+      client.onStateChange((state) => {
+        if (connected && state !== "connected") void relay.closeAll();
+        connected = state === "connected";
+      }),
       serve("mcp.open", true, (params) => relay.open(params)),
       client.onNotification("mcp.message", (params) => relay.deliver(params)),
       client.onRequest("mcp.close", (params) => relay.close(params)),

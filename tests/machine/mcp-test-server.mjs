@@ -37,6 +37,8 @@ async function handle(message) {
     const cut = text.length - 10;
     await send(text.slice(0, cut));
     await send(text.slice(cut));
+  } else if (method === "big") {
+    await send(answer(id, { pad: "x".repeat(params.bytes) }));
   } else if (method === "exit") {
     process.exit(0);
   } else if (id !== undefined) {
