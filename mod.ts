@@ -337,6 +337,7 @@ export {
   StoreFencedError,
   StoreHeldError,
   StoreLockedError,
+  StoreUnavailableError,
   StreamBacklogError,
   Terminal,
   TerminalBusyError,

@@ -361,6 +361,7 @@ export {
   StoreClosedError,
   StoreConditionError,
   type StoreOp,
+  StoreUnavailableError,
 } from "./store/store.ts";
 export {
   DEFAULT_STORE_RENEW_MS,

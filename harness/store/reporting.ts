@@ -7,7 +7,13 @@
  */
 import type { Clock } from "../../protocol/clock.ts";
 import type { Logger } from "../../protocol/logger.ts";
-import { type HarnessStore, InvalidStoreRequestError, watchedStore } from "./store.ts";
+import {
+  type HarnessStore,
+  InvalidStoreRequestError,
+  StoreUnavailableError,
+  watchedStore,
+} from "./store.ts";
+import { LocalError } from "../../protocol/errors.ts";
 import { StoreFencedError } from "./claim.ts";
 
 /** Failures after the first are summed up at most this often. */
@@ -77,6 +83,10 @@ export function reportingStore(store: HarnessStore, report: StoreWriteReport): H
   return watchedStore<undefined>(store, {
     start: () => undefined,
     end: (_, failed, error) => failed ? report.failed(error) : report.succeeded(),
+    // A driver's failure reaches callers as one typed refusal (a brain API answers it 503); the
+    // store's own refusals (a fenced store, a condition, a bad key) stay what they are.
+    refusal: (error) =>
+      error instanceof LocalError ? error : new StoreUnavailableError({ cause: error }),
   });
 }
 

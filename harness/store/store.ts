@@ -169,6 +169,18 @@ export class StoreBusyError extends LocalError {
   }
 }
 
+/**
+ * The store failed to record a write (a full disk, a read-only file, a lost database): nothing
+ * of it was stored, and a later attempt may succeed. The driver's error is its `cause`.
+ */
+export class StoreUnavailableError extends LocalError {
+  /** The driver's error as `cause`. */
+  constructor(options?: { cause?: unknown }) {
+    super("the harness store could not record this: try again", options);
+    this.name = "StoreUnavailableError";
+  }
+}
+
 /** Whether `value` is a promise (or any thenable): the one test before awaiting a store. */
 export function isPromiseLike<T>(value: MaybePromise<T>): value is Promise<T> {
   return typeof (value as { then?: unknown } | null | undefined)?.then === "function";
@@ -414,6 +426,8 @@ export interface WriteWatcher<T> {
   start(batch: readonly StoreOp[]): T;
   /** It is over: stored (`failed` false) or refused, thrown or rejected with `error`. */
   end(started: T, failed: boolean, error?: unknown): void;
+  /** What a refused write gives its caller instead of `error` (default: `error` itself). */
+  refusal?(error: unknown): unknown;
 }
 
 /**
@@ -433,7 +447,7 @@ export function watchedStore<T>(store: HarnessStore, watcher: WriteWatcher<T>): 
       written = write(batch);
     } catch (error) {
       watcher.end(started, true, error);
-      throw error;
+      throw watcher.refusal ? watcher.refusal(error) : error;
     }
     if (!isPromiseLike(written)) {
       watcher.end(started, false);
@@ -441,7 +455,7 @@ export function watchedStore<T>(store: HarnessStore, watcher: WriteWatcher<T>): 
     }
     return Promise.resolve(written).then(() => watcher.end(started, false), (error) => {
       watcher.end(started, true, error);
-      throw error;
+      throw watcher.refusal ? watcher.refusal(error) : error;
     });
   };
   const plain = (batch: readonly StoreOp[]) => store.write(batch);

@@ -24,6 +24,7 @@ import {
   SessionRefusedError,
   ToolOutcomeUnknownError,
 } from "../../harness/errors.ts";
+import { StoreBusyError, StoreUnavailableError } from "../../harness/store/store.ts";
 import type { Logger } from "../../protocol/logger.ts";
 import { JsonBodyError, readJsonObject } from "./json-body.ts";
 import { jsonAnswer } from "./json-answer.ts";
@@ -102,6 +103,10 @@ export function errorAnswer(error: unknown): { status: number; error: ApiErrorBo
     return answer(503, "executor_unavailable", error.message, { reason: error.reason });
   }
   if (error instanceof HarnessClosedError) return answer(503, "harness_closed", error.message);
+  // The store could not record it (full, read-only, locked, unreachable): nothing was done.
+  if (error instanceof StoreUnavailableError || error instanceof StoreBusyError) {
+    return answer(503, "backend_unavailable", error.message);
+  }
   if (error instanceof RequestTimeoutError) return answer(504, "timeout", error.message);
   if (error instanceof RequestAbortedError) return answer(499, "aborted", error.message);
   if (error instanceof NoAgentPlatformError) return answer(501, "not_implemented", error.message);

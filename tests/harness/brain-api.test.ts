@@ -529,6 +529,39 @@ describe("brainApi over HTTP", { timeout: 30_000 }, () => {
     assert.equal(said, "approved");
   });
 
+  it("answers 503 backend_unavailable while the store cannot record a call, and serves once it can", async () => {
+    // A store whose writes fail as SQLite's do on a full disk, while told.
+    const inner = new MemoryHarnessStore();
+    let full = false;
+    const store: HarnessStore = {
+      get: (key) => inner.get(key),
+      list: (prefix, options) => inner.list(prefix, options),
+      write: (batch) => {
+        if (full) {
+          throw Object.assign(new Error("database or disk is full"), { code: "SQLITE_FULL" });
+        }
+        return inner.write(batch);
+      },
+    };
+    const r = await rig(store);
+    await ready(r, "ses_full");
+    full = true;
+    const refused = await r.call(
+      "/sessions/ses_full/tool-calls?wait_ms=10000",
+      post({ tool: "bash", input: { command: "ls" }, tool_call_id: "call_full" }),
+    );
+    assert.equal(refused.status, 503);
+    assert.equal((await refused.json()).error.code, "backend_unavailable");
+    assert.equal(r.runs.get("ls"), undefined, "nothing ran that was not recorded");
+    full = false;
+    const served = await r.call(
+      "/sessions/ses_full/tool-calls?wait_ms=10000",
+      post({ tool: "bash", input: { command: "ls" }, tool_call_id: "call_full" }),
+    );
+    assert.equal(served.status, 200);
+    assert.equal((await served.json()).result.structured_content.stdout, "ran ls");
+  });
+
   it("answers 501 for agent routes of a harness without the agent capability", async () => {
     const r = await rig();
     const response = await r.call(
