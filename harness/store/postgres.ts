@@ -89,11 +89,18 @@ export interface PostgresStoreOptions {
    *
    * The server's timeout misses a client frozen in the middle of a pipeline (its session is
    * "active", reading the rest): so a transaction of this store that has waited this long on a
-   * lock ends the sessions that hold it and have been in their transaction this long
-   * (`pg_terminate_backend`), whatever state they were frozen in. `0` turns both off.
+   * lock ends the sessions of a harness store that hold it and have been in their transaction
+   * this long (`pg_terminate_backend`), whatever state they were frozen in; anyone else's is
+   * waited for. `0` turns both off.
    */
   readonly idleInTransactionTimeoutMs?: number;
 }
+
+/**
+ * The `application_name` of a store's session while it is in one of the store's transactions:
+ * what tells a frozen harness's session, which a store may end, from anyone else's.
+ */
+export const STORE_APPLICATION_NAME = "bma-harness-store";
 
 /** The table a {@linkcode PostgresHarnessStore} uses unless told otherwise. */
 export const DEFAULT_POSTGRES_TABLE = "bma_harness_store";
@@ -249,7 +256,10 @@ export class PostgresHarnessStore implements HarnessStore {
         "idleInTransactionTimeoutMs must be an integer ≥ 0",
       );
     }
-    this.#idleTimeout = `SET LOCAL idle_in_transaction_session_timeout = ${idle}`;
+    // One statement for both settings, local to the transaction: the timeout, and the name by
+    // which another of this store's transactions tells a session of the store from anyone else's.
+    this.#idleTimeout = "SELECT set_config('idle_in_transaction_session_timeout', " +
+      `'${idle}', true), set_config('application_name', '${STORE_APPLICATION_NAME}', true)`;
     this.#idleMs = idle;
     this.#tableLock = lockKey(table);
     if (options.groupCommit !== false) this.writeGrouped = (batch) => this.#writeGrouped(batch);
@@ -292,10 +302,17 @@ export class PostgresHarnessStore implements HarnessStore {
           lockKey("bma_harness_store: create"),
           store.#tableLock,
         ]);
-        await tx.unsafe(
-          `CREATE TABLE IF NOT EXISTS "${table}" ` +
-            `(key text COLLATE "C" PRIMARY KEY, value text NOT NULL)`,
-        );
+        // Created only when missing: `CREATE TABLE IF NOT EXISTS` needs CREATE on the schema
+        // even when the table is there, and a role given only the table's rights has none.
+        const found = await tx.unsafe("SELECT to_regclass($1) IS NOT NULL AS present", [
+          `"${table}"`,
+        ]);
+        if (found[0]?.present !== true) {
+          await tx.unsafe(
+            `CREATE TABLE IF NOT EXISTS "${table}" ` +
+              `(key text COLLATE "C" PRIMARY KEY, value text NOT NULL)`,
+          );
+        }
       })
     );
     const rows = await store.#retrying(() =>
@@ -615,10 +632,12 @@ export class PostgresHarnessStore implements HarnessStore {
   }
 
   /**
-   * Ends the sessions that have blocked session `pid` (this store's transaction) and been in
-   * their own transaction for longer than the idle timeout: a harness frozen mid-pipeline holds
-   * its locks for as long as it is frozen, and no server timeout ends it. On another connection of
-   * the pool; a failure is left to the transaction's own wait.
+   * Ends the sessions of a harness store (named {@linkcode STORE_APPLICATION_NAME} in their
+   * transaction) that have blocked session `pid` (this store's transaction) and been in their own
+   * transaction for longer than the idle timeout: a harness frozen mid-pipeline holds its locks
+   * for as long as it is frozen, and no server timeout ends it. Anyone else's session (a
+   * migration, a backup, an operator's `LOCK TABLE`) is waited for, never ended. On another
+   * connection of the pool; a failure is left to the transaction's own wait.
    */
   async #endStuckBlockers(pid: number | undefined): Promise<void> {
     if (pid === undefined || this.#closed) return;
@@ -626,8 +645,9 @@ export class PostgresHarnessStore implements HarnessStore {
       await this.#sql.unsafe(
         "SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity a " +
           "WHERE a.pid = ANY(pg_blocking_pids($1::int4)) " +
+          "AND a.application_name = $3 " +
           "AND now() - a.xact_start > $2::int8 * interval '1 millisecond'",
-        [pid, this.#idleMs],
+        [pid, this.#idleMs, STORE_APPLICATION_NAME],
       );
     } catch {
       // The transaction goes on waiting; the next one looks again.

@@ -238,7 +238,7 @@ describe(`postgres store on ${RUNTIME}: the server goes away`, { timeout: 120_00
     }
   });
 
-  it("a write blocked by a session stuck in its transaction ends that session and goes on", async () => {
+  it("a write blocked by a harness store's session stuck in its transaction ends that session and goes on", async () => {
     if (!server.up) server.restart();
     const table = freshTable("stuck");
     const store = await openPostgresStore(server.url, { table, idleInTransactionTimeoutMs: 300 });
@@ -254,6 +254,8 @@ describe(`postgres store on ${RUNTIME}: the server goes away`, { timeout: 120_00
           unknown
         >;
       }).begin(async (tx) => {
+        // Named as a store's transaction names its session (a frozen harness's would be).
+        await tx.unsafe("SELECT set_config('application_name', 'bma-harness-store', true)");
         await tx.unsafe(`SELECT value FROM "${table}" WHERE key = 'k' FOR UPDATE`);
         locked();
         await new Promise(() => {});
@@ -265,6 +267,49 @@ describe(`postgres store on ${RUNTIME}: the server goes away`, { timeout: 120_00
       assert.match(await stuck, /terminat/i, "the stuck session was ended");
     } finally {
       await Promise.resolve(raw.end()).catch(() => {});
+      await store.close();
+    }
+  });
+  it("a write blocked by anyone else's transaction waits for it, and never ends it", async () => {
+    if (!server.up) server.restart();
+    const table = freshTable("foreign");
+    const store = await openPostgresStore(server.url, { table, idleInTransactionTimeoutMs: 300 });
+    const raw = await rawClient(server.url);
+    const watcher = await rawClient(server.url);
+    type Tx = { unsafe(q: string): Promise<unknown> };
+    type Begin = { begin(body: (tx: Tx) => Promise<unknown>): Promise<unknown> };
+    try {
+      await store.write([{ put: "k", value: 1 }]);
+      // An operator's (or a migration's) transaction holding the row.
+      let locked!: () => void;
+      const holding = new Promise<void>((resolve) => (locked = resolve));
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      const foreign = (raw as unknown as Begin).begin(async (tx) => {
+        await tx.unsafe(`SELECT value FROM "${table}" WHERE key = 'k' FOR UPDATE`);
+        locked();
+        await released;
+      }).then(() => "committed", (error) => String(error));
+      await holding;
+      const writing = store.write([{ put: "k", value: 2 }]);
+      // Let the store's transaction wait on the lock for ten times the idle timeout, as the
+      // server sees it: a store that ends blockers would have ended this one by then.
+      const waitedLong = async () => {
+        const rows = await (watcher as unknown as { unsafe(q: string): Promise<unknown[]> })
+          .unsafe(
+            "SELECT 1 FROM pg_stat_activity WHERE application_name = 'bma-harness-store' " +
+              "AND wait_event_type = 'Lock' AND now() - state_change > interval '3 seconds'",
+          );
+        return rows.length > 0;
+      };
+      while (!(await waitedLong())) await sleep(50);
+      release();
+      assert.equal(await foreign, "committed", "the other transaction was left alone");
+      await writing;
+      assert.equal(await store.get("k"), 2);
+    } finally {
+      await Promise.resolve(raw.end()).catch(() => {});
+      await Promise.resolve(watcher.end()).catch(() => {});
       await store.close();
     }
   });

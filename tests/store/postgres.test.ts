@@ -97,6 +97,27 @@ describe(`postgres store on ${RUNTIME}`, { timeout: 60_000 }, () => {
     );
   });
 
+  it("serves a table made beforehand to a role that may not create tables (docs/store.md)", async () => {
+    const table = freshTable("least");
+    const role = `least_${table.slice(-8)}`;
+    await raw.unsafe(`CREATE ROLE ${role} LOGIN`);
+    await raw.unsafe(`REVOKE CREATE ON SCHEMA public FROM PUBLIC`);
+    await raw.unsafe(
+      `CREATE TABLE ${table} (key text COLLATE "C" PRIMARY KEY, value text NOT NULL)`,
+    );
+    await raw.unsafe(`GRANT SELECT, INSERT, UPDATE, DELETE ON ${table} TO ${role}`);
+    const store = await openPostgresStore(
+      `postgres://${role}@127.0.0.1:${server.port}/postgres`,
+      { table, retryMs: 0 },
+    );
+    try {
+      await store.write([{ put: "k", value: { ok: true } }]);
+      assert.deepEqual(await store.get("k"), { ok: true });
+    } finally {
+      await store.close();
+    }
+  });
+
   it("names the package to install when the postgres client is missing", async () => {
     await assert.rejects(
       () =>
