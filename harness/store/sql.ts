@@ -671,6 +671,14 @@ export function preparingDriver(db: PreparingDatabaseLike): SqlDriver {
     },
     close() {
       statements.clear();
+      // Everything into the main file, the WAL emptied: a copy of the file alone, once the
+      // harness is gone, is the whole store (libsql's close leaves the WAL as it is). Another
+      // connection still reading (a standby) may keep part of it: then its close does.
+      try {
+        db.exec("PRAGMA wal_checkpoint(TRUNCATE);");
+      } catch {
+        // Busy, or not WAL: the WAL stays, and SQLite reads it back at the next open.
+      }
       db.close();
     },
   };

@@ -6,7 +6,7 @@
  */
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -55,6 +55,23 @@ for (const driver of DRIVERS) {
       const mode = raw.prepare("PRAGMA journal_mode").all() as any[];
       assert.equal(mode[0].journal_mode, "wal");
       raw.close();
+    });
+
+    it("leaves the whole store in the file once closed: a copy of the file alone holds it", async () => {
+      const path = join(root, `closed-${++files}.db`);
+      const store = await openSqliteStore(path, { driver });
+      store.write([{ put: "a", value: 1 }, { put: "b", value: { deep: [2] } }]);
+      store.close();
+      // What a backup of the file alone (without its -wal) takes.
+      const copy = join(root, `copy-${++files}.db`);
+      copyFileSync(path, copy);
+      const copied = await openSqliteStore(copy, { driver });
+      try {
+        assert.equal(copied.get("a"), 1);
+        assert.deepEqual(copied.get("b"), { deep: [2] });
+      } finally {
+        copied.close();
+      }
     });
 
     it("opens with synchronous: full and a table of its own beside another", async () => {
