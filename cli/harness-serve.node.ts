@@ -179,7 +179,15 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
       io.stderr(`bma-harness serve: ${heldStoreLine(error)}\n`);
       return 1;
     }
-    return usage(message(error));
+    // The claim is the store's first write: a store it cannot write is named, with why.
+    if (config.store.kind === "sqlite") {
+      const path = config.store.path;
+      return usage(
+        `cannot write the SQLite store at ${path}: ${sqliteOpenProblem(path) ?? message(error)}` +
+          " (SQLite writes the file and its -wal and -shm files beside it)",
+      );
+    }
+    return usage(`cannot use the store (${describeStore(config.store)}): ${message(error)}`);
   }
 
   // Each face judges its own requests (the brain API's bearer check covers its paths only).

@@ -21,6 +21,7 @@ import {
   spawnTs,
 } from "../helpers/runtime-command.ts";
 import { exited, jsonLogs, launchCli, sendSignal } from "./cli-helpers.ts";
+import { DRIVERS, rawDatabase } from "../store/sqlite-fixture.ts";
 
 const HARNESS = join(ROOT, "cli/harness.node.ts");
 const dir = mkdtempSync(join(tmpdir(), "bma-cli-checks-"));
@@ -197,6 +198,17 @@ describe("bma-harness serve: refused at start", { timeout: 240_000 }, () => {
       1,
     );
     assert.equal(readFileSync(victim, "utf8"), "important\n");
+  });
+
+  it("a SQLite store whose first write fails is named with its path (exit 2)", async () => {
+    // A table of the store's name that is not the store's: the claim, its first write, fails.
+    const db = join(dir, "foreign.db");
+    const raw = await rawDatabase(DRIVERS[0], db);
+    raw.exec("CREATE TABLE bma_harness_store (a INTEGER)");
+    raw.close();
+    const result = await run(HARNESS, ["serve", "--port", "0", "--store", `sqlite:${db}`]);
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr, new RegExp(`cannot write the SQLite store at ${db}: `));
   });
 
   it("a second serve on a held SQLite store names the CLI's flags, not the library's option", async () => {
