@@ -331,6 +331,7 @@ export {
   SessionRefusedError,
   SqlHarnessStore,
   SqliteDriverUnavailableError,
+  SqliteStoreDamagedError,
   StoreBusyError,
   StoreClosedError,
   StoreConditionError,

@@ -381,6 +381,7 @@ export {
   SqlHarnessStore,
   type SqlHarnessStoreOptions,
   SqliteDriverUnavailableError,
+  SqliteStoreDamagedError,
   type SqliteStoreOptions,
   type SqliteSynchronous,
   type SqlRow,

@@ -99,6 +99,45 @@ export class SqliteDriverUnavailableError extends LocalError {
   }
 }
 
+/**
+ * The SQLite file fails SQLite's own check (`PRAGMA quick_check`) when it is opened: pages of it
+ * are damaged (written over, cut short), so what the harness acknowledged may not read back. The
+ * store is not served: restore the file from a backup, or move it aside to start empty.
+ */
+export class SqliteStoreDamagedError extends LocalError {
+  /** What SQLite's check found (its first finding), and its error as `cause` when it threw. */
+  constructor(finding: string, options?: { cause?: unknown }) {
+    super(
+      `the SQLite file is damaged (${finding}): restore it from a backup, or move it aside ` +
+        "to start an empty store",
+      options,
+    );
+    this.name = "SqliteStoreDamagedError";
+  }
+}
+
+/**
+ * Runs SQLite's own check of the file (`PRAGMA quick_check`, every page read once) and throws
+ * {@linkcode SqliteStoreDamagedError} when it finds damage: a harness serves no store it could
+ * not read back whole.
+ */
+export function checkSqliteFile(driver: SqlDriver): void {
+  let rows: SqlRow[];
+  try {
+    rows = driver.all("PRAGMA quick_check(1)", []);
+  } catch (error) {
+    if (busyOr(error) instanceof StoreBusyError) throw busyOr(error);
+    throw new SqliteStoreDamagedError(error instanceof Error ? error.message : String(error), {
+      cause: error,
+    });
+  }
+  const finding = String(Object.values(rows[0] ?? {})[0] ?? "no answer");
+  if (finding === "ok") return;
+  // One line: "*** in database main ***\nPage 4: ..." says where; the page is what matters.
+  const said = finding.replace(/\*\*\* in database \w+ \*\*\*/, "").replace(/\s+/g, " ").trim();
+  throw new SqliteStoreDamagedError(said.length > 200 ? `${said.slice(0, 200)}…` : said);
+}
+
 /** The batches of one transaction of group commit: they are durable, or lost, together. */
 interface CommitGroup {
   readonly done: Promise<void>;

@@ -8,6 +8,7 @@
  */
 import {
   busyOr,
+  checkSqliteFile,
   configureSqliteFile,
   type PreparingDatabaseLike,
   preparingDriver,
@@ -102,6 +103,7 @@ export async function openSqliteWith<D extends string>(
   const driver = await drivers[name](path);
   try {
     await configureSqliteFile(driver, settings);
+    checkSqliteFile(driver);
     return new SqlHarnessStore(driver, options);
   } catch (error) {
     driver.close?.();

@@ -6,7 +6,17 @@
  */
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  rmSync,
+  writeFileSync,
+  writeSync,
+} from "node:fs";
+import { Buffer } from "node:buffer";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -72,6 +82,25 @@ for (const driver of DRIVERS) {
       } finally {
         copied.close();
       }
+    });
+
+    it("refuses a file whose pages are damaged (SqliteStoreDamagedError), never serving it", async () => {
+      const path = join(root, `damaged-${++files}.db`);
+      const store = await openSqliteStore(path, { driver });
+      const value = "v".repeat(2_000);
+      for (let i = 0; i < 200; i++) {
+        store.write([{ put: `call/${String(i).padStart(4, "0")}`, value }]);
+      }
+      store.close();
+      // Garbage over the pages after the schema's, as a bad disk or a stray write leaves them.
+      const fd = openSync(path, "r+");
+      writeSync(fd, Buffer.alloc(8_000, 0xa5), 0, 8_000, 4_096 * 3);
+      closeSync(fd);
+      await assert.rejects(
+        openSqliteStore(path, { driver }),
+        (error: Error) =>
+          error.name === "SqliteStoreDamagedError" && /damaged .*backup/.test(error.message),
+      );
     });
 
     it("opens with synchronous: full and a table of its own beside another", async () => {
