@@ -63,21 +63,33 @@ function isAddressOrLoopback(hostname: string): boolean {
 }
 
 /**
+ * Whether `headers` are a browser's: it sends `Sec-Fetch-*` (every current one) and a
+ * `User-Agent` starting `Mozilla/` (every one), and a page can change neither. A client library
+ * may send an `Origin` of its own (Python's websocket-client sends its target's, which a proxy
+ * that rewrites `Host` makes another), and is no browser.
+ */
+function fromBrowser(headers: Headers): boolean {
+  return headers.has("sec-fetch-mode") || headers.has("sec-fetch-site") ||
+    (headers.get("user-agent") ?? "").startsWith("Mozilla/");
+}
+
+/**
  * Why a request that a browser sent for a web page is refused by a face that is not served to
  * browsers (the executor's connect endpoint, artifact uploads, the token exchange), or
- * `undefined`. Browsers always send `Origin` on a WebSocket upgrade and a POST, and executors
- * send none (or their target's own): one from another origin is refused (403: cross-site
- * WebSocket hijacking, or a form filling the artifact store). When nothing authenticates the
- * caller (a harness on loopback without tokens), a browser's request must also name the server
- * by address, never by a DNS name (421): a page whose name was made to resolve to 127.0.0.1 (DNS
- * rebinding) is of its own origin, and would otherwise reach the harness as an executor.
+ * `undefined`. Browsers always send `Origin` on a WebSocket upgrade and a POST: a browser's
+ * request from another origin is refused (403: cross-site WebSocket hijacking, or a form filling
+ * the artifact store). When nothing authenticates the caller (a harness on loopback without
+ * tokens), a browser's request must also name the server by address, never by a DNS name (421):
+ * a page whose name was made to resolve to 127.0.0.1 (DNS rebinding) is of its own origin, and
+ * would otherwise reach the harness as an executor. Executors and other clients that are no
+ * browser are never refused here, whatever `Origin` they send.
  */
 export function browserRefusal(
   request: Request,
   unauthenticated: boolean,
 ): HostRefusal | undefined {
   const origin = request.headers.get("origin");
-  if (origin === null) return undefined;
+  if (origin === null || !fromBrowser(request.headers)) return undefined;
   // The host the browser went to is the one it named (a server may build the URL from its own
   // address); the scheme is left out, as a proxy in front may have ended TLS.
   let target: URL;

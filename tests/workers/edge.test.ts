@@ -220,13 +220,21 @@ describe("edge harness on workerd: refusals", { timeout: 60_000 }, () => {
 
   it("refuses what a browser sends for another origin's page: 403 before the upgrade, and on uploads", async () => {
     const { token } = await edge.token();
-    const fromPage = edge.raw(token, ["bma.executor.v1.1"], { origin: "https://evil.example" });
+    const browser = {
+      "user-agent": "Mozilla/5.0 (X11; Linux x86_64) Chrome/120.0",
+      "sec-fetch-site": "cross-site",
+    };
+    const fromPage = edge.raw(token, ["bma.executor.v1.1"], {
+      origin: "https://evil.example",
+      ...browser,
+    });
     await assert.rejects(fromPage.opened, /403/);
     const upload = await fetch(`${edge.url}/v1/environments/${EDGE.environmentId}/artifacts`, {
       method: "POST",
       headers: {
         authorization: `Bearer ${token}`,
         origin: "https://evil.example",
+        ...browser,
         "content-type": "text/plain",
       },
       body: "x",
