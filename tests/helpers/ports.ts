@@ -81,22 +81,25 @@ function anyPort(): Promise<number> {
   });
 }
 
-/** A port on 127.0.0.1 that refuses connections, and that no test's `listen(0)` is given. */
-export async function refusedPort(): Promise<number> {
-  const ports = candidates("lower");
+/** A port of `half` that `fits`, tried at random (50 at most), else one of `listen(0)`. */
+async function portWhere(
+  half: "lower" | "upper",
+  fits: (port: number) => Promise<boolean>,
+): Promise<number> {
+  const ports = candidates(half);
   for (let tries = 0; ports.length > 0 && tries < 50; tries++) {
     const port = pick(ports);
-    if (await refuses(port)) return port;
+    if (await fits(port)) return port;
   }
   return await anyPort();
 }
 
+/** A port on 127.0.0.1 that refuses connections, and that no test's `listen(0)` is given. */
+export function refusedPort(): Promise<number> {
+  return portWhere("lower", refuses);
+}
+
 /** A port on 127.0.0.1 free to listen on, that no test's `listen(0)` is given meanwhile. */
-export async function listenPort(): Promise<number> {
-  const ports = candidates("upper");
-  for (let tries = 0; ports.length > 0 && tries < 50; tries++) {
-    const port = pick(ports);
-    if (await bindable(port)) return port;
-  }
-  return await anyPort();
+export function listenPort(): Promise<number> {
+  return portWhere("upper", bindable);
 }
