@@ -5,7 +5,7 @@
  *
  * Part of the harness's sessions (sessions.ts): `Session.mcp`.
  */
-import { raceSignal, throwIfAborted } from "../protocol/abort.ts";
+import { throwIfAborted } from "../protocol/abort.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { CallOptions } from "../protocol/peer.ts";
 import { type McpChannel, McpChannelState } from "./mcp-channel.ts";
@@ -23,27 +23,23 @@ export async function openMcpChannel(
   throwIfAborted(options.signal, "mcp.open");
   if (session.state === "ended") throw sessionEnded(session);
   const executor = session.executor;
-  const { signal, ...untilAnswered } = options;
-  const opening = request(
+  const asked = executor.connection;
+  // Given up before the answer (aborted, or timed out): the server the executor starts anyway
+  // is closed once it says so, rather than running until the session ends.
+  const { channel_id } = await request(
     executor,
     "mcp.open",
+    { session_id: session.id, server },
     {
-      session_id: session.id,
-      server,
+      ...options,
+      onLateResult: (result) => {
+        const { channel_id } = result as { channel_id: string };
+        asked?.peer.call("mcp.close", { channel_id, session_id: session.id, reason: "aborted" })
+          .catch((error) => logger.debug("mcp.close failed", { channel_id, error: String(error) }));
+      },
     },
-    untilAnswered,
     timeoutMs,
   );
-  const asked = executor.connection;
-  // Given up before the answer: the server the executor starts anyway is closed once it says so,
-  // rather than running until the session ends.
-  const { channel_id } = await raceSignal(opening, signal, "mcp.open", () => {
-    opening.then(({ channel_id }) => {
-      if (!asked || executor.connection !== asked) return; // the executor closed it then
-      asked.peer.call("mcp.close", { channel_id, session_id: session.id, reason: "aborted" })
-        .catch((error) => logger.debug("mcp.close failed", { channel_id, error: String(error) }));
-    }, () => {});
-  });
   const connection = executor.connection;
   const channel = new McpChannelState(channel_id, server, session.id, {
     send: (message) => {

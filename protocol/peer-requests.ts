@@ -92,7 +92,12 @@ interface Pending {
   readonly deadline: number;
   timer: TimerHandle | undefined;
   detach: (() => void) | undefined;
+  /** Takes the result of a response that comes after the request was given up on. */
+  readonly late: ((result: unknown) => void) | undefined;
 }
+
+/** The most abandoned requests remembered at once (their late responses expected). */
+const ABANDONED_IDS = 1024;
 
 /** A peer's outgoing requests awaiting their response, by id. */
 export class PendingRequests {
@@ -102,6 +107,8 @@ export class PendingRequests {
   readonly #pending = new Map<JsonRpcId, Pending>();
   /** Ids of requests given up on (timeout, abort), made when the first is. */
   #abandoned: BoundedSet<JsonRpcId> | undefined;
+  /** The late-result handlers of abandoned requests that have one, oldest first. */
+  #late: Map<JsonRpcId, Pending> | undefined;
   /** The one timer that expires requests on the default timeout (see {@linkcode Pending}). */
   #sweepTimer: TimerHandle | undefined;
 
@@ -128,7 +135,8 @@ export class PendingRequests {
   /**
    * Waits for the response to request `id`: `resolve` gets its result, `reject` its error,
    * after `timeoutMs` (`0`: never) a {@linkcode RequestTimeoutError}, and once `signal` aborts a
-   * {@linkcode RequestAbortedError}.
+   * {@linkcode RequestAbortedError}; `late` gets the result of a response that comes after
+   * that (see {@linkcode lateResult}).
    */
   add(
     id: JsonRpcId,
@@ -138,6 +146,7 @@ export class PendingRequests {
     reject: (error: unknown) => void,
     timeoutMs: number,
     signal: AbortSignal | undefined,
+    late?: (result: unknown) => void,
   ): void {
     // A timer per request costs more than the request itself: requests on the default
     // timeout share one sweep; only other timeouts get their own timer.
@@ -150,6 +159,7 @@ export class PendingRequests {
       deadline: swept ? this.#clock.now() + timeoutMs : 0,
       timer: undefined,
       detach: undefined,
+      late,
     };
     if (swept) {
       if (this.#sweepTimer === undefined) this.#armSweep(pending.deadline);
@@ -167,6 +177,7 @@ export class PendingRequests {
     }
     this.#pending.set(id, pending);
     this.#abandoned?.delete(id);
+    this.#late?.delete(id);
   }
 
   /** Ends a pending request exactly once: with `error`, else with `result` once checked. */
@@ -178,7 +189,7 @@ export class PendingRequests {
     pending.detach?.();
     if (error !== undefined) {
       if (error instanceof RequestTimeoutError || error instanceof RequestAbortedError) {
-        this.#abandon(id);
+        this.#abandon(id, pending);
       }
       pending.reject(error);
       return;
@@ -194,8 +205,24 @@ export class PendingRequests {
     return this.#abandoned?.delete(id) ?? false;
   }
 
+  /**
+   * The late-result handler of abandoned request `id` and its checked result, once (`undefined`
+   * when it has none, or the result breaks the contract). Call after {@linkcode abandoned}.
+   */
+  lateResult(
+    id: JsonRpcId,
+    result: unknown,
+  ): { handler: (result: unknown) => void; result: unknown } | undefined {
+    const pending = this.#late?.get(id);
+    if (pending === undefined) return undefined;
+    this.#late!.delete(id);
+    const verdict = checked(pending.spec.acceptsResult!, pending.spec.result!, result);
+    return verdict instanceof Refused ? undefined : { handler: pending.late!, result: verdict };
+  }
+
   /** The connection ended: every request rejects with {@linkcode ConnectionClosedError}. */
   end(code: number, reason: string): void {
+    this.#late = undefined;
     if (this.#sweepTimer !== undefined) {
       this.#clock.clearTimeout(this.#sweepTimer);
       this.#sweepTimer = undefined;
@@ -230,8 +257,15 @@ export class PendingRequests {
     }
   }
 
-  /** Remembers ids whose late responses are expected, so they are not reported as unknown. */
-  #abandon(id: JsonRpcId): void {
-    (this.#abandoned ??= new BoundedSet(1024)).add(id);
+  /**
+   * Remembers ids whose late responses are expected, so they are not reported as unknown, and
+   * the late-result handler of one that has it (as many as the ids, the oldest dropped first).
+   */
+  #abandon(id: JsonRpcId, pending: Pending): void {
+    (this.#abandoned ??= new BoundedSet(ABANDONED_IDS)).add(id);
+    if (pending.late === undefined) return;
+    const late = this.#late ??= new Map();
+    late.set(id, pending);
+    if (late.size > ABANDONED_IDS) late.delete(late.keys().next().value!);
   }
 }

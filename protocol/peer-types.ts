@@ -93,6 +93,13 @@ export interface CallOptions {
    * the outgoing check for this request.
    */
   prevalidated?: boolean;
+  /**
+   * Gets the result (checked against the contract) of a response that arrives after the request
+   * timed out or was aborted, e.g. to undo what the peer did meanwhile. Called at most once, and
+   * not for an error response or after the connection ended; the peer remembers the latest
+   * 1,024 requests given up on.
+   */
+  onLateResult?: (result: unknown) => void;
 }
 
 /** What a request handler is told besides its params. */

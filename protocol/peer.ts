@@ -262,6 +262,7 @@ export class Peer {
         reject,
         options.timeoutMs ?? this.#timeoutMs,
         signal,
+        options.onLateResult,
       );
       try {
         if (frame === undefined) this.#direct!.sendMessage(message);
@@ -663,6 +664,17 @@ export class Peer {
     if (refused !== undefined) refused(this.#owner, code);
   }
 
+  /** Hands a late result to its request's {@linkcode CallOptions.onLateResult}. */
+  #lateResult(requests: PendingRequests, id: JsonRpcId, result: unknown): void {
+    const late = requests.lateResult(id, result);
+    if (late === undefined) return;
+    try {
+      late.handler(late.result);
+    } catch (error) {
+      this.#logger.error("late-result handler failed", { id, error: describeError(error) });
+    }
+  }
+
   #receiveResponse(m: Record<string, unknown>): void {
     const id = m.id;
     if (!isJsonRpcId(id)) {
@@ -677,6 +689,7 @@ export class Peer {
     if (!requests?.has(id)) {
       if (requests?.abandoned(id)) {
         this.#logger.debug("late response to an abandoned request", { id });
+        if (!("error" in m)) this.#lateResult(requests, id, m.result);
       } else {
         this.#logger.warn("response to an unknown request id ignored", { id });
         this.#refused(ErrorCode.INVALID_REQUEST);

@@ -3,9 +3,9 @@
  * processes, a real `Harness` on 127.0.0.1): a message the line bound lets through but no frame
  * can carry closes its channel (`message_too_large`) instead of vanishing; channels are bounded
  * per session (-32009 `too_many_channels`); a channel's server ends with the connection it was
- * opened on (a cut through a TCP proxy), and when the open that started it was aborted; a close
- * naming another session closes nothing; a client that never starts reading ends its channel
- * (`not_started`) rather than filling the harness.
+ * opened on (a cut through a TCP proxy), and when the open that started it was aborted or timed
+ * out (its answer held in the proxy); a close naming another session closes nothing; a client
+ * that never starts reading ends its channel (`not_started`) rather than filling the harness.
  */
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -18,6 +18,7 @@ import {
   type McpMessage,
   ProtocolError,
   RequestAbortedError,
+  RequestTimeoutError,
   ResourceExhaustedError,
 } from "../../harness/node.ts";
 import { ChaosProxy } from "../helpers/chaos-proxy.ts";
@@ -127,29 +128,48 @@ describe("MCP channels: bounds and ends", { timeout: 90_000 }, () => {
   });
 });
 
-describe("MCP channels across a cut connection", { timeout: 60_000 }, () => {
+/** A harness, an executor serving the marked server through a proxy, and one ready session. */
+async function throughProxy(name: string) {
+  const dir = realpathSync(mkdtempSync(join(tmpdir(), "bma-mcp-proxy-")));
+  mkdirSync(join(dir, "pids"));
+  const harness = new Harness({ insecureNoAuth: true });
+  const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
+  const proxy = await ChaosProxy.start(server.url);
+  const client = new ExecutorClient({
+    harnessUrl: proxy.url,
+    executor: { name, os: "linux", arch: "x64", version: "0.0.1" },
+    capabilities: CAPABILITIES,
+    reconnect: { initialDelayMs: 5, maxDelayMs: 50 },
+  });
+  const served = serveMachine(client, {
+    workdir: dir,
+    graceMs: 300,
+    mcpServers: { marked: MARKED },
+  });
+  const close = async () => {
+    await served.dispose();
+    await client.stop();
+    await harness.close();
+    await server.close();
+    await proxy.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await client.start();
+    const executor = await harness.waitExecutor();
+    const session = await executor.assignSession({ session_id: `ses_${name}` });
+    await session.ready();
+    return { dir, harness, proxy, session, close };
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}
+
+describe("MCP channels across a cut or slow connection", { timeout: 60_000 }, () => {
   it("a channel's server ends with the connection it was opened on", async () => {
-    const dir = realpathSync(mkdtempSync(join(tmpdir(), "bma-mcp-cut-")));
-    mkdirSync(join(dir, "pids"));
-    const harness = new Harness({ insecureNoAuth: true });
-    const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
-    const proxy = await ChaosProxy.start(server.url);
-    const client = new ExecutorClient({
-      harnessUrl: proxy.url,
-      executor: { name: "mcp-cut", os: "linux", arch: "x64", version: "0.0.1" },
-      capabilities: CAPABILITIES,
-      reconnect: { initialDelayMs: 5, maxDelayMs: 50 },
-    });
-    const served = serveMachine(client, {
-      workdir: dir,
-      graceMs: 300,
-      mcpServers: { marked: MARKED },
-    });
+    const { dir, harness, proxy, session, close } = await throughProxy("mcp_cut");
     try {
-      await client.start();
-      const executor = await harness.waitExecutor();
-      const session = await executor.assignSession({ session_id: "ses_mcp_cut" });
-      await session.ready();
       const channel = await session.mcp("marked");
       await until(() => markedPids(dir).length === 1);
       const [pid] = markedPids(dir);
@@ -160,12 +180,24 @@ describe("MCP channels across a cut connection", { timeout: 60_000 }, () => {
       await harness.waitExecutor({ filter: (e) => e.connected });
       assert.equal(session.state === "ended", false, "the session lives on");
     } finally {
-      await served.dispose();
-      await client.stop();
-      await harness.close();
-      await server.close();
-      await proxy.close();
-      rmSync(dir, { recursive: true, force: true });
+      await close();
+    }
+  });
+
+  it("an open that timed out: the server its late answer names is closed", async () => {
+    const { dir, proxy, session, close } = await throughProxy("mcp_late");
+    try {
+      // The executor's frames wait in the proxy: the open reaches it, its answer comes late.
+      proxy.stall();
+      await assert.rejects(session.mcp("marked", { timeoutMs: 200 }), RequestTimeoutError);
+      await until(() => markedPids(dir).length === 1);
+      const [pid] = markedPids(dir);
+      proxy.resume();
+      // Before, it ran until the session ended.
+      await until(() => !alive(pid));
+      assert.equal(session.state === "ended", false, "the session lives on");
+    } finally {
+      await close();
     }
   });
 });

@@ -339,6 +339,64 @@ describe("Peer: outgoing requests", { timeout: 10_000 }, () => {
     assert.equal(clock.pendingTimers, 0, "no timer is left behind");
   });
 
+  it("hands a late result to onLateResult once: after a timeout or an abort, never an error's", async () => {
+    const clock = new ManualClock();
+    const { peer, raw } = setup({ clock, requestTimeoutMs: 5_000 });
+    const late: unknown[] = [];
+    const onLateResult = (result: unknown) => void late.push(result);
+    const timedOut = peer.call("session.ready", { session_id: "ses_1" }, {
+      timeoutMs: 10,
+      onLateResult,
+    }).catch((e) => e);
+    const timedOutFrame = await raw.next();
+    await clock.advance(10);
+    assert.ok((await timedOut) instanceof RequestTimeoutError);
+    const abort = new AbortController();
+    const aborted = peer.call("session.ready", { session_id: "ses_1" }, {
+      signal: abort.signal,
+      onLateResult,
+    }).catch((e) => e);
+    const abortedFrame = await raw.next();
+    abort.abort();
+    assert.ok((await aborted) instanceof RequestAbortedError);
+    const failed = peer.call("session.ready", { session_id: "ses_1" }, {
+      timeoutMs: 10,
+      onLateResult,
+    }).catch((e) => e);
+    const failedFrame = await raw.next();
+    await clock.advance(10);
+    await failed;
+    raw.sendJson({ jsonrpc: "2.0", id: timedOutFrame.id, result: { ok: true } });
+    raw.sendJson({ jsonrpc: "2.0", id: timedOutFrame.id, result: { ok: true } }); // once only
+    raw.sendJson({ jsonrpc: "2.0", id: abortedFrame.id, result: { ok: true } });
+    raw.sendJson({ jsonrpc: "2.0", id: failedFrame.id, error: { code: -32002, message: "gone" } });
+    const after = peer.call("session.ready", { session_id: "ses_1" }).catch((e) => e);
+    const afterFrame = await raw.next();
+    raw.sendJson({ jsonrpc: "2.0", id: afterFrame.id, result: { ok: true } });
+    await after; // every earlier frame was read by now
+    assert.deepEqual(late, [{ ok: true }, { ok: true }]);
+  });
+
+  it("a late-result handler that throws is logged; the peer serves on", async () => {
+    const clock = new ManualClock();
+    const { peer, raw, logger } = setup({ clock });
+    const timedOut = peer.call("session.ready", { session_id: "ses_1" }, {
+      timeoutMs: 10,
+      onLateResult: () => {
+        throw new Error("handler failed");
+      },
+    }).catch((e) => e);
+    const frame = await raw.next();
+    await clock.advance(10);
+    await timedOut;
+    raw.sendJson({ jsonrpc: "2.0", id: frame.id, result: { ok: true } });
+    const after = peer.call("session.ready", { session_id: "ses_1" });
+    raw.sendJson({ jsonrpc: "2.0", id: (await raw.next()).id, result: { ok: true } });
+    assert.deepEqual(await after, { ok: true });
+    const errors = logger.records.filter((r) => r.level === "error").map((r) => r.message);
+    assert.deepEqual(errors, ["late-result handler failed"]);
+  });
+
   it("expires each request at its own deadline, answered ones not at all", async () => {
     const clock = new ManualClock();
     const { peer, raw } = setup({ clock, requestTimeoutMs: 5_000 });
