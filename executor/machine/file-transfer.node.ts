@@ -58,20 +58,37 @@ export class FileHashes {
   readonly #states = new Map<string, Hash>();
   readonly #pending = new Map<string, Promise<Hash>>();
 
-  /** The hash state after all of `file` (whose status is `stat`), read only when unknown. */
-  async of(file: FileHandle, stat: BigIntStats): Promise<Hash> {
+  /**
+   * The hash state after all of `file` (whose status is `stat`), read only when unknown. A
+   * caller joins a hash another is computing of the same version; `signal` stops the wait, and
+   * the reading when this caller is the one reading (it reads through its own `file`, which it
+   * may close once this settles). A joiner whose reader stopped reads the file itself.
+   */
+  async of(file: FileHandle, stat: BigIntStats, signal?: AbortSignal): Promise<Hash> {
     const key = versionKey(stat);
-    const known = this.#take(key);
-    if (known) return known;
-    let pending = this.#pending.get(key);
-    if (!pending) {
-      pending = hashPrefix(file, Number(stat.size));
-      this.#pending.set(key, pending);
-      pending.finally(() => this.#pending.delete(key)).catch(() => {});
+    for (;;) {
+      const known = this.#take(key);
+      if (known) return known;
+      signal?.throwIfAborted();
+      const pending = this.#pending.get(key);
+      if (pending) {
+        try {
+          return (await abortable(pending, signal)).copy();
+        } catch (error) {
+          if (signal?.aborted) throw error;
+          continue; // its reader stopped: read it here
+        }
+      }
+      const reading = hashPrefix(file, Number(stat.size), signal);
+      this.#pending.set(key, reading);
+      try {
+        const state = await reading;
+        this.remember(stat, state);
+        return state.copy();
+      } finally {
+        if (this.#pending.get(key) === reading) this.#pending.delete(key);
+      }
     }
-    const state = await pending;
-    this.remember(stat, state);
-    return state.copy();
   }
 
   /** The state for the version `stat`, if remembered (a copy: the caller may extend it). */
@@ -158,7 +175,7 @@ async function uploadWhole(
   await writeIn(dir, name, async (file) => {
     await writeAll(file, bytes, 0);
     after = await file.stat({ bigint: true });
-  }, params.mode).catch(transferError);
+  }, permissionsOf(params.mode)).catch(transferError);
   hashesOf(workdir).remember(after!, state);
   return { path: dir.pathOf(name), size: Number(after!.size), sha256 };
 }
@@ -238,7 +255,8 @@ async function uploadChunk(
         throw offsetMismatch(0);
       }
       const existing = await dir.lstat(name);
-      const mode = params.mode ?? (existing?.isFile() ? existing.mode & 0o7777 : undefined);
+      const mode = permissionsOf(params.mode) ??
+        (existing?.isFile() ? existing.mode & 0o7777 : undefined);
       if (mode !== undefined) await opened.file.chmod(mode);
       after = await opened.file.stat({ bigint: true });
     } finally {
@@ -277,7 +295,8 @@ async function appendInPlace(
     const state = hashes.peek(before) ?? await hashPrefix(opened.file, offset);
     await writeAll(opened.file, bytes, offset);
     state.update(bytes);
-    if (params.mode !== undefined) await opened.file.chmod(params.mode);
+    const mode = permissionsOf(params.mode);
+    if (mode !== undefined) await opened.file.chmod(mode);
     const after = await opened.file.stat({ bigint: true });
     const sha256 = state.copy().digest("hex");
     if (params.sha256 !== undefined && params.sha256 !== sha256) {
@@ -296,11 +315,16 @@ async function appendInPlace(
   }
 }
 
-/** `file.download`: one base64 chunk from `offset`; `sha256` covers the whole file. */
+/**
+ * `file.download`: one base64 chunk from `offset`; `sha256` covers the whole file, so the first
+ * chunk of a file version reads all of it (a sparse file's holes too). `signal` (the session's
+ * end, the connection's) stops that reading and answers with its reason.
+ */
 export async function downloadFile(
   params: FileDownloadParams,
   workdir: Workdir,
   limits: FileTransferLimits = DEFAULT_MACHINE_LIMITS,
+  signal?: AbortSignal,
 ): Promise<FileDownloadResult> {
   const opened = await workdir.openFile(params.path).catch(transferError);
   try {
@@ -320,7 +344,7 @@ export async function downloadFile(
       if (bytesRead === 0) break;
       length += bytesRead;
     }
-    const state = await hashesOf(workdir).of(opened.file, stat);
+    const state = await hashesOf(workdir).of(opened.file, stat, signal);
     return {
       path: opened.path,
       content: encodeBase64(bytes.subarray(0, length)),
@@ -332,6 +356,14 @@ export async function downloadFile(
   } finally {
     await opened.file.close();
   }
+}
+
+/**
+ * The permission bits of an upload's `mode`: setuid, setgid and sticky are not the sender's to
+ * give (an executor running as root would plant a setuid-root program for local users).
+ */
+function permissionsOf(mode: number | undefined): number | undefined {
+  return mode === undefined ? undefined : mode & 0o777;
 }
 
 function sha256Mismatch(): ConflictError {
@@ -349,11 +381,15 @@ function versionKey(stat: BigIntStats): string {
   return `${stat.dev}:${stat.ino}:${stat.size}:${stat.mtimeNs}`;
 }
 
-/** The SHA-256 state after the first `length` bytes of `file`, read a chunk at a time. */
-async function hashPrefix(file: FileHandle, length: number): Promise<Hash> {
+/**
+ * The SHA-256 state after the first `length` bytes of `file`, read a chunk at a time; `signal`
+ * stops it between chunks (rejecting with its reason).
+ */
+async function hashPrefix(file: FileHandle, length: number, signal?: AbortSignal): Promise<Hash> {
   const hash = createHash("sha256");
   const buffer = new Uint8Array(Math.min(HASH_CHUNK_BYTES, Math.max(length, 1)));
   for (let position = 0; position < length;) {
+    signal?.throwIfAborted();
     const { bytesRead } = await file.read(
       buffer,
       0,
@@ -365,6 +401,17 @@ async function hashPrefix(file: FileHandle, length: number): Promise<Hash> {
     position += bytesRead;
   }
   return hash;
+}
+
+/** `work`, or the reason of `signal` once it aborts (the work itself goes on). */
+function abortable<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return work;
+  signal.throwIfAborted();
+  return new Promise<T>((resolve, reject) => {
+    const abort = () => reject(signal.reason);
+    signal.addEventListener("abort", abort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener("abort", abort));
+  });
 }
 
 async function writeAll(file: FileHandle, bytes: Uint8Array, position: number): Promise<void> {

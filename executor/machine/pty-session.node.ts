@@ -80,10 +80,14 @@ export function signalName(n: number | undefined | null): string | null {
  * The {@linkcode Pty} of a program that leads its own session on the PTY (`pid`, as every host
  * here starts it): the session signalled and probed as above, `io` the host's own.
  */
-export function sessionPty(pid: number, io: Pick<Pty, "write" | "resize" | "close">): Pty {
+export function sessionPty(
+  pid: number,
+  io: Pick<Pty, "write" | "queuedInput" | "resize" | "close">,
+): Pty {
   return {
     pid,
     write: io.write,
+    queuedInput: io.queuedInput,
     resize: io.resize,
     signal: (signal) => signalSession(pid, signal),
     alive: () => sessionAlive(pid),

@@ -51,12 +51,19 @@ const spawn: PtyHost["spawn"] = (options, events) => {
   const runtime = bun();
   if (!runtime) throw new PtySpawnError("pty.bun.ts needs the Bun runtime");
   const file = resolveProgram(options.argv[0], options.env, options.cwd);
-  // Input the PTY did not take yet, written on `drain`, in order.
+  // Input the terminal did not take yet, written on `drain`, in order.
   const queue: Uint8Array[] = [];
+  let queued = 0;
+  // What the terminal took since its last `drain`: Bun's writer holds what the PTY does not take
+  // and answers as if all were written, and calls `drain` once it holds nothing (after every
+  // write).
+  let held = 0;
   const flush = (terminal: BunTerminal | undefined) => {
     while (terminal && !terminal.closed && queue.length > 0) {
       const head = queue[0];
-      const written = terminal.write(head);
+      const written = Math.min(Math.max(terminal.write(head), 0), head.byteLength);
+      queued -= written;
+      held += written;
       if (written >= head.byteLength) queue.shift();
       else {
         if (written > 0) queue[0] = head.subarray(written);
@@ -77,7 +84,10 @@ const spawn: PtyHost["spawn"] = (options, events) => {
         name: options.env.TERM ?? "xterm-256color",
         // Copied: the callback's view may be of a buffer Bun reads into again.
         data: (_, bytes) => events.data(bytes.slice()),
-        drain: (terminal) => flush(terminal),
+        drain: (terminal) => {
+          held = 0;
+          flush(terminal);
+        },
         exit: () => drained(),
       },
     });
@@ -92,6 +102,10 @@ const spawn: PtyHost["spawn"] = (options, events) => {
   const close = () => {
     if (closed) return;
     closed = true;
+    // Input the program will never read is not held.
+    queue.length = 0;
+    queued = 0;
+    held = 0;
     try {
       if (terminal && !terminal.closed) terminal.close();
     } catch { /* already closed */ }
@@ -109,8 +123,10 @@ const spawn: PtyHost["spawn"] = (options, events) => {
   return sessionPty(pid, {
     write: (bytes) => {
       queue.push(bytes);
+      queued += bytes.byteLength;
       flush(terminal);
     },
+    queuedInput: () => queued + held,
     resize: (cols, rows) => terminal?.resize(cols, rows),
     close,
   });

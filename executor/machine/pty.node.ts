@@ -4,7 +4,7 @@
  * costs nothing where terminals are not served. On Bun its data callbacks never fire: use
  * `pty.bun.ts` there.
  */
-import { readSync } from "node:fs";
+import { fstatSync, readSync, writeSync } from "node:fs";
 import { createRequire } from "node:module";
 import { findExecutable } from "./executable.node.ts";
 import { type PtyHost, PtySpawnError } from "./pty.ts";
@@ -26,7 +26,10 @@ interface NodePtyTerminal {
   readonly pid: number;
   /** node-pty's master side (private in 1.1.0): the PTY's file descriptor and its stream. */
   readonly _fd?: number;
-  readonly _socket?: { on(event: "end" | "close", listener: () => void): unknown };
+  readonly _socket?: {
+    on(event: "end" | "close", listener: () => void): unknown;
+    write(data: Uint8Array, callback: (error?: Error | null) => void): unknown;
+  };
   onData(listener: (data: Uint8Array) => void): unknown;
   onExit(listener: (exit: { exitCode: number; signal?: number }) => void): unknown;
   write(data: Uint8Array | string): void;
@@ -38,6 +41,14 @@ let loaded: NodePtyModule | Error | undefined;
 
 /** How often the event loop is woken while a terminal's exit is awaited (see `spawn`). */
 const EXIT_WAKE_MS = 20;
+/**
+ * How long input the PTY did not take waits before the next try: from the shortest, doubled
+ * while the program takes nothing, to the longest (nothing tells when a PTY has room again).
+ */
+const INPUT_RETRY_MIN_MS = 1;
+const INPUT_RETRY_MAX_MS = 32;
+/** Most bytes handed to the PTY's stream at once where `node:fs` cannot reach its fd (Deno). */
+const STREAM_INPUT_BYTES = 64 * 1024;
 
 function load(): NodePtyModule {
   if (loaded === undefined) {
@@ -115,15 +126,20 @@ const spawn: PtyHost["spawn"] = (options, events) => {
   term._socket?.on("close", () => {
     if (!exited) waking ??= setInterval(() => {}, EXIT_WAKE_MS);
   });
+  const input = new PtyInput(term);
+  term._socket?.on("close", () => input.drop());
   term.onExit(({ exitCode, signal }) => {
     exited = true;
     clearInterval(waking);
+    input.drop();
     events.exit({ exitCode: signal ? null : exitCode, signal: signalName(signal) });
   });
   return sessionPty(pid, {
-    write: (bytes) => term.write(bytes),
+    write: (bytes) => input.write(bytes),
+    queuedInput: () => input.queued,
     resize: (cols, rows) => term.resize(cols, rows),
     close: () => {
+      input.drop();
       if (exited) return;
       exited = true;
       try {
@@ -132,6 +148,116 @@ const spawn: PtyHost["spawn"] = (options, events) => {
     },
   });
 };
+
+/**
+ * Input on its way to a PTY, never blocking the event loop. node-pty writes through a
+ * `tty.ReadStream` on the PTY's master, which libuv cannot reopen non-blocking and so writes in
+ * blocking mode: on a descriptor node-pty made non-blocking, libuv retries EAGAIN in a loop, and
+ * input beyond what the PTY holds (about 15 KiB) to a program that does not read spins the
+ * whole executor at 100 % CPU until the program reads. Here the descriptor is written directly:
+ * what the PTY takes now goes, the rest waits in order and is tried again on a timer. Where
+ * `node:fs` does not know node-pty's descriptor (Deno), the stream takes one chunk at a time,
+ * the next once it has written the last (Deno's stream does not block).
+ */
+class PtyInput {
+  readonly #term: NodePtyTerminal;
+  /** Whether `node:fs` reaches the PTY's descriptor (Node), checked once. */
+  readonly #direct: boolean;
+  readonly #chunks: Uint8Array[] = [];
+  #queued = 0;
+  #retry: ReturnType<typeof setTimeout> | undefined;
+  #retryMs = INPUT_RETRY_MIN_MS;
+  /** A chunk the stream has not written yet (Deno). */
+  #inStream = false;
+  #dropped = false;
+
+  constructor(term: NodePtyTerminal) {
+    this.#term = term;
+    this.#direct = term._fd !== undefined && reachable(term._fd);
+  }
+
+  /** Bytes written that the PTY has not taken yet. */
+  get queued(): number {
+    return this.#queued;
+  }
+
+  write(bytes: Uint8Array): void {
+    if (this.#dropped) throw new Error("the PTY is closed");
+    this.#chunks.push(bytes);
+    this.#queued += bytes.byteLength;
+    if (this.#retry === undefined && !this.#inStream) this.#pump();
+  }
+
+  /**
+   * Forgets what waits, for good: the PTY is closed (its descriptor may be another file's by
+   * now) or its program has exited.
+   */
+  drop(): void {
+    this.#dropped = true;
+    clearTimeout(this.#retry);
+    this.#retry = undefined;
+    this.#chunks.length = 0;
+    this.#queued = 0;
+  }
+
+  #pump(): void {
+    this.#retry = undefined;
+    if (this.#direct) this.#writeDirect();
+    else this.#writeStream();
+  }
+
+  #writeDirect(): void {
+    const fd = this.#term._fd!;
+    let took = false;
+    while (!this.#dropped && this.#chunks.length > 0) {
+      let written: number;
+      try {
+        written = writeSync(fd, this.#chunks[0]);
+      } catch (error) {
+        const code = (error as { code?: string }).code;
+        if (code !== "EAGAIN" && code !== "EINTR") return this.drop(); // EIO: closed
+        this.#retryMs = took ? INPUT_RETRY_MIN_MS : Math.min(this.#retryMs * 2, INPUT_RETRY_MAX_MS);
+        this.#retry = setTimeout(() => this.#pump(), this.#retryMs);
+        return;
+      }
+      took ||= written > 0;
+      this.#taken(written);
+    }
+    this.#retryMs = INPUT_RETRY_MIN_MS;
+  }
+
+  #writeStream(): void {
+    const stream = this.#term._socket;
+    if (this.#dropped || this.#chunks.length === 0 || !stream) return;
+    const chunk = this.#chunks[0].subarray(0, STREAM_INPUT_BYTES);
+    this.#inStream = true;
+    stream.write(chunk, (error) => {
+      this.#inStream = false;
+      if (this.#dropped) return;
+      if (error) return this.drop();
+      this.#taken(chunk.byteLength);
+      this.#writeStream();
+    });
+  }
+
+  /** The PTY took `n` bytes from the head. */
+  #taken(n: number): void {
+    const head = this.#chunks[0];
+    if (n >= head.byteLength) this.#chunks.shift();
+    else this.#chunks[0] = head.subarray(n);
+    this.#queued -= n;
+  }
+}
+
+/** Whether `node:fs` knows descriptor `fd` (Deno's knows only those it opened itself). */
+function reachable(fd: number): boolean {
+  try {
+    fstatSync(fd);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** PTYs through `@lydell/node-pty`: Node and Deno (not Windows, not Bun). */
 export const nodePty: PtyHost = {

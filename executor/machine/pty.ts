@@ -41,8 +41,16 @@ export interface PtyEvents {
 export interface Pty {
   /** The program's pid: the leader of the terminal's session and process group. */
   readonly pid: number;
-  /** Writes input, as if typed. */
+  /**
+   * Writes input, as if typed, without ever blocking: what the PTY does not take now waits in
+   * memory, in order, until the program reads.
+   */
   write(bytes: Uint8Array): void;
+  /**
+   * Bytes given to {@linkcode write} that the PTY has not taken yet. Optional for a host of
+   * one's own: without it, the input a terminal holds is not bounded.
+   */
+  queuedInput?(): number;
   /** Sets the window size (the foreground process gets SIGWINCH). */
   resize(cols: number, rows: number): void;
   /**

@@ -125,7 +125,10 @@ interface MachineSession {
   readonly table: ProcessTable;
   /** Aborted (with `unknown_session`) once the session starts ending. */
   readonly ending: AbortController;
-  /** Requests of the session whose work its end stops and waits for (`workspace.backup`). */
+  /**
+   * Requests of the session whose work its end stops and waits for (`workspace.backup`,
+   * `file.download`'s hash).
+   */
   readonly work: Set<Promise<unknown>>;
 }
 
@@ -344,7 +347,21 @@ export function serveMachine(
     serve("process.wait", false, (params, { table }, ctx) => table.wait(params, ctx.signal)),
     serve("process.list", false, (_params, { table }) => table.list()),
     serve("file.upload", true, (params) => uploadFile(params, workdir)),
-    serve("file.download", false, (params) => downloadFile(params, workdir, limits)),
+    // Its hash reads the whole file: the session's end (or the connection's) stops that.
+    serve(
+      "file.download",
+      false,
+      (params, machine, ctx) =>
+        sessionWork(
+          machine,
+          downloadFile(
+            params,
+            workdir,
+            limits,
+            AbortSignal.any([machine.ending.signal, ctx.signal]),
+          ),
+        ),
+    ),
     serve(
       "skill.install",
       true,

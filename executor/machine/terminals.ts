@@ -125,6 +125,12 @@ interface Entry {
 /** Most bytes one `terminal.read` answers with, whatever `max_bytes` asks (frames stay small). */
 const MAX_READ_BYTES = 1024 * 1024;
 const DEFAULT_READ_BYTES = 64 * 1024;
+/**
+ * Most input a terminal holds that its program has not read (each byte is held in memory), as
+ * for a process's stdin: a `terminal.input` beyond it is refused (-32009 `input_full`), to be
+ * sent again once the program reads.
+ */
+const INPUT_QUEUE_BYTES = 8 * 1024 * 1024;
 /** Closed terminals kept readable per session, beyond which the oldest are forgotten. */
 const KEPT_CLOSED = 64;
 /** How often a terminal's processes are looked for while they are given time to end. */
@@ -185,6 +191,13 @@ export class TerminalTable {
   input(params: TerminalInputParams): TerminalInputResult {
     const entry = this.#live(params.terminal_id);
     const bytes = decodeChunk(params.data, params.encoding);
+    const queued = entry.pty.queuedInput?.() ?? 0;
+    if (queued > 0 && queued + bytes.byteLength > INPUT_QUEUE_BYTES) {
+      throw new ResourceExhaustedError(
+        "the terminal's input is full: its program has not read what it was sent",
+        { reason: "input_full" },
+      );
+    }
     if (bytes.byteLength > 0) this.#onPty(entry, () => entry.pty.write(bytes));
     return { written: bytes.byteLength };
   }

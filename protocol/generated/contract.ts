@@ -1477,7 +1477,7 @@ export interface FileUploadParams {
   offset?: number;
   /** Expected SHA-256 of the whole file after this write. */
   sha256?: string;
-  /** POSIX mode for a new file, e.g. 420 (0644). */
+  /** POSIX mode for a new file, e.g. 420 (0644). Only its permission bits (0777) are applied: setuid, setgid and sticky are dropped. */
   mode?: number;
   /** Names one upload of several chunks, chosen by the sender (e.g. random): its chunks go to a private temporary file that replaces path only when the last (with sha256) matches. */
   upload_id?: string;

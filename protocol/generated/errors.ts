@@ -80,7 +80,7 @@ export class TurnInactiveError extends ProtocolError {
   }
 }
 
-/** -32009 resource_exhausted: Beyond capability or resource limits: session.assign beyond max_sessions, turn.start of a new session beyond agent.max_sessions, process.start beyond the executor's process limit, terminal.open beyond the session's terminal limit (too_many_terminals), process.write while the program has not read 8 MiB written before (stdin_full), mcp.open beyond the executor's channel limits (too_many_channels). Retryable for tool.result (the harness is momentarily overloaded); for session.assign and turn.start it is surfaced to the caller, who may retry later. data: ErrorData (reason, e.g. max_sessions). */
+/** -32009 resource_exhausted: Beyond capability or resource limits: session.assign beyond max_sessions, turn.start of a new session beyond agent.max_sessions, process.start beyond the executor's process limit, terminal.open beyond the session's terminal limit (too_many_terminals), process.write while the program has not read 8 MiB written before (stdin_full), terminal.input while the program has not read 8 MiB sent before (input_full), mcp.open beyond the executor's channel limits (too_many_channels). Retryable for tool.result (the harness is momentarily overloaded); for session.assign and turn.start it is surfaced to the caller, who may retry later. data: ErrorData (reason, e.g. max_sessions). */
 export class ResourceExhaustedError extends ProtocolError {
   /** The JSON-RPC code of this error. */
   static readonly code: -32009 = -32009;

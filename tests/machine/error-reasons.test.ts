@@ -12,7 +12,9 @@ import { createServer } from "node:http";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { readFileSync, writeFileSync } from "node:fs";
+import { Buffer } from "node:buffer";
 import { ProtocolError } from "../../protocol/errors.ts";
+import type { ExecutorHandle } from "../../harness/node.ts";
 import type { SkillSource } from "../../protocol/generated/contract.ts";
 import type { PtyHost } from "../../executor/machine/pty.ts";
 import { Fixtures } from "../helpers/executor-fixture.ts";
@@ -64,6 +66,28 @@ const failure = (work: Promise<unknown>) =>
 const fieldOf = (error: unknown) => ((error as ProtocolError).data as { field?: string })?.field;
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
+
+/** Reads a terminal's output until it holds `text` (the test's timeout bounds the wait). */
+async function outputOf(
+  executor: ExecutorHandle,
+  sessionId: string,
+  terminalId: string,
+  text: string,
+): Promise<void> {
+  let output = "";
+  let offset = 0;
+  while (!output.includes(text)) {
+    const read = await executor.request("terminal.read", {
+      session_id: sessionId,
+      terminal_id: terminalId,
+      offset,
+      wait_ms: 5_000,
+    });
+    assert.ok(!read.eof, `the terminal ended before printing ${text}: ${JSON.stringify(output)}`);
+    output += read.encoding === "base64" ? Buffer.from(read.data, "base64").toString() : read.data;
+    offset = read.next_offset;
+  }
+}
 
 describe("the machine's errors are the contract's", { timeout: 60_000 }, () => {
   const fx = new Fixtures();
@@ -213,6 +237,73 @@ describe("the machine's errors are the contract's", { timeout: 60_000 }, () => {
       if (i < taken) assertListed("process.write", outcome, -32002, "stdin_closed");
       else assertListed("process.write", outcome, -32009, "stdin_full");
     }
+  });
+
+  it("terminal.input to a raw-mode program that does not read: answered at once, input_full beyond 8 MiB", async () => {
+    const { executor, session } = await startMachine(fx, { machine: { pty } });
+    const sid = session.id;
+    // Raw mode: the PTY holds a few KiB and then takes nothing until the program reads.
+    const { terminal_id } = await executor.request("terminal.open", {
+      session_id: sid,
+      argv: ["sh", "-c", "stty raw -echo; echo raw; exec sleep 1000"],
+    });
+    await outputOf(executor, sid, terminal_id, "raw");
+    const chunk = "x".repeat(1024 * 1024);
+    const outcomes: unknown[] = [];
+    for (let i = 0; i < 12; i++) {
+      outcomes.push(
+        await executor.request("terminal.input", { session_id: sid, terminal_id, data: chunk })
+          .then((answer) => answer.written, (error: unknown) => error),
+      );
+    }
+    const taken = outcomes.findIndex((outcome) => typeof outcome !== "number");
+    assert.ok(taken >= 8, `the first 8 MiB are taken: ${outcomes}`);
+    for (const outcome of outcomes.slice(taken)) {
+      assertListed("terminal.input", outcome, -32009, "input_full");
+    }
+    // The executor goes on answering, and the terminal ends as any other.
+    const closed = await executor.request("terminal.close", { session_id: sid, terminal_id });
+    assert.equal(closed.closed, true);
+  });
+
+  it("base64 input of 9 MiB is decoded, not refused: terminal.input and process.write", async () => {
+    const { executor, session } = await startMachine(fx, { machine: { pty } });
+    const sid = session.id;
+    const size = 9 * 1024 * 1024;
+    const data = Buffer.from(new Uint8Array(size).map((_, i) => 97 + (i % 26))).toString("base64");
+    // A program that does not read: the input waits in the executor, answered at once.
+    const { terminal_id } = await executor.request("terminal.open", {
+      session_id: sid,
+      argv: ["sh", "-c", "stty raw -echo; echo raw; exec sleep 1000"],
+    });
+    await outputOf(executor, sid, terminal_id, "raw");
+    const typed = await executor.request("terminal.input", {
+      session_id: sid,
+      terminal_id,
+      data,
+      encoding: "base64",
+    });
+    assert.equal(typed.written, size);
+    await executor.request("terminal.close", { session_id: sid, terminal_id });
+    const { process_id } = await executor.request("process.start", {
+      session_id: sid,
+      argv: ["wc", "-c"],
+    });
+    const written = await executor.request("process.write", {
+      session_id: sid,
+      process_id,
+      data,
+      encoding: "base64",
+      eof: true,
+    });
+    assert.equal(written.written, size);
+    const counted = await executor.request("process.read", {
+      session_id: sid,
+      process_id,
+      stream: "stdout",
+      wait_ms: 30_000,
+    });
+    assert.equal(counted.data.trim(), String(size));
   });
 
   it("workspace.backup: a path that is not a directory is -32002 file_not_found", async () => {

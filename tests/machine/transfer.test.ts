@@ -24,6 +24,7 @@ import {
 } from "node:fs";
 import { join } from "node:path";
 import { ConflictError, ForbiddenError, NotFoundError } from "../../harness/node.ts";
+import { ProtocolError } from "../../protocol/errors.ts";
 import { Fixtures, machineSession, type MachineSessionOptions } from "./files-fixture.ts";
 
 const sha256 = (bytes: Uint8Array | string) => createHash("sha256").update(bytes).digest("hex");
@@ -322,5 +323,38 @@ describe("file transfer on the wire", { timeout: 120_000 }, () => {
     const second = await download("sparse.bin", { offset: 0, max_bytes: 4 });
     assert.equal(second.sha256, first.sha256);
     assert.equal(second.eof, false);
+  });
+
+  it("mode keeps only the permission bits: 0o7777 gives 0o777, whole, in chunks and appended", async () => {
+    const { root, upload } = await transfer();
+    await upload("whole.sh", "#!/bin/sh\n", { mode: 0o7777 });
+    assert.equal(statSync(join(root, "whole.sh")).mode & 0o7777, 0o777);
+    await upload("chunked.sh", "#!/bin/sh\n", { upload_id: "u1" });
+    await upload("chunked.sh", "true\n", {
+      upload_id: "u1",
+      offset: 10,
+      sha256: sha256("#!/bin/sh\ntrue\n"),
+      mode: 0o6755,
+    });
+    assert.equal(statSync(join(root, "chunked.sh")).mode & 0o7777, 0o755);
+    await upload("appended.sh", "#!/bin/sh\n");
+    await upload("appended.sh", "true\n", { offset: 10, mode: 0o4777 });
+    assert.equal(statSync(join(root, "appended.sh")).mode & 0o7777, 0o777);
+  });
+
+  it("a session's end stops a download hashing a sparse 64 GiB file: unknown_session, no result", async () => {
+    const { root, session, download } = await transfer();
+    // Holes cost nothing to make and take about a minute per 64 GiB to hash.
+    execFileSync("truncate", ["-s", String(64 * 1024 ** 3), join(root, "huge.bin")]);
+    const outcome = download("huge.bin", { max_bytes: 16 }).then(
+      (result) => ({ result }),
+      (error: unknown) => ({ error }),
+    );
+    await session.stop();
+    const settled = await outcome;
+    assert.ok("error" in settled, `answered a result after the session ended`);
+    assert.ok(settled.error instanceof ProtocolError, String(settled.error));
+    assert.equal(settled.error.code, -32002);
+    assert.equal((settled.error.data as { reason?: string }).reason, "unknown_session");
   });
 });
