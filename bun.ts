@@ -64,6 +64,7 @@ export {
 // This runtime's own.
 export { dialWebSocket, serveWebSocket } from "./transport/bun.ts";
 export { type SocketPathOccupant, SocketPathTakenError } from "./transport/stale-socket.node.ts";
+export { SocketPathTooLongError } from "./transport/socket-path.node.ts";
 export {
   type BunSqliteDriver,
   type BunSqliteStoreOptions,

@@ -66,6 +66,7 @@ export {
 // This runtime's own.
 export { dialWebSocket, serveWebSocket } from "./transport/deno.ts";
 export { type SocketPathOccupant, SocketPathTakenError } from "./transport/stale-socket.node.ts";
+export { SocketPathTooLongError } from "./transport/socket-path.node.ts";
 export {
   type DenoSqliteDriver,
   type DenoSqliteStoreOptions,

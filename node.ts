@@ -64,6 +64,7 @@ export {
 // This runtime's own.
 export { dialWebSocket, serveWebSocket } from "./transport/node.ts";
 export { type SocketPathOccupant, SocketPathTakenError } from "./transport/stale-socket.node.ts";
+export { SocketPathTooLongError } from "./transport/socket-path.node.ts";
 export { openSqliteStore } from "./runtime/node.ts";
 export type { NodeSqliteDriver, NodeSqliteStoreOptions } from "./harness/store/sqlite.node.ts";
 export { openPostgresStore, type OpenPostgresStoreOptions } from "./harness/store/postgres.node.ts";

@@ -34,6 +34,8 @@ import { CONTRACT_VERSION } from "../protocol/generated/contract.ts";
 import type { ExecutorClosedInfo } from "../executor/connection-loop.ts";
 import { SDK_VERSION as VERSION } from "../executor/version.ts";
 import { concatBytes } from "../transport/bytes.ts";
+import { localSocketPath } from "../transport/server.ts";
+import { assertSocketPathFits, socketUrl } from "../transport/socket-path.node.ts";
 import { NotAHarnessError } from "../executor/errors.ts";
 import { executorOptions, type Runtime } from "../runtime/runtime.ts";
 import { outliveOutputReaders } from "./output-streams.node.ts";
@@ -288,6 +290,17 @@ async function configure(
       throw new UsageError(`${from} is not a valid URL: ${shownValue(harnessUrl)}`);
     }
     credential.harnessUrl = harnessUrl;
+    if (harnessUrl.startsWith("unix:")) {
+      const path = localSocketPath(harnessUrl);
+      // Dialed, it would be refused at every attempt.
+      try {
+        assertSocketPathFits(path, "connect to");
+      } catch (error) {
+        throw new UsageError(`${from}: ${(error as Error).message}`);
+      }
+      // unix://s/x.sock names s/x.sock from the working directory; its logs name it whole.
+      credential.harnessUrl = socketUrl(path);
+    }
     harnessFrom = from;
     // A local harness takes no credential: one given on the command line is a mistake (a file
     // never read, so never checked); one in the environment may be the shell's, so it is named.

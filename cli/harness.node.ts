@@ -19,6 +19,8 @@
  * `shell-words.ts`), the standard streams and `attach` (`harness-stdio.node.ts`), errors and
  * schemas as text (`harness-describe.ts`) and the help text (`harness-usage.ts`).
  */
+import { existsSync } from "node:fs";
+import { dirname } from "node:path";
 import { parseArgs } from "node:util";
 import { argOptions, argvErrorLine, negativeValues, repeatedFlagLine, shownValue } from "./argv.ts";
 import { CONTRACT_VERSION } from "../protocol/generated/contract.ts";
@@ -34,6 +36,7 @@ import {
   serveInspector,
 } from "../harness/node.ts";
 import { SocketPathTakenError } from "../transport/stale-socket.node.ts";
+import { SocketPathTooLongError } from "../transport/socket-path.node.ts";
 import { Cli } from "./harness-commands.node.ts";
 import { Input, note, writeOut } from "./harness-stdio.node.ts";
 import { USAGE } from "./harness-usage.ts";
@@ -110,15 +113,14 @@ async function main(): Promise<number> {
     ...(withUi ? { agent: new AgentPlatform() } : {}),
   });
   const servers: HarnessServer[] = [];
+  // The --unix path once the port is served: what failed, if anything fails after.
+  let unixPath: string | undefined;
   try {
     servers.push(await harness.serve({ hostname: host, port }));
+    unixPath = values.unix;
     if (values.unix) servers.push(await harness.serveUnix(values.unix));
   } catch (error) {
-    // A file at the --unix path that is no socket: its message names the path already.
-    const line = error instanceof SocketPathTakenError
-      ? error.message
-      : `cannot listen: ${(error as Error).message}`;
-    process.stderr.write(`bma-harness: ${line}\n`);
+    process.stderr.write(`bma-harness: ${listenFailure(error, unixPath)}\n`);
     await harness.close();
     return 1;
   }
@@ -211,3 +213,20 @@ entry.then((code) => process.exit(code), (error) => {
   process.stderr.write(`bma-harness: ${(error as Error).message}\n`);
   process.exit(1);
 });
+
+/**
+ * The line for a server that could not listen: on the Unix socket `path` when given (`cannot
+ * listen on PATH: why`, as for a file in the way), else on the port.
+ */
+function listenFailure(error: unknown, path: string | undefined): string {
+  // A file in the way, a path too long: their messages name the path already.
+  if (error instanceof SocketPathTakenError || error instanceof SocketPathTooLongError) {
+    return error.message;
+  }
+  if (path === undefined) return `cannot listen: ${(error as Error).message}`;
+  const dir = dirname(path);
+  // Node and Bun report a missing directory as EACCES: the directory, not the code, is the cause.
+  if (!existsSync(dir)) return `cannot listen on ${path}: the directory ${dir} does not exist`;
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return `cannot listen on ${path}: ${typeof code === "string" ? code : (error as Error).message}`;
+}

@@ -411,6 +411,10 @@ function fatalAttemptError(error: unknown, url: string): ExecutorClosedInfo | un
       };
     }
   }
+  // A socket path longer than the system takes (SocketPathTooLongError): no retry shortens it.
+  if (error instanceof DialError && (error.cause as { code?: unknown })?.code === "ENAMETOOLONG") {
+    return { reason: "config", error };
+  }
   if (error instanceof ProtocolError && REGISTER_REFUSALS.has(error.code)) {
     return { reason: "register_refused", error };
   }

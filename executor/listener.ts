@@ -12,12 +12,23 @@
  * One harness connection is served at a time; a second dial while one is in use is refused
  * before the upgrade (HTTP 409), and the harness tries again.
  *
+ * A listening executor outlives its harnesses: a harness that closes (1001), restarts, or closes
+ * its link normally (1000) leaves it listening, its sessions kept for the next dial's `resume`
+ * ({@linkcode harnessSideClose}). It stops for good on what the seeds make stop: `executor.close`,
+ * a refused registration, and the refusal codes 1008, 4002, 4003 and 4004.
+ *
  * There is no authentication on this socket: who may connect is decided by the socket file's
  * permissions (or the pipe's ACL), as for any local daemon socket.
  */
 import { PROTOCOLS } from "../protocol/generated/contract.ts";
+import { CloseCode } from "../protocol/generated/errors.ts";
 import type { UpgradeDecision } from "../transport/server.ts";
-import { DialError, type DialOptions, type Transport } from "../transport/transport.ts";
+import {
+  type CloseInfo,
+  DialError,
+  type DialOptions,
+  type Transport,
+} from "../transport/transport.ts";
 import type { ExecutorRegisterResult } from "../protocol/generated/contract.ts";
 
 /** A listening executor, as {@linkcode ExecutorClient.listen} returns it. */
@@ -42,7 +53,7 @@ export class InboundConnections {
   #queued: Transport | undefined;
   /** The connection handed to the loop; released when the loop asks for the next one. */
   #current: Transport | undefined;
-  /** Upgrades accepted whose socket has not opened yet. */
+  /** Upgrades accepted whose socket has neither opened nor been abandoned yet. */
   #opening = 0;
   #closed = false;
 
@@ -53,13 +64,22 @@ export class InboundConnections {
     if (!protocol) return Promise.resolve(refuse(400, "unsupported_subprotocol"));
     if (this.#busy()) return Promise.resolve(refuse(409, "busy"));
     this.#opening++;
+    // Counted down once, whichever comes: an upgrade the server accepted may still fail (a
+    // request the WebSocket library refuses, a peer that leaves before the 101), and one left
+    // counted would answer every later dial 409.
+    let counted = true;
+    const settle = () => {
+      if (counted) this.#opening--;
+      counted = false;
+    };
     return Promise.resolve({
       accept: true,
       protocol,
       onOpen: (transport) => {
-        this.#opening--;
-        this.#arrived(transport);
+        settle();
+        this.#arrived(harnessSideClose(transport));
       },
+      onAbandoned: settle,
     });
   }
 
@@ -144,6 +164,38 @@ export class InboundConnections {
       if (this.#queued === transport) this.#queued = undefined;
     });
   }
+}
+
+/**
+ * `transport` as the client's connection loop sees it: a normal close (1000) arrives as 1001.
+ * The contract's "1000: do not reconnect" tells a dialing executor not to dial back; a listening
+ * one never dials, and whether it is dialed again is the harness's choice. Stopping on it would
+ * remove the socket under every later harness (the restarted one too) and drop the sessions it
+ * could resume. `executor.close` before the 1000 still stops the client (the loop checks it
+ * first); the refusal codes pass through unchanged and stop it.
+ */
+function harnessSideClose(transport: Transport): Transport {
+  const closed = transport.closed.then((info): CloseInfo =>
+    info.code === CloseCode.NORMAL
+      ? {
+        code: CloseCode.GOING_AWAY,
+        reason: info.reason ? `${info.reason} (closed with 1000)` : "closed with 1000",
+      }
+      : info
+  );
+  return {
+    get protocol() {
+      return transport.protocol;
+    },
+    get bufferedAmount() {
+      return transport.bufferedAmount;
+    },
+    closed,
+    send: (frame) => transport.send(frame),
+    listen: (receiver) => transport.listen(receiver),
+    close: (code, reason) => transport.close(code, reason),
+    ...(transport.abort ? { abort: transport.abort.bind(transport) } : {}),
+  };
 }
 
 function refuse(status: number, error: string): UpgradeDecision {

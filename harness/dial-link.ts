@@ -4,12 +4,13 @@
  * is the usual one: the executor sends `executor.register` first. When the connection ends the
  * link dials again with backoff, so the executor can `resume` within its lease, unless the close
  * code forbids it (the contract's `reconnect: false` codes: 1000 after `executor.close`, 1008,
- * 4002, 4003, 4004) or the link or harness was closed.
+ * 4002, 4003, 4004) or the link or harness was closed. A harness that closes tells the executor
+ * 1001, as it tells those that dialed in.
  */
 import { raceSignal } from "../protocol/abort.ts";
 import type { Clock, TimerHandle } from "../protocol/clock.ts";
 import { PROTOCOLS } from "../protocol/generated/contract.ts";
-import { CLOSE_CODES } from "../protocol/generated/errors.ts";
+import { CLOSE_CODES, CloseCode } from "../protocol/generated/errors.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { CloseInfo, Dialer, Transport } from "../transport/transport.ts";
 
@@ -43,7 +44,12 @@ export interface DialedExecutorLink {
    * code that forbids redialing (its code and reason).
    */
   readonly closed: Promise<CloseInfo>;
-  /** Stops redialing and closes the open connection with 1000 (the executor reconnects on its own only by being dialed again). */
+  /**
+   * Stops redialing and closes the open connection with 1000. A listening executor of this SDK
+   * keeps listening, its sessions kept for the next harness that dials it (this one again, or
+   * another); to stop it for good, close its handle (`executor.close()`: `executor.close`, then
+   * 1000).
+   */
   close(): Promise<void>;
   /** Closes it as `close` does: `await using link = await harness.dial(…)`. */
   [Symbol.asyncDispose](): Promise<void>;
@@ -70,6 +76,8 @@ export class DialLink implements DialedExecutorLink {
   #transport: Transport | undefined;
   #timer: TimerHandle | undefined;
   #ended = false;
+  /** How a connection that opens after the link ended is closed. */
+  #lateClose: CloseInfo = { code: CloseCode.NORMAL, reason: "harness closed the link" };
 
   constructor(url: string, host: DialLinkHost, options: HarnessDialOptions) {
     this.url = url;
@@ -114,6 +122,17 @@ export class DialLink implements DialedExecutorLink {
     return this.close();
   }
 
+  /**
+   * Ends the link as its harness closes: no more redials, and the open connection is left to
+   * the harness's own close, which tells every executor 1001 (going away: reconnect, or for a
+   * listening one, wait for the next dial) — as `Harness.close` documents, where `close()`'s
+   * 1000 would stop an executor that keeps the contract's "1000: do not reconnect".
+   */
+  release(): void {
+    this.#lateClose = { code: CloseCode.GOING_AWAY, reason: "harness shutting down" };
+    this.#end(this.#lateClose);
+  }
+
   async #connect(): Promise<void> {
     const transport = await this.#host.dial(this.url, {
       protocols: this.#options.protocols ?? [...PROTOCOLS],
@@ -124,7 +143,7 @@ export class DialLink implements DialedExecutorLink {
         : {}),
     });
     if (this.#ended) {
-      transport.close(1000, "harness closed the link");
+      transport.close(this.#lateClose.code, this.#lateClose.reason);
       return;
     }
     this.#transport = transport;

@@ -98,6 +98,7 @@ export const RUNTIMES: readonly RuntimeEntries[] = [
         from: "transport/stale-socket.node.ts",
         names: ["type SocketPathOccupant", "SocketPathTakenError"],
       },
+      { from: "transport/socket-path.node.ts", names: ["SocketPathTooLongError"] },
       { from: "runtime/node.ts", names: ["openSqliteStore"] },
       {
         from: "harness/store/sqlite.node.ts",
@@ -118,6 +119,7 @@ export const RUNTIMES: readonly RuntimeEntries[] = [
         from: "transport/stale-socket.node.ts",
         names: ["type SocketPathOccupant", "SocketPathTakenError"],
       },
+      { from: "transport/socket-path.node.ts", names: ["SocketPathTooLongError"] },
       {
         from: "harness/store/sqlite.deno.ts",
         names: ["type DenoSqliteDriver", "type DenoSqliteStoreOptions", "openSqliteStore"],
@@ -137,6 +139,7 @@ export const RUNTIMES: readonly RuntimeEntries[] = [
         from: "transport/stale-socket.node.ts",
         names: ["type SocketPathOccupant", "SocketPathTakenError"],
       },
+      { from: "transport/socket-path.node.ts", names: ["SocketPathTooLongError"] },
       {
         from: "harness/store/sqlite.bun.ts",
         names: ["type BunSqliteDriver", "type BunSqliteStoreOptions", "openSqliteStore"],

@@ -14,6 +14,7 @@ import {
 } from "./server.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "./bytes.ts";
 import { removeStaleSocket } from "./stale-socket.node.ts";
+import { assertSocketPathFits, refusedSocketDial, socketUrl } from "./socket-path.node.ts";
 import {
   ABNORMAL_CLOSURE,
   type DialOptions,
@@ -158,6 +159,8 @@ class BunServerTransport extends SocketTransport {
  * (`transport/websocket-stream.bun.ts`), `wss://` with Bun's native client.
  */
 export function dialWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
+  const refused = refusedSocketDial(url);
+  if (refused) return refused;
   // A Windows named pipe takes the node:net path (transport/node.ts) the Unix socket tests cover.
   if (isLocalSocketUrl(url) && isNamedPipe(localSocketPath(url))) return dialWithNode(url, options);
   // ws:// and Unix sockets: a client that writes a turn's frames at once (see its module).
@@ -178,8 +181,11 @@ export async function serveWebSocket(
 ): Promise<RunningServer & AsyncDisposable> {
   // A Windows named pipe takes the node:net path the Unix socket tests cover.
   if (options.path && isNamedPipe(options.path)) return serveWithWs(options);
-  // Bun.serve refuses a path where a file is (EADDRINUSE), a previous server's socket included.
-  if (options.path) await removeStaleSocket(options.path);
+  if (options.path) {
+    assertSocketPathFits(options.path, "listen on");
+    // Bun.serve refuses a path where a file is (EADDRINUSE), a previous server's socket included.
+    await removeStaleSocket(options.path);
+  }
   let runtime: BunRuntime;
   try {
     runtime = bun();
@@ -194,7 +200,10 @@ export async function serveWebSocket(
       headers: { "Sec-WebSocket-Protocol": decision.protocol },
       data: { protocol: decision.protocol, onOpen: decision.onOpen },
     });
-    return upgraded ? undefined : new Response("upgrade failed", { status: 400 });
+    if (upgraded) return undefined;
+    // Bun refused the request as an upgrade (no valid `Sec-WebSocket-Key`, ...).
+    decision.onAbandoned?.();
+    return new Response("upgrade failed", { status: 400 });
   };
   const server = runtime.serve({
     ...(options.path
@@ -223,7 +232,7 @@ export async function serveWebSocket(
   });
   const hostname = options.hostname ?? "127.0.0.1";
   const host = hostname.includes(":") ? `[${hostname}]` : hostname;
-  const url = options.path ? `unix://${options.path}` : `ws://${host}:${server.port}`;
+  const url = options.path ? socketUrl(options.path) : `ws://${host}:${server.port}`;
   return Promise.resolve(disposableServer({
     url,
     httpUrl: options.path ? url : `http://${host}:${server.port}`,

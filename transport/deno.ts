@@ -8,6 +8,7 @@
 import { dialWebSocket as dialWithNode, serveWebSocket as serveWithWs } from "./node.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "./bytes.ts";
 import { removeStaleSocket } from "./stale-socket.node.ts";
+import { assertSocketPathFits, socketUrl } from "./socket-path.node.ts";
 import {
   closeAll,
   decideRequest,
@@ -77,29 +78,44 @@ export async function serveWebSocket(
   const handler = async (request: Request): Promise<Response> => {
     const decision = await decideRequest(request, options);
     if (!decision.accept) return decision.response;
-    // Deno splits the offered list only on ", " (the `ws` client sends "a,b"): negotiate here
-    // and set the header on the 101 response ourselves.
-    const { socket, response } = runtime.upgradeWebSocket(request, {
-      protocol: "",
-      idleTimeout: 0,
-    });
+    let upgraded: ReturnType<DenoServe["upgradeWebSocket"]>;
+    try {
+      // Deno splits the offered list only on ", " (the `ws` client sends "a,b"): negotiate
+      // here and set the header on the 101 response ourselves.
+      upgraded = runtime.upgradeWebSocket(request, { protocol: "", idleTimeout: 0 });
+    } catch {
+      // A request Deno cannot upgrade (no `Sec-WebSocket-Key`, ...): a 400, not the 500 of a
+      // handler that throws, and the acceptance is given back.
+      decision.onAbandoned?.();
+      return new Response("not a valid WebSocket upgrade", { status: 400 });
+    }
+    const { socket, response } = upgraded;
     response.headers.set("sec-websocket-protocol", decision.protocol);
     const transport = webSocketTransport(socket, {
       protocol: decision.protocol,
       maxFrameBytes: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
     });
     open.add(transport);
-    transport.closed.then(() => open.delete(transport));
-    socket.addEventListener("open", () => decision.onOpen(transport));
+    let opened = false;
+    transport.closed.then(() => {
+      open.delete(transport);
+      // Closed before it opened: the peer left before the 101.
+      if (!opened) decision.onAbandoned?.();
+    });
+    socket.addEventListener("open", () => {
+      opened = true;
+      decision.onOpen(transport);
+    });
     return response;
   };
   let url: string;
   let httpUrl: string;
   let server: ReturnType<DenoServe["serve"]>;
   if (options.path) {
+    assertSocketPathFits(options.path, "listen on");
     await removeStaleSocket(options.path);
     server = runtime.serve({ transport: "unix", path: options.path, onListen: () => {} }, handler);
-    url = httpUrl = `unix://${options.path}`;
+    url = httpUrl = socketUrl(options.path);
   } else {
     const hostname = options.hostname ?? "127.0.0.1";
     server = runtime.serve({ hostname, port: options.port ?? 0, onListen: () => {} }, handler);

@@ -9,6 +9,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Duplex } from "node:stream";
 import { unlink } from "node:fs/promises";
 import { removeStaleSocket } from "./stale-socket.node.ts";
+import { assertSocketPathFits, refusedSocketDial, socketUrl } from "./socket-path.node.ts";
 import { WebSocket, WebSocketServer } from "ws";
 import {
   CLOSE_WAIT_MS,
@@ -50,12 +51,16 @@ import { awaitHandshake, handshakeDone } from "./handshake-deadline.node.ts";
  * `wss://` with `ws`.
  */
 export function dialWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
+  const refused = refusedSocketDial(url);
+  if (refused) return refused;
   if (canDialByteWebSocket(url)) return dialNetSocket(url, options);
   return dialWithWs(url, options);
 }
 
 /** Opens a WebSocket connection with `ws`: `ws://`, `wss://`, `unix:///path.sock`, `\\.\pipe\name`. */
 export function dialWithWs(url: string, options: DialOptions = {}): Promise<Transport> {
+  const refused = refusedSocketDial(url);
+  if (refused) return refused;
   const protocols = options.protocols ?? [];
   const maxPayload = (options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES) + 1024;
   return new Promise((resolve, reject) => {
@@ -309,9 +314,19 @@ export async function serveWebSocket(
         return;
       }
       chosen.set(req, decision.protocol);
+      // `ws` answers a request it refuses (no valid key, a POST, `Upgrade: h2c`) and destroys
+      // the socket without calling back, as it does for a socket gone before the 101: the
+      // socket's close then tells the decider its acceptance came to nothing.
+      const abandoned = () => decision.onAbandoned?.();
+      if (socket.destroyed) {
+        abandoned();
+        return;
+      }
+      socket.once("close", abandoned);
       wss.handleUpgrade(req, socket, head, (ws) => {
         // `ws` handles the socket's errors from here on, and the handshake is over.
         socket.removeListener("error", destroySocket);
+        socket.removeListener("close", abandoned);
         handshakeDone(socket);
         decision.onOpen(new WsTransport(ws, decision.protocol));
       });
@@ -322,13 +337,16 @@ export async function serveWebSocket(
   let base: string;
   let url: string;
   if (options.path) {
-    if (!isNamedPipe(options.path)) await removeStaleSocket(options.path);
+    if (!isNamedPipe(options.path)) {
+      assertSocketPathFits(options.path, "listen on");
+      await removeStaleSocket(options.path);
+    }
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
       server.listen(options.path, () => resolve());
     });
     base = "http://localhost";
-    url = isNamedPipe(options.path) ? options.path : `unix://${options.path}`;
+    url = isNamedPipe(options.path) ? options.path : socketUrl(options.path);
   } else {
     const hostname = options.hostname ?? "127.0.0.1";
     await new Promise<void>((resolve, reject) => {

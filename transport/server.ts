@@ -6,7 +6,18 @@ import type { Transport } from "./transport.ts";
 
 /** The decision on one upgrade request. */
 export type UpgradeDecision =
-  | { accept: true; protocol: string; onOpen: (transport: Transport) => void }
+  | {
+    accept: true;
+    protocol: string;
+    onOpen: (transport: Transport) => void;
+    /**
+     * Called instead of `onOpen` when the accepted upgrade never opens: the runtime's WebSocket
+     * code refused the request (no valid `Sec-WebSocket-Key`, a `POST`, `Upgrade: h2c`), or the
+     * peer left before the 101. Every runtime's server calls one of the two, once, so what an
+     * acceptance reserved (a listening executor's one connection) is given back.
+     */
+    onAbandoned?: () => void;
+  }
   | { accept: false; response: Response };
 
 /**
