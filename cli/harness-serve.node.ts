@@ -52,6 +52,7 @@ import { harnessOptionsFromVariables, HarnessVariableError } from "../http/env-o
 import { HmacJwt } from "../http/token-endpoint/jwt.ts";
 import { describeHolder } from "../harness/store/claim.ts";
 import { SocketPathTakenError } from "../transport/stale-socket.node.ts";
+import { SocketPathTooLongError } from "../transport/socket-path.node.ts";
 import { ApiError, apiErrorAnswer } from "../http/shared/api-error.ts";
 import { healthRoutes } from "../http/health/health.ts";
 
@@ -132,6 +133,13 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
         `${source} is too weak: ${error.message} (a random one: openssl rand -base64 48)`,
       );
     }
+  }
+
+  if (config.storePasswordInFlag) {
+    logger.warn(
+      "the store's password is in --store, which every user of this machine reads in ps: " +
+        "give the URL in BMA_HARNESS_STORE or the config file, or the password in PGPASSWORD or PGPASSFILE",
+    );
   }
 
   let store: HarnessStore | undefined;
@@ -222,7 +230,9 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
     if (config.unix) servers.push(await harness.serveUnix(config.unix, { fetch: app.fetch }));
   } catch (error) {
     await harness.close();
-    if (error instanceof SocketPathTakenError) return usage(error.message);
+    if (error instanceof SocketPathTakenError || error instanceof SocketPathTooLongError) {
+      return usage(error.message);
+    }
     const code = (error as { code?: unknown } | undefined)?.code;
     if (listeningOn === "unix" && typeof code === "string") {
       const dir = dirname(config.unix!);

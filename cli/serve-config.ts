@@ -35,6 +35,11 @@ export interface ServeConfig {
   readonly port: number;
   readonly unix: string | undefined;
   readonly store: StoreSpec;
+  /**
+   * The store's password was given in `--store`'s URL: every user of the machine reads it in
+   * `ps` (the environment, a config file or PostgreSQL's own `PGPASSWORD`/`PGPASSFILE` do not).
+   */
+  readonly storePasswordInFlag: boolean;
   /** Wait while another harness holds the store, then take it over once that one is gone. */
   readonly standby: boolean;
   /** Claim the store even from a live holder (it is fenced). */
@@ -248,6 +253,7 @@ export function readServeConfig(
     port,
     unix: str("unix"),
     store: storeSpec(str("store"), str("store-table"), origin),
+    storePasswordInFlag: flags.store !== undefined && hasUrlPassword(str("store")),
     standby,
     takeover,
     logFormat,
@@ -267,6 +273,15 @@ export function readServeConfig(
 /** Whether `host` is a loopback address, where a harness may serve without authentication. */
 export function isLoopback(host: string): boolean {
   return host === "localhost" || host === "::1" || host === "[::1]" || /^127\./.test(host);
+}
+
+/** Whether `value` is a URL with a password in it. */
+function hasUrlPassword(value: string | undefined): boolean {
+  try {
+    return value !== undefined && new URL(value).password !== "";
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -57,7 +57,8 @@ import type {
   SessionAssignHandler,
   SessionStopHandler,
 } from "./options.ts";
-import { deliver, type DeliveryOptions } from "../protocol/retry.ts";
+import { backoffPolicyProblem, deliver, type DeliveryOptions } from "../protocol/retry.ts";
+import { isTimerSpan, MAX_TIMEOUT_MS } from "../protocol/timeout-option.ts";
 import { SecretScrubber } from "./secrets.ts";
 import { type ExecutorSession, SessionTable } from "./sessions.ts";
 import { type BackoffPolicy, describeError, sleep } from "./timing.ts";
@@ -493,10 +494,42 @@ function checkOptions(options: ExecutorClientOptions): void {
     throw new ExecutorConfigError("maxQueuedToolCalls must be an integer of 0 or more");
   }
   const connectTimeout = options.connectTimeoutMs;
-  if (connectTimeout !== undefined && !(Number.isFinite(connectTimeout) && connectTimeout > 0)) {
+  if (connectTimeout !== undefined && !(isTimerSpan(connectTimeout) && connectTimeout > 0)) {
     throw new ExecutorConfigError("connectTimeoutMs must be a positive number of ms");
   }
+  // A negative or non-number span would fire at once or never, and one beyond a timer's
+  // 2^31 − 1 ms fires at once on Node and Bun.
+  for (const name of SPANS) {
+    const ms = options[name];
+    if (ms !== undefined && !isTimerSpan(ms)) {
+      throw new ExecutorConfigError(`${name} must be a number of ms from 0 to ${MAX_TIMEOUT_MS}`);
+    }
+  }
+  for (const name of ["reconnect", "retry"] as const) {
+    const problem = backoffPolicyProblem(options[name]);
+    if (problem !== undefined) throw new ExecutorConfigError(`${name}: ${problem}`);
+  }
+  const frame = options.maxFrameBytes;
+  if (frame !== undefined && !(Number.isSafeInteger(frame) && frame >= MIN_FRAME_BYTES)) {
+    throw new ExecutorConfigError(`maxFrameBytes must be an integer ≥ ${MIN_FRAME_BYTES}`);
+  }
+  for (const name of ["inlineResultBytes", "eventWindow"] as const) {
+    const n = options[name];
+    if (n !== undefined && !(Number.isSafeInteger(n) && n >= 0)) {
+      throw new ExecutorConfigError(`${name} must be an integer of 0 or more`);
+    }
+  }
 }
+
+/** The options that are spans of time (`0`: none, or for a request's timeout, forever). */
+const SPANS = [
+  "tokenRefreshLeadMs",
+  "requestTimeoutMs",
+  "sessionGraceMs",
+  "cleanupTimeoutMs",
+] as const;
+/** The smallest frame limit that carries the protocol's own messages. */
+const MIN_FRAME_BYTES = 1024;
 
 /**
  * The credentials from the options. Without any credential the client can still `listen()` (a

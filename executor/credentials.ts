@@ -91,12 +91,14 @@ export function createCredentials(
   }
   if (options.machineToken !== undefined) {
     if (!options.machineId) throw new ExecutorConfigError("machineToken needs machineId");
+    checkSecret("machineToken", options.machineToken);
     return new ExchangedCredentials("machine", options.machineToken, options, baseUrl, deps);
   }
   if (options.environmentKey !== undefined) {
     if (!options.environmentId) {
       throw new ExecutorConfigError("environmentKey needs environmentId");
     }
+    checkSecret("environmentKey", options.environmentKey);
     return new ExchangedCredentials("environment", options.environmentKey, options, baseUrl, deps);
   }
   if (harnessUrl) {
@@ -158,6 +160,20 @@ function staticCredentials(
     refreshable: false,
     fetchToken: () => Promise.resolve({ token, url: harnessUrl }),
   };
+}
+
+/**
+ * Refuses a secret no `Authorization` header can carry (a control character, a space, a
+ * character beyond ASCII): every exchange with it would fail before reaching the endpoint, and
+ * was retried for good as an unreachable endpoint.
+ */
+function checkSecret(name: string, secret: unknown): void {
+  if (typeof secret !== "string" || !secret) {
+    throw new ExecutorConfigError(`${name} must be a non-empty string`);
+  }
+  if (!isHeaderSafe(secret)) {
+    throw new ExecutorConfigError(`${name} must not contain spaces or control characters`);
+  }
 }
 
 /** Whether a token can travel in an `Authorization` header: visible ASCII only. */

@@ -52,6 +52,7 @@ export {
   FrameTooLargeError,
   hasCapability,
   InternalError,
+  InvalidCallOptionError,
   InvalidOutgoingParamsError,
   InvalidParamsError,
   InvalidRequestError,

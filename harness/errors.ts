@@ -98,6 +98,18 @@ export class ExecutorUnavailableError extends LocalError {
   }
 }
 
+/** An option of `new Harness(...)` (or of `serve`) cannot work; `option` names it. */
+export class HarnessConfigError extends LocalError {
+  /** The option's name. */
+  readonly option: string;
+  /** The option, and what is wrong with it. */
+  constructor(option: string, problem: string) {
+    super(`${option} ${problem}`);
+    this.name = "HarnessConfigError";
+    this.option = option;
+  }
+}
+
 /** `serve()` / `serveUnix()` was called on a harness built without a server factory. */
 export class NoServerFactoryError extends LocalError {
   constructor() {

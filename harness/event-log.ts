@@ -36,7 +36,9 @@ import {
   InvalidParamsError,
   UnavailableError,
 } from "../protocol/generated/errors.ts";
+import { checkSignal } from "../protocol/abort.ts";
 import { RecentIds } from "../protocol/bounded-set.ts";
+import { InvalidCallOptionError } from "../protocol/errors.ts";
 import { issueData, parseBounded } from "../protocol/issues.ts";
 import { TurnBurst } from "./after-turn.ts";
 import {
@@ -288,6 +290,11 @@ export class EventLog {
   ): AsyncGenerator<SessionEventRecord, void, undefined> {
     let next = options.from ?? 0;
     const signal = options.signal;
+    // A position that is not a count (NaN, 1.5, -1, "1") would yield holes, or hide a bug.
+    if (!Number.isSafeInteger(next) || next < 0) {
+      throw new InvalidCallOptionError("session.events", "from", "must be an integer ≥ 0");
+    }
+    checkSignal(signal, "session.events");
     if (this.#pendingLoad) await this.#load();
     for (;;) {
       for (;;) {

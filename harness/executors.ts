@@ -11,6 +11,7 @@
  * as stored ({@linkcode RecoveredLeases}), the policy of an edge harness that is made again on
  * every wake-up.
  */
+import { aborted } from "../protocol/abort.ts";
 import type { CallOptions, ReplyHooks } from "../protocol/peer.ts";
 import { hasCapability } from "../protocol/capabilities.ts";
 import type {
@@ -446,6 +447,9 @@ export class Executors implements ExecutorOps<ExecutorEntry> {
     params: ExecutorDrainParams,
     options: CallOptions,
   ): Promise<ExecutorDrainResult> {
+    // An already-aborted drain changes nothing (it marked the executor draining, untold).
+    const refused = aborted(options.signal, "executor.drain");
+    if (refused) return refused;
     if (!executor.draining) {
       executor.draining = true;
       this.#safely(() => this.#write(executor));

@@ -5,6 +5,8 @@
  * @module
  */
 import type { Clock } from "../protocol/clock.ts";
+import { isTimerSpan, MAX_TIMEOUT_MS } from "../protocol/timeout-option.ts";
+import { HarnessConfigError } from "./errors.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { TelemetryOption } from "../protocol/telemetry.ts";
 import type { Dialer, Transport } from "../transport/transport.ts";
@@ -224,4 +226,51 @@ export interface WaitExecutorOptions {
   signal?: AbortSignal;
   /** Which executor to wait for. Default: any connected executor that is not draining. */
   filter?: (executor: ExecutorHandle) => boolean;
+}
+
+/** The options that are spans of time, and whether 0 is one (a request's timeout: forever). */
+const SPANS = {
+  heartbeatIntervalMs: false,
+  requestTimeoutMs: true,
+  registerTimeoutMs: false,
+  handshakeTimeoutMs: false,
+  storeRenewMs: false,
+} as const;
+
+/** The options that are counts (of bytes, frames, records), and the least each can be. */
+const COUNTS = {
+  maxFrameBytes: 1024,
+  maxFrameDepth: 1,
+  maxUnsentBytes: 0,
+  maxUnregisteredRequests: 0,
+  maxUnregisteredConnections: 0,
+  maxSessionEvents: 0,
+  maxSessionEventBytes: 0,
+  maxArtifactBytes: 0,
+  rememberToolCalls: 0,
+  rememberEndedSessions: 0,
+} as const;
+
+/**
+ * Throws {@linkcode HarnessConfigError} for an option that cannot work: a span that is negative,
+ * not a number, 0 where that means nothing, or beyond a timer's 2^31 − 1 ms (which fires at once
+ * on Node and Bun); a count that is not a whole number at least its least.
+ */
+export function checkHarnessOptions(options: HarnessOptions): void {
+  const given = options as Record<string, unknown>;
+  for (const [name, zeroOk] of Object.entries(SPANS)) {
+    const ms = given[name];
+    if (ms !== undefined && !(isTimerSpan(ms) && (zeroOk || ms > 0))) {
+      throw new HarnessConfigError(
+        name,
+        `must be a number of ms from ${zeroOk ? 0 : "over 0"} to ${MAX_TIMEOUT_MS}`,
+      );
+    }
+  }
+  for (const [name, least] of Object.entries(COUNTS)) {
+    const n = given[name];
+    if (n !== undefined && !(Number.isSafeInteger(n) && (n as number) >= least)) {
+      throw new HarnessConfigError(name, `must be an integer of ${least} or more`);
+    }
+  }
 }

@@ -27,6 +27,7 @@ import { type DialedExecutorLink, DialLink, type HarnessDialOptions } from "./di
 import {
   ConnectRefusedError,
   HarnessClosedError,
+  HarnessConfigError,
   InsecureServeError,
   NoDialerError,
   NoServerFactoryError,
@@ -39,6 +40,7 @@ import type {
   WaitExecutorOptions,
 } from "./harness-options.ts";
 import {
+  checkHarnessOptions,
   DEFAULT_HEARTBEAT_INTERVAL_MS,
   DEFAULT_MAX_ARTIFACT_BYTES,
   DEFAULT_MAX_UNREGISTERED_CONNECTIONS,
@@ -114,6 +116,7 @@ export class Harness {
 
   /** A harness; it serves nothing until `serve`, `serveUnix`, `accept` or `dial`. */
   constructor(options: HarnessOptions = {}) {
+    checkHarnessOptions(options);
     const endpoint = options.metricsEndpoint;
     // Label names are checked first: a mistake fails here, not at the first scrape.
     const labels = endpoint && labelPairs(endpoint.labels);
@@ -336,6 +339,14 @@ export class Harness {
     if (!this.#authenticate && !this.#insecureNoAuth) {
       return Promise.reject(new InsecureServeError());
     }
+    const { hostname, port } = options;
+    // "" would listen on every interface and name itself `ws://:port`.
+    if (hostname !== undefined && (typeof hostname !== "string" || hostname === "")) {
+      return Promise.reject(new HarnessConfigError("hostname", "must be a host name or address"));
+    }
+    if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port <= 65535)) {
+      return Promise.reject(new HarnessConfigError("port", "must be an integer from 0 to 65535"));
+    }
     return this.#listen(
       { hostname: options.hostname ?? "127.0.0.1", port: options.port ?? 0 },
       options.fetch,
@@ -482,7 +493,8 @@ export class Harness {
     this.#servers.clear();
     const links = [...this.#links];
     this.#links.clear();
-    for (const link of links) void link.close();
+    // Their connections close with the others below (1001): executors keep their sessions.
+    for (const link of links) link.release();
     // Releases the executors: the tool calls a brain waits for over HTTP fail (harness_closed),
     // and its requests answer 503 `harness_closed` ...
     const closing = this.#core.close();

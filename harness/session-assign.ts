@@ -12,7 +12,7 @@ import type {
   SessionMetadata,
   SessionStatusParams,
 } from "../protocol/generated/contract.ts";
-import { InvalidOutgoingParamsError } from "../protocol/errors.ts";
+import { InvalidOutgoingParamsError, requireParamsObject } from "../protocol/errors.ts";
 import { SessionRefusedError } from "./errors.ts";
 import type { TracedCallOptions } from "./handle-options.ts";
 import type { Session } from "./handles.ts";
@@ -60,6 +60,7 @@ export class SessionAssignments {
     params: SessionAssignParams,
     options: TracedCallOptions,
   ): Promise<Session> {
+    requireParamsObject("session.assign", params);
     const problem = keyTextProblem(params.session_id);
     if (problem !== undefined) {
       // Refused before anything is held or sent: no store could record the session.

@@ -5,7 +5,7 @@
  * once); a call the executor refused fails with its error; a call whose session or executor
  * ends fails with `ToolOutcomeUnknownError`.
  */
-import { raceSignal } from "../protocol/abort.ts";
+import { raceSignal, throwIfAborted } from "../protocol/abort.ts";
 import type { CallOptions } from "../protocol/peer.ts";
 import {
   CapabilityNotAdvertisedError,
@@ -13,6 +13,7 @@ import {
   InvalidOutgoingParamsError,
   ProtocolError,
   RequestTimeoutError,
+  requireParamsObject,
 } from "../protocol/errors.ts";
 import { servesTool } from "../protocol/capabilities.ts";
 import {
@@ -100,6 +101,9 @@ export class ToolCalls implements CallOps<SessionEntry> {
     options: ToolCallOptions,
   ): Promise<ToolCallResult> {
     try {
+      // An already-aborted call starts nothing (it was recorded and sent, then cancelled).
+      throwIfAborted(options.signal, "tool.call");
+      requireParamsObject("tool.call", request);
       if (session.state === "ended") throw sessionEnded(session);
       // A fresh random id is in no table: only a caller's own id can name an earlier call.
       if (request.tool_call_id === undefined) {

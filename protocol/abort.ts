@@ -6,11 +6,32 @@
  * what was already sent or started goes on (a caller that must undo it, as a tool call's
  * `tool.cancel`, says so with `onAbort`).
  */
-import { RequestAbortedError } from "./errors.ts";
+import { InvalidCallOptionError, RequestAbortedError } from "./errors.ts";
 
-/** Throws {@linkcode RequestAbortedError} for `method` when `signal` has aborted. */
+/**
+ * Throws {@linkcode InvalidCallOptionError} when `signal` is given but is no `AbortSignal` (an
+ * `AbortController` passed by mistake would fail later, when the wait ends, out of the caller's
+ * reach). Duck-typed: a signal of another realm or a polyfill is one too.
+ */
+export function checkSignal(signal: unknown, method: string): void {
+  if (signal === undefined) return;
+  const s = signal as Partial<AbortSignal> | null;
+  if (
+    typeof s !== "object" || s === null || typeof s.aborted !== "boolean" ||
+    typeof s.addEventListener !== "function" || typeof s.removeEventListener !== "function"
+  ) {
+    throw new InvalidCallOptionError(method, "signal", "is not an AbortSignal");
+  }
+}
+
+/**
+ * Throws {@linkcode RequestAbortedError} for `method` when `signal` has aborted (and
+ * {@linkcode InvalidCallOptionError} when it is no `AbortSignal`).
+ */
 export function throwIfAborted(signal: AbortSignal | undefined, method: string): void {
-  if (signal?.aborted) throw new RequestAbortedError(method, signal.reason);
+  if (signal === undefined) return;
+  checkSignal(signal, method);
+  if (signal.aborted) throw new RequestAbortedError(method, signal.reason);
 }
 
 /**
@@ -21,6 +42,11 @@ export function aborted(
   signal: AbortSignal | undefined,
   method: string,
 ): Promise<never> | undefined {
+  try {
+    checkSignal(signal, method);
+  } catch (error) {
+    return Promise.reject(error);
+  }
   return signal?.aborted
     ? Promise.reject(new RequestAbortedError(method, signal.reason))
     : undefined;
@@ -40,6 +66,12 @@ export function raceSignal<T>(
   onAbort?: () => void,
 ): Promise<T> {
   if (!signal) return promise;
+  try {
+    checkSignal(signal, method);
+  } catch (error) {
+    promise.catch(() => {});
+    return Promise.reject(error);
+  }
   return new Promise<T>((resolve, reject) => {
     const abort = () => {
       reject(new RequestAbortedError(method, signal.reason));

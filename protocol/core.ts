@@ -68,6 +68,7 @@ export {
   CapabilityNotAdvertisedError,
   ConnectionClosedError,
   FrameTooLargeError,
+  InvalidCallOptionError,
   InvalidOutgoingParamsError,
   InvalidResultError,
   type JsonRpcErrorObject,

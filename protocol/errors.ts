@@ -128,6 +128,24 @@ export class MethodUnavailableError extends LocalError {
   }
 }
 
+/**
+ * An option of a call is not what it must be (a `signal` that is no `AbortSignal`, a negative
+ * `timeoutMs`, ...); nothing was sent or started.
+ */
+export class InvalidCallOptionError extends LocalError {
+  /** The method or operation called. */
+  readonly method: string;
+  /** The option's name. */
+  readonly option: string;
+  /** The call, the option, and what is wrong with it. */
+  constructor(method: string, option: string, problem: string) {
+    super(`${method}: option ${option} ${problem}`);
+    this.name = "InvalidCallOptionError";
+    this.method = method;
+    this.option = option;
+  }
+}
+
 /** Params given to `call`/`notify` do not match the contract; nothing was sent. */
 export class InvalidOutgoingParamsError extends LocalError {
   /** The method. */
@@ -140,6 +158,20 @@ export class InvalidOutgoingParamsError extends LocalError {
     this.name = "InvalidOutgoingParamsError";
     this.method = method;
     this.issues = issues;
+  }
+}
+
+/**
+ * Throws {@linkcode InvalidOutgoingParamsError} for `method` when `params` is no object (a
+ * `null` given by mistake would otherwise fail deep inside as a `TypeError`).
+ */
+export function requireParamsObject(method: string, params: unknown): void {
+  if (typeof params !== "object" || params === null || Array.isArray(params)) {
+    throw new InvalidOutgoingParamsError(method, [{
+      path: [],
+      message: "the params must be an object",
+      code: "invalid_type",
+    }]);
   }
 }
 

@@ -22,6 +22,7 @@ export {
   DEFAULT_REQUEST_TIMEOUT_MS,
   FrameTooLargeError,
   hasCapability,
+  InvalidCallOptionError,
   InvalidOutgoingParamsError,
   InvalidResultError,
   LocalError,

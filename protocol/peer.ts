@@ -30,6 +30,7 @@ import {
   ConnectionClosedError,
   describeError,
   FrameTooLargeError,
+  InvalidCallOptionError,
   InvalidOutgoingParamsError,
   InvalidResultError,
   LocalError,
@@ -37,6 +38,8 @@ import {
   ProtocolError,
   RequestAbortedError,
 } from "./errors.ts";
+import { checkSignal } from "./abort.ts";
+import { checkTimeoutOption } from "./timeout-option.ts";
 import {
   METHOD_SPECS,
   type MethodSpec,
@@ -243,7 +246,14 @@ export class Peer {
     return new Promise((resolve, reject) => {
       const spec = this.#outgoingSpec(method, "request", params, options.prevalidated !== true);
       const signal = options.signal;
-      if (signal?.aborted) throw new RequestAbortedError(method, signal.reason);
+      if (signal !== undefined) {
+        checkSignal(signal, method);
+        if (signal.aborted) throw new RequestAbortedError(method, signal.reason);
+      }
+      if (options.timeoutMs !== undefined) checkTimeoutOption(options.timeoutMs, method);
+      if (options.onLateResult !== undefined && typeof options.onLateResult !== "function") {
+        throw new InvalidCallOptionError(method, "onLateResult", "is not a function");
+      }
       const id = options.id ?? this.#nextId++;
       if (this.#requests?.has(id)) {
         throw new LocalError(`request id ${JSON.stringify(id)} is in use`);

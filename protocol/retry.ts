@@ -13,6 +13,7 @@ import { ConnectionClosedError, ProtocolError, RequestTimeoutError } from "./err
 import type { ExecutorRequestMethod, RequestMap } from "./generated/contract.ts";
 import { RETRYABLE_ERROR_CODES } from "./generated/errors.ts";
 import type { Peer } from "./peer.ts";
+import { isTimerSpan, MAX_TIMEOUT_MS } from "./timeout-option.ts";
 
 /** Exponential backoff with jitter and a cap. */
 export interface BackoffPolicy {
@@ -27,6 +28,32 @@ export interface BackoffPolicy {
    * `[d * (1 - jitter), d]`, so executors cut off together do not reconnect together.
    */
   jitter?: number;
+}
+
+/**
+ * What is wrong with `policy`, if anything (`undefined`: nothing): a delay that is no timer's
+ * span, a multiplier under 1, a jitter outside 0..1 (a negative delay retried at once, for good).
+ */
+export function backoffPolicyProblem(policy: unknown): string | undefined {
+  if (policy === undefined) return undefined;
+  if (typeof policy !== "object" || policy === null) return "must be an object";
+  const { initialDelayMs, maxDelayMs, multiplier, jitter } = policy as BackoffPolicy;
+  if (initialDelayMs !== undefined && !isTimerSpan(initialDelayMs)) {
+    return `initialDelayMs must be a number of ms from 0 to ${MAX_TIMEOUT_MS}`;
+  }
+  if (maxDelayMs !== undefined && !isTimerSpan(maxDelayMs)) {
+    return `maxDelayMs must be a number of ms from 0 to ${MAX_TIMEOUT_MS}`;
+  }
+  if (
+    multiplier !== undefined &&
+    !(typeof multiplier === "number" && multiplier >= 1 && multiplier < Infinity)
+  ) {
+    return "multiplier must be a number ≥ 1";
+  }
+  if (jitter !== undefined && !(typeof jitter === "number" && jitter >= 0 && jitter <= 1)) {
+    return "jitter must be a number from 0 to 1";
+  }
+  return undefined;
 }
 
 /** The delay before retry number `attempt` (1-based) under `policy`. */

@@ -67,6 +67,12 @@ const maskPool = new Uint8Array(4096);
 let maskAt = maskPool.length;
 /** The smallest turn buffer (frames of a turn are gathered in one, made when the turn sends). */
 const OUT_MIN_BYTES = 1024;
+/**
+ * A ping is answered only while less than this waits unsent: a peer that pings and reads
+ * nothing would otherwise hold a pong of ours per ping (RFC 6455 5.5.3 lets an endpoint answer
+ * only the latest ping). Data frames have the peer's own budget (`maxQueuedBytes`).
+ */
+const PONG_BACKLOG_BYTES = 1024 * 1024;
 const NO_BYTES = new Uint8Array(0);
 
 const encoder = new TextEncoder();
@@ -421,7 +427,7 @@ class ByteStreamTransport extends SocketTransport {
         break;
       case 9:
         // #queue copies the payload out of the read buffer.
-        if (!this.#closeSent) this.#queue(10, payload);
+        if (!this.#closeSent && this.bufferedAmount < PONG_BACKLOG_BYTES) this.#queue(10, payload);
         break;
       case 10:
         break;

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { closeSync, openSync } from "node:fs";
 import {
   busyOr,
   checkSqliteFile,
@@ -100,6 +101,7 @@ export async function openSqliteWith<D extends string>(
     throw new SqliteDriverUnavailableError(String(name), "unknown driver");
   }
   const settings = sqliteFileSettings(options);
+  createPrivately(path);
   const driver = await drivers[name](path);
   try {
     await configureSqliteFile(driver, settings);
@@ -109,6 +111,21 @@ export async function openSqliteWith<D extends string>(
     driver.close?.();
     // Never the driver's raw "database is locked": a typed store error.
     throw busyOr(error);
+  }
+}
+
+/**
+ * Creates a store file that does not exist yet readable by its owner only (0600): it holds tool
+ * calls' inputs and outputs as they were sent, secrets in them included, and SQLite gives its
+ * `-wal` and `-shm` files the database's mode. A file that exists keeps its own; one that
+ * cannot be made here is left to the driver, which says why.
+ */
+function createPrivately(path: string): void {
+  if (path === "" || path === ":memory:" || path.startsWith("file:")) return;
+  try {
+    closeSync(openSync(path, "wx", 0o600));
+  } catch {
+    // It exists (EEXIST), or the driver's own open will name what is wrong.
   }
 }
 

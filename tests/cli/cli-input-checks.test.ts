@@ -7,7 +7,7 @@
  */
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Harness } from "../../harness/node.ts";
@@ -22,6 +22,7 @@ import {
 } from "../helpers/runtime-command.ts";
 import { exited, jsonLogs, launchCli, sendSignal } from "./cli-helpers.ts";
 import { DRIVERS, rawDatabase } from "../store/sqlite-fixture.ts";
+import { refusedPort } from "../helpers/ports.ts";
 
 const HARNESS = join(ROOT, "cli/harness.node.ts");
 const dir = mkdtempSync(join(tmpdir(), "bma-cli-checks-"));
@@ -200,6 +201,47 @@ describe("bma-harness serve: refused at start", { timeout: 240_000 }, () => {
     assert.equal(readFileSync(victim, "utf8"), "important\n");
   });
 
+  it("bma-harness --unix: a path too long, a directory missing: `cannot listen on PATH: why`, nothing bound", async () => {
+    const folder = join(dir, "long-paths");
+    mkdirSync(folder);
+    const long = join(folder, "a".repeat(130) + ".sock");
+    const missing = join(dir, "no-such-dir", "x.sock");
+    const [tooLong, noDir] = await Promise.all([
+      run(HARNESS, ["--port", "0", "--unix", long]),
+      run(HARNESS, ["--port", "0", "--unix", missing]),
+    ]);
+    assertOneLine(
+      tooLong,
+      new RegExp(
+        `^bma-harness: cannot listen on ${long}: a Unix socket path may have at most \\d+ bytes`,
+      ),
+      "too long",
+      1,
+    );
+    assert.deepEqual(readdirSync(folder), [], "no socket at the path cut short");
+    assertOneLine(
+      noDir,
+      new RegExp(
+        `^bma-harness: cannot listen on ${missing}: the directory .*no-such-dir does not exist$`,
+      ),
+      "no directory",
+      1,
+    );
+  });
+
+  it("bma-harness --unix with a relative path prints the socket's absolute unix:// URL", async () => {
+    const folder = join(dir, "relative");
+    mkdirSync(join(folder, "s"), { recursive: true });
+    const cli = launchCli(HARNESS, ["--port", "0", "--unix", "s/rel.sock"], { cwd: folder });
+    try {
+      const { match } = await cli.stdout.match(/^listening (unix:\S+)$/);
+      assert.equal(match[1], `unix://${join(folder, "s", "rel.sock")}`);
+    } finally {
+      cli.send("quit");
+      await cli.result;
+    }
+  });
+
   it("a SQLite store whose first write fails is named with its path (exit 2)", async () => {
     // A table of the store's name that is not the store's: the claim, its first write, fails.
     const db = join(dir, "foreign.db");
@@ -228,6 +270,25 @@ describe("bma-harness serve: refused at start", { timeout: 240_000 }, () => {
       sendSignal(first.child, "SIGTERM");
       await exited(first.child);
     }
+  });
+
+  it("a PostgreSQL password in --store (read by every user in ps) is warned of, never printed", async () => {
+    const password = "pwSECRET7f3a";
+    // Nothing listens there: the open fails after its retries; the warning comes before it.
+    const url = `postgres://bma:${password}@127.0.0.1:${await refusedPort()}/bma`;
+    const env = { PATH: process.env.PATH ?? "", HOME: dir };
+    const flagged = launchCli(HARNESS, ["serve", "--port", "0", "--store", url], {
+      stdio: ["ignore", "pipe", "pipe"],
+      env,
+    });
+    try {
+      await flagged.stdout.match(/the store's password is in --store, .* PGPASSWORD or PGPASSFILE/);
+    } finally {
+      sendSignal(flagged.child, "SIGTERM");
+      await exited(flagged.child);
+    }
+    const output = [...flagged.stdout.lines, ...flagged.stderr.lines].join("\n");
+    assert.ok(!output.includes(password), output);
   });
 });
 
@@ -304,6 +365,10 @@ describe("bma-executor: refused at start", { timeout: 120_000 }, () => {
       [
         [...harness, "--credential-file", join(dir, "no-such-key")],
         /--credential-file is for BMA_BASE_URL .*--harness connects to a local harness, which takes no credential/,
+      ],
+      [
+        ["--workdir", workdir, "--harness", `unix://${join(dir, "a".repeat(130))}.sock`],
+        /^bma-executor: --harness: cannot connect to .*aaaa\.sock: a Unix socket path may have at most \d+ bytes/,
       ],
     ]);
     const runs = await Promise.all(cases.map(([args]) => run(EXECUTOR_CLI, args)));

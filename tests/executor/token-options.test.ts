@@ -151,6 +151,37 @@ describe("ExecutorClient: a static token", { timeout: 30_000 }, () => {
       },
       /a credential of its own/,
     );
+    // A secret no Authorization header can carry: before, every exchange failed before it left,
+    // retried for good as "the token endpoint is unreachable".
+    const exchanged = { baseUrl: "http://127.0.0.1:1" };
+    for (const bad of [`${TOKEN}\x01tail`, `${TOKEN}€`, `${TOKEN}\n`, `${TOKEN} x`]) {
+      refused({ ...exchanged, environmentKey: bad, environmentId: "env_1" }, /control characters/);
+      refused({ ...exchanged, machineToken: bad, machineId: "m_1" }, /control characters/);
+    }
+    refused({ ...exchanged, environmentKey: "", environmentId: "env_1" }, /non-empty string/);
+    // Spans and sizes that cannot work: before, each was taken (-1 and NaN timers fire at once
+    // or never, 2^31 ms fires at once on Node).
+    const local = { harnessUrl: "ws://127.0.0.1:1" };
+    for (const bad of [-1, Number.NaN, 2 ** 31, "5" as unknown as number]) {
+      refused({ ...local, requestTimeoutMs: bad }, /requestTimeoutMs must be a number of ms/);
+      refused({ ...local, sessionGraceMs: bad }, /sessionGraceMs must be a number of ms/);
+      refused({ ...local, reconnect: { initialDelayMs: bad } }, /reconnect: initialDelayMs/);
+      refused({ ...local, retry: { maxDelayMs: bad } }, /retry: maxDelayMs/);
+    }
+    refused({ ...local, reconnect: { multiplier: 0.5 } }, /multiplier/);
+    refused({ ...local, reconnect: { jitter: 2 } }, /jitter/);
+    refused({ ...local, maxFrameBytes: 0 }, /maxFrameBytes/);
+    refused({ ...local, maxFrameBytes: Number.NaN }, /maxFrameBytes/);
+    refused({ ...local, inlineResultBytes: -1 }, /inlineResultBytes/);
+    // What stays accepted: 0 (no wait, or for a request, forever) and the defaults' shapes.
+    new ExecutorClient({
+      ...base,
+      ...local,
+      requestTimeoutMs: 0,
+      sessionGraceMs: 0,
+      reconnect: { initialDelayMs: 0, maxDelayMs: 0, multiplier: 1, jitter: 0 },
+      maxFrameBytes: 1024,
+    });
   });
 });
 

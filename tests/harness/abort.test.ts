@@ -64,6 +64,11 @@ describe(`AbortSignal and streams (${RUNTIME})`, { timeout: 120_000 }, () => {
     await using harness = new sdk.Harness({ insecureNoAuth: true });
     await using server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
     await using client = new sdk.ExecutorClient({ harnessUrl: server.url, executor: EXECUTOR });
+    let ran = 0;
+    client.tools.bash.handle(() => {
+      ran++;
+      return "ran";
+    });
     await client.start();
     const executor = await harness.waitExecutor();
     await using session = await executor.assignSession({ session_id: "ses_gone" });
@@ -73,6 +78,22 @@ describe(`AbortSignal and streams (${RUNTIME})`, { timeout: 120_000 }, () => {
     const signal = AbortSignal.abort(reason);
     // The harness end.
     await abortedWith(harness.waitExecutor({ signal }), reason);
+    // Before, each was recorded and sent, then cancelled: a fast handler ran all the same.
+    await abortedWith(
+      session.callTool({ tool: "bash", input: { command: "x" } }, { signal }),
+      reason,
+    );
+    await abortedWith(session.tools.bash.call({ command: "x" }, { signal }), reason);
+    await abortedWith(
+      session.callTool({ tool: "bash", input: { command: "x" }, tool_call_id: "call_a" }, {
+        signal,
+      }),
+      reason,
+    );
+    assert.equal(await harness.toolCall("call_a"), undefined, "no call was recorded");
+    // Before, the harness marked the executor draining and never told it.
+    await abortedWith(executor.drain({}, { signal }), reason);
+    assert.equal(executor.draining, false, "the executor is not draining");
     await abortedWith(session.ready({ signal }), reason);
     await abortedWith(session.terminal({ argv: ["sh"], signal }), reason);
     await abortedWith(session.mcp("echo", { signal }), reason);
@@ -89,7 +110,96 @@ describe(`AbortSignal and streams (${RUNTIME})`, { timeout: 120_000 }, () => {
     await abortedWith(client.stop({ signal }), reason);
     assert.ok(client.session("ses_gone"), "the session was not ended");
     assert.equal(client.state, "connected", "the client was not stopped");
+    // The calls above reached nothing: the executor's handler runs for the next call only.
+    const result = await session.callTool({ tool: "bash", input: { command: "x" } });
+    assert.equal(result.outcome, "completed");
+    assert.equal(ran, 1, "only the call that was not aborted ran");
   });
+
+  it(
+    "a call's options that are none get InvalidCallOptionError, and nothing is sent",
+    SLOW,
+    async () => {
+      await using harness = new sdk.Harness({ insecureNoAuth: true });
+      await using server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
+      await using client = new sdk.ExecutorClient({ harnessUrl: server.url, executor: EXECUTOR });
+      let ran = 0;
+      client.tools.bash.handle(() => {
+        ran++;
+        return "ran";
+      });
+      await client.start();
+      const executor = await harness.waitExecutor();
+      await using session = await executor.assignSession({ session_id: "ses_options" });
+      await session.ready();
+      const invalid = (option: string) => (error: unknown) => {
+        assert.ok(error instanceof sdk.InvalidCallOptionError, String(error));
+        assert.equal(error.option, option);
+        return true;
+      };
+      // An AbortController for its signal: before, the call was sent, and when it ended the
+      // process died of an unhandled TypeError.
+      const controller = new AbortController() as unknown as AbortSignal;
+      const bash = { tool: "bash", input: { command: "x" } };
+      await assert.rejects(session.callTool(bash, { signal: controller }), invalid("signal"));
+      await assert.rejects(session.ready({ signal: controller }), invalid("signal"));
+      await assert.rejects(
+        client.call("session.ready", { session_id: "ses_options" }, { signal: controller }),
+        invalid("signal"),
+      );
+      // A timeout that is no span of time: before, -1 and NaN waited forever, 2^31 fired at once.
+      for (const timeoutMs of [-1, Number.NaN, 2 ** 31, Infinity]) {
+        await assert.rejects(
+          client.call("session.ready", { session_id: "ses_options" }, { timeoutMs }),
+          invalid("timeoutMs"),
+        );
+        await assert.rejects(
+          executor.request("executor.drain", {}, { timeoutMs }),
+          invalid("timeoutMs"),
+        );
+      }
+      // No params at all: before, a TypeError from deep inside.
+      const noParams = (error: unknown) => error instanceof sdk.InvalidOutgoingParamsError;
+      await assert.rejects(session.callTool(null as never), noParams);
+      await assert.rejects(executor.assignSession(null as never), noParams);
+      // A position that is no count: before, NaN yielded `undefined` without end.
+      for (const from of [Number.NaN, 1.5, -1, "1" as unknown as number]) {
+        await assert.rejects(session.events({ from }).next(), invalid("from"));
+      }
+      assert.equal(executor.draining, false, "no drain was sent");
+      // The harness's own options: before, each was taken (a heartbeat of -1 or NaN, a count of
+      // Infinity), and serve({ hostname: "" }) listened on every interface as `ws://:port`.
+      const config = (option: string) => (error: unknown) => {
+        assert.ok(error instanceof sdk.HarnessConfigError, String(error));
+        assert.equal(error.option, option);
+        return true;
+      };
+      for (const bad of [-1, 0, Number.NaN, 1e12, "abc" as unknown as number]) {
+        assert.throws(
+          () => new sdk.Harness({ heartbeatIntervalMs: bad }),
+          config("heartbeatIntervalMs"),
+        );
+        assert.throws(
+          () => new sdk.Harness({ handshakeTimeoutMs: bad }),
+          config("handshakeTimeoutMs"),
+        );
+      }
+      assert.throws(() => new sdk.Harness({ requestTimeoutMs: -5 }), config("requestTimeoutMs"));
+      assert.throws(() => new sdk.Harness({ maxFrameBytes: Number.NaN }), config("maxFrameBytes"));
+      assert.throws(() => new sdk.Harness({ maxSessionEvents: -1 }), config("maxSessionEvents"));
+      assert.throws(
+        () => new sdk.Harness({ rememberToolCalls: Infinity }),
+        config("rememberToolCalls"),
+      );
+      await assert.rejects(harness.serve({ hostname: "" }), config("hostname"));
+      for (const port of [-1, 70_000, 1.5, Number.NaN, "80" as unknown as number]) {
+        await assert.rejects(harness.serve({ hostname: "127.0.0.1", port }), config("port"));
+      }
+      const result = await session.callTool(bash);
+      assert.equal(result.outcome, "completed");
+      assert.equal(ran, 1, "only the last call ran");
+    },
+  );
 
   it(
     "aborting the harness's waits stops them only: the session becomes ready, then stops",

@@ -52,8 +52,18 @@ export function tsCommand(
       return [exec, ["--enable-source-maps", bundle, ...args]];
     }
   }
-  return [exec, ["--import", "tsx", script, ...args]];
+  return [exec, ["--import", TSX, script, ...args]];
 }
+
+/** tsx's loader by its file: a child started in another directory resolves no bare `tsx`. */
+const TSX = (() => {
+  try {
+    const url = import.meta.resolve("tsx");
+    return url.startsWith("file:") ? url : "tsx";
+  } catch {
+    return "tsx";
+  }
+})();
 
 /** Spawns `script` on this runtime, from the repository root. */
 export function spawnTs(script: string, args: string[], options: SpawnOptions = {}): ChildProcess {

@@ -7,12 +7,14 @@
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
+  chmodSync,
   closeSync,
   copyFileSync,
   existsSync,
   mkdtempSync,
   openSync,
   rmSync,
+  statSync,
   writeFileSync,
   writeSync,
 } from "node:fs";
@@ -65,6 +67,25 @@ for (const driver of DRIVERS) {
       const mode = raw.prepare("PRAGMA journal_mode").all() as any[];
       assert.equal(mode[0].journal_mode, "wal");
       raw.close();
+    });
+
+    it("creates its file, -wal and -shm readable by the owner only; a file of its own keeps its mode", async () => {
+      // Under the usual umask 022 they were 0644: every local user read the calls' inputs.
+      const path = join(root, `private-${++files}.db`);
+      const store = await openSqliteStore(path, { driver });
+      try {
+        store.write([{ put: "a", value: { env: { TOKEN: "secret" } } }]);
+        for (const file of [path, `${path}-wal`, `${path}-shm`]) {
+          assert.equal(statSync(file).mode & 0o777, 0o600, file);
+        }
+      } finally {
+        store.close();
+      }
+      const shared = join(root, `shared-${++files}.db`);
+      closeSync(openSync(shared, "w", 0o640));
+      chmodSync(shared, 0o640);
+      (await openSqliteStore(shared, { driver })).close();
+      assert.equal(statSync(shared).mode & 0o777, 0o640, "the operator's mode is kept");
     });
 
     it("leaves the whole store in the file once closed: a copy of the file alone holds it", async () => {

@@ -1,9 +1,9 @@
 /**
  * The byte-stream WebSocket client (transport/websocket-stream.ts) as each runtime's preset dials
  * it — over `node:net` on Node and Deno, over `Bun.connect` on Bun — against a hand-written
- * server on node:net, for what the transport matrix does not reach: fragments, ping, invalid
- * UTF-8, a masked server frame, a client-initiated close, a frame written in pieces, and a
- * refused handshake answer.
+ * server on node:net, for what the transport matrix does not reach: fragments, ping, a ping
+ * flood from a server that reads nothing, invalid UTF-8, a masked server frame, a
+ * client-initiated close, a frame written in pieces, and a refused handshake answer.
  */
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -150,6 +150,33 @@ describe(`byte-stream WebSocket client on ${RUNTIME}`, { timeout: 20_000 }, () =
     assert.equal(pong?.opcode, 10, "a pong answers the ping");
     assert.equal(pong?.payload.toString(), "are you there");
     assert.deepEqual(sent.map((f) => f.payload.toString()), ["one", "two"]);
+    transport.close(1000, "");
+  });
+
+  it("a server that pings and reads nothing cannot make it hold a pong per ping", async () => {
+    const pings = 400_000;
+    let flooding: Socket | undefined;
+    const { url, server } = await rawServer((socket) => {
+      flooding = socket;
+      socket.pause(); // it reads nothing from here on
+      const ping = serverFrame(9, Buffer.alloc(125, 0x70));
+      const flood = Buffer.alloc(ping.length * pings);
+      for (let i = 0; i < pings; i++) ping.copy(flood, i * ping.length);
+      socket.write(flood);
+      socket.write(serverFrame(1, "after the pings"));
+    });
+    servers.push(server);
+    const transport = await dial(url);
+    const got = deferred<string>();
+    transport.listen((frame) => got.resolve(frame));
+    assert.equal(await got.promise, "after the pings", "every ping before it was read");
+    // Before, each ping's pong waited: 52 MB of pongs, less what the kernel buffers took.
+    assert.ok(
+      transport.bufferedAmount! < 2 * 1024 * 1024,
+      `${transport.bufferedAmount} bytes wait unsent`,
+    );
+    // A paused socket never sees the other end go: it would hold the server (and Node) open.
+    flooding!.destroy();
     transport.close(1000, "");
   });
 
