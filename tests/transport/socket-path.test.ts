@@ -16,13 +16,13 @@ import * as denoWs from "../../transport/deno.ts";
 import * as bunWs from "../../transport/bun.ts";
 import { maxSocketPathBytes, SocketPathTooLongError } from "../../transport/socket-path.node.ts";
 
-const runtime = "Deno" in globalThis ? "deno" : "Bun" in globalThis ? "bun" : "node";
+const RUNTIME = "Deno" in globalThis ? "deno" : "Bun" in globalThis ? "bun" : "node";
 const servers: { name: string; serve: WebSocketServe; dial: Dialer }[] = [
   { name: "ws", serve: nodeWs.serveWebSocket, dial: nodeWs.dialWebSocket },
-  ...(runtime === "deno"
+  ...(RUNTIME === "deno"
     ? [{ name: "deno", serve: denoWs.serveWebSocket, dial: denoWs.dialWebSocket }]
     : []),
-  ...(runtime === "bun"
+  ...(RUNTIME === "bun"
     ? [{ name: "bun", serve: bunWs.serveWebSocket, dial: bunWs.dialWebSocket }]
     : []),
 ];
@@ -132,11 +132,11 @@ for (const { name, serve, dial } of servers) {
 }
 
 describe(
-  `an ExecutorClient told a socket path over the limit (${runtime})`,
+  `an ExecutorClient told a socket path over the limit (${RUNTIME})`,
   { timeout: 30_000 },
   () => {
     it("stops at once (reason config), instead of dialing it for good", async () => {
-      const sdk: typeof import("../../node.ts") = await import(`../../${runtime}.ts`);
+      const sdk: typeof import("../../node.ts") = await import(`../../${RUNTIME}.ts`);
       const { path } = pathOf("client-dial", maxSocketPathBytes() + 20);
       const client = new sdk.ExecutorClient({
         harnessUrl: `unix://${path}`,
