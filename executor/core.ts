@@ -510,8 +510,8 @@ function checkOptions(options: ExecutorClientOptions): void {
     if (problem !== undefined) throw new ExecutorConfigError(`${name}: ${problem}`);
   }
   const frame = options.maxFrameBytes;
-  if (frame !== undefined && !(Number.isSafeInteger(frame) && frame >= MIN_FRAME_BYTES)) {
-    throw new ExecutorConfigError(`maxFrameBytes must be an integer ≥ ${MIN_FRAME_BYTES}`);
+  if (frame !== undefined && !(Number.isSafeInteger(frame) && frame >= 1)) {
+    throw new ExecutorConfigError("maxFrameBytes must be a positive integer");
   }
   for (const name of ["inlineResultBytes", "eventWindow"] as const) {
     const n = options[name];
@@ -528,8 +528,6 @@ const SPANS = [
   "sessionGraceMs",
   "cleanupTimeoutMs",
 ] as const;
-/** The smallest frame limit that carries the protocol's own messages. */
-const MIN_FRAME_BYTES = 1024;
 
 /**
  * The credentials from the options. Without any credential the client can still `listen()` (a

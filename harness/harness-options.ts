@@ -239,7 +239,7 @@ const SPANS = {
 
 /** The options that are counts (of bytes, frames, records), and the least each can be. */
 const COUNTS = {
-  maxFrameBytes: 1024,
+  maxFrameBytes: 1,
   maxFrameDepth: 1,
   maxUnsentBytes: 0,
   maxUnregisteredRequests: 0,
