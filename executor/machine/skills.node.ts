@@ -205,6 +205,40 @@ async function openSkillsRoot(skillsRoot: string, workdir?: Workdir): Promise<Co
   return await new Workdir(absolute).openRoot();
 }
 
+/** The most links one path may pass through (Linux's own bound on a lookup). */
+const MAX_LINK_HOPS = 40;
+
+/**
+ * Whether the link at `link` (parts relative to the skill), followed as the system would —
+ * through the archive's links `targets` (by path) wherever a step names one — leaves the skill,
+ * or passes through more than {@linkcode MAX_LINK_HOPS} links (a loop).
+ */
+function followedOut(link: string[], targets: ReadonlyMap<string, string>): boolean {
+  let hops = 0;
+  /** The skill-relative parts `target` leads to from directory `from`; undefined once out. */
+  const walk = (from: string[], target: string): string[] | undefined => {
+    if (isAbsolute(target)) return undefined;
+    const at = [...from];
+    for (const part of target.split("/")) {
+      if (part === "" || part === ".") continue;
+      if (part === "..") {
+        if (at.length === 0) return undefined;
+        at.pop();
+        continue;
+      }
+      at.push(part);
+      const next = targets.get(at.join("/"));
+      if (next === undefined) continue;
+      if (++hops > MAX_LINK_HOPS) return undefined;
+      const resolved = walk(at.slice(0, -1), next);
+      if (resolved === undefined) return undefined;
+      at.splice(0, at.length, ...resolved);
+    }
+    return at;
+  };
+  return walk(link.slice(0, -1), targets.get(link.join("/"))!) === undefined;
+}
+
 /**
  * Writes a skill's entries below `versions/<name>`: regular files and directories as they
  * come, links at the end (so nothing is written through one), every path checked to stay in.
@@ -303,6 +337,12 @@ class SkillWriter {
 
   /** Makes the links and checks that `SKILL.md` is a regular file at the root. */
   async finish(): Promise<void> {
+    // Each target was checked alone; followed through the archive's other links (a link to
+    // `../` deep down, then `..` after it) one may still leave the skill.
+    const targets = new Map(this.#links.map(({ path, target }) => [path.join("/"), target]));
+    for (const { path } of this.#links) {
+      if (followedOut(path, targets)) throw outside();
+    }
     for (const { path, target } of this.#links) {
       const dir = await this.#directory(path.slice(0, -1));
       try {

@@ -274,6 +274,23 @@ describe("skill.install on the wire", { timeout: 60_000 }, () => {
         ForbiddenError,
       ],
       [
+        // Each target alone stays in; followed through the first link, the second leads to /.
+        "link out through another link",
+        [
+          { header: { name: "a/b/up", type: "symlink", linkname: "../../" } },
+          { header: { name: "root", type: "symlink", linkname: "a/b/up/../../.." } },
+        ],
+        ForbiddenError,
+      ],
+      [
+        "links in a loop",
+        [
+          { header: { name: "a/x", type: "symlink", linkname: "y" } },
+          { header: { name: "a/y", type: "symlink", linkname: "x" } },
+        ],
+        ForbiddenError,
+      ],
+      [
         "file through a link",
         [
           { header: { name: "d", type: "symlink", linkname: "." } },
