@@ -469,7 +469,7 @@ async function fetchAndUnpack(
     }
     const { file } = await spool.openFile(temp.name, READ_FLAGS);
     try {
-      await unpack(fileStream(file), writer);
+      await unpack(fileStream(file), writer, limits);
     } finally {
       await file.close();
     }
@@ -478,11 +478,32 @@ async function fetchAndUnpack(
   }
 }
 
-/** Unpacks a tar.gz stream through `writer`. */
-async function unpack(archive: ReadableStream<Uint8Array>, writer: SkillWriter): Promise<void> {
+/** Unpacks a tar.gz stream through `writer`, within `limits`. */
+async function unpack(
+  archive: ReadableStream<Uint8Array>,
+  writer: SkillWriter,
+  limits: SkillLimits,
+): Promise<void> {
   const decoder = createTarDecoder({ strict: true });
   const bad = () => invalid("not a tar.gz archive", "/source");
-  const piping = gunzip(archive).pipeTo(decoder.writable).catch(() => {});
+  // What the archive may unpack to: the skill's bytes, and per entry its header, padding and
+  // extended header. A small archive could otherwise inflate without end (GiBs of zeros after
+  // its last entry, which count toward no entry).
+  const most = limits.skillBytes + limits.skillEntries * TAR_BYTES_PER_ENTRY + TAR_END_BYTES;
+  let unpacked = 0;
+  let overflow: Error | undefined;
+  const bounded = new TransformStream<Uint8Array, Uint8Array>({
+    transform(chunk, controller) {
+      unpacked += chunk.byteLength;
+      if (unpacked > most) {
+        overflow = invalid(`archive unpacks to more than ${most} bytes`, "/source");
+        controller.error(overflow);
+        return;
+      }
+      controller.enqueue(chunk);
+    },
+  });
+  const piping = gunzip(archive).pipeThrough(bounded).pipeTo(decoder.writable).catch(() => {});
   try {
     // Leaving the loop cancels the entries, which stops the pipe above them too.
     for await (const { header, body } of chunksOf(decoder.readable.getReader(), bad)) {
@@ -497,10 +518,18 @@ async function unpack(archive: ReadableStream<Uint8Array>, writer: SkillWriter):
       else if (type === "pax-global-header") continue;
       else throw invalid(`unsupported archive member (${type}): ${header.name}`, "/source");
     }
+  } catch (error) {
+    throw overflow ?? error;
   } finally {
     await piping;
   }
+  if (overflow) throw overflow;
 }
+
+/** A tar entry's most bytes besides its body: header, padding, an extended (pax) header. */
+const TAR_BYTES_PER_ENTRY = 4096;
+/** The end of a tar archive: its zero blocks, padded to a record. */
+const TAR_END_BYTES = 1024 * 1024;
 
 /**
  * The chunks `reader` reads, a failed read thrown as `failure()`; leaving the loop early (a

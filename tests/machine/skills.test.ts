@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { createHash } from "node:crypto";
 import { spawn } from "node:child_process";
+import { gzipSync } from "node:zlib";
 import { createServer, type Server } from "node:http";
 import {
   existsSync,
@@ -353,6 +354,27 @@ describe("skill.install on the wire", { timeout: 60_000 }, () => {
     await assert.rejects(
       install({ source: { type: "url", url: "file:///etc/passwd", sha256: sha256(big) } }),
       InvalidParamsError,
+    );
+  });
+
+  it("refuses an archive that unpacks to more than the skill's bounds allow (zeros after its end)", async () => {
+    // A whole, valid skill, then a second gzip member of zeros: after the archive's end, so they
+    // count toward no entry. Before, it unpacked them all (16 GiB from 16 MB: a minute of CPU).
+    const archive = Buffer.concat([
+      await targz([{ header: { name: "SKILL.md" }, body: "ok" }]),
+      gzipSync(Buffer.alloc(8 * 1024 * 1024)),
+    ]);
+    const http = await serve({ "/trailing.tgz": (res) => res.end(archive) });
+    const { install } = await skills({ serve: { limits: { skillBytes: 1000, skillEntries: 10 } } });
+    await assert.rejects(
+      install({
+        source: { type: "url", url: `${http.url}/trailing.tgz`, sha256: sha256(archive) },
+      }),
+      (error: unknown) => {
+        assert.ok(error instanceof InvalidParamsError, String(error));
+        assert.match(error.message, /unpacks to more than \d+ bytes/);
+        return true;
+      },
     );
   });
 
