@@ -59,11 +59,22 @@ function alive(pid: number): boolean {
   }
 }
 
-describe(`AbortSignal and streams (${RUNTIME})`, { timeout: 120_000 }, () => {
-  it("an already-aborted signal rejects each waiting call and starts nothing", SLOW, async () => {
-    await using harness = new sdk.Harness({ insecureNoAuth: true });
-    await using server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
-    await using client = new sdk.ExecutorClient({ harnessUrl: server.url, executor: EXECUTOR });
+/**
+ * A harness on 127.0.0.1, a connected client whose `bash` handler counts its runs (`ran`), and a
+ * ready session `sessionId`; disposed in the reverse order.
+ */
+async function countingRig(sessionId: string) {
+  const held: AsyncDisposable[] = [];
+  const dispose = async () => {
+    for (const part of held.splice(0).reverse()) await part[Symbol.asyncDispose]();
+  };
+  try {
+    const harness = new sdk.Harness({ insecureNoAuth: true });
+    held.push(harness);
+    const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
+    held.push(server);
+    const client = new sdk.ExecutorClient({ harnessUrl: server.url, executor: EXECUTOR });
+    held.push(client);
     let ran = 0;
     client.tools.bash.handle(() => {
       ran++;
@@ -71,8 +82,29 @@ describe(`AbortSignal and streams (${RUNTIME})`, { timeout: 120_000 }, () => {
     });
     await client.start();
     const executor = await harness.waitExecutor();
-    await using session = await executor.assignSession({ session_id: "ses_gone" });
+    const session = await executor.assignSession({ session_id: sessionId });
+    held.push(session);
     await session.ready();
+    return {
+      harness,
+      client,
+      executor,
+      session,
+      get ran() {
+        return ran;
+      },
+      [Symbol.asyncDispose]: dispose,
+    };
+  } catch (error) {
+    await dispose();
+    throw error;
+  }
+}
+
+describe(`AbortSignal and streams (${RUNTIME})`, { timeout: 120_000 }, () => {
+  it("an already-aborted signal rejects each waiting call and starts nothing", SLOW, async () => {
+    await using rig = await countingRig("ses_gone");
+    const { harness, client, executor, session } = rig;
 
     const reason = new Error("not any more");
     const signal = AbortSignal.abort(reason);
@@ -113,25 +145,15 @@ describe(`AbortSignal and streams (${RUNTIME})`, { timeout: 120_000 }, () => {
     // The calls above reached nothing: the executor's handler runs for the next call only.
     const result = await session.callTool({ tool: "bash", input: { command: "x" } });
     assert.equal(result.outcome, "completed");
-    assert.equal(ran, 1, "only the call that was not aborted ran");
+    assert.equal(rig.ran, 1, "only the call that was not aborted ran");
   });
 
   it(
     "a call's options that are none get InvalidCallOptionError, and nothing is sent",
     SLOW,
     async () => {
-      await using harness = new sdk.Harness({ insecureNoAuth: true });
-      await using server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
-      await using client = new sdk.ExecutorClient({ harnessUrl: server.url, executor: EXECUTOR });
-      let ran = 0;
-      client.tools.bash.handle(() => {
-        ran++;
-        return "ran";
-      });
-      await client.start();
-      const executor = await harness.waitExecutor();
-      await using session = await executor.assignSession({ session_id: "ses_options" });
-      await session.ready();
+      await using rig = await countingRig("ses_options");
+      const { harness, client, executor, session } = rig;
       const invalid = (option: string) => (error: unknown) => {
         assert.ok(error instanceof sdk.InvalidCallOptionError, String(error));
         assert.equal(error.option, option);
@@ -197,7 +219,7 @@ describe(`AbortSignal and streams (${RUNTIME})`, { timeout: 120_000 }, () => {
       }
       const result = await session.callTool(bash);
       assert.equal(result.outcome, "completed");
-      assert.equal(ran, 1, "only the last call ran");
+      assert.equal(rig.ran, 1, "only the last call ran");
     },
   );
 
