@@ -25,7 +25,14 @@ import {
 } from "../../protocol/generated/errors.ts";
 import { type ConfinedDir, FsError, WRITE_FLAGS } from "./confined-dir.node.ts";
 import { DEFAULT_MACHINE_LIMITS, type FileTransferLimits } from "./limits.ts";
-import { PendingUploads, removeDropped, removeTemporary } from "./pending-uploads.node.ts";
+import {
+  createTemporary,
+  forgetRecord,
+  PendingUploads,
+  removeDropped,
+  removeTemporary,
+  sweepLeftovers,
+} from "./pending-uploads.node.ts";
 import { errorCode, PathOutsideWorkdirError, type Workdir, writeIn } from "./workdir.node.ts";
 
 const HASH_CHUNK_BYTES = 1024 * 1024;
@@ -123,33 +130,39 @@ function hashesOf(workdir: Workdir): FileHashes {
   return hashes;
 }
 
-/** One {@linkcode PendingUploads} per workdir, made on first use. */
-const uploadsByWorkdir = new WeakMap<Workdir, PendingUploads>();
-function uploadsOf(workdir: Workdir): PendingUploads {
-  let uploads = uploadsByWorkdir.get(workdir);
-  if (!uploads) uploadsByWorkdir.set(workdir, uploads = new PendingUploads());
-  return uploads;
+/** Options of {@linkcode uploadFile}. */
+export interface UploadFileOptions {
+  /** The uploads in progress of `workdir` (one registry per workdir, shared by its sessions). */
+  uploads: PendingUploads;
+  /** Told of a failed sweep for leftover temporaries (which never fails an upload). */
+  onSweepError?: (error: unknown) => void;
 }
 
 /**
  * `file.upload`. A chunk at offset 0 without `upload_id` is a whole file: written to a private
  * temporary and renamed over the name once its hash is checked. Chunks with an `upload_id` build
- * a private temporary that their last chunk renames (see `pending-uploads.node.ts`). A later chunk
- * without one is appended in place, as the contract has always allowed.
+ * a private temporary that their last chunk renames (see `pending-uploads.node.ts`), one per
+ * session, upload id and path. A later chunk without one is appended in place, as the contract
+ * has always allowed.
  */
 export async function uploadFile(
   params: FileUploadParams,
   workdir: Workdir,
+  options: UploadFileOptions,
 ): Promise<FileUploadResult> {
   const bytes = decodeBase64(params.content);
-  const uploads = uploadsOf(workdir);
+  const uploads = options.uploads;
   await removeDropped(workdir, uploads.takeIdle());
+  await sweepUploads(workdir, uploads, options.onSweepError);
   const { dir, name } = await workdir.parentOf(params.path, { create: true })
     .catch(transferError);
   try {
     if (params.upload_id !== undefined) {
-      const key = PendingUploads.key(params.upload_id, params.path);
-      return await uploads.serialized(key, () => uploadChunk(params, bytes, workdir, dir, name));
+      const key = PendingUploads.key(params.session_id, params.upload_id, params.path);
+      return await uploads.serialized(
+        key,
+        () => uploadChunk(params, bytes, { workdir, uploads, key }, dir, name),
+      );
     }
     if ((params.offset ?? 0) === 0) return await uploadWhole(params, bytes, workdir, dir, name);
     return await appendInPlace(params, bytes, workdir, dir, name);
@@ -180,33 +193,53 @@ async function uploadWhole(
   return { path: dir.pathOf(name), size: Number(after!.size), sha256 };
 }
 
+/**
+ * Removes what executors gone before left of their uploads, when due (see
+ * `pending-uploads.node.ts`): when an executor starts serving `workdir`, and at most every 15
+ * minutes when it takes an upload.
+ */
+export function sweepUploads(
+  workdir: Workdir,
+  uploads: PendingUploads,
+  onError: (error: unknown) => void = () => {},
+): Promise<void> {
+  return uploads.sweepIfDue(() => sweepLeftovers(workdir, uploads), onError);
+}
+
+/** Where a chunk of an `upload_id` goes: the workdir, its uploads, and the upload's key. */
+interface ChunkTarget {
+  readonly workdir: Workdir;
+  readonly uploads: PendingUploads;
+  readonly key: string;
+}
+
 /** A chunk of the upload `params.upload_id`, in its private temporary (renamed by the last). */
 async function uploadChunk(
   params: FileUploadParams,
   bytes: Uint8Array,
-  workdir: Workdir,
+  { workdir, uploads, key }: ChunkTarget,
   dir: ConfinedDir,
   name: string,
 ): Promise<FileUploadResult> {
-  const uploads = uploadsOf(workdir);
-  const key = PendingUploads.key(params.upload_id!, params.path);
   const offset = params.offset ?? 0;
   let upload = uploads.get(key);
   if (offset === 0) {
     // The upload starts (again): an earlier start of it is dropped.
     if (upload) {
       uploads.delete(key);
-      await removeTemporary(dir, upload);
+      await removeTemporary(workdir, dir, upload);
     }
     const existing = await dir.lstat(name).catch(transferError);
     if (existing?.isDirectory()) transferError(new FsError("EISDIR", "is a directory"));
-    const temp = await dir.createTemp(".bma-upload-").catch(transferError);
+    const temp = await createTemporary(workdir, dir).catch(transferError);
     try {
       await writeAll(temp.file, bytes, 0);
       const stat = await temp.file.stat();
       upload = {
+        sessionId: params.session_id,
         path: params.path,
         temp: temp.name,
+        ref: temp.ref,
         dev: stat.dev,
         ino: stat.ino,
         size: bytes.byteLength,
@@ -215,6 +248,7 @@ async function uploadChunk(
       };
     } catch (error) {
       await dir.unlink(temp.name).catch(() => {});
+      if (temp.ref !== undefined) await forgetRecord(workdir, { ref: temp.ref });
       throw error;
     } finally {
       await temp.file.close();
@@ -230,6 +264,7 @@ async function uploadChunk(
         opened.stat.size !== upload.size
       ) {
         uploads.delete(key);
+        await removeTemporary(workdir, dir, upload);
         throw offsetMismatch(0);
       }
       await writeAll(opened.file, bytes, offset);
@@ -263,10 +298,11 @@ async function uploadChunk(
       await opened.file.close();
     }
     await dir.rename(upload.temp, name);
+    await forgetRecord(workdir, upload);
     hashesOf(workdir).remember(after, upload.state);
     return { path: dir.pathOf(name), size: upload.size, sha256 };
   } catch (error) {
-    await removeTemporary(dir, upload);
+    await removeTemporary(workdir, dir, upload);
     if (error instanceof ConflictError) throw error;
     return transferError(error);
   }

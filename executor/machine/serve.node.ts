@@ -53,7 +53,15 @@ import { resolveProgram } from "./pty.node.ts";
 import { cgroupSource, SessionProcesses } from "./session-processes.node.ts";
 import { serveTerminals, type TerminalScope } from "./terminals.ts";
 import { DEFAULT_MACHINE_LIMITS, type MachineLimits } from "./limits.ts";
-import { backupWorkspace, downloadFile, installSkill, uploadFile } from "./transfer.node.ts";
+import {
+  backupWorkspace,
+  downloadFile,
+  installSkill,
+  PendingUploads,
+  removeDropped,
+  sweepUploads,
+  uploadFile,
+} from "./transfer.node.ts";
 import { PathOutsideWorkdirError, Workdir } from "./workdir.node.ts";
 import { checkWorkdir } from "./workdir-check.node.ts";
 import { join } from "node:path";
@@ -68,8 +76,9 @@ export interface ServeMachineOptions {
   /** Time between SIGTERM and SIGKILL for bash calls and processes. Default 2 s. */
   graceMs?: number;
   /**
-   * Measures the `timeout_ms` of bash calls, `process.start` and `process.wait`. Default: the
-   * system clock.
+   * Measures the `timeout_ms` of bash calls, `process.start` and `process.wait`, and the 15
+   * minutes after which a chunked `file.upload` not continued is dropped. Default: the system
+   * clock.
    */
   clock?: Clock;
   /** Variables set in every child (the same as `environment.set`, which wins). */
@@ -127,7 +136,8 @@ interface MachineSession {
   readonly ending: AbortController;
   /**
    * Requests of the session whose work its end stops and waits for (`workspace.backup`,
-   * `file.download`'s hash).
+   * `skill.install`, `file.download`'s hash), or only waits for (`file.upload`'s chunks, before
+   * its uploads in progress are dropped).
    */
   readonly work: Set<Promise<unknown>>;
 }
@@ -210,6 +220,12 @@ export function serveMachine(
     );
   const cgroups = cgroupSource(options.cgroups, (parent) => CgroupTree.open(parent), logger);
   const machines = new Map<string, MachineSession>();
+  // Chunked uploads of every session of the workdir; leftovers of an executor gone before are
+  // looked for now, in the background (an upload waits for that look to finish).
+  const uploads = new PendingUploads(options.clock ? () => options.clock!.now() : Date.now);
+  const onSweepError = (error: unknown) =>
+    logger.debug("looking for leftover upload temporaries failed", { error: String(error) });
+  const firstSweep = sweepUploads(workdir, uploads, onSweepError);
   let mcp: McpRelay | undefined;
   const processOutput = new LossyOutput<ProcessOutputParams>(
     {
@@ -244,14 +260,19 @@ export function serveMachine(
     };
     machines.set(sessionId, machine);
     session.onCleanup(async (cleanup) => {
-      // A backup still running is stopped (answered `unknown_session`): `session.ended` means
-      // that nothing of the session goes on.
+      // A backup or a skill install still running is stopped (answered `unknown_session`):
+      // `session.ended` means that nothing of the session goes on.
       machine.ending.abort(unknownSession());
       try {
         await Promise.all([
           mcp?.closeSession(sessionId, cleanup.graceMs),
           processes.end(cleanup.graceMs),
-          Promise.allSettled(machine.work),
+          // The session's uploads in progress go with it, once no chunk of it is running.
+          Promise.allSettled(machine.work).then(() =>
+            removeDropped(workdir, uploads.takeSession(sessionId))
+          ).catch((error) =>
+            logger.debug("dropping the session's uploads failed", { error: String(error) })
+          ),
         ]);
       } finally {
         if (machines.get(sessionId) === machine) machines.delete(sessionId);
@@ -346,7 +367,12 @@ export function serveMachine(
     serve("process.signal", false, (params, { table }) => table.signal(params)),
     serve("process.wait", false, (params, { table }, ctx) => table.wait(params, ctx.signal)),
     serve("process.list", false, (_params, { table }) => table.list()),
-    serve("file.upload", true, (params) => uploadFile(params, workdir)),
+    serve(
+      "file.upload",
+      true,
+      (params, machine) =>
+        sessionWork(machine, uploadFile(params, workdir, { uploads, onSweepError })),
+    ),
     // Its hash reads the whole file: the session's end (or the connection's) stops that.
     serve(
       "file.download",
@@ -362,14 +388,21 @@ export function serveMachine(
           ),
         ),
     ),
+    // Its fetch and unpacking: the session's end (or the request's cancel, the connection's)
+    // stops them, and nothing is installed.
     serve(
       "skill.install",
       true,
-      (params) =>
-        installSkill(params, options.skillsRoot ?? join(workdir.root, ".bma", "skills"), fetchFn, {
-          workdir,
-          limits,
-        }),
+      (params, machine, ctx) =>
+        sessionWork(
+          machine,
+          installSkill(
+            params,
+            options.skillsRoot ?? join(workdir.root, ".bma", "skills"),
+            fetchFn,
+            { workdir, limits, signal: AbortSignal.any([machine.ending.signal, ctx.signal]) },
+          ),
+        ),
     ),
     serve(
       "workspace.backup",
@@ -466,10 +499,13 @@ export function serveMachine(
     processOutput.dispose();
     const machinesLeft = [...machines.values()];
     machines.clear();
-    withdrawn = Promise.all(machinesLeft.map((machine) => {
-      const sessionId = machine.session.id;
-      return Promise.all([mcp?.closeSession(sessionId), machine.processes.end(graceMs)]);
-    })).finally(() => git.close()).then(() => {});
+    withdrawn = Promise.all([
+      ...machinesLeft.map((machine) => {
+        const sessionId = machine.session.id;
+        return Promise.all([mcp?.closeSession(sessionId), machine.processes.end(graceMs)]);
+      }),
+      firstSweep,
+    ]).finally(() => git.close()).then(() => {});
     return withdrawn;
   };
   return {

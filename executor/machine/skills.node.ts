@@ -18,6 +18,10 @@
  * files, so no member is ever written through one. A URL source is fetched with a size limit and
  * a timeout, hashed while it streams to a temporary file, and unpacked only once its SHA-256
  * matches.
+ *
+ * A `signal` (the session's end, the request's cancel) stops an install wherever it is: the
+ * fetch, the unpacking between chunks and entries, before the new version replaces the old; the
+ * install answers its reason and leaves nothing behind, as any refused one.
  */
 import { createHash } from "node:crypto";
 import { mkdir } from "node:fs/promises";
@@ -52,6 +56,8 @@ export interface InstallSkillOptions {
   /** The session's workdir: a skills root inside it is confined to it. */
   workdir?: Workdir;
   limits?: SkillLimits;
+  /** Stops the install (answered with its reason) until the new version is in place. */
+  signal?: AbortSignal;
 }
 
 const NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
@@ -69,10 +75,16 @@ export async function installSkill(
 ): Promise<SkillInstallResult> {
   if (!NAME.test(params.name)) throw invalid("invalid skill name", "/name");
   const limits = options.limits ?? DEFAULT_MACHINE_LIMITS;
+  const signal = options.signal;
+  signal?.throwIfAborted();
   const root = await openSkillsRoot(skillsRoot, options.workdir);
   const key = `${root.path}/${params.name}`;
   const before = installing.get(key) ?? Promise.resolve();
-  const run = before.catch(() => {}).then(() => install(params, root, fetchFn, limits));
+  const run = before.catch(() => {}).then(() => {
+    // Stopped while it waited for the install before it: it never starts.
+    signal?.throwIfAborted();
+    return install(params, root, fetchFn, limits, signal);
+  });
   installing.set(key, run);
   try {
     return await run;
@@ -87,6 +99,7 @@ async function install(
   root: ConfinedDir,
   fetchFn: typeof fetch,
   limits: SkillLimits,
+  signal: AbortSignal | undefined,
 ): Promise<SkillInstallResult> {
   const versions = await root.ensureDirectory(VERSIONS).catch(confinedError);
   try {
@@ -94,18 +107,21 @@ async function install(
     let installed = false;
     try {
       await staging.dir.close(); // reopened by the writer below
-      const writer = new SkillWriter(versions, staging.name, limits);
+      const writer = new SkillWriter(versions, staging.name, limits, signal);
       try {
         const source = params.source;
         if (source.type === "files") {
           for (const file of source.files) await writer.file(file);
         } else {
-          await fetchAndUnpack(source.url, source.sha256, versions, writer, fetchFn, limits);
+          const fetching = { fetchFn, limits, signal };
+          await fetchAndUnpack(source.url, source.sha256, versions, writer, fetching);
         }
         await writer.finish();
       } finally {
         await writer.close();
       }
+      // The last moment to stop: past the rename the new version is installed.
+      signal?.throwIfAborted();
       const previous = await flip(root, params.name, `${VERSIONS}/${staging.name}`);
       installed = true;
       if (previous !== undefined) await markReplaced(versions, previous);
@@ -248,16 +264,18 @@ class SkillWriter {
   readonly #versions: ConfinedDir;
   readonly #name: string;
   readonly #limits: SkillLimits;
+  readonly #signal: AbortSignal | undefined;
   #dir: ConfinedDir | undefined;
   #entries = 0;
   #bytes = 0;
   readonly #links: { path: string[]; target: string }[] = [];
   readonly #written = new Set<string>();
 
-  constructor(versions: ConfinedDir, name: string, limits: SkillLimits) {
+  constructor(versions: ConfinedDir, name: string, limits: SkillLimits, signal?: AbortSignal) {
     this.#versions = versions;
     this.#name = name;
     this.#limits = limits;
+    this.#signal = signal;
   }
 
   /** One inline file of a `files` source. */
@@ -283,6 +301,7 @@ class SkillWriter {
       await writeIn(dir, name, async (handle) => {
         let position = 0;
         const write = async (chunk: Uint8Array) => {
+          this.#signal?.throwIfAborted();
           this.#bytes += chunk.length;
           if (this.#bytes > this.#limits.skillBytes) {
             throw invalid(`skill larger than ${this.#limits.skillBytes} bytes`, "/source");
@@ -366,6 +385,7 @@ class SkillWriter {
   }
 
   #count(): void {
+    this.#signal?.throwIfAborted();
     if (++this.#entries > this.#limits.skillEntries) {
       throw invalid(`more than ${this.#limits.skillEntries} entries`, "/source");
     }
@@ -405,6 +425,13 @@ class SkillWriter {
   }
 }
 
+/** How {@linkcode fetchAndUnpack} fetches, within which limits, until `signal` stops it. */
+interface Fetching {
+  readonly fetchFn: typeof fetch;
+  readonly limits: SkillLimits;
+  readonly signal: AbortSignal | undefined;
+}
+
 /**
  * Fetches `url` into a temporary file below `spool` (bounded by size and time, hashed as it
  * streams), checks its SHA-256, then unpacks it through `writer`.
@@ -414,8 +441,7 @@ async function fetchAndUnpack(
   sha256: string,
   spool: ConfinedDir,
   writer: SkillWriter,
-  fetchFn: typeof fetch,
-  limits: SkillLimits,
+  { fetchFn, limits, signal: stop }: Fetching,
 ): Promise<void> {
   let parsed: URL;
   try {
@@ -426,9 +452,13 @@ async function fetchAndUnpack(
   if (parsed.protocol !== "https:" && parsed.protocol !== "http:") {
     throw invalid("skill URLs are http or https", "/source/url");
   }
-  const signal = AbortSignal.timeout(limits.skillFetchMs);
+  const timeout = AbortSignal.timeout(limits.skillFetchMs);
+  const signal = stop ? AbortSignal.any([timeout, stop]) : timeout;
+  // A fetch stopped by `stop` answers its reason; any other failure is the server's.
   const unavailable = () =>
-    new UnavailableError("skill archive could not be fetched", { reason: "backend_unavailable" });
+    stop?.aborted ? stop.reason : new UnavailableError("skill archive could not be fetched", {
+      reason: "backend_unavailable",
+    });
   let response: Response;
   try {
     response = await fetchFn(parsed, { signal, redirect: "follow" });
@@ -467,9 +497,10 @@ async function fetchAndUnpack(
     if (hash.digest("hex") !== sha256) {
       throw new ConflictError("sha256 mismatch", { reason: "sha256_mismatch" });
     }
+    stop?.throwIfAborted();
     const { file } = await spool.openFile(temp.name, READ_FLAGS);
     try {
-      await unpack(fileStream(file), writer, limits);
+      await unpack(fileStream(file), writer, limits, stop);
     } finally {
       await file.close();
     }
@@ -478,11 +509,12 @@ async function fetchAndUnpack(
   }
 }
 
-/** Unpacks a tar.gz stream through `writer`, within `limits`. */
+/** Unpacks a tar.gz stream through `writer`, within `limits`, until `signal` stops it. */
 async function unpack(
   archive: ReadableStream<Uint8Array>,
   writer: SkillWriter,
   limits: SkillLimits,
+  signal: AbortSignal | undefined,
 ): Promise<void> {
   const decoder = createTarDecoder({ strict: true });
   const bad = () => invalid("not a tar.gz archive", "/source");
@@ -494,6 +526,12 @@ async function unpack(
   let overflow: Error | undefined;
   const bounded = new TransformStream<Uint8Array, Uint8Array>({
     transform(chunk, controller) {
+      // Between chunks of the gunzip: an archive's tail that counts toward no entry is stopped
+      // here too, not only between entries.
+      if (signal?.aborted) {
+        controller.error(signal.reason);
+        return;
+      }
       unpacked += chunk.byteLength;
       if (unpacked > most) {
         overflow = invalid(`archive unpacks to more than ${most} bytes`, "/source");
@@ -507,6 +545,7 @@ async function unpack(
   try {
     // Leaving the loop cancels the entries, which stops the pipe above them too.
     for await (const { header, body } of chunksOf(decoder.readable.getReader(), bad)) {
+      signal?.throwIfAborted();
       const type = header.type ?? "file";
       if (type === "file") {
         await writer.regular(header.name, body, header.mode);
@@ -519,10 +558,12 @@ async function unpack(
       else throw invalid(`unsupported archive member (${type}): ${header.name}`, "/source");
     }
   } catch (error) {
+    signal?.throwIfAborted();
     throw overflow ?? error;
   } finally {
     await piping;
   }
+  signal?.throwIfAborted();
   if (overflow) throw overflow;
 }
 
@@ -537,7 +578,7 @@ const TAR_END_BYTES = 1024 * 1024;
  */
 async function* chunksOf<T>(
   reader: ReadableStreamDefaultReader<T>,
-  failure: () => Error,
+  failure: () => unknown,
 ): AsyncGenerator<T, void, undefined> {
   try {
     for (;;) {

@@ -1,7 +1,8 @@
 /**
  * `skill.install` on the wire: inline files and tar.gz URLs served by a real local HTTP server,
  * `SKILL.md` required, atomic replacement watched by a separate process, a skills root that is a
- * link out of the workdir refused, hostile archive members refused, fetch size and time bounds.
+ * link out of the workdir refused, hostile archive members refused, fetch size and time bounds, and
+ * an install stopped by its session's end (or its signal) leaving nothing.
  */
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -14,12 +15,15 @@ import {
   existsSync,
   lstatSync,
   mkdirSync,
+  mkdtempSync,
   readdirSync,
   readFileSync,
   readlinkSync,
+  rmSync,
   statSync,
   symlinkSync,
 } from "node:fs";
+import { tmpdir } from "node:os";
 import { fileURLToPath } from "node:url";
 import { join } from "node:path";
 import { createTarPacker, type TarHeader } from "modern-tar";
@@ -29,6 +33,8 @@ import {
   InvalidParamsError,
   UnavailableError,
 } from "../../harness/node.ts";
+import { ProtocolError } from "../../protocol/errors.ts";
+import { installSkill } from "../../executor/machine/skills.node.ts";
 import { Fixtures, machineSession, type MachineSessionOptions } from "./files-fixture.ts";
 import { runScript } from "../helpers/mcp-stdio-servers.ts";
 import { printed } from "../helpers/runtime-command.ts";
@@ -376,6 +382,76 @@ describe("skill.install on the wire", { timeout: 60_000 }, () => {
         return true;
       },
     );
+  });
+
+  it("a session's end stops an install still fetching: -32002 unknown_session, nothing installed when the archive then arrives", async () => {
+    const archive = await targz([{ header: { name: "SKILL.md" }, body: "too late\n" }]);
+    let asked!: () => void;
+    const fetching = new Promise<void>((resolve) => (asked = resolve));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const http = await serve({
+      "/slow.tgz": (res) => {
+        res.writeHead(200, { "content-length": String(archive.length) });
+        res.write(Buffer.from(archive.subarray(0, 10)));
+        asked();
+        // The rest only once the session has ended (before the fix, the install then went on).
+        void released.then(() => res.end(Buffer.from(archive.subarray(10))));
+      },
+    });
+    // The fetch's own bound only keeps a broken build from waiting for the test's timeout.
+    const { install, session, skillsRoot } = await skills({
+      serve: { limits: { skillFetchMs: 20_000 } },
+    });
+    const outcome = install({
+      source: { type: "url", url: `${http.url}/slow.tgz`, sha256: sha256(archive) },
+    }).then((result) => ({ result }), (error: unknown) => ({ error }));
+    await fetching;
+    await session.stop();
+    release();
+    const settled = await outcome;
+    assert.ok("error" in settled, `answered ${JSON.stringify(settled)} after the session ended`);
+    assert.ok(settled.error instanceof ProtocolError, String(settled.error));
+    assert.equal(settled.error.code, -32002);
+    assert.equal((settled.error.data as { reason?: string }).reason, "unknown_session");
+    assert.equal(existsSync(join(skillsRoot, "demo")), false);
+    assert.deepEqual(readdirSync(join(skillsRoot, ".versions")), [], "no staging, no archive");
+  });
+
+  it("a signal that stops the install once its archive is fetched: its reason, nothing unpacked or installed", async () => {
+    const archive = await targz([
+      { header: { name: "SKILL.md" }, body: "x\n" },
+      { header: { name: "lib/a.txt" }, body: "a\n" },
+    ]);
+    const http = await serve({ "/a.tgz": (res) => res.end(Buffer.from(archive)) });
+    const top = mkdtempSync(join(tmpdir(), "bma-skill-stop-"));
+    fx.defer(() => rmSync(top, { recursive: true, force: true }));
+    const stop = new AbortController();
+    const reason = new Error("stopped once fetched");
+    // The real fetch, whose body stops the install as soon as it has all been read.
+    const fetchFn: typeof fetch = async (input, init) => {
+      const response = await fetch(input, init);
+      const body = response.body!.pipeThrough(
+        new TransformStream<Uint8Array, Uint8Array>({ flush: () => stop.abort(reason) }),
+      );
+      return new Response(body, { status: response.status, headers: response.headers });
+    };
+    const skillsRoot = join(top, "skills");
+    await assert.rejects(
+      installSkill(
+        {
+          session_id: "ses_direct",
+          name: "demo",
+          source: { type: "url", url: `${http.url}/a.tgz`, sha256: sha256(archive) },
+        },
+        skillsRoot,
+        fetchFn,
+        { signal: stop.signal },
+      ),
+      (error: unknown) => error === reason,
+    );
+    assert.equal(existsSync(join(skillsRoot, "demo")), false);
+    assert.deepEqual(readdirSync(join(skillsRoot, ".versions")), []);
   });
 
   it("keeps the installed skill when a replacement fails", async () => {

@@ -1,7 +1,8 @@
 /**
  * File transfer on the wire (`executor.request("file.upload" | "file.download")` from a real
  * `Harness`): chunks by offset, the whole file's SHA-256 in every answer, the contract's errors
- * and bounds, and constant memory per chunk on a sparse multi-GiB file.
+ * and bounds, and constant memory per chunk on a sparse multi-GiB file; chunked uploads kept per
+ * session, dropped with their session, and what an executor gone before left of them swept.
  */
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -12,6 +13,7 @@ import {
   closeSync,
   existsSync,
   mkdirSync,
+  mkdtempSync,
   openSync,
   readdirSync,
   readFileSync,
@@ -22,13 +24,36 @@ import {
   writeFileSync,
   writeSync,
 } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ConflictError, ForbiddenError, NotFoundError } from "../../harness/node.ts";
+import { ConflictError, ForbiddenError, NotFoundError, type Session } from "../../harness/node.ts";
+import { ManualClock } from "../../protocol/clock.ts";
 import { ProtocolError } from "../../protocol/errors.ts";
+import { serveMachine, type ServeMachineOptions } from "../../executor/machine/serve.node.ts";
+import { UPLOAD_IDLE_MS } from "../../executor/machine/pending-uploads.node.ts";
 import { Fixtures, machineSession, type MachineSessionOptions } from "./files-fixture.ts";
 
 const sha256 = (bytes: Uint8Array | string) => createHash("sha256").update(bytes).digest("hex");
 const b64 = (bytes: Uint8Array | string) => Buffer.from(bytes).toString("base64");
+
+/** What chunked uploads leave in `dirs` (below `root`): temporaries and their records. */
+function leftovers(root: string, dirs: string[] = [""]): string[] {
+  return dirs.flatMap((dir) =>
+    existsSync(join(root, dir))
+      ? readdirSync(join(root, dir))
+        .filter((name) => /^\.bma-upload-[0-9a-f]{16}\.(tmp|ref)$/.test(name))
+        .map((name) => join(dir, name))
+      : []
+  ).sort();
+}
+
+const temporaries = (names: string[]) => names.filter((name) => name.endsWith(".tmp"));
+
+const offsetMismatch = (expected: number) => (error: unknown) => {
+  assert.ok(error instanceof ConflictError, String(error));
+  assert.deepEqual(error.data, { reason: "offset_mismatch", expected_offset: expected });
+  return true;
+};
 
 describe("file transfer on the wire", { timeout: 120_000 }, () => {
   const fx = new Fixtures();
@@ -47,6 +72,33 @@ describe("file transfer on the wire", { timeout: 120_000 }, () => {
     const download = (path: string, extra: object = {}) =>
       executor.request("file.download", { session_id: session.id, path, ...extra });
     return { ...machine, upload, download };
+  }
+
+  /** Another executor (a harness of its own) serving `root`, and a session on it. */
+  async function executorOn(root: string, serve: Omit<ServeMachineOptions, "workdir"> = {}) {
+    const { harness, server } = await fx.harness();
+    const { client } = fx.client(server);
+    const served = serveMachine(client, { workdir: root, ...serve });
+    fx.defer(() => served.dispose());
+    await client.start();
+    const executor = await harness.waitExecutor();
+    const session = await executor.assignSession({ session_id: "ses_shared" });
+    const upload = (path: string, content: string, extra: object = {}) =>
+      executor.request("file.upload", {
+        session_id: session.id,
+        path,
+        content: b64(content),
+        ...extra,
+      });
+    return { served, upload };
+  }
+
+  /** A workdir no fixture executor serves yet. */
+  function sharedWorkdir(): string {
+    const top = mkdtempSync(join(tmpdir(), "bma-shared-"));
+    fx.defer(() => rmSync(top, { recursive: true, force: true }));
+    mkdirSync(join(top, "work"));
+    return join(top, "work");
   }
 
   it("uploads in chunks and downloads in chunks, with the whole file's sha256 each time", async () => {
@@ -340,6 +392,110 @@ describe("file transfer on the wire", { timeout: 120_000 }, () => {
     await upload("appended.sh", "#!/bin/sh\n");
     await upload("appended.sh", "true\n", { offset: 10, mode: 0o4777 });
     assert.equal(statSync(join(root, "appended.sh")).mode & 0o7777, 0o777);
+  });
+
+  it("a session's end drops its chunked uploads in progress with their temporaries", async () => {
+    const { root, session, upload } = await transfer();
+    await upload("sub/a.bin", "partial", { upload_id: "u1" });
+    await upload("b.bin", "partial", { upload_id: "u2" });
+    assert.equal(temporaries(leftovers(root, ["", "sub"])).length, 2);
+    await session.stop();
+    assert.deepEqual(readdirSync(root), ["sub"]);
+    assert.deepEqual(readdirSync(join(root, "sub")), []);
+  });
+
+  it("two sessions on one workdir using the same upload_id and path each land whole: uploads are per session", async () => {
+    const { root, executor, session } = await transfer();
+    const other = await executor.assignSession({ session_id: "ses_other" });
+    const send = (on: Session, content: string, extra: object = {}) =>
+      executor.request("file.upload", {
+        session_id: on.id,
+        path: "same.bin",
+        content: b64(content),
+        upload_id: "same",
+        ...extra,
+      });
+    await send(session, "AAAA");
+    await send(other, "BBBB"); // the same id and path, another session: not a restart of the first
+    await send(session, "aaaa", { offset: 4, sha256: sha256("AAAAaaaa") });
+    assert.equal(readFileSync(join(root, "same.bin"), "utf8"), "AAAAaaaa");
+    await send(other, "bbbb", { offset: 4, sha256: sha256("BBBBbbbb") });
+    assert.equal(readFileSync(join(root, "same.bin"), "utf8"), "BBBBbbbb");
+    assert.deepEqual(readdirSync(root), ["same.bin"]);
+  });
+
+  it("past 64 uploads in progress on a workdir, the session's own oldest is dropped, not another session's older one", async () => {
+    const { root, executor, session } = await transfer();
+    const other = await executor.assignSession({ session_id: "ses_other" });
+    const send = (on: Session, path: string, id: string, extra: object = {}) =>
+      executor.request("file.upload", {
+        session_id: on.id,
+        path,
+        content: b64("xx"),
+        upload_id: id,
+        ...extra,
+      });
+    await send(other, "other.bin", "b"); // the oldest of all
+    for (let i = 0; i < 64; i++) await send(session, `f${i}.bin`, `a${i}`);
+    await assert.rejects(
+      send(session, "f0.bin", "a0", { offset: 2, sha256: sha256("xxxx") }),
+      offsetMismatch(0),
+    );
+    await send(other, "other.bin", "b", { offset: 2, sha256: sha256("xxxx") });
+    assert.equal(readFileSync(join(root, "other.bin"), "utf8"), "xxxx");
+    assert.equal(leftovers(root).length, 63, "f1 to f63 wait; f0's temporary went with it");
+  });
+
+  it("what an executor left of its uploads is swept by the next on the workdir once 15 minutes unwritten (by its clock), not before; look-alikes stay", async () => {
+    const root = sharedWorkdir();
+    const gone = await executorOn(root);
+    await gone.upload("deep/dir/a.bin", "partial", { upload_id: "u1" });
+    await gone.upload("top.bin", "partial", { upload_id: "u2" });
+    await gone.served[Symbol.asyncDispose](); // it serves no more, its uploads never continued
+    const left = leftovers(root, ["", "deep/dir"]);
+    assert.equal(temporaries(left).length, 2);
+    // A user's own files whose names merely look alike.
+    const mine = [".bma-upload-notes.tmp", "deep/dir/.bma-upload-0123456789abcdef.txt"];
+    for (const name of mine) writeFileSync(join(root, name), "mine");
+
+    const clock = new ManualClock(Date.now());
+    const next = await executorOn(root, { clock });
+    await next.upload("b.txt", "one");
+    assert.deepEqual(
+      leftovers(root, ["", "deep/dir"]),
+      left,
+      "within 15 minutes they may be another executor's, in use",
+    );
+    await clock.advance(UPLOAD_IDLE_MS + 1_000);
+    await next.upload("b.txt", "two");
+    assert.deepEqual(leftovers(root, ["", "deep/dir"]), []);
+    for (const name of mine) assert.equal(readFileSync(join(root, name), "utf8"), "mine");
+  });
+
+  it("an executor starting on a shared workdir sweeps temporaries unwritten for 15 minutes, never another executor's live upload", async () => {
+    const root = sharedWorkdir();
+    const gone = await executorOn(root);
+    await gone.upload("deep/dir/a.bin", "partial", { upload_id: "u1" });
+    await gone.served[Symbol.asyncDispose]();
+    const left = leftovers(root, ["", "deep/dir"]);
+    // Last written 16 minutes ago (a link's times are its target's here: the temporary's).
+    const past = new Date(Date.now() - UPLOAD_IDLE_MS - 60_000);
+    for (const name of left) utimesSync(join(root, name), past, past);
+
+    const live = await executorOn(root);
+    await live.upload("deep/dir/live.bin", "first,", { upload_id: "u1" });
+    const liveLeft = leftovers(root, ["", "deep/dir"]).filter((name) => !left.includes(name));
+    assert.equal(temporaries(liveLeft).length, 1, "the live upload's temporary");
+    const next = await executorOn(root); // sweeps as it starts; its first upload waits for that
+    await next.upload("b.txt", "x");
+    assert.deepEqual(leftovers(root, ["", "deep/dir"]), liveLeft);
+    await live.upload("deep/dir/live.bin", "second", {
+      upload_id: "u1",
+      offset: 6,
+      sha256: sha256("first,second"),
+    });
+    assert.equal(readFileSync(join(root, "deep/dir/live.bin"), "utf8"), "first,second");
+    assert.deepEqual(leftovers(root, ["", "deep/dir"]), []);
   });
 
   it("a session's end stops a download hashing a sparse 64 GiB file: unknown_session, no result", async () => {
