@@ -62,11 +62,17 @@ export class SessionRefusedError extends LocalError {
   }
 }
 
-/** The session has ended; nothing more can be sent for it. */
+/**
+ * The session has ended, so nothing more can be sent for it; or it is stopping (`reason`
+ * `stopping`), so nothing new starts in it.
+ */
 export class SessionEndedError extends LocalError {
   /** The session. */
   readonly sessionId: string;
-  /** Why it ended (`stopped`, `lease_expired`, the executor's `session.ended` reason, ...). */
+  /**
+   * Why it ended (`stopped`, `lease_expired`, the executor's `session.ended` reason, ...), or
+   * `stopping`: a stop is under way, and nothing new starts in it.
+   */
   readonly reason: string;
   /** The ended session and why it ended. */
   constructor(sessionId: string, reason: string) {

@@ -110,6 +110,12 @@ export interface EventLogOptions {
 }
 
 /** Where a reader waits for the next record. */
+/** One reader of a log: whether it returned, and how it leaves the record it waits for. */
+interface Reader {
+  stopped: boolean;
+  leave: (() => void) | undefined;
+}
+
 interface Waiter {
   resolve(): void;
 }
@@ -284,9 +290,40 @@ export class EventLog {
    * Yields every record from position `from` (0-based, counting dropped records, default 0),
    * then new ones as they are accepted, until the log closes or `signal` aborts. Records dropped
    * before the reader reached them are skipped: it continues at the oldest record kept.
+   * `return()` (a `for await` that breaks) ends it at once, a `next()` that waits for a record
+   * included: an async generator's own `return()` would wait behind that `next()` until the next
+   * record came or the log closed, and the reader would stay until then.
    */
-  async *read(
+  read(
     options: { from?: number; signal?: AbortSignal } = {},
+  ): AsyncGenerator<SessionEventRecord, void, undefined> {
+    const reader: Reader = { stopped: false, leave: undefined };
+    const records = this.#read(options, reader);
+    const stop = () => {
+      reader.stopped = true;
+      reader.leave?.();
+    };
+    const iterator: AsyncGenerator<SessionEventRecord, void, undefined> = {
+      next: () => records.next(),
+      return: (value) => {
+        stop();
+        return records.return(value);
+      },
+      throw: (error) => {
+        stop();
+        return records.throw(error);
+      },
+      [Symbol.asyncIterator]: () => iterator,
+      [Symbol.asyncDispose]: async () => {
+        await iterator.return();
+      },
+    };
+    return iterator;
+  }
+
+  async *#read(
+    options: { from?: number; signal?: AbortSignal },
+    reader: Reader,
   ): AsyncGenerator<SessionEventRecord, void, undefined> {
     let next = options.from ?? 0;
     const signal = options.signal;
@@ -301,12 +338,12 @@ export class EventLog {
         if (next < this.#dropped) next = this.#dropped;
         const slot = this.#head + next - this.#dropped;
         if (slot >= this.#records.length) break;
-        if (signal?.aborted) return;
+        if (signal?.aborted || reader.stopped) return;
         next++;
         yield this.#records[slot]!;
       }
-      if (this.#closed || signal?.aborted) return;
-      await this.#changed(signal);
+      if (this.#closed || signal?.aborted || reader.stopped) return;
+      await this.#changed(signal, reader);
     }
   }
 
@@ -661,24 +698,28 @@ export class EventLog {
       : { duplicate: true };
   }
 
-  /** Resolves when a record arrives, the log closes, or `signal` aborts. */
-  #changed(signal: AbortSignal | undefined): Promise<void> {
+  /** Resolves when a record arrives, the log closes, `signal` aborts or the reader returns. */
+  #changed(signal: AbortSignal | undefined, reader: Reader): Promise<void> {
     return new Promise<void>((resolve) => {
-      if (signal?.aborted) return resolve();
+      if (signal?.aborted || reader.stopped) return resolve();
       const waiter: Waiter = {
         resolve: () => {
-          signal?.removeEventListener("abort", onAbort);
+          signal?.removeEventListener("abort", leave);
+          reader.leave = undefined;
           resolve();
         },
       };
-      // An aborted reader leaves the waiters at once: readers that come and go on a quiet
-      // session (a brain API client reconnecting) must not pile up until its next event.
-      const onAbort = () => {
+      // An aborted or returned reader leaves the waiters at once: readers that come and go on a
+      // quiet session (a brain API client reconnecting) must not pile up until its next event.
+      const leave = () => {
+        signal?.removeEventListener("abort", leave);
+        reader.leave = undefined;
         const at = this.#waiters?.indexOf(waiter) ?? -1;
         if (at >= 0) this.#waiters!.splice(at, 1);
         resolve();
       };
-      signal?.addEventListener("abort", onAbort, { once: true });
+      signal?.addEventListener("abort", leave, { once: true });
+      reader.leave = leave;
       (this.#waiters ??= []).push(waiter);
     });
   }

@@ -284,7 +284,8 @@ export class Harness {
 
   /**
    * Resolves with an executor matching `filter` (default: connected and not draining): one the
-   * harness already holds, else the next to register.
+   * harness already holds, else the next to register. A `filter` that throws rejects the wait
+   * with its error.
    */
   waitExecutor(options: WaitExecutorOptions = {}): Promise<ExecutorHandle> {
     const filter = options.filter ?? ((e: ExecutorHandle) => e.connected && !e.draining);
@@ -292,8 +293,13 @@ export class Harness {
     if (this.#closed) return Promise.reject(new HarnessClosedError());
     const refused = aborted(signal, "waitExecutor");
     if (refused) return refused;
-    for (const executor of this.#core.executors.byId.values()) {
-      if (filter(executor.handle)) return Promise.resolve(executor.handle);
+    try {
+      for (const executor of this.#core.executors.byId.values()) {
+        if (filter(executor.handle)) return Promise.resolve(executor.handle);
+      }
+    } catch (error) {
+      // The caller's filter failed: its error is the wait's answer, as a rejected promise.
+      return Promise.reject(error);
     }
     let done!: () => void;
     const arrived = new Promise<ExecutorHandle>((resolve, reject) => {
@@ -302,8 +308,17 @@ export class Harness {
         this.#closeWaiters.delete(onClose);
       };
       const subscription = this.#core.onExecutor((event: ExecutorEvent) => {
-        const arrived = event.type === "registered" || event.type === "reconnected";
-        if (arrived && filter(event.executor)) {
+        if (event.type !== "registered" && event.type !== "reconnected") return;
+        let chosen: boolean;
+        try {
+          chosen = filter(event.executor);
+        } catch (error) {
+          // Thrown inside the harness's own listener, it would be lost and the wait hang.
+          done();
+          reject(error);
+          return;
+        }
+        if (chosen) {
           done();
           resolve(event.executor);
         }

@@ -54,8 +54,9 @@ export function notify<M extends HarnessNotificationMethod>(
 /**
  * Requests a repeat of which does what the first would have done, or answers what it answered:
  * the reads (`process.read`, `process.wait`, `process.list`, `terminal.read`, `file.download`),
- * `terminal.resize` and `git.credentials`, and the starts that name their own id (`process.start`
- * with a `process_id`, `terminal.open` with a `terminal_id`: a repeat answers `duplicate`).
+ * `terminal.resize`, `git.credentials` and `session.stop` (a repeat of which answers whether the
+ * session is still stopping), and the starts that name their own id (`process.start` with a
+ * `process_id`, `terminal.open` with a `terminal_id`: a repeat answers `duplicate`).
  */
 export function repeatable(method: string, params: unknown): boolean {
   if (REPEATABLE.has(method)) return true;
@@ -73,6 +74,7 @@ const REPEATABLE: ReadonlySet<string> = new Set([
   "file.download",
   "terminal.resize",
   "git.credentials",
+  "session.stop",
 ]);
 
 /**

@@ -15,7 +15,7 @@ import type { ToolOutcomeUnknownReason } from "./errors.ts";
 import type { SessionStopOptions } from "./handle-options.ts";
 import type { SessionState } from "./lifecycle.ts";
 import { CallbackDeadline, type Scheduler } from "./scheduler.ts";
-import { request } from "./send.ts";
+import { repeatedAcrossReconnects, request } from "./send.ts";
 import type { SessionRecords } from "./session-records.ts";
 import { type ExecutorEntry, hasEnded, sessionEnded, type SessionEntry } from "./state.ts";
 import { isPromiseLike, type MaybePromise } from "./store/store.ts";
@@ -130,17 +130,32 @@ export class SessionEnds {
   ): Promise<{ reason: string }> {
     throwIfAborted(options.signal, "session.stop");
     if (session.state === "ended") return { reason: session.endReason! };
-    const result = await request(
-      session.executor,
-      "session.stop",
-      {
-        session_id: session.id,
-        ...(reason !== undefined ? { reason } : {}),
-        ...(options.graceMs !== undefined ? { grace_ms: options.graceMs } : {}),
-      },
-      { signal: options.signal },
-      this.#deps.requestTimeoutMs,
-    );
+    const params = {
+      session_id: session.id,
+      ...(reason !== undefined ? { reason } : {}),
+      ...(options.graceMs !== undefined ? { grace_ms: options.graceMs } : {}),
+    };
+    let result: { stopping: boolean };
+    try {
+      // Sent again once an executor away within its lease is back, as tool calls wait.
+      result = await repeatedAcrossReconnects(
+        session.executor,
+        () =>
+          request(
+            session.executor,
+            "session.stop",
+            params,
+            { signal: options.signal },
+            this.#deps.requestTimeoutMs,
+          ),
+        options.signal,
+      );
+    } catch (error) {
+      // Ended meanwhile (its `session.ended` came before the connection went, its executor is
+      // gone, its lease expired): the stop's answer is that end.
+      if (hasEnded(session)) return await session.ended;
+      throw error;
+    }
     if (!result.stopping) {
       // The executor no longer holds it: there is no session.ended to wait for.
       this.end(session, reason ?? "stopped", "session_ended");

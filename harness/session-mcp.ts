@@ -10,7 +10,7 @@ import type { Logger } from "../protocol/logger.ts";
 import type { CallOptions } from "../protocol/peer.ts";
 import { type McpChannel, McpChannelState } from "./mcp-channel.ts";
 import { request, unavailable, withTimeout } from "./send.ts";
-import { hasEnded, sessionEnded, type SessionEntry } from "./state.ts";
+import { hasEnded, sessionEnded, type SessionEntry, takesNoNewWork } from "./state.ts";
 
 /** Opens a channel to the session's MCP server `server` (capability `mcp`). */
 export async function openMcpChannel(
@@ -21,7 +21,8 @@ export async function openMcpChannel(
   logger: Logger,
 ): Promise<McpChannel> {
   throwIfAborted(options.signal, "mcp.open");
-  if (session.state === "ended") throw sessionEnded(session);
+  // Nothing new opens in a session that is stopping: its executor would refuse it.
+  if (takesNoNewWork(session)) throw sessionEnded(session);
   const executor = session.executor;
   const asked = executor.connection;
   // Given up before the answer (aborted, or timed out): the server the executor starts anyway

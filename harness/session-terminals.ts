@@ -11,7 +11,13 @@ import type { Logger } from "../protocol/logger.ts";
 import { randomId } from "../protocol/ids.ts";
 import { traceContext } from "../protocol/trace-context.ts";
 import { request } from "./send.ts";
-import { type ExecutorEntry, hasEnded, sessionEnded, type SessionEntry } from "./state.ts";
+import {
+  type ExecutorEntry,
+  hasEnded,
+  sessionEnded,
+  type SessionEntry,
+  takesNoNewWork,
+} from "./state.ts";
 import {
   closeOnAbort,
   Terminal,
@@ -30,7 +36,8 @@ export async function openTerminal(
 ): Promise<Terminal> {
   const { signal, terminalId, trace, ...rest } = options;
   throwIfAborted(signal, "terminal.open");
-  if (session.state === "ended") throw sessionEnded(session);
+  // Nothing new opens in a session that is stopping: its executor would refuse it.
+  if (takesNoNewWork(session)) throw sessionEnded(session);
   const id = terminalId ?? randomId("term_");
   const terminals = session.terminals ??= new Map();
   let known = terminals.get(id);

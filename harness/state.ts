@@ -189,7 +189,16 @@ export class SessionEntry {
 
 /** The error of an operation on an ended session. */
 export function sessionEnded(session: SessionEntry): SessionEndedError {
-  return new SessionEndedError(session.id, session.endReason ?? "ended");
+  const reason = session.endReason ?? (session.state === "stopping" ? "stopping" : "ended");
+  return new SessionEndedError(session.id, reason);
+}
+
+/**
+ * Whether nothing new may start in the session: it has ended, or it is stopping (its executor
+ * refuses new work then, -32002).
+ */
+export function takesNoNewWork(session: SessionEntry): boolean {
+  return session.state === "ended" || session.state === "stopping";
 }
 
 /** Whether the session has ended (read again after an await: it may have meanwhile). */

@@ -48,8 +48,14 @@ export class ToolCallEntry {
   /** The trace id of the trace context `tool.call` carries (`params._meta`), if it carries one. */
   readonly traceId: string | undefined;
   state: ToolCallState = "queued";
-  /** The connection the latest `tool.call` went out on. */
+  /**
+   * The connection the latest `tool.call` went out on, while the call is pending: a settled
+   * call forgets it (the ledger remembers thousands of settled calls, and a connection holds its
+   * socket, peer and buffers).
+   */
   dispatchedOn: object | undefined = undefined;
+  /** How many times `tool.call` went out: an ack or failure of an earlier sending is stale. */
+  dispatches = 0;
   /**
    * When `callTool` made it (the ledger's `now`, for the duration metric); `NaN` for a call
    * read back from the store, whose start this harness did not see.
@@ -123,6 +129,7 @@ export class ToolCallEntry {
   #settled(): void {
     this.state = "settled";
     this.#params = undefined;
+    this.dispatchedOn = undefined;
   }
 }
 

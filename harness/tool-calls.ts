@@ -34,7 +34,13 @@ import { traceContext } from "../protocol/trace-context.ts";
 import { ToolOutcomeUnknownError, type ToolOutcomeUnknownReason } from "./errors.ts";
 import type { ToolCallOptions, ToolCallRequest } from "./handle-options.ts";
 import type { CallOps } from "./handle-services.ts";
-import { type ExecutorEntry, type ExecutorLink, sessionEnded, type SessionEntry } from "./state.ts";
+import {
+  type ExecutorEntry,
+  type ExecutorLink,
+  sessionEnded,
+  type SessionEntry,
+  takesNoNewWork,
+} from "./state.ts";
 import { then } from "./maybe.ts";
 import type { Observers } from "./observe.ts";
 import type { ToolCallResult } from "./records.ts";
@@ -187,6 +193,7 @@ export class ToolCalls implements CallOps<SessionEntry> {
     }
     entry.state = "dispatching";
     entry.dispatchedOn = connection;
+    const sending = ++entry.dispatches;
     if (this.#observers.active) {
       const params = entry.params;
       this.#observers.emit({
@@ -200,7 +207,7 @@ export class ToolCalls implements CallOps<SessionEntry> {
     }
     connection.peer.call("tool.call", entry.params, this.#dispatchOptions).then(
       () => {
-        if (entry.dispatchedOn !== connection) return;
+        if (entry.dispatches !== sending) return;
         if (entry.state === "dispatching") entry.state = "dispatched";
         // Reported even when the result came first (both in one read): the ack did arrive.
         if (this.#observers.active) {
@@ -212,7 +219,7 @@ export class ToolCalls implements CallOps<SessionEntry> {
       },
       (error) => {
         // Settled meanwhile, or already sent again on a newer connection: nothing to do.
-        if (entry.state === "settled" || entry.dispatchedOn !== connection) return;
+        if (entry.state === "settled" || entry.dispatches !== sending) return;
         if (error instanceof ConnectionClosedError) {
           // Sent again after the executor reconnects within its lease.
           entry.state = "queued";
@@ -324,6 +331,8 @@ export class ToolCalls implements CallOps<SessionEntry> {
     request: ToolCallRequest,
     options: ToolCallOptions,
   ): Promise<ToolCallResult> {
+    // A new call in a session that is stopping would be refused by its executor.
+    if (takesNoNewWork(session)) throw sessionEnded(session);
     const executor = session.executor;
     // A peer never receives a method for a capability it did not advertise: tool:<name>.
     if (!servesTool(executor.capabilities, request.tool)) {
