@@ -9,7 +9,7 @@ import {
   PROTOCOLS,
   type ProtocolVersion,
 } from "../protocol/generated/contract.ts";
-import { ProtocolMismatchError } from "../protocol/generated/errors.ts";
+import { CloseCode, ProtocolMismatchError } from "../protocol/generated/errors.ts";
 import type { CloseInfo, Dialer, Transport } from "../transport/transport.ts";
 import {
   type ClientState,
@@ -82,6 +82,7 @@ export class Connector implements ConnectionHost<ClientConnection> {
       clock: core.clock,
       logger: core.logger,
       maxFrameBytes: core.maxFrameBytes,
+      maxSendBytes: core.maxSendBytes,
       requestTimeoutMs: core.requestTimeoutMs,
       capabilities,
       handlers: core.handlers,
@@ -165,6 +166,11 @@ export class Connector implements ConnectionHost<ClientConnection> {
     connection.refresher?.stop();
     core.events.detach(connection.peer);
     core.link.detach(connection);
+    // The harness refused a frame of ours as too large: the next connections send none as large
+    // (a tool result that large is then reported as `result_too_large`, not sent again for ever).
+    if (info.code === CloseCode.MESSAGE_TOO_BIG && !connection.peer.refusedLargeFrame) {
+      core.harnessRefusedFrame(connection.peer.longestSentFrame);
+    }
     // The connection loop says what follows (reconnecting, or stopping): one line, not two.
     core.logger.debug("disconnected", { code: info.code });
   }

@@ -74,6 +74,9 @@ import { ToolRegistry } from "./tool-slots.ts";
 type RequestFn = (params: unknown, context: RequestContext) => unknown;
 type NotificationFn = (params: unknown) => unknown;
 
+/** A harness's 1009 never lowers the frames an executor sends below this many bytes. */
+export const MIN_LOWERED_SEND_BYTES = 64 * 1024;
+
 /** The executor core. */
 export class ExecutorCore {
   readonly options: ExecutorClientOptions;
@@ -87,6 +90,11 @@ export class ExecutorCore {
   readonly missingCredential: ExecutorConfigError | undefined;
   readonly requestTimeoutMs: number;
   readonly maxFrameBytes: number;
+  /**
+   * The largest frame sent (UTF-8 bytes): `maxFrameBytes`, lowered when the harness closes a
+   * connection with 1009 (see {@linkcode ExecutorCore.harnessRefusedFrame}).
+   */
+  maxSendBytes: number;
   readonly sessionGraceMs: number;
   readonly retry: BackoffPolicy;
   /** How requests delivered until accepted retry (`session.ready`, `session.ended`). */
@@ -134,7 +142,7 @@ export class ExecutorCore {
     this.credentials = credentials;
     this.missingCredential = missing;
     const requestTimeoutMs = this.requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
-    this.maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+    this.maxFrameBytes = this.maxSendBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
     const sessionGraceMs = this.sessionGraceMs = options.sessionGraceMs ?? 5_000;
     const retry = this.retry = options.retry ?? { initialDelayMs: 250, maxDelayMs: 10_000 };
     this.delivery = { clock, random, retry, timeoutMs: requestTimeoutMs };
@@ -434,6 +442,25 @@ export class ExecutorCore {
     this.link.refuseWaiting(stopped);
     await Promise.all(
       this.sessions.all().map((session) => this.endSession(session, "client_stopped", false)),
+    );
+  }
+
+  /**
+   * The harness closed a connection with 1009: it accepts less than the longest frame sent there
+   * (`longest` UTF-16 code units, so at least as many bytes). Frames that long are not sent
+   * again: sent again, the same frame would be refused again, on every reconnect. A 1009 after
+   * no frame of {@linkcode MIN_LOWERED_SEND_BYTES} was sent changes nothing: it was not about
+   * one of ours.
+   */
+  harnessRefusedFrame(longest: number): void {
+    const limit = Math.min(this.maxSendBytes, longest) - 1;
+    if (limit < MIN_LOWERED_SEND_BYTES || limit >= this.maxSendBytes) return;
+    this.maxSendBytes = limit;
+    this.logger.warn(
+      "the harness accepts smaller frames than this executor sent: larger ones are refused here",
+      {
+        max_send_bytes: limit,
+      },
     );
   }
 

@@ -26,6 +26,12 @@ export interface PeerOptions {
   /** Frames over this many UTF-8 bytes close the connection with 1009. Default 16 MiB. */
   maxFrameBytes?: number;
   /**
+   * Outgoing frames over this many UTF-8 bytes are not sent: a request or notification throws
+   * {@linkcode FrameTooLargeError}, a response is replaced by a -32603 `result_too_large` error.
+   * Default `maxFrameBytes`; lower when the other side accepts less.
+   */
+  maxSendBytes?: number;
+  /**
    * Frames that nest arrays and objects deeper than this (the frame's own object is level 1)
    * are refused unparsed, and the connection stays: a request is answered -32600 with
    * `data.reason` `too_deep` (and `max_depth`), a notification dropped, a response rejects its

@@ -131,6 +131,11 @@ export class Peer {
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #maxFrameBytes: number;
+  readonly #maxSendBytes: number;
+  /** The length (UTF-16 code units) of the longest text frame sent. */
+  #longestSent = 0;
+  /** This side closed the connection for a frame over `maxFrameBytes` it received. */
+  #refusedLargeFrame = false;
   readonly #maxBufferedBytes: number;
   readonly #maxQueuedBytes: number;
   /** Its place in the server's budget of unsent bytes, if it has one. */
@@ -166,6 +171,7 @@ export class Peer {
     this.#clock = options.clock ?? systemClock;
     this.#logger = options.logger ?? silentLogger;
     this.#maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+    this.#maxSendBytes = options.maxSendBytes ?? this.#maxFrameBytes;
     this.#maxBufferedBytes = options.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES;
     this.#maxQueuedBytes = options.maxQueuedBytes ?? DEFAULT_MAX_QUEUED_BYTES;
     this.#maxDepth = options.maxFrameDepth ?? DEFAULT_MAX_DEPTH;
@@ -193,6 +199,27 @@ export class Peer {
   /** Whether the connection has ended. */
   get isClosed(): boolean {
     return this.#closeInfo !== undefined;
+  }
+
+  /**
+   * The length, in UTF-16 code units, of the longest text frame this peer sent or tried to
+   * send: after the other side closed with 1009, an upper bound of the frame it refused.
+   */
+  get longestSentFrame(): number {
+    return this.#longestSent;
+  }
+
+  /** Whether this side closed the connection (1009) for a frame over `maxFrameBytes`. */
+  get refusedLargeFrame(): boolean {
+    return this.#refusedLargeFrame;
+  }
+
+  /** Refuses an outgoing frame over `maxSendBytes`, and remembers the longest. */
+  #checkSend(frame: string): void {
+    if (frame.length > this.#longestSent) this.#longestSent = frame.length;
+    if (exceedsBytes(frame, this.#maxSendBytes)) {
+      throw new FrameTooLargeError(frame.length, this.#maxSendBytes);
+    }
   }
 
   /** How many outgoing requests await their response. */
@@ -260,9 +287,7 @@ export class Peer {
       }
       const message = { jsonrpc: "2.0", id, method, params };
       const frame = this.#direct ? undefined : JSON.stringify(message);
-      if (frame !== undefined && exceedsBytes(frame, this.#maxFrameBytes)) {
-        throw new FrameTooLargeError(frame.length, this.#maxFrameBytes);
-      }
+      if (frame !== undefined) this.#checkSend(frame);
       const requests = this.#requests ??= new PendingRequests(this.#clock, this.#timeoutMs);
       requests.add(
         id,
@@ -302,9 +327,7 @@ export class Peer {
     }
     const message = { jsonrpc: "2.0", method, params };
     const frame = this.#direct ? undefined : JSON.stringify(message);
-    if (frame !== undefined && exceedsBytes(frame, this.#maxFrameBytes)) {
-      throw new FrameTooLargeError(frame.length, this.#maxFrameBytes);
-    }
+    if (frame !== undefined) this.#checkSend(frame);
     try {
       if (frame === undefined) this.#direct!.sendMessage(message);
       else this.#transport.send(frame);
@@ -385,6 +408,7 @@ export class Peer {
     let message: unknown = frame;
     if (typeof frame === "string") {
       if (exceedsBytes(frame, this.#maxFrameBytes)) {
+        this.#refusedLargeFrame = true;
         this.#logger.warn("frame over the size limit: closing", { limit: this.#maxFrameBytes });
         this.#transport.close(MESSAGE_TOO_BIG, "frame too large");
         return;
@@ -725,7 +749,8 @@ export class Peer {
     if (this.#direct) this.#deliver(response);
     else {
       let text = JSON.stringify(response);
-      if (exceedsBytes(text, this.#maxFrameBytes)) {
+      if (text.length > this.#longestSent) this.#longestSent = text.length;
+      if (exceedsBytes(text, this.#maxSendBytes)) {
         this.#logger.error("response over the frame size limit replaced by an error", {
           id: response.id,
         });

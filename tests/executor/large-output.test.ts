@@ -79,6 +79,39 @@ describe("ExecutorClient: large output and artifacts", { timeout: 30_000 }, () =
     assert.deepEqual(small.structured_content, { content: "small" });
   });
 
+  it("a result the harness refuses as too large (1009, its limit under the executor's) is reported result_too_large after one reconnect, not sent for ever", async () => {
+    const { harness, server } = await fx.harness({ maxFrameBytes: 150_000 });
+    const { client, logger } = fx.client(server);
+    const fits = "y".repeat(50_000);
+    client.tools.read.handle((input) => ({
+      content: input.path === "big"
+        ? "x".repeat(400_000)
+        : input.path === "fits"
+        ? fits
+        : input.path,
+    }));
+    await client.start();
+    const executor = await harness.waitExecutor();
+    const session = await executor.assignSession({ session_id: "ses_1" });
+    await session.ready();
+    const big = await session.tools.read.call({ path: "big" });
+    assert.equal(big.outcome, "failed");
+    assert.equal(big.error?.code, "result_too_large");
+    const after = await session.tools.read.call({ path: "after" });
+    assert.equal(after.outcome, "completed");
+    assert.deepEqual(after.structured_content, { content: "after" });
+    // A frame under the harness's limit but over 64 KiB (its text twice over) still goes.
+    const fitting = await session.tools.read.call({ path: "fits" });
+    assert.equal(fitting.outcome, "completed");
+    assert.equal((fitting.structured_content as { content: string }).content, fits);
+    // One connection refused the big one; the next carried the failure and all that followed.
+    assert.equal(
+      logger.records.filter((r) => r.message.includes("refused a frame over its size limit"))
+        .length,
+      1,
+    );
+  });
+
   it("previews and uploads output the handler marked truncated, even under the limit", async () => {
     const { harness, session } = await bashSession({
       stdout: "partial",
