@@ -303,21 +303,23 @@ export class EventLog {
       reader.stopped = true;
       reader.leave?.();
     };
-    const iterator: AsyncGenerator<SessionEventRecord, void, undefined> = {
+    const iterator = {
       next: () => records.next(),
-      return: (value) => {
+      return: (value: void | PromiseLike<void>) => {
         stop();
         return records.return(value);
       },
-      throw: (error) => {
+      throw: (error: unknown) => {
         stop();
         return records.throw(error);
       },
       [Symbol.asyncIterator]: () => iterator,
-      [Symbol.asyncDispose]: async () => {
+    } as AsyncGenerator<SessionEventRecord, void, undefined>;
+    // Set apart: TypeScript libs before `AsyncGenerator` had it refuse the key in the literal.
+    (iterator as { [Symbol.asyncDispose]?: () => PromiseLike<void> })[Symbol.asyncDispose] =
+      async () => {
         await iterator.return();
-      },
-    };
+      };
     return iterator;
   }
 
