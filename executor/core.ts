@@ -506,6 +506,8 @@ function checkOptions(options: ExecutorClientOptions): void {
   if (!info || !info.name || !info.os || !info.arch || !info.version) {
     throw new ExecutorConfigError("executor needs name, os, arch and version");
   }
+  checkHooks(options);
+  checkUrls(options);
   if (
     options.maxSessions !== undefined &&
     (!Number.isInteger(options.maxSessions) || options.maxSessions < 1)
@@ -545,6 +547,70 @@ function checkOptions(options: ExecutorClientOptions): void {
     if (n !== undefined && !(Number.isSafeInteger(n) && n >= 0)) {
       throw new ExecutorConfigError(`${name} must be an integer of 0 or more`);
     }
+  }
+}
+
+/**
+ * The options the client calls: found out only when first called (a logger at `start()`, a
+ * clock at the first timer), they would end the process there instead of being refused here.
+ */
+function checkHooks(options: ExecutorClientOptions): void {
+  const logger = options.logger as unknown;
+  if (logger !== undefined) {
+    const methods = logger as Record<string, unknown> | null;
+    if (
+      methods === null || (typeof methods !== "object" && typeof methods !== "function") ||
+      LOG_LEVELS.some((level) => typeof methods[level] !== "function")
+    ) {
+      throw new ExecutorConfigError("logger must have debug, info, warn and error functions");
+    }
+  }
+  const clock = options.clock as unknown as Record<string, unknown> | null | undefined;
+  if (
+    clock !== undefined &&
+    (clock === null || typeof clock !== "object" ||
+      CLOCK_METHODS.some((method) => typeof clock[method] !== "function"))
+  ) {
+    throw new ExecutorConfigError("clock must have now, setTimeout and clearTimeout functions");
+  }
+  for (const name of FUNCTIONS) {
+    const value = options[name] as unknown;
+    if (value !== undefined && typeof value !== "function") {
+      throw new ExecutorConfigError(`${name} must be a function`);
+    }
+  }
+}
+
+const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
+const CLOCK_METHODS = ["now", "setTimeout", "clearTimeout"] as const;
+const FUNCTIONS = ["random", "dial", "fetch", "onToolResultLost", "socketFetch"] as const;
+
+/**
+ * `harnessUrl` is text (what it may be is the dialer's to say: the runtime's, or the caller's
+ * own), and `baseUrl` an origin the token exchange can fetch (`ftp://…` or `"not a url"` would be
+ * found out only at the first fetch).
+ */
+function checkUrls(options: ExecutorClientOptions): void {
+  for (const name of ["harnessUrl", "baseUrl"] as const) {
+    const value = options[name] as unknown;
+    if (value !== undefined && typeof value !== "string") {
+      throw new ExecutorConfigError(`${name} must be a string`);
+    }
+  }
+  const baseUrl = options.baseUrl;
+  if (baseUrl && !FETCHED.has(schemeOf(baseUrl.trim()))) {
+    throw new ExecutorConfigError("baseUrl must be an http:// or https:// URL");
+  }
+}
+
+const FETCHED: ReadonlySet<string> = new Set(["http:", "https:"]);
+
+/** The URL's scheme (`"ws:"`), `""` for text that is no URL. */
+function schemeOf(url: string): string {
+  try {
+    return new URL(url).protocol;
+  } catch {
+    return "";
   }
 }
 

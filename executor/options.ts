@@ -177,7 +177,12 @@ export interface ExecutorClientOptions {
   maxFrameBytes?: number;
   /** Time between SIGTERM and SIGKILL for a session's cleanup, unless `session.stop` says. Default 5 s. */
   sessionGraceMs?: number;
-  /** How long cleanup may outlast the grace period before the session ends anyway. Default 5 s. */
+  /**
+   * How long cleanup hooks may outlast the grace period before that is reported (a warning).
+   * A client stop then lets the session go; `session.ended` still waits for them, since it tells
+   * the harness that nothing of the session goes on (the harness ends a stop it waits for after
+   * its own timeout, `stop_timeout`). Default 5 s.
+   */
   cleanupTimeoutMs?: number;
   /**
    * Durable events of one session (without `sequence`) in flight at once. Default 1: above it,

@@ -21,7 +21,5 @@ export function deferred<T>(): Deferred<T> {
   return { promise, resolve, reject };
 }
 
-/** Describes an error for a log record without its stack. */
-export function describeError(error: unknown): string {
-  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-}
+/** Describes an error for a log record without its stack (never throws). */
+export { describeError } from "../protocol/errors.ts";

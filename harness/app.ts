@@ -3,6 +3,7 @@
  * uploads, the WebSocket connect endpoint and, when asked for, `GET /metrics`. Web-standard
  * `Request` in, `Response` out, so it mounts in any server.
  */
+import { describeError } from "../protocol/errors.ts";
 import { Hono } from "hono";
 import { type ArtifactStore, ArtifactStoreFullError } from "./artifacts.ts";
 import { type Authenticate, bearerToken, type Principal } from "./principal.ts";
@@ -218,7 +219,7 @@ export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
 
   app.notFound(() => json(404, { error: "not_found" }));
   app.onError((error) => {
-    deps.logger.error("HTTP handler failed", { error: String(error) });
+    deps.logger.error("HTTP handler failed", { error: describeError(error) });
     return json(500, { error: "internal_error" });
   });
   return app;

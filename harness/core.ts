@@ -9,7 +9,7 @@
  * still pending; event logs are read back per session on first use.
  */
 import { PeerHandlers, type ReplyHooks } from "../protocol/peer.ts";
-import { ProtocolError } from "../protocol/errors.ts";
+import { describeError, ProtocolError } from "../protocol/errors.ts";
 import type { Clock } from "../protocol/clock.ts";
 import type { Logger } from "../protocol/logger.ts";
 import { reportingStore, StoreWriteReport } from "./store/reporting.ts";
@@ -266,7 +266,7 @@ export class HarnessCore {
             logger.error(error.message);
           } else {
             logger.error("claiming or reading the harness store back failed", {
-              error: String(error),
+              error: describeError(error),
             });
           }
           this.#failure = error;
@@ -398,7 +398,7 @@ export class HarnessCore {
       try {
         listener(event);
       } catch (error) {
-        this.logger.warn("executor listener failed", { error: String(error) });
+        this.logger.warn("executor listener failed", { error: describeError(error) });
       }
     }
   }

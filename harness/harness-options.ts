@@ -273,4 +273,14 @@ export function checkHarnessOptions(options: HarnessOptions): void {
       throw new HarnessConfigError(name, `must be an integer of ${least} or more`);
     }
   }
+  // Called first from inside error handlers: a logger without its methods would end the
+  // process there.
+  const logger = given.logger as Record<string, unknown> | null | undefined;
+  if (
+    logger !== undefined &&
+    (logger === null || (typeof logger !== "object" && typeof logger !== "function") ||
+      ["debug", "info", "warn", "error"].some((level) => typeof logger[level] !== "function"))
+  ) {
+    throw new HarnessConfigError("logger", "must have debug, info, warn and error functions");
+  }
 }

@@ -9,6 +9,7 @@
  * keep (the objects are the harness's own and are not frozen). A listener that throws is
  * logged and skipped.
  */
+import { describeError } from "../protocol/errors.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type {
   Capabilities,
@@ -260,7 +261,7 @@ export class Observers {
       try {
         listener(observation);
       } catch (error) {
-        this.#logger.warn("harness observer failed", { error: String(error) });
+        this.#logger.warn("harness observer failed", { error: describeError(error) });
       }
     }
   }

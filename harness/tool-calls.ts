@@ -10,6 +10,7 @@ import type { CallOptions } from "../protocol/peer.ts";
 import {
   CapabilityNotAdvertisedError,
   ConnectionClosedError,
+  describeError,
   InvalidOutgoingParamsError,
   ProtocolError,
   RequestTimeoutError,
@@ -281,7 +282,7 @@ export class ToolCalls implements CallOps<SessionEntry> {
       try {
         listener(params);
       } catch (error) {
-        this.#logger.warn("progress listener failed", { error: String(error) });
+        this.#logger.warn("progress listener failed", { error: describeError(error) });
       }
     }
   }
@@ -453,7 +454,7 @@ export class ToolCalls implements CallOps<SessionEntry> {
     return raceSignal(entry.outcome, signal, "tool.call", () => {
       if (entry.state !== "settled" && session.state !== "ended") {
         this.cancelTool(session, id, "aborted").catch((error) =>
-          this.#logger.debug("tool.cancel after abort failed", { error: String(error) })
+          this.#logger.debug("tool.cancel after abort failed", { error: describeError(error) })
         );
       }
     });

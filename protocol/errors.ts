@@ -210,5 +210,11 @@ export class FrameTooLargeError extends LocalError {
  * exception may name paths or values the peer must not see.
  */
 export function describeError(error: unknown): string {
-  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  try {
+    return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  } catch {
+    // A thrown value with no string form (a null-prototype object, a `toString` or getter
+    // that throws, a Proxy): describing it must not throw out of the code that caught it.
+    return "(a thrown value that cannot be described)";
+  }
 }

@@ -92,13 +92,18 @@ export function redact<T>(value: T, depth = 0): T {
 /**
  * Wraps a sink so that every record's fields are redacted before they reach it. A record
  * without fields reaches the sink with the message alone (`logger: console` prints no
- * trailing `undefined`).
+ * trailing `undefined`). A sink that throws loses that record; the caller never sees the throw.
  */
 export function redactingLogger(sink: Logger): Logger {
-  const level = (write: Logger["info"]): Logger["info"] => (message, fields) =>
-    fields === undefined
-      ? write.call(sink, redactUrls(message))
-      : write.call(sink, redactUrls(message), redact(fields));
+  const level = (write: Logger["info"]): Logger["info"] => (message, fields) => {
+    try {
+      if (fields === undefined) write.call(sink, redactUrls(message));
+      else write.call(sink, redactUrls(message), redact(fields));
+    } catch {
+      // A sink that fails (its file gone, a bug) loses the record, never the work that logged
+      // it: logging happens inside error handlers, where a throw would end the process.
+    }
+  };
   return {
     debug: level(sink.debug),
     info: level(sink.info),

@@ -6,6 +6,7 @@
  * delivered to the executor that asked last until it answers, `expired` at `expires_at`, and
  * every change reported to the listeners.
  */
+import { describeError } from "../../protocol/errors.ts";
 import type { ExecutorHandle } from "../../harness/handles.ts";
 import { CallbackDeadline } from "../../harness/scheduler.ts";
 import { isPromiseLike, type MaybePromise } from "../../harness/store/store.ts";
@@ -281,7 +282,7 @@ export class PlatformInteractions {
     deliver(this.#parts.ctx, executor, "interaction.response", params, {}).catch((error) => {
       this.#parts.ctx.logger.info("interaction answer not delivered", {
         interaction_id: stored.id,
-        error: String(error),
+        error: describeError(error),
       });
     });
   }
@@ -305,7 +306,7 @@ export class PlatformInteractions {
       try {
         listener(change);
       } catch (error) {
-        this.#parts.ctx.logger.warn("interaction listener failed", { error: String(error) });
+        this.#parts.ctx.logger.warn("interaction listener failed", { error: describeError(error) });
       }
     }
     const host = this.#parts.ctx.host;

@@ -5,7 +5,7 @@
  * them, and read back when the harness recovers.
  */
 import { isPromiseLike, type MaybePromise, type StoreOp } from "../../harness/store/store.ts";
-import { ProtocolError } from "../../protocol/errors.ts";
+import { describeError, ProtocolError } from "../../protocol/errors.ts";
 import { ErrorCode } from "../../protocol/generated/errors.ts";
 import type { PlatformContext } from "./context.ts";
 import type { AgentTurnState } from "./types.ts";
@@ -50,7 +50,7 @@ export class PlatformStore {
     const store = this.#ctx.host?.store;
     if (!store || batch.length === 0) return;
     const failed = (error: unknown) =>
-      this.#ctx.logger.warn("agent state not stored", { error: String(error) });
+      this.#ctx.logger.warn("agent state not stored", { error: describeError(error) });
     try {
       const written = store.write(batch);
       if (isPromiseLike(written)) return Promise.resolve(written).catch(failed);
