@@ -442,7 +442,7 @@ export class ExecutorClient {
   async listen(url: string): Promise<ExecutorListener> {
     if (this.#stopping) throw new ClientStoppedError();
     if (this.#started) throw new ExecutorConfigError("the client is already started");
-    if (!isLocalSocketUrl(url)) {
+    if (typeof url !== "string" || !isLocalSocketUrl(url)) {
       throw new ExecutorConfigError("listen takes unix:///path.sock or \\\\.\\pipe\\name");
     }
     const core = this.#core;
@@ -453,7 +453,8 @@ export class ExecutorClient {
       );
     }
     const inbound = new InboundConnections();
-    // Claimed before the first await, so a concurrent start() or listen() is refused.
+    // Claimed before the first await: a concurrent listen() is refused, and a start() waits for
+    // the first registration of a harness that dials in.
     const claim = deferred<ExecutorRegisterResult>();
     claim.promise.catch(() => {});
     this.#started = claim.promise;

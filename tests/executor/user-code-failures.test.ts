@@ -80,7 +80,7 @@ describe("user code that fails", { timeout: 30_000 }, () => {
     assert.equal(result.structured_content?.stdout, "still works");
   });
 
-  it("refuses at construction what the client would call later, or could never reach", () => {
+  it("refuses at construction what the client would call later, or could never reach", async () => {
     const base: ExecutorClientOptions = {
       harnessUrl: "ws://127.0.0.1:9/",
       executor: EXECUTOR_INFO,
@@ -124,5 +124,9 @@ describe("user code that fails", { timeout: 30_000 }, () => {
       () => new Harness({ insecureNoAuth: true, logger: {} as Logger }),
       HarnessConfigError,
     );
+    // `listen` with no socket URL at all: the same typed refusal as a URL of another kind.
+    const listener = new ExecutorClient(base);
+    await assert.rejects(listener.listen(5 as unknown as string), ExecutorConfigError);
+    await listener.stop();
   });
 });
