@@ -16,6 +16,7 @@
  *
  * Portable: web-standard APIs only.
  */
+import { isTimerSpan, MAX_TIMEOUT_MS } from "../../protocol/timeout-option.ts";
 import type { ExecutorClient } from "../../executor/client.ts";
 import { ExecutorConfigError } from "../../executor/errors.ts";
 import type { ServeAgentOptions } from "./options.ts";
@@ -56,10 +57,13 @@ export function serveAgent(
   if (!handler || typeof handler.runTurn !== "function") {
     throw new ExecutorConfigError("serveAgent needs a handler with runTurn");
   }
-  const max = options.maxSessions;
-  if (max !== undefined && (!Number.isInteger(max) || max < 1)) {
-    throw new ExecutorConfigError("maxSessions must be a positive integer");
+  for (const hook of ["openTurn", "closeSession"] as const) {
+    const given = (handler as unknown as Record<string, unknown>)[hook];
+    if (given !== undefined && typeof given !== "function") {
+      throw new ExecutorConfigError(`the handler's ${hook} must be a function`);
+    }
   }
+  checkServeAgentOptions(options);
   if (served.has(client)) {
     throw new ExecutorConfigError("this client already serves an agent: dispose it first");
   }
@@ -75,6 +79,30 @@ export function serveAgent(
     dispose: () => service.dispose(),
     [Symbol.asyncDispose]: () => service.dispose(),
   };
+}
+
+/**
+ * The options, checked when served rather than when first used: a span that is no timer's (a
+ * negative or NaN one fires at once, one over 2^31 − 1 ms fires at once on Node and Bun) would
+ * only show in a turn.
+ */
+function checkServeAgentOptions(options: ServeAgentOptions): void {
+  if (options === null || typeof options !== "object") {
+    throw new ExecutorConfigError("serveAgent's options must be an object");
+  }
+  const max = options.maxSessions;
+  if (max !== undefined && (!Number.isInteger(max) || max < 1)) {
+    throw new ExecutorConfigError("maxSessions must be a positive integer");
+  }
+  if (options.customTools !== undefined && typeof options.customTools !== "boolean") {
+    throw new ExecutorConfigError("customTools must be true or false");
+  }
+  for (const name of ["customToolTimeoutMs", "tokenRefreshLeadMs", "cancelGraceMs"] as const) {
+    const ms = options[name];
+    if (ms !== undefined && !isTimerSpan(ms)) {
+      throw new ExecutorConfigError(`${name} must be a number of ms from 0 to ${MAX_TIMEOUT_MS}`);
+    }
+  }
 }
 
 /** Clients serving an agent: one agent per client (the methods have one handler each). */

@@ -84,6 +84,30 @@ describe("agent turns", { timeout: 30_000 }, () => {
     assert.equal(h.platform.executorSessionRef("ses_a"), "conv-ses_a");
   });
 
+  it("refuses options and handler hooks that are none when served, not at the first turn", async () => {
+    const h = await fx.harness();
+    const { client, agent } = await fx.executor(h, { runTurn() {} });
+    await agent.dispose();
+    const refused: [string, unknown, unknown][] = [
+      ["a negative custom tool timeout", { runTurn() {} }, { customToolTimeoutMs: -1 }],
+      ["a NaN cancel grace", { runTurn() {} }, { cancelGraceMs: NaN }],
+      ["a timeout no timer takes", { runTurn() {} }, { customToolTimeoutMs: 2 ** 32 }],
+      ["a lead that is text", { runTurn() {} }, { tokenRefreshLeadMs: "x" }],
+      ["customTools as text", { runTurn() {} }, { customTools: "yes" }],
+      ["options as text", { runTurn() {} }, "options"],
+      ["an openTurn that is text", { runTurn() {}, openTurn: "x" }, {}],
+    ];
+    for (const [what, handler, options] of refused) {
+      assert.throws(
+        () => serveAgent(client, handler as never, options as never),
+        ExecutorConfigError,
+        what,
+      );
+    }
+    // None of those served: the client still takes an agent.
+    await serveAgent(client, { runTurn() {} }, { cancelGraceMs: 0 }).dispose();
+  });
+
   it("serves one agent per client and withdraws the capability when disposed", async () => {
     const h = await fx.harness();
     const { client, agent, executor } = await fx.executor(h, { runTurn() {} }, {
