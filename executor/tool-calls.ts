@@ -8,6 +8,7 @@ import type { Clock, TimerHandle } from "../protocol/clock.ts";
 import type {
   Ack,
   Artifact,
+  ContentBlock,
   ToolCallParams,
   ToolCancelParams,
   ToolCancelResult,
@@ -34,6 +35,7 @@ import type { SecretScrubber } from "./secrets.ts";
 import type { ExecutorSession, SessionTable } from "./sessions.ts";
 import { describeError } from "./timing.ts";
 import {
+  checkBlocks,
   InvalidToolOutputError,
   type RenderedResult,
   renderToolOutput,
@@ -51,6 +53,41 @@ import {
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === "function";
+}
+
+/** How a handler's thrown value is reported; read defensively (a Proxy's trap may throw). */
+function thrownKind(error: unknown): "timeout" | "tool" | "invalid" | "other" {
+  try {
+    if (error instanceof ToolTimeoutError) return "timeout";
+    if (error instanceof ToolError) return "tool";
+    if (error instanceof InvalidToolOutputError) return "invalid";
+  } catch {
+    // A value whose prototype cannot be read is no error of the SDK's.
+  }
+  return "other";
+}
+
+/**
+ * The text of a handler's thrown value: an Error's message (or name), another value's string
+ * form. Read defensively: a getter, `toString` or Proxy trap that throws, or a value with no
+ * string form (`Object.create(null)`), gives a fixed text instead.
+ */
+function thrownText(error: unknown): string {
+  try {
+    if (!(error instanceof Error)) return String(error);
+    const text = error.message || error.name;
+    if (typeof text === "string") return text;
+  } catch {
+    // Described below.
+  }
+  return "the handler threw a value that cannot be described";
+}
+
+/** A handler's value that cannot be read (a getter or Proxy trap throws) or serialized. */
+function unreadable(tool: string): InvalidToolOutputError {
+  return new InvalidToolOutputError(
+    `the ${tool} handler returned a result that cannot be read or serialized as JSON`,
+  );
 }
 
 /**
@@ -461,7 +498,8 @@ export class ToolCallRunner {
     const finish = () => this.#finish(call, set);
     const failed = (error: unknown) => {
       this.#deps.logger.error("tool call runner failed", { error: describeError(error) });
-      finish();
+      if (call.reporting) finish();
+      else this.#reportLast(call).then(finish, finish);
     };
     try {
       const reported = this.#run(call, served, call.session);
@@ -470,6 +508,23 @@ export class ToolCallRunner {
     } catch (error) {
       failed(error);
     }
+  }
+
+  /**
+   * Reports a call whose runner failed before it reported (a bug of the SDK's): the harness's
+   * call ends `failed` all the same, and is not left waiting until its session ends.
+   */
+  #reportLast(call: RunningCall): Promise<boolean> {
+    call.reporting = true;
+    this.#reportingCalls++;
+    this.#releaseSlot(call);
+    const { params } = call;
+    return this.#deps.results.send({
+      session_id: params.session_id,
+      tool_call_id: params.tool_call_id,
+      outcome: "failed",
+      error: { message: "the executor failed to report the call", code: "handler_failed" },
+    });
   }
 
   /** Logs a refused call (before any ack); returns the refusal to throw. */
@@ -630,14 +685,11 @@ export class ToolCallRunner {
     try {
       outcome = this.#outcome(call, served, context);
     } catch (error) {
-      if (timer !== undefined) clock.clearTimeout(timer);
-      throw error;
+      // Every accepted call ends with a result: a failure of the SDK's own ends it `failed`.
+      outcome = this.#failed(call, error);
     }
     if (!(outcome instanceof Promise)) return report(outcome);
-    return outcome.then(report, (error) => {
-      if (timer !== undefined) clock.clearTimeout(timer);
-      throw error;
-    });
+    return outcome.then(report, (error) => report(this.#failed(call, error)));
   }
 
   /**
@@ -653,14 +705,31 @@ export class ToolCallRunner {
     // A call aborted before its handler started (its session stopped first) never starts it.
     if (abort.aborted) return this.#aborted(call);
     let value: unknown;
+    let thenable: boolean;
     try {
       value = served.handler(call.input, context);
     } catch (error) {
-      if (error instanceof ToolTimeoutError) return this.#timedOut(call, served, error);
-      return this.#failed(call, error);
+      return this.#thrown(call, served, error);
     }
-    if (isThenable(value)) return this.#awaitOutcome(call, served, Promise.resolve(value));
+    try {
+      thenable = isThenable(value);
+    } catch {
+      // Reading `then` threw (a Proxy's trap, a getter): a value that cannot be read.
+      return this.#failed(call, unreadable(call.params.tool));
+    }
+    if (thenable) return this.#awaitOutcome(call, served, Promise.resolve(value));
     return this.#completed(call, served, value);
+  }
+
+  /** The outcome of what a handler threw: `timed_out`, a tool-level error, or `failed`. */
+  #thrown(
+    call: RunningCall,
+    served: ServedTool,
+    error: unknown,
+  ): ToolResultParams | Promise<ToolResultParams> {
+    return thrownKind(error) === "timeout"
+      ? this.#timedOut(call, served, error as ToolTimeoutError)
+      : this.#failed(call, error);
   }
 
   /** The outcome of a handler that returned a promise: its value, or the abort, first. */
@@ -678,8 +747,7 @@ export class ToolCallRunner {
     try {
       first = await Promise.race([ran.then((v) => ({ v })), aborted]);
     } catch (error) {
-      if (error instanceof ToolTimeoutError) return this.#timedOut(call, served, error);
-      return this.#failed(call, error);
+      return this.#thrown(call, served, error);
     }
     if (first === "aborted") {
       ran.catch(() => {}); // the handler's late end is of no interest any more
@@ -710,7 +778,15 @@ export class ToolCallRunner {
           }),
       });
     } catch (error) {
-      return this.#failed(call, error);
+      // Checking or rendering threw something else than its verdict: a getter or Proxy trap of
+      // the value threw, or it cannot be serialized (a BigInt, a cycle, too deep a nesting).
+      if (thrownKind(error) === "invalid") return this.#failed(call, error);
+      this.#deps.logger.warn("tool result cannot be read or serialized", {
+        tool: params.tool,
+        tool_call_id: params.tool_call_id,
+        error: describeError(error),
+      });
+      return this.#failed(call, unreadable(params.tool));
     }
     if (isThenable(rendered)) {
       return rendered.then(
@@ -748,20 +824,26 @@ export class ToolCallRunner {
     error: ToolTimeoutError,
   ): ToolResultParams | Promise<ToolResultParams> {
     const { params } = call;
-    const info = { message: this.#deps.scrubber.scrub(error.message), code: "timeout" };
+    const info = { message: this.#deps.scrubber.scrub(thrownText(error)), code: "timeout" };
     const timedOut = (result: ToolResultParams): ToolResultParams => {
       if (result.outcome !== "completed") return result;
       const { is_error: _toolLevel, ...rest } = result;
       return { ...rest, outcome: "timed_out", error: info };
     };
-    if (error.result === undefined) {
+    let produced: unknown;
+    try {
+      produced = error.result;
+    } catch {
+      produced = undefined; // a getter that throws: nothing to show
+    }
+    if (produced === undefined) {
       return timedOut({
         session_id: params.session_id,
         tool_call_id: params.tool_call_id,
         outcome: "completed",
       });
     }
-    const rendered = this.#completed(call, served, error.result);
+    const rendered = this.#completed(call, served, produced);
     return isThenable(rendered) ? rendered.then(timedOut) : timedOut(rendered);
   }
 
@@ -779,20 +861,23 @@ export class ToolCallRunner {
     };
   }
 
+  /**
+   * The outcome of a handler's failure: a {@linkcode ToolError} is a tool-level error, anything
+   * else `failed`. Never throws: whatever the handler threw is read defensively.
+   */
   #failed(call: RunningCall, error: unknown): ToolResultParams {
     const { params } = call;
     if (call.abort.aborted) return this.#aborted(call);
     const base = { session_id: params.session_id, tool_call_id: params.tool_call_id };
-    if (error instanceof ToolError) {
-      return {
-        ...base,
-        outcome: "completed",
-        is_error: true,
-        content: error.content ??
-          [{ type: "text", text: this.#deps.scrubber.scrub(error.message) }],
-      };
+    let kind = thrownKind(error);
+    if (kind === "tool") {
+      const content = this.#toolErrorContent(params.tool, error as ToolError);
+      if (!(content instanceof InvalidToolOutputError)) {
+        return { ...base, outcome: "completed", is_error: true, content };
+      }
+      error = content;
+      kind = "invalid";
     }
-    const invalid = error instanceof InvalidToolOutputError;
     this.#deps.logger.warn("tool handler failed", {
       tool: params.tool,
       tool_call_id: params.tool_call_id,
@@ -802,12 +887,29 @@ export class ToolCallRunner {
       ...base,
       outcome: "failed",
       error: {
-        message: this.#deps.scrubber.scrub(
-          error instanceof Error ? error.message || error.name : String(error),
-        ),
-        code: invalid ? "invalid_result" : "handler_failed",
+        message: this.#deps.scrubber.scrub(thrownText(error)),
+        code: kind === "invalid" ? "invalid_result" : "handler_failed",
       },
     };
+  }
+
+  /**
+   * A {@linkcode ToolError}'s content: its blocks when they match the contract, else its message
+   * as text; or, for content that does not match or cannot be read, why there is none.
+   */
+  #toolErrorContent(tool: string, error: ToolError): ContentBlock[] | InvalidToolOutputError {
+    try {
+      const content: unknown = error.content;
+      if (content === undefined || content === null) {
+        return [{ type: "text", text: this.#deps.scrubber.scrub(thrownText(error)) }];
+      }
+      if (Array.isArray(content)) return checkBlocks(content);
+    } catch {
+      // A block the contract refuses, or a getter or Proxy trap that threw.
+    }
+    return new InvalidToolOutputError(
+      `the ${tool} handler threw a ToolError whose content does not match the contract`,
+    );
   }
 
   #progress(call: RunningCall, update: string | ToolProgressUpdate): void {

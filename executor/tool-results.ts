@@ -24,11 +24,19 @@ import {
   type WriteResult,
 } from "../protocol/generated/contract.ts";
 import type { Clock } from "../protocol/clock.ts";
-import { FrameTooLargeError } from "../protocol/errors.ts";
+import {
+  ConnectionClosedError,
+  FrameTooLargeError,
+  InvalidOutgoingParamsError,
+  InvalidResultError,
+  ProtocolError,
+  RequestAbortedError,
+} from "../protocol/errors.ts";
 import { utf8Length } from "../protocol/jsonrpc.ts";
 import type { Logger } from "../protocol/logger.ts";
 import { type ConnectionLink, deliver } from "../protocol/retry.ts";
 import type { ArtifactUpload } from "./artifacts.ts";
+import { ClientStoppedError } from "./errors.ts";
 import type { ToolResultLostHandler } from "./options.ts";
 import { type BackoffPolicy, describeError } from "./timing.ts";
 
@@ -224,7 +232,15 @@ export function renderToolOutput(
     if (value.structuredContent) out.structured_content = value.structuredContent;
     return out;
   }
-  if (typeof value !== "object") return { content: [{ type: "text", text: String(value) }] };
+  if (typeof value !== "object") {
+    // A function's text is its source code, a symbol's its description: neither is a result.
+    if (typeof value === "function" || typeof value === "symbol") {
+      throw new InvalidToolOutputError(
+        `the ${tool} handler returned a ${typeof value}, not a result`,
+      );
+    }
+    return { content: [{ type: "text", text: String(value) }] };
+  }
   const spec = TOOL_SPECS.get(tool);
   if (spec?.result) {
     const checked = spec.result.safeParse(value);
@@ -244,7 +260,11 @@ export function renderToolOutput(
   };
 }
 
-function checkBlocks(blocks: unknown[]): ContentBlock[] {
+/**
+ * `blocks` as content blocks, when each matches the contract (a `ToolError`'s content, a returned
+ * array). Throws {@linkcode InvalidToolOutputError}, or whatever reading `blocks` throws.
+ */
+export function checkBlocks(blocks: readonly unknown[]): ContentBlock[] {
   for (const block of blocks) {
     if (!isContentBlock(block) && !ContentBlockSchema.safeParse(block).success) {
       throw new InvalidToolOutputError("a returned content block does not match the contract");
@@ -481,6 +501,51 @@ function unboundedListeners(signal: AbortSignal): void {
   }
 }
 
+/**
+ * Why sending a result failed for good: `"too_large"` for one frame; `"unsendable"` here, before
+ * it went out, for a reason of its own (the contract refused it, `JSON.stringify` threw, a getter
+ * or Proxy trap of it threw); else `"lost"` (the harness refused or answered it, the client
+ * stopped).
+ */
+function sendFailure(error: unknown): "too_large" | "unsendable" | "lost" {
+  try {
+    if (error instanceof FrameTooLargeError) return "too_large";
+    return error instanceof ProtocolError || error instanceof ConnectionClosedError ||
+        error instanceof InvalidResultError || error instanceof ClientStoppedError ||
+        error instanceof RequestAbortedError
+      ? "lost"
+      : "unsendable";
+  } catch {
+    return "unsendable"; // a Proxy of the result's, thrown from a trap while it was checked
+  }
+}
+
+/** What an unsendable result's failure says (never the value itself). */
+function unsendableMessage(error: unknown): string {
+  try {
+    if (error instanceof InvalidOutgoingParamsError) {
+      return "the result does not match the contract";
+    }
+    // What `JSON.stringify` throws.
+    if (error instanceof TypeError || error instanceof RangeError) {
+      return "the result cannot be serialized as JSON (a BigInt, a cycle or too deep a nesting)";
+    }
+  } catch {
+    // A Proxy of the result's, thrown from a trap while it was checked.
+  }
+  return "the result cannot be sent";
+}
+
+/** The small failed result that stands for `params` when they cannot be sent. */
+function failedResult(params: ToolResultParams, message: string, code: string): ToolResultParams {
+  return {
+    session_id: params.session_id,
+    tool_call_id: params.tool_call_id,
+    outcome: "failed",
+    error: { message, code },
+  };
+}
+
 interface PendingResult {
   readonly params: ToolResultParams;
   readonly accepted: Promise<boolean>;
@@ -534,10 +599,13 @@ export class ResultOutbox {
 
   /**
    * Delivers through {@linkcode deliver}: across reconnects and retryable refusals. A result
-   * too large for one frame is reported as a failure instead of being lost (the connection
-   * finds it too large when it serializes it: no second walk over every result to measure it).
+   * that cannot be sent is reported as a failure instead of being lost, once (a failure that
+   * cannot be sent either is lost): too large for one frame (`result_too_large`), or refused
+   * here before it went out, by the contract or by `JSON.stringify` (a nested BigInt or cycle:
+   * `invalid_result`). The connection finds that when it checks and serializes the result: no
+   * second walk over every result to look for it.
    */
-  #deliver(params: ToolResultParams, tooLarge = false): Promise<boolean> {
+  #deliver(params: ToolResultParams, fallback = false): Promise<boolean> {
     return deliver(this.#options.link, "tool.result", params, {
       clock: this.#options.clock,
       random: this.#options.random,
@@ -548,10 +616,15 @@ export class ResultOutbox {
       signalBetweenAttempts: true,
     }).then(
       () => this.#accepted(params),
-      (error) =>
-        error instanceof FrameTooLargeError && !tooLarge
-          ? this.#deliver(this.#tooLarge(params), true)
-          : this.#given(params, error),
+      (error) => {
+        if (fallback || this.#closing.signal.aborted) return this.#given(params, error);
+        const failure = sendFailure(error);
+        if (failure === "lost") return this.#given(params, error);
+        return this.#deliver(
+          failure === "too_large" ? this.#tooLarge(params) : this.#unsendable(params, error),
+          true,
+        );
+      },
     );
   }
 
@@ -559,15 +632,19 @@ export class ResultOutbox {
     this.#options.logger.warn("tool result too large for one frame", {
       tool_call_id: params.tool_call_id,
     });
-    return {
-      session_id: params.session_id,
+    return failedResult(
+      params,
+      "the result is larger than the frame limit; return large output as an artifact",
+      "result_too_large",
+    );
+  }
+
+  #unsendable(params: ToolResultParams, error: unknown): ToolResultParams {
+    this.#options.logger.warn("tool result cannot be sent: reporting the failure instead", {
       tool_call_id: params.tool_call_id,
-      outcome: "failed",
-      error: {
-        message: "the result is larger than the frame limit; return large output as an artifact",
-        code: "result_too_large",
-      },
-    };
+      error: describeError(error),
+    });
+    return failedResult(params, unsendableMessage(error), "invalid_result");
   }
 
   #accepted(params: ToolResultParams): boolean {
