@@ -22,7 +22,7 @@ import {
   ResourceExhaustedError,
   UnavailableError,
 } from "../protocol/generated/errors.ts";
-import { type Logger, silentLogger } from "../protocol/logger.ts";
+import { isLogger, type Logger, silentLogger } from "../protocol/logger.ts";
 import {
   DEFAULT_MAX_FRAME_BYTES,
   type Disposable,
@@ -555,15 +555,8 @@ function checkOptions(options: ExecutorClientOptions): void {
  * clock at the first timer), they would end the process there instead of being refused here.
  */
 function checkHooks(options: ExecutorClientOptions): void {
-  const logger = options.logger as unknown;
-  if (logger !== undefined) {
-    const methods = logger as Record<string, unknown> | null;
-    if (
-      methods === null || (typeof methods !== "object" && typeof methods !== "function") ||
-      LOG_LEVELS.some((level) => typeof methods[level] !== "function")
-    ) {
-      throw new ExecutorConfigError("logger must have debug, info, warn and error functions");
-    }
+  if (options.logger !== undefined && !isLogger(options.logger)) {
+    throw new ExecutorConfigError("logger must have debug, info, warn and error functions");
   }
   const clock = options.clock as unknown as Record<string, unknown> | null | undefined;
   if (
@@ -581,7 +574,6 @@ function checkHooks(options: ExecutorClientOptions): void {
   }
 }
 
-const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
 const CLOCK_METHODS = ["now", "setTimeout", "clearTimeout"] as const;
 const FUNCTIONS = ["random", "dial", "fetch", "onToolResultLost", "socketFetch"] as const;
 

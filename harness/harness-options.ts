@@ -7,7 +7,7 @@
 import type { Clock } from "../protocol/clock.ts";
 import { isTimerSpan, MAX_TIMEOUT_MS } from "../protocol/timeout-option.ts";
 import { HarnessConfigError } from "./errors.ts";
-import type { Logger } from "../protocol/logger.ts";
+import { isLogger, type Logger } from "../protocol/logger.ts";
 import type { TelemetryOption } from "../protocol/telemetry.ts";
 import type { Dialer, Transport } from "../transport/transport.ts";
 import type { WebSocketServe } from "../transport/server.ts";
@@ -275,12 +275,7 @@ export function checkHarnessOptions(options: HarnessOptions): void {
   }
   // Called first from inside error handlers: a logger without its methods would end the
   // process there.
-  const logger = given.logger as Record<string, unknown> | null | undefined;
-  if (
-    logger !== undefined &&
-    (logger === null || (typeof logger !== "object" && typeof logger !== "function") ||
-      ["debug", "info", "warn", "error"].some((level) => typeof logger[level] !== "function"))
-  ) {
+  if (given.logger !== undefined && !isLogger(given.logger)) {
     throw new HarnessConfigError("logger", "must have debug, info, warn and error functions");
   }
 }

@@ -90,6 +90,17 @@ export function redact<T>(value: T, depth = 0): T {
 }
 
 /**
+ * Whether `value` has the four methods of a {@linkcode Logger}: one without them would throw
+ * where it is first called, often inside an error handler.
+ */
+export function isLogger(value: unknown): value is Logger {
+  if (value === null || (typeof value !== "object" && typeof value !== "function")) return false;
+  const methods = value as Record<string, unknown>;
+  return typeof methods.debug === "function" && typeof methods.info === "function" &&
+    typeof methods.warn === "function" && typeof methods.error === "function";
+}
+
+/**
  * Wraps a sink so that every record's fields are redacted before they reach it. A record
  * without fields reaches the sink with the message alone (`logger: console` prints no
  * trailing `undefined`). A sink that throws loses that record; the caller never sees the throw.

@@ -13,8 +13,6 @@
  */
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
 import {
   createLinkedTransportPair,
   ExecutorClient,
@@ -24,6 +22,7 @@ import {
 } from "../../node.ts";
 import { ChaosProxy } from "../helpers/chaos-proxy.ts";
 import { EXECUTOR_INFO, Fixtures, until } from "../helpers/executor-fixture.ts";
+import { fullCollection } from "../helpers/full-collection.ts";
 
 const PROTOCOL = "bma.executor.v1.1";
 
@@ -68,13 +67,19 @@ describe("the harness's orchestration API", { timeout: 30_000 }, () => {
     assert.equal(weak.deref(), undefined, "the gone executor's transport is still referenced");
   });
 
-  it("return() on an events iterator whose next() waits ends both at once", async () => {
+  /** A harness and an executor over 127.0.0.1 with session `sessionId` ready. */
+  async function readySession(sessionId: string) {
     const { harness, server } = await fx.harness();
     const { client } = fx.client(server);
     await client.start();
     const executor = await harness.waitExecutor();
-    const session = await executor.assignSession({ session_id: "ses_events" });
+    const session = await executor.assignSession({ session_id: sessionId });
     await session.ready();
+    return { client, session };
+  }
+
+  it("return() on an events iterator whose next() waits ends both at once", async () => {
+    const { client, session } = await readySession("ses_events");
     await client.call("session.event", { session_id: "ses_events", event: { type: "one" } });
     const events = session.events({ from: 1 });
     const waiting = events.next();
@@ -158,12 +163,7 @@ describe("the harness's orchestration API", { timeout: 30_000 }, () => {
   });
 
   it("session.stop() raced by the executor's own stop resolves with the session's end", async () => {
-    const { harness, server } = await fx.harness();
-    const { client } = fx.client(server);
-    await client.start();
-    const executor = await harness.waitExecutor();
-    const session = await executor.assignSession({ session_id: "ses_race" });
-    await session.ready();
+    const { client, session } = await readySession("ses_race");
     const stopped = session.stop("racing");
     await client.stop();
     const end = await stopped;
@@ -202,15 +202,3 @@ describe("the harness's orchestration API", { timeout: 30_000 }, () => {
     assert.deepEqual(ran, []);
   });
 });
-
-/**
- * A full, synchronous garbage collection: Bun's own call, or V8's `gc` (Node and Deno), exposed
- * for a fresh context without a command-line flag so the test runs the same under any runner.
- */
-function fullCollection(): () => void {
-  const bun = (globalThis as { Bun?: { gc(sync: boolean): void } }).Bun;
-  if (bun) return () => bun.gc(true);
-  setFlagsFromString("--expose-gc");
-  const gc = runInNewContext("gc") as () => void;
-  return () => gc();
-}

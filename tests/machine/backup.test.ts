@@ -22,12 +22,11 @@ import {
   writeFileSync,
 } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ForbiddenError, NotFoundError, UnavailableError } from "../../harness/node.ts";
 import { Fixtures, machineSession, type MachineSessionOptions } from "./files-fixture.ts";
+import { fullCollection } from "../helpers/full-collection.ts";
 
 const OUTSIDE = "OUTSIDE-CONTENT";
 
@@ -309,15 +308,3 @@ describe("workspace.backup on the wire", { timeout: 120_000 }, () => {
     );
   });
 });
-
-/**
- * A full, synchronous garbage collection: Bun's own call, or V8's `gc` (Node and Deno), exposed
- * for a fresh context without a command-line flag so the test runs the same under any runner.
- */
-function fullCollection(): () => void {
-  const bun = (globalThis as { Bun?: { gc(sync: boolean): void } }).Bun;
-  if (bun) return () => bun.gc(true);
-  setFlagsFromString("--expose-gc");
-  const gc = runInNewContext("gc") as () => void;
-  return () => gc();
-}
