@@ -192,6 +192,8 @@ export {
   TransportClosedError,
   UnsentBudget,
   UnsentEntry,
+  unsupportedDialUrl,
+  UnsupportedUrlError,
   webSocketTransport,
 } from "./transport/mod.ts";
 export type {

@@ -19,7 +19,13 @@ import { type ExecutorRegisterResult, PROTOCOLS } from "../protocol/generated/co
 import { CLOSE_CODES, CloseCode, ErrorCode } from "../protocol/generated/errors.ts";
 import type { Logger } from "../protocol/logger.ts";
 import type { Peer } from "../protocol/peer.ts";
-import { type CloseInfo, type Dialer, DialError, type Transport } from "../transport/transport.ts";
+import {
+  ABNORMAL_CLOSURE,
+  type CloseInfo,
+  type Dialer,
+  DialError,
+  type Transport,
+} from "../transport/transport.ts";
 import type { Credentials, ExecutorToken } from "./credentials.ts";
 import {
   ClientStoppedError,
@@ -31,6 +37,7 @@ import {
   NotAHarnessError,
 } from "./errors.ts";
 import { upgradeVerdict } from "./upgrade-verdict.ts";
+import { UnsupportedUrlError } from "../transport/dial-url.ts";
 import { backoffDelay, type BackoffPolicy, deferred, describeError, sleep } from "./timing.ts";
 
 /** Where the client is. */
@@ -110,6 +117,10 @@ export interface ConnectionLoopOptions<C extends Connection> {
 export const FIRST_CONNECT_TIMEOUT_MS = 30_000;
 /** The least deadline derived from a harness's heartbeat interval. */
 export const MIN_CONNECT_TIMEOUT_MS = 2_000;
+/** The least cap the harness's heartbeat interval puts on the reconnect backoff. */
+const MIN_BACKOFF_CAP_MS = 1_000;
+/** How long a connection must last after its registration for its close not to count as a failure. */
+const SHORT_LIVED_MS = 1_000;
 
 /** Runs connection attempts until stopped. */
 export class ConnectionLoop<C extends Connection> {
@@ -182,6 +193,14 @@ export class ConnectionLoop<C extends Connection> {
      * frame may be sent again (1009 is "reconnect with backoff").
      */
     let tooBig = 0;
+    /**
+     * Connections in a row the harness closed within {@linkcode SHORT_LIVED_MS} of registering
+     * them: a harness that registers and then closes each connection (a crash loop) gets a wait
+     * that grows with them, as failed attempts do, instead of a reconnect at the first delay
+     * every time. A network failure (1006, no close frame) is not counted: the executor comes
+     * back at once after a cut, however recent its registration.
+     */
+    let shortLived = 0;
     while (!this.#halted) {
       this.#options.host.state("connecting");
       let connection: C;
@@ -219,6 +238,7 @@ export class ConnectionLoop<C extends Connection> {
       this.#lastFailure = undefined;
       this.#current = connection;
       this.#heartbeatIntervalMs = connection.registration.heartbeat_interval_ms;
+      const registeredAt = this.#options.clock.now();
       this.#options.host.state("connected");
       this.#first.resolve(connection);
       this.#options.host.connected(connection);
@@ -246,7 +266,10 @@ export class ConnectionLoop<C extends Connection> {
         }
       }
       tooBig = info.code === CloseCode.MESSAGE_TOO_BIG ? tooBig + 1 : 0;
-      const delay = this.#delay(Math.max(1, tooBig));
+      const lived = this.#options.clock.now() - registeredAt;
+      const closedByHarness = !droppedHere && info.code !== ABNORMAL_CLOSURE;
+      shortLived = closedByHarness && lived < SHORT_LIVED_MS ? shortLived + 1 : 0;
+      const delay = this.#delay(Math.max(1, tooBig, shortLived));
       if (tooBig > 0) {
         this.#options.logger.warn("the harness refused a frame over its size limit (1009)", {
           in_a_row: tooBig,
@@ -337,14 +360,18 @@ export class ConnectionLoop<C extends Connection> {
 
   /**
    * The backoff delay before retry number `attempt`: once registered, at most the harness's
-   * heartbeat interval. The harness keeps the executor's sessions and pending calls for its lease
+   * heartbeat interval (or {@linkcode MIN_BACKOFF_CAP_MS}, whichever is longer). The harness keeps the executor's sessions and pending calls for its lease
    * (two intervals, from its own start when it is the harness that restarted): a wait longer
    * than an interval could let the lease run out between two attempts, though the harness was
    * back in time.
    */
   #delay(attempt: number): number {
     const policy = this.#options.backoff;
-    const interval = this.#heartbeatIntervalMs;
+    // Never under MIN_BACKOFF_CAP_MS: a harness that hands out a heartbeat of 1 ms would
+    // otherwise turn the backoff off (its lease of 2 ms cannot be kept across a reconnect anyway).
+    const interval = this.#heartbeatIntervalMs === undefined
+      ? undefined
+      : Math.max(this.#heartbeatIntervalMs, MIN_BACKOFF_CAP_MS);
     // The interval caps the delay as the policy's own cap does: before the jitter, which keeps
     // executors cut off together from coming back together.
     const capped = interval === undefined || (policy.maxDelayMs ?? Infinity) <= interval
@@ -411,8 +438,13 @@ function fatalAttemptError(error: unknown, url: string): ExecutorClosedInfo | un
       };
     }
   }
-  // A socket path longer than the system takes (SocketPathTooLongError): no retry shortens it.
-  if (error instanceof DialError && (error.cause as { code?: unknown })?.code === "ENAMETOOLONG") {
+  // A URL no dialer opens, a socket path longer than the system takes (SocketPathTooLongError):
+  // no retry changes either.
+  if (
+    error instanceof DialError &&
+    (error.cause instanceof UnsupportedUrlError ||
+      (error.cause as { code?: unknown })?.code === "ENAMETOOLONG")
+  ) {
     return { reason: "config", error };
   }
   if (error instanceof ProtocolError && REGISTER_REFUSALS.has(error.code)) {

@@ -98,7 +98,19 @@ export class Connector implements ConnectionHost<ClientConnection> {
     if (resumeSessions) {
       params.resume = { executor_id: core.executorId!, active_sessions: resumeSessions };
     }
-    connection.registration = await connection.peer.call("executor.register", params, { signal });
+    const registration = await connection.peer.call("executor.register", params, { signal });
+    if (registration.protocol !== protocol) {
+      // Seed 000: the protocol MUST equal the negotiated subprotocol; a harness that says
+      // another speaks what this side cannot know, so the connection is not used.
+      const error = new ProtocolMismatchError("the harness registered another protocol", {
+        reason: "protocol_mismatch",
+        expected: protocol,
+        received: String(registration.protocol),
+      });
+      connection.peer.close(CloseCode.PROTOCOL_MISMATCH, "protocol mismatch");
+      throw error;
+    }
+    connection.registration = registration;
     return connection;
   }
 

@@ -25,6 +25,7 @@ import {
 import { isLogger, type Logger, silentLogger } from "../protocol/logger.ts";
 import {
   DEFAULT_MAX_FRAME_BYTES,
+  DEFAULT_REQUEST_TIMEOUT_MS,
   type Disposable,
   type NotificationHandler,
   PeerHandlers,
@@ -125,6 +126,10 @@ export class ExecutorCore {
   readonly #notifications = new Map<string, NotificationFn>();
   /** Capabilities added by capability modules (the agent capability's `max_sessions`). */
   readonly #contributions = new Set<() => Capabilities>();
+  /** Sessions whose `onSessionAssign` handlers still run, with the assignment's answer. */
+  readonly #settingUp = new Map<ExecutorSession, Promise<SessionAssignResult>>();
+  /** How long the `onSessionAssign` handlers may take before the assignment is refused. */
+  readonly assignTimeoutMs: number;
 
   /** Checks the options (throws {@linkcode ExecutorConfigError}) and makes the parts. */
   constructor(options: ExecutorClientOptions) {
@@ -144,6 +149,7 @@ export class ExecutorCore {
     const requestTimeoutMs = this.requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
     this.maxFrameBytes = this.maxSendBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
     const sessionGraceMs = this.sessionGraceMs = options.sessionGraceMs ?? 5_000;
+    this.assignTimeoutMs = options.assignTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     const retry = this.retry = options.retry ?? { initialDelayMs: 250, maxDelayMs: 10_000 };
     this.delivery = { clock, random, retry, timeoutMs: requestTimeoutMs };
     if (options.onToolResultLost) this.lostHandlers.add(options.onToolResultLost);
@@ -330,7 +336,10 @@ export class ExecutorCore {
     const sessions = this.sessions;
     const existing = sessions.get(params.session_id);
     if (existing) {
-      // A repeat (a retry after a reconnect) is accepted again; one still ending must wait.
+      // A repeat (a retry after a reconnect) gets the first's answer: at once once it is
+      // accepted, or when its handlers settle; one still ending must wait.
+      const settling = this.#settingUp.get(existing);
+      if (settling) return settling;
       if (sessions.isLive(existing)) return accepted;
       throw new UnavailableError("the session is ending", { reason: "session_ending" });
     }
@@ -358,17 +367,34 @@ export class ExecutorCore {
       });
       return accepted;
     }
-    return (async () => {
+    const settling = (async () => {
+      const bound = new AbortController();
       try {
-        for (const handler of [...this.assignHandlers]) await handler(session, params);
+        await Promise.race([
+          (async () => {
+            for (const handler of [...this.assignHandlers]) await handler(session, params);
+          })(),
+          sleep(this.clock, this.assignTimeoutMs, bound.signal).then(() => {
+            throw new UnavailableError(
+              `the session's set-up took over ${this.assignTimeoutMs} ms`,
+              { reason: "setup_timeout" },
+            );
+          }),
+        ]);
       } catch (error) {
-        sessions.remove(session);
+        // The session's signal tells a handler still running that its session is gone.
+        sessions.remove(session, error);
         throw error;
+      } finally {
+        bound.abort();
+        this.#settingUp.delete(session);
       }
       // session.ready may follow only once the answer is written.
       reply.afterReply(() => sessions.markAccepted(session));
       return accepted;
     })();
+    this.#settingUp.set(session, settling);
+    return settling;
   }
 
   #stopSession(params: SessionStopParams): SessionStopResult {
@@ -612,6 +638,7 @@ const SPANS = [
   "requestTimeoutMs",
   "sessionGraceMs",
   "cleanupTimeoutMs",
+  "assignTimeoutMs",
 ] as const;
 
 /**

@@ -185,6 +185,13 @@ export interface ExecutorClientOptions {
    */
   cleanupTimeoutMs?: number;
   /**
+   * How long the `onSessionAssign` handlers may take: past it the assignment is refused -32004
+   * (`data.reason` `setup_timeout`), the slot is freed and the session's `signal` aborts (a
+   * handler still running sees it). Keep it under the harness's request timeout (60 s by
+   * default), which ends the harness's wait for the answer. Default 60 s.
+   */
+  assignTimeoutMs?: number;
+  /**
    * Durable events of one session (without `sequence`) in flight at once. Default 1: above it,
    * a harness that refuses one event but accepts the next holds them out of order. Sequenced
    * (agent) events are always pipelined: the harness's gap check keeps their order.

@@ -157,10 +157,12 @@ export class SessionTable {
     return session;
   }
 
-  /** Forgets a session whose assignment was refused. */
-  remove(session: ExecutorSession): void {
+  /** Forgets a session whose assignment was refused, aborting its signal with `reason`. */
+  remove(session: ExecutorSession, reason?: unknown): void {
     if (this.#sessions.get(session.id) === session) this.#sessions.delete(session.id);
-    internals.get(session)!.state = "ended";
+    const state = internals.get(session)!;
+    state.state = "ended";
+    state.controller.abort(reason);
   }
 
   /** Marks the assignment answered: `session.ready` may now follow it. */

@@ -14,7 +14,7 @@ import {
 } from "./server.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "./bytes.ts";
 import { removeStaleSocket } from "./stale-socket.node.ts";
-import { assertSocketPathFits, refusedSocketDial, socketUrl } from "./socket-path.node.ts";
+import { assertSocketPathFits, refusedDial, socketUrl } from "./socket-path.node.ts";
 import {
   ABNORMAL_CLOSURE,
   type DialOptions,
@@ -159,7 +159,7 @@ class BunServerTransport extends SocketTransport {
  * (`transport/websocket-stream.bun.ts`), `wss://` with Bun's native client.
  */
 export function dialWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
-  const refused = refusedSocketDial(url);
+  const refused = refusedDial(url);
   if (refused) return refused;
   // A Windows named pipe takes the node:net path (transport/node.ts) the Unix socket tests cover.
   if (isLocalSocketUrl(url) && isNamedPipe(localSocketPath(url))) return dialWithNode(url, options);

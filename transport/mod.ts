@@ -26,4 +26,5 @@ export {
   type UpgradeDecision,
   type WebSocketServe,
 } from "./server.ts";
+export { unsupportedDialUrl, UnsupportedUrlError } from "./dial-url.ts";
 export { UnsentBudget, UnsentEntry, type UnsentHolder } from "./unsent-budget.ts";

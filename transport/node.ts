@@ -9,7 +9,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Duplex } from "node:stream";
 import { unlink } from "node:fs/promises";
 import { removeStaleSocket } from "./stale-socket.node.ts";
-import { assertSocketPathFits, refusedSocketDial, socketUrl } from "./socket-path.node.ts";
+import { assertSocketPathFits, refusedDial, socketUrl } from "./socket-path.node.ts";
 import { WebSocket, WebSocketServer } from "ws";
 import {
   CLOSE_WAIT_MS,
@@ -51,7 +51,7 @@ import { awaitHandshake, handshakeDone } from "./handshake-deadline.node.ts";
  * `wss://` with `ws`.
  */
 export function dialWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
-  const refused = refusedSocketDial(url);
+  const refused = refusedDial(url);
   if (refused) return refused;
   if (canDialByteWebSocket(url)) return dialNetSocket(url, options);
   return dialWithWs(url, options);
@@ -59,7 +59,7 @@ export function dialWebSocket(url: string, options: DialOptions = {}): Promise<T
 
 /** Opens a WebSocket connection with `ws`: `ws://`, `wss://`, `unix:///path.sock`, `\\.\pipe\name`. */
 export function dialWithWs(url: string, options: DialOptions = {}): Promise<Transport> {
-  const refused = refusedSocketDial(url);
+  const refused = refusedDial(url);
   if (refused) return refused;
   const protocols = options.protocols ?? [];
   const maxPayload = (options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES) + 1024;

@@ -8,6 +8,7 @@ import { isAbsolute, resolve } from "node:path";
 import { LocalError } from "../protocol/errors.ts";
 import { isLocalSocketUrl, localSocketPath } from "./server.ts";
 import { DialError } from "./transport.ts";
+import { unsupportedDialUrl } from "./dial-url.ts";
 
 /**
  * The longest Unix socket path, in bytes, the system takes whole: `sun_path` less its closing
@@ -60,11 +61,13 @@ export function assertSocketPathFits(path: string, action: "listen on" | "connec
 }
 
 /**
- * The dial of `url` refused up front, when it names a Unix socket path too long to connect to:
- * a {@linkcode DialError} whose `cause` is the {@linkcode SocketPathTooLongError}. Undefined
- * when the dial may go ahead.
+ * The dial of `url` refused up front: a URL no dialer opens (`unsupportedDialUrl`), or a Unix
+ * socket path too long to connect to (a {@linkcode DialError} whose `cause` is the
+ * {@linkcode SocketPathTooLongError}). Undefined when the dial may go ahead.
  */
-export function refusedSocketDial(url: string): Promise<never> | undefined {
+export function refusedDial(url: string): Promise<never> | undefined {
+  const unsupported = unsupportedDialUrl(url);
+  if (unsupported) return Promise.reject(unsupported);
   if (!isLocalSocketUrl(url)) return undefined;
   try {
     assertSocketPathFits(localSocketPath(url), "connect to");

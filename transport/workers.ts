@@ -4,7 +4,7 @@
  * `new WebSocket(url, { headers })`, which cannot send the executor's `authorization` header.
  * Serving is the Durable Object harness (`harness/workers/`). Workers cannot open Unix sockets.
  */
-import { isLocalSocketUrl } from "./server.ts";
+import { unsupportedDialUrl } from "./dial-url.ts";
 import { DialError, type DialOptions, type Transport } from "./transport.ts";
 import { type WebSocketLike, webSocketTransport } from "./websocket.ts";
 
@@ -15,7 +15,8 @@ interface WorkersClientSocket extends WebSocketLike {
 
 /** Opens a WebSocket from a Worker: `ws://` and `wss://` (dialed as `http://` and `https://`). */
 export async function dialWebSocket(url: string, options: DialOptions = {}): Promise<Transport> {
-  if (isLocalSocketUrl(url)) throw new DialError("Workers cannot open Unix sockets or pipes");
+  const unsupported = unsupportedDialUrl(url, { localSockets: false });
+  if (unsupported) throw unsupported;
   if (options.signal?.aborted) {
     throw new DialError("dial aborted", undefined, { cause: options.signal.reason });
   }

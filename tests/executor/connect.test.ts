@@ -131,6 +131,27 @@ describe("ExecutorClient: connecting", { timeout: 30_000 }, () => {
     assert.equal(harness.connections.length, 1, "no second attempt");
   });
 
+  it("a registration answered with another protocol than the negotiated one closes 4003 and stops", async () => {
+    const harness = await scriptedHarness();
+    harness.on("executor.register", () => ({
+      executor_id: "exec_other",
+      protocol: "bma.executor.v1",
+      heartbeat_interval_ms: 1000,
+    }));
+    const { client } = fx.client(harness);
+    const error = await client.start().then(() => undefined, (e) => e);
+    assert.ok(error instanceof ProtocolMismatchError, String(error));
+    assert.deepEqual(error.data, {
+      reason: "protocol_mismatch",
+      expected: "bma.executor.v1.1",
+      received: "bma.executor.v1",
+    });
+    assert.equal((await client.closed).reason, "register_refused");
+    assert.equal((await harness.connections[0].peer.closed).code, 4003);
+    assert.equal(harness.connections.length, 1, "no second attempt");
+    assert.equal(client.executorId, undefined);
+  });
+
   it("start() rejects with CredentialRejectedError when the token endpoint answers 401, and stops", async () => {
     const { server } = await fx.harness();
     const { client } = fx.client(server, { environmentKey: "ek_wrong_key" });

@@ -215,11 +215,37 @@ describe("ExecutorClient: reconnect", { timeout: 30_000 }, () => {
       logger.records.filter((r) => r.message.includes("over its size limit (1009)")).length,
       4,
     );
-    // Any other close starts over.
+    // Any other close of a connection that lasted starts over.
+    await clock.advance(1_000);
     harness.last.peer.close(1001, "going away");
     await until(() => client.state === "waiting" && harness.connections.length === 5);
     await clock.advance(75);
     await until(() => client.state === "connected" && harness.connections.length === 6);
+  });
+
+  it("backs off across registrations while the harness closes each connection at once, whatever heartbeat it hands out", async () => {
+    const clock = new ManualClock();
+    // A heartbeat of 1 ms: it capped every wait at 1 ms, a reconnect storm.
+    const harness = await ScriptedHarness.start({ clock, heartbeatIntervalMs: 1 });
+    scripted.push(harness);
+    const { client } = fx.client(harness, {
+      clock,
+      random: () => 0.5,
+      reconnect: { initialDelayMs: 100, multiplier: 2, maxDelayMs: 30_000, jitter: 0.5 },
+    });
+    await client.start();
+    // Each connection registers, then the harness closes it (1011, a crash loop): the waits grow
+    // (75% of 100, 200, 400, 800, then of the least cap, 1000), a registration between does
+    // not reset them.
+    for (const [closes, delay] of [[1, 75], [2, 150], [3, 300], [4, 600], [5, 750], [6, 750]]) {
+      harness.last.peer.close(1011, "internal error");
+      await until(() => client.state === "waiting" && harness.connections.length === closes);
+      await clock.advance(delay - 1);
+      assert.equal(harness.tokensIssued, closes, `no attempt before ${delay} ms`);
+      await clock.advance(1);
+      await until(() => client.state === "connected" && harness.connections.length === closes + 1);
+    }
+    // (A connection that lasted a second starts over: the 1009 case above ends with one.)
   });
 
   it("keeps a pending tool call across a cut within the lease: the call completes once", async () => {

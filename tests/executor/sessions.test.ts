@@ -15,6 +15,14 @@ import {
 import { Fixtures, until } from "../helpers/executor-fixture.ts";
 import { ScriptedHarness } from "../helpers/scripted-harness.ts";
 
+/**
+ * Resolves once the executor has taken every request sent on `peer` before: it handles requests
+ * in order, and answers a cancel of an unknown call at once.
+ */
+async function dispatchedBefore(peer: { call(method: string, params: unknown): Promise<unknown> }) {
+  await peer.call("tool.cancel", { tool_call_id: "call_barrier" });
+}
+
 /** Metadata with members of the harness's own (the contract allows extra fields). */
 function extra(fields: Record<string, unknown>): SessionMetadata {
   return fields as SessionMetadata;
@@ -94,6 +102,76 @@ describe("ExecutorClient: sessions", { timeout: 30_000 }, () => {
     assert.equal(full.code, -32009);
     assert.equal(full.reason, "max_sessions");
     assert.deepEqual(client.sessions.map((s) => s.id), ["ses_1"]);
+  });
+
+  it("refuses an assignment whose onSessionAssign never settles at assignTimeoutMs, freeing its slot", async () => {
+    const harness = await ScriptedHarness.start();
+    scripted.push(harness);
+    const clock = new ManualClock();
+    const { client } = fx.client(harness, { clock, maxSessions: 1, assignTimeoutMs: 5_000 });
+    const aborted: unknown[] = [];
+    let handlers = 0;
+    client.onSessionAssign((session) => {
+      handlers++;
+      if (session.id !== "ses_stuck") return;
+      session.signal.addEventListener("abort", () => aborted.push(session.signal.reason));
+      return new Promise<void>(() => {}); // a set-up that never ends
+    });
+    await client.start();
+    const peer = harness.last.peer;
+    const first = peer.call("session.assign", { session_id: "ses_stuck" }).then(
+      (result) => ({ result }),
+      (error) => ({ error }),
+    );
+    await until(() => handlers === 1, "the handler ran");
+    // A repeat (the harness retrying after a reconnect) waits for the first's answer.
+    const repeat = peer.call("session.assign", { session_id: "ses_stuck" }).then(
+      (result) => ({ result }),
+      (error) => ({ error }),
+    );
+    await dispatchedBefore(peer);
+    await clock.advance(4_999);
+    assert.equal(client.session("ses_stuck")?.id, "ses_stuck", "held until the bound");
+    await clock.advance(1);
+    for (const answer of [await first, await repeat]) {
+      const error = (answer as { error?: UnavailableError }).error;
+      assert.ok(error instanceof UnavailableError, JSON.stringify(answer));
+      assert.equal(error.reason, "setup_timeout");
+    }
+    assert.equal(client.session("ses_stuck"), undefined);
+    assert.equal(aborted.length, 1, "the session's signal told the handler");
+    // The slot is free again.
+    assert.deepEqual(await peer.call("session.assign", { session_id: "ses_next" }), {
+      session_id: "ses_next",
+      accepted: true,
+    });
+  });
+
+  it("a repeat assignment while onSessionAssign runs gets the handler's refusal, not an early accept", async () => {
+    const harness = await ScriptedHarness.start();
+    scripted.push(harness);
+    const { client } = fx.client(harness);
+    let refuse!: () => void;
+    client.onSessionAssign(() =>
+      new Promise<void>((_, reject) => {
+        refuse = () => reject(new ResourceExhaustedError("no gpu", { reason: "no_gpu" }));
+      })
+    );
+    await client.start();
+    const peer = harness.last.peer;
+    const settle = (call: Promise<unknown>) =>
+      call.then((result) => ({ result }), (error) => ({ error }));
+    const first = settle(peer.call("session.assign", { session_id: "ses_gpu" }));
+    await until(() => refuse !== undefined, "the handler ran");
+    const repeat = settle(peer.call("session.assign", { session_id: "ses_gpu" }));
+    await dispatchedBefore(peer);
+    refuse();
+    for (const answer of [await first, await repeat]) {
+      const error = (answer as { error?: ResourceExhaustedError }).error;
+      assert.ok(error instanceof ResourceExhaustedError, JSON.stringify(answer));
+      assert.equal(error.reason, "no_gpu");
+    }
+    assert.equal(client.session("ses_gpu"), undefined);
   });
 
   it("reports session.status with free-form detail", async () => {

@@ -10,7 +10,13 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import process from "node:process";
-import { type Dialer, DialError, type Transport, type WebSocketServe } from "../../mod.ts";
+import {
+  type Dialer,
+  DialError,
+  type Transport,
+  UnsupportedUrlError,
+  type WebSocketServe,
+} from "../../mod.ts";
 import * as nodeWs from "../../transport/node.ts";
 import * as denoWs from "../../transport/deno.ts";
 import * as bunWs from "../../transport/bun.ts";
@@ -149,5 +155,27 @@ describe(
       assert.ok(closed.error instanceof DialError, String(closed.error));
       assert.ok(closed.error.cause instanceof SocketPathTooLongError);
     });
+  },
+);
+
+describe(
+  `an ExecutorClient told a URL no dialer opens (${RUNTIME})`,
+  { timeout: 30_000 },
+  () => {
+    for (const url of ["not a url", "ftp://127.0.0.1/harness", "file:///tmp/harness"]) {
+      it(`stops at once (reason config) for ${url}, instead of dialing it for good`, async () => {
+        const sdk: typeof import("../../node.ts") = await import(`../../${RUNTIME}.ts`);
+        const client = new sdk.ExecutorClient({
+          harnessUrl: url,
+          executor: { name: "bad-url", os: "linux", arch: "x64", version: "0.0.1" },
+          reconnect: { initialDelayMs: 1, maxDelayMs: 5 },
+        });
+        await assert.rejects(client.start(), DialError);
+        const closed = await client.closed;
+        assert.equal(closed.reason, "config");
+        assert.ok(closed.error instanceof DialError, String(closed.error));
+        assert.ok(closed.error.cause instanceof UnsupportedUrlError, String(closed.error.cause));
+      });
+    }
   },
 );
