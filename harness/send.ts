@@ -98,7 +98,7 @@ export async function repeatedAcrossReconnects<T>(
       if (!away || executor.gone) throw error;
       // Registered again meanwhile (a new connection replaced the lost one): at once.
       if (executor.connection === undefined || executor.connection === on) {
-        await raceSignal(executor.nextConnection(), signal, "request");
+        await raceSignal(executor.nextConnection(signal), signal, "request");
       }
       if (executor.gone) throw unavailable(executor);
     }

@@ -76,7 +76,7 @@ export class ExecutorEntry {
   #closed: Promise<ExecutorEnd> | undefined;
   #resolveClosed: ((end: ExecutorEnd) => void) | undefined;
   /** Waiting for its next registered connection (see {@linkcode nextConnection}). */
-  #connectWaiters: (() => void)[] | undefined;
+  #connectWaiters: Set<() => void> | undefined;
 
   constructor(
     init: ExecutorInit,
@@ -118,10 +118,23 @@ export class ExecutorEntry {
     this.connectedAgain();
   }
 
-  /** Resolves once the executor has registered again on a connection, or is gone. */
-  nextConnection(): Promise<void> {
-    if (this.gone) return Promise.resolve();
-    return new Promise((resolve) => (this.#connectWaiters ??= []).push(resolve));
+  /**
+   * Resolves once the executor has registered again on a connection, or is gone, or `signal`
+   * aborts: an aborted wait is forgotten at once, not held (with what its caller holds) until the
+   * executor is back.
+   */
+  nextConnection(signal?: AbortSignal): Promise<void> {
+    if (this.gone || signal?.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const waiters = this.#connectWaiters ??= new Set();
+      const wake = () => {
+        waiters.delete(wake);
+        signal?.removeEventListener("abort", wake);
+        resolve();
+      };
+      waiters.add(wake);
+      signal?.addEventListener("abort", wake);
+    });
   }
 
   /** Wakes {@linkcode nextConnection}'s waiters: registered again (or gone). */

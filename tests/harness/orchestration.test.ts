@@ -17,6 +17,7 @@ import {
   createLinkedTransportPair,
   ExecutorClient,
   Harness,
+  RequestAbortedError,
   SessionEndedError,
   type Transport,
 } from "../../node.ts";
@@ -160,6 +161,42 @@ describe("the harness's orchestration API", { timeout: 30_000 }, () => {
     assert.equal(session.state, "ended");
     assert.deepEqual(stoppedThere, ["ses_away:while away"]);
     assert.equal(client.session("ses_away")?.state ?? "ended", "ended");
+  });
+
+  it("session.stop() aborted while the executor is away lets go of its wait at once", async () => {
+    const { harness, server } = await fx.harness();
+    const proxy = await ChaosProxy.start(server.url);
+    fx.defer(() => proxy.close());
+    const { client } = fx.client(server, { harnessUrl: proxy.url });
+    await client.start();
+    const executor = await harness.waitExecutor();
+    const session = await executor.assignSession({ session_id: "ses_gave_up" });
+    await session.ready();
+    const closed = await ChaosProxy.start("ws://127.0.0.1:1");
+    fx.defer(() => closed.close());
+    proxy.retarget(`ws://127.0.0.1:${closed.port}`);
+    closed.cut();
+    proxy.cut();
+    await until(() => !executor.connected, "the harness sees the executor gone");
+
+    // Each stop given up on while the executor is away: nothing of it may stay behind. (In a
+    // function of its own: a suspended frame may keep its last values.)
+    const givenUp = async () => {
+      const controller = new AbortController();
+      const stopped = session.stop("given up", { signal: controller.signal });
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      controller.abort();
+      await assert.rejects(stopped, RequestAbortedError);
+      return new WeakRef(controller.signal);
+    };
+    const signals = [await givenUp(), await givenUp(), await givenUp()];
+    const collect = fullCollection();
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    collect();
+    assert.deepEqual(signals.map((ref) => ref.deref() === undefined), [true, true, true]);
+    // The session is untouched: a stop once the executor is back stops it.
+    proxy.retarget(server.url);
+    assert.deepEqual(await session.stop("later"), { reason: "later" });
   });
 
   it("session.stop() raced by the executor's own stop resolves with the session's end", async () => {
