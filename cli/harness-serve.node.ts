@@ -143,6 +143,15 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
   }
 
   let store: HarnessStore | undefined;
+  // A database that takes connections but does not answer (at max_connections, the client tries
+  // again for about 30 s) would otherwise be silence: say what the start waits for.
+  const openedAt = Date.now();
+  const waiting = setInterval(() => {
+    logger.warn(
+      `still opening the store (${describeStore(config.store)}): no answer for ` +
+        `${Math.round((Date.now() - openedAt) / 1000)} s`,
+    );
+  }, STORE_WAIT_NOTICE_MS);
   try {
     store = await openStore(config.store);
   } catch (error) {
@@ -153,6 +162,8 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
       );
     }
     return usage(`cannot open the store (${describeStore(config.store)}): ${message(error)}`);
+  } finally {
+    clearInterval(waiting);
   }
   logger.info(
     `bma-harness serve starting: store ${describeStore(config.store)}` +
@@ -317,6 +328,9 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
     process.on("SIGHUP", onSignal);
   });
 }
+
+/** How often a start that waits for its store says so. */
+const STORE_WAIT_NOTICE_MS = 5_000;
 
 async function openStore(spec: StoreSpec): Promise<HarnessStore | undefined> {
   switch (spec.kind) {

@@ -37,6 +37,7 @@ import {
   NotAHarnessError,
 } from "./errors.ts";
 import { upgradeVerdict } from "./upgrade-verdict.ts";
+import { linkedSignal } from "../protocol/abort.ts";
 import { UnsupportedUrlError } from "../transport/dial-url.ts";
 import { backoffDelay, type BackoffPolicy, deferred, describeError, sleep } from "./timing.ts";
 
@@ -302,7 +303,8 @@ export class ConnectionLoop<C extends Connection> {
         ),
       timeoutMs,
     );
-    const signal = AbortSignal.any([stop, deadline.signal]);
+    const linked = linkedSignal([stop, deadline.signal]);
+    const signal = linked.signal;
     let token: ExecutorToken;
     let transport: Transport;
     try {
@@ -326,6 +328,7 @@ export class ConnectionLoop<C extends Connection> {
       throw error;
     } finally {
       clock.clearTimeout(timer);
+      linked.release();
     }
     if (stop.aborted) {
       transport.close(1000, "executor stopping");

@@ -112,7 +112,11 @@ export interface HarnessOptions {
   maxArtifactBytes?: number;
   /** The default bma-file service URL for `executor.mount`. */
   fileServiceUrl?: string;
-  /** How many finished tool calls are remembered for idempotent repeats. Default 10,000. */
+  /**
+   * How many finished tool calls are remembered, at least, for idempotent repeats. Default
+   * 10,000. In memory they are kept in two generations (the older dropped whole when the newer
+   * fills), so up to twice as many are held; a store keeps exactly this many.
+   */
   rememberToolCalls?: number;
   /**
    * Where the harness keeps what it must not lose: executors, sessions, tool calls and their

@@ -91,3 +91,36 @@ export function raceSignal<T>(
     else signal.addEventListener("abort", abort, { once: true });
   });
 }
+
+/** A signal that follows others until released: see {@linkcode linkedSignal}. */
+export interface LinkedSignal {
+  /** Aborts, with its reason, once any of the signals it follows does. */
+  readonly signal: AbortSignal;
+  /** Stops following them: nothing of this signal stays with them. */
+  release(): void;
+}
+
+/**
+ * A signal that aborts when any of `signals` does, until `release()`. Unlike `AbortSignal.any`,
+ * whose result a long-lived source keeps (on Node 20, about 60 bytes a call until that source
+ * aborts: a client's stop signal joined to each connection attempt's deadline grows for ever),
+ * a released signal leaves nothing on its sources.
+ */
+export function linkedSignal(signals: readonly (AbortSignal | undefined)[]): LinkedSignal {
+  const controller = new AbortController();
+  const sources = signals.filter((s): s is AbortSignal => s !== undefined);
+  const already = sources.find((s) => s.aborted);
+  if (already) {
+    controller.abort(already.reason);
+    return { signal: controller.signal, release: () => {} };
+  }
+  const follow = (event: Event) => {
+    release();
+    controller.abort((event.target as AbortSignal).reason);
+  };
+  const release = () => {
+    for (const source of sources) source.removeEventListener("abort", follow);
+  };
+  for (const source of sources) source.addEventListener("abort", follow);
+  return { signal: controller.signal, release };
+}

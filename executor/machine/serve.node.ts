@@ -29,6 +29,7 @@ import type {
 } from "../../protocol/generated/contract.ts";
 import { ForbiddenError, NotFoundError } from "../../protocol/generated/errors.ts";
 import { FrameTooLargeError } from "../../protocol/errors.ts";
+import { linkedSignal } from "../../protocol/abort.ts";
 import type { Disposable, RequestContext } from "../../protocol/peer.ts";
 import { traceContextOf, traceEnvironment } from "../../protocol/trace-context.ts";
 import type { ExecutorClient } from "../client.ts";
@@ -147,6 +148,21 @@ function sessionWork<T>(machine: MachineSession, work: Promise<T>): Promise<T> {
   machine.work.add(work);
   const done = () => machine.work.delete(work);
   work.then(done, done);
+  return work;
+}
+
+/**
+ * {@linkcode sessionWork} stopped by the session's end or the request's own signal: `start` gets
+ * a signal following both, released once the work settles (nothing stays on the session's).
+ */
+function stoppableSessionWork<T>(
+  machine: MachineSession,
+  requestSignal: AbortSignal,
+  start: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const linked = linkedSignal([machine.ending.signal, requestSignal]);
+  const work = sessionWork(machine, start(linked.signal));
+  work.then(linked.release, linked.release);
   return work;
 }
 
@@ -378,14 +394,10 @@ export function serveMachine(
       "file.download",
       false,
       (params, machine, ctx) =>
-        sessionWork(
+        stoppableSessionWork(
           machine,
-          downloadFile(
-            params,
-            workdir,
-            limits,
-            AbortSignal.any([machine.ending.signal, ctx.signal]),
-          ),
+          ctx.signal,
+          (signal) => downloadFile(params, workdir, limits, signal),
         ),
     ),
     // Its fetch and unpacking: the session's end (or the request's cancel, the connection's)
@@ -394,14 +406,16 @@ export function serveMachine(
       "skill.install",
       true,
       (params, machine, ctx) =>
-        sessionWork(
+        stoppableSessionWork(
           machine,
-          installSkill(
-            params,
-            options.skillsRoot ?? join(workdir.root, ".bma", "skills"),
-            fetchFn,
-            { workdir, limits, signal: AbortSignal.any([machine.ending.signal, ctx.signal]) },
-          ),
+          ctx.signal,
+          (signal) =>
+            installSkill(
+              params,
+              options.skillsRoot ?? join(workdir.root, ".bma", "skills"),
+              fetchFn,
+              { workdir, limits, signal },
+            ),
         ),
     ),
     serve(

@@ -141,6 +141,30 @@ describe("bma-harness serve", { timeout: 240_000 }, () => {
     assert.ok(logs.includes("drained: exiting"), logs.join("\n"));
   });
 
+  it("says what it waits for while its store does not answer, instead of silence", async () => {
+    // A "database" that takes the connection and never answers (as PostgreSQL at
+    // max_connections keeps a client trying for about 30 s).
+    const held = new Set<import("node:net").Socket>();
+    const silent = createServer((socket) => void held.add(socket));
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    const port = (silent.address() as { port: number }).port;
+    try {
+      const cli = serve(["--port", "0", "--store", `postgres://bma@127.0.0.1:${port}/harness`]);
+      const { index } = await cli.stdout.match(/still opening the store/);
+      const record = jsonLogs([cli.stdout.lines[index]])[0];
+      assert.equal(record.level, "warn");
+      assert.match(
+        String(record.message),
+        /postgres 127\.0\.0\.1:\d+\/harness\): no answer for \d+ s$/,
+      );
+      sendSignal(cli.child, "SIGKILL");
+      await exited(cli.child);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
   it("bad input: exit 2 with one line and no stack trace", async () => {
     const busy = createServer();
     await new Promise<void>((resolve) => busy.listen(0, "127.0.0.1", resolve));

@@ -7,9 +7,10 @@
  */
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { ManualClock } from "../../executor/node.ts";
+import { ExecutorClient, ManualClock } from "../../executor/node.ts";
+import { DialError } from "../../mod.ts";
 import { ChaosProxy } from "../helpers/chaos-proxy.ts";
-import { Fixtures, SECRETS, until } from "../helpers/executor-fixture.ts";
+import { EXECUTOR_INFO, Fixtures, SECRETS, until } from "../helpers/executor-fixture.ts";
 import { ScriptedHarness } from "../helpers/scripted-harness.ts";
 
 describe("ExecutorClient: reconnect", { timeout: 30_000 }, () => {
@@ -246,6 +247,27 @@ describe("ExecutorClient: reconnect", { timeout: 30_000 }, () => {
       await until(() => client.state === "connected" && harness.connections.length === closes + 1);
     }
     // (A connection that lasted a second starts over: the 1009 case above ends with one.)
+  });
+
+  it("keeps nothing per failed connection attempt: its signal stops following the client's", async () => {
+    // Node 20's AbortSignal.any left ~50 bytes on the client's stop signal per attempt, for ever
+    // (47 bytes an attempt over 20,000 failed ones): an attempt's signal that still aborts with
+    // the client's stop, once the attempt is over, is one its stop signal still holds.
+    const signals: AbortSignal[] = [];
+    const client = new ExecutorClient({
+      harnessUrl: "ws://127.0.0.1:9/",
+      executor: EXECUTOR_INFO,
+      reconnect: { initialDelayMs: 0, maxDelayMs: 0 },
+      dial: (_url, options) => {
+        signals.push(options!.signal!);
+        return Promise.reject(new DialError("the harness is down"));
+      },
+    });
+    client.start().catch(() => {});
+    await until(() => signals.length >= 3, "three attempts");
+    await client.stop();
+    const over = signals.slice(0, 2);
+    assert.deepEqual(over.map((signal) => signal.aborted), [false, false]);
   });
 
   it("keeps a pending tool call across a cut within the lease: the call completes once", async () => {
