@@ -1,8 +1,12 @@
 /**
  * The executor lease: `executor.heartbeat` every `heartbeat_interval_ms` that
- * `executor.register` returned. Two missed heartbeats expire the lease on the harness, so a
- * heartbeat unanswered for two intervals means the connection is dead: the client drops it and
- * reconnects. `drain: true` in a heartbeat result starts draining.
+ * `executor.register` returned. Two missed heartbeats expire the lease on the harness: two
+ * intervals from the last heartbeat it received. A connection cut without a close (a dropped
+ * link, a frozen peer) is noticed only by a heartbeat going unanswered, and the executor must be
+ * registered again before that lease runs out to resume its sessions; so a heartbeat unanswered
+ * for half an interval (sent one interval after the last answered one, given up on at one and a
+ * half) means the connection is dead: the client drops it and reconnects, with half an interval
+ * left for the reconnect. `drain: true` in a heartbeat result starts draining.
  */
 import type { Clock, TimerHandle } from "../protocol/clock.ts";
 import { ConnectionClosedError, RequestTimeoutError } from "../protocol/errors.ts";
@@ -58,13 +62,13 @@ export class Lease {
     // The next beat does not wait for this one's answer: the lease runs on the interval.
     this.#schedule();
     peer.call("executor.heartbeat", { active_sessions: this.#options.sessions.ids() }, {
-      timeoutMs: intervalMs * 2,
+      timeoutMs: Math.max(1, Math.floor(intervalMs / 2)),
     }).then((result) => {
       if (!this.#stopped && result.drain) this.#options.onDrain();
     }, (error) => {
       if (this.#stopped || error instanceof ConnectionClosedError) return;
       if (error instanceof RequestTimeoutError) {
-        logger.warn("heartbeat unanswered for two intervals: reconnecting", {
+        logger.warn("heartbeat unanswered for half an interval: reconnecting", {
           interval_ms: intervalMs,
         });
         this.stop();

@@ -5,6 +5,7 @@
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { type DrainInfo, ManualClock, UnavailableError } from "../../executor/node.ts";
+import { ChaosProxy } from "../helpers/chaos-proxy.ts";
 import { Fixtures, until } from "../helpers/executor-fixture.ts";
 import { ScriptedHarness } from "../helpers/scripted-harness.ts";
 
@@ -76,7 +77,7 @@ describe("ExecutorClient: lease", { timeout: 30_000 }, () => {
     assert.equal(drains.length, 1, "onDrain runs once");
   });
 
-  it("drops a connection whose heartbeats go unanswered for two intervals and reconnects", async () => {
+  it("drops a connection whose heartbeat goes unanswered for half an interval and reconnects", async () => {
     const clock = new ManualClock();
     const harness = await ScriptedHarness.start({ clock, heartbeatIntervalMs: 1_000 });
     scripted.push(harness);
@@ -88,9 +89,10 @@ describe("ExecutorClient: lease", { timeout: 30_000 }, () => {
       (_params, { connection }) =>
         connection.index === 0 ? new Promise(() => {}) : { drain: false },
     );
-    await clock.advance(2_999);
+    // The first heartbeat goes at 1 000 ms, and is given up on at 1 500 ms.
+    await clock.advance(1_499);
     assert.equal(harness.connections.length, 1);
-    assert.equal(client.state, "connected", "one unanswered interval is not enough");
+    assert.equal(client.state, "connected", "not before half an interval");
     await clock.advance(1);
     await until(() => client.state === "waiting", "the dropped connection");
     await clock.advance(10);
@@ -99,5 +101,33 @@ describe("ExecutorClient: lease", { timeout: 30_000 }, () => {
       executor_id: "exec_scripted",
       active_sessions: ["ses_1"],
     });
+  });
+  it("resumes its sessions after a link that went silent, within the harness's lease (project harness)", async () => {
+    const clock = new ManualClock();
+    const { harness, server } = await fx.harness({ clock, heartbeatIntervalMs: 1_000 });
+    const proxy = await ChaosProxy.start(server.url);
+    fx.defer(() => proxy.close());
+    const { client } = fx.client(server, {
+      clock,
+      harnessUrl: proxy.url,
+      reconnect: { initialDelayMs: 10, jitter: 0 },
+    });
+    await client.start();
+    const executor = await harness.waitExecutor();
+    const session = await executor.assignSession({ session_id: "ses_silent" });
+    await session.ready();
+    // The link goes silent: nothing the executor sends arrives, and nothing closes. The harness's
+    // lease runs out two intervals after its last renewal, at 2 000 ms.
+    proxy.stall();
+    await clock.advance(1_500);
+    await until(() => client.state === "waiting", "the silent connection dropped");
+    proxy.cut();
+    proxy.resume();
+    await clock.advance(10);
+    await until(() => executor.connected && proxy.accepted === 2, "registered again");
+    await clock.advance(1_000);
+    assert.equal(executor.gone, false);
+    assert.equal(session.state, "ready");
+    assert.deepEqual(client.sessions.map((held) => held.id), ["ses_silent"]);
   });
 });

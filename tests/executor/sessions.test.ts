@@ -105,7 +105,8 @@ describe("ExecutorClient: sessions", { timeout: 30_000 }, () => {
   });
 
   it("refuses an assignment whose onSessionAssign never settles at assignTimeoutMs, freeing its slot", async () => {
-    const harness = await ScriptedHarness.start();
+    // No heartbeat within the clock's advance: this harness answers on its own, real, clock.
+    const harness = await ScriptedHarness.start({ heartbeatIntervalMs: 600_000 });
     scripted.push(harness);
     const clock = new ManualClock();
     const { client } = fx.client(harness, { clock, maxSessions: 1, assignTimeoutMs: 5_000 });
