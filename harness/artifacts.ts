@@ -35,6 +35,11 @@ export interface ArtifactStore {
   put(upload: ArtifactUpload): Promise<Artifact>;
   /** Looks an artifact up by id. */
   get(artifactId: string): Promise<StoredArtifact | undefined>;
+  /**
+   * Forgets an artifact, freeing its room; resolves with whether it was stored. Optional: the
+   * brain API's `DELETE /artifacts/{id}` answers 501 without it.
+   */
+  delete?(artifactId: string): Promise<boolean>;
 }
 
 /** The store has no room for an artifact: the upload is refused with HTTP 507. */

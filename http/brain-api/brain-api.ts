@@ -138,7 +138,8 @@ const ToolCallBody = z.looseObject({ session_id: z.never().optional() });
  * `POST /sessions/{id}/stop`; agent turns: `POST /executors/{id}/turns`,
  * `POST /sessions/{id}/turns/{turn}/input`, `POST /sessions/{id}/turns/cancel`,
  * `POST /sessions/{id}/interactions/{interaction}/response`, `POST /sessions/{id}/close`; and
- * by id (`Harness.toolCall`): `GET /tool-calls/{id}`, `POST /tool-calls/{id}/cancel`. Errors
+ * by id (`Harness.toolCall`): `GET /tool-calls/{id}`, `POST /tool-calls/{id}/cancel`; the
+ * artifacts results point at: `GET /artifacts/{id}` (the bytes), `DELETE /artifacts/{id}`. Errors
  * answer `{"error": {code, message, data?}}`.
  */
 export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
@@ -355,6 +356,36 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
       tool_call_id: status.tool_call_id,
     });
     return json(200, await session.cancelTool(params.tool_call_id, params.reason));
+  });
+
+  // ---- artifacts (what large tool output uploaded, that results point at) ----------------------
+
+  app.get(at("/artifacts/:id"), async (c) => {
+    const artifact = await harness.artifacts.get(param(c, "id"));
+    if (!artifact) throw new ApiError(404, "not_found", "no such artifact");
+    return new Response(artifact.bytes as Uint8Array<ArrayBuffer>, {
+      status: 200,
+      headers: {
+        "content-type": artifact.mime_type ?? "application/octet-stream",
+        // Bytes an executor chose: downloaded, never rendered by a browser that reaches this.
+        "content-disposition": "attachment",
+        "x-content-type-options": "nosniff",
+        ...(artifact.name !== undefined
+          ? { "x-artifact-name": encodeURIComponent(artifact.name) }
+          : {}),
+      },
+    });
+  });
+
+  app.delete(at("/artifacts/:id"), async (c) => {
+    const store = harness.artifacts;
+    if (typeof store.delete !== "function") {
+      throw new ApiError(501, "not_supported", "the harness's artifact store cannot delete");
+    }
+    if (!(await store.delete(param(c, "id")))) {
+      throw new ApiError(404, "not_found", "no such artifact");
+    }
+    return json(200, { deleted: true });
   });
 
   app.notFound(() => json(404, { error: { code: "not_found", message: "no such endpoint" } }));

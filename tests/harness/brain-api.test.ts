@@ -120,6 +120,33 @@ describe("brainApi over HTTP", { timeout: 30_000 }, () => {
     assert.equal((await view.json()).state, "ready");
   }
 
+  it("serves the artifacts results point at (the bytes, for download) and deletes them", async () => {
+    const r = await rig();
+    const bytes = new TextEncoder().encode("<script>alert(1)</script> full output\n".repeat(1000));
+    const stored = await r.harness.artifacts.put({
+      name: "call 1.stdout.txt",
+      mimeType: "text/html",
+      bytes,
+    });
+    const got = await r.call(`/artifacts/${stored.artifact_id}`);
+    assert.equal(got.status, 200);
+    assert.equal(got.headers.get("content-type"), "text/html");
+    assert.equal(got.headers.get("content-disposition"), "attachment");
+    assert.equal(got.headers.get("x-content-type-options"), "nosniff");
+    assert.equal(got.headers.get("x-artifact-name"), "call%201.stdout.txt");
+    assert.deepEqual(new Uint8Array(await got.arrayBuffer()), bytes);
+    assert.equal((await r.call(`/artifacts/${stored.artifact_id}`, { auth: false })).status, 401);
+
+    const deleted = await r.call(`/artifacts/${stored.artifact_id}`, { method: "DELETE" });
+    assert.deepEqual([deleted.status, await deleted.json()], [200, { deleted: true }]);
+    const gone = await r.call(`/artifacts/${stored.artifact_id}`);
+    assert.equal(gone.status, 404);
+    assert.equal((await gone.json()).error.code, "not_found");
+    const again = await r.call(`/artifacts/${stored.artifact_id}`, { method: "DELETE" });
+    assert.equal(again.status, 404);
+    await again.body?.cancel();
+  });
+
   it("answers 401 before anything else without the credential", async () => {
     const r = await rig();
     for (
