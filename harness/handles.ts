@@ -309,9 +309,13 @@ export class ExecutorHandle {
    * Starts an agent turn (`turn.start`): opens the session on this executor on first use (no
    * `assignSession`) or continues it; pass `executor_session_ref` from an earlier result to let
    * a restarted executor resume its conversation. Idempotent by `turn_id` (resent after a
-   * reconnect within the lease). Refusals reject with the executor's typed error: -32013
-   * `ConflictError` (a turn is running: use `sendTurnInput`), -32009 `ResourceExhaustedError`
-   * (beyond `agent.max_sessions`), -32004 `UnavailableError` (draining).
+   * reconnect within the lease; a repeat of a turn that ended, or whose session did, answers
+   * `duplicate: true` without being sent again). Refusals reject with the executor's typed
+   * error: -32013 `ConflictError` (a turn is running: use `sendTurnInput`), -32009
+   * `ResourceExhaustedError` (beyond `agent.max_sessions`), -32004 `UnavailableError`
+   * (draining); and the harness's `SessionRefusedError` `session_exists` for the id of a session
+   * that ended and that its store still remembers (its events stay readable under it: continue
+   * under a new session id with `executor_session_ref`).
    */
   startTurn(params: TurnStartParams, options: TracedCallOptions = {}): Promise<TurnStartResult> {
     return this.#agent((agent) =>
@@ -345,7 +349,8 @@ export class ExecutorHandle {
    * Closes an agent session (`session.close`): the executor cancels a running turn, delivers its
    * events, releases the conversation and sends `session.ended`; this resolves after that.
    * `closed: false` for a session the executor does not hold. A later `startTurn` with the same
-   * id starts a new conversation.
+   * id starts a new conversation on a harness without a store; with one, whose records keep the
+   * ended session readable, it is refused (`SessionRefusedError` `session_exists`): use a new id.
    */
   closeAgentSession(
     sessionId: string,

@@ -2,8 +2,14 @@
  * The events of the agent capability's turns on the executor end: durable events numbered per
  * session and sent through the client's event outbox (kept until acknowledged, resent in order
  * after a reconnect), and their deltas as lossy notifications.
+ *
+ * An event numbered and then found too large for the connection's frames (the harness closed
+ * the connection over it with 1009, and the client now sends smaller frames) is replaced under
+ * its `event_id` and `sequence` by a `session.error` event (code `event_too_large`): its sequence
+ * is not left a gap that every later event of the session would be refused behind.
  */
 import { ClientStoppedError } from "../../executor/errors.ts";
+import { SEQUENCED_WINDOW } from "../../executor/event-outbox.ts";
 import { describeError } from "../../executor/timing.ts";
 import { FrameTooLargeError, InvalidOutgoingParamsError } from "../../protocol/errors.ts";
 import {
@@ -30,12 +36,22 @@ const RESERVED_TYPES: ReadonlySet<string> = new Set([
   "session.status_idle",
 ]);
 
+/** The `error.code` of the `session.error` event sent in place of one too large to send. */
+const EVENT_TOO_LARGE = "event_too_large";
+
 /** The events and deltas of every turn the service runs. */
 export class TurnEvents {
   readonly #ctx: ServiceContext;
+  /**
+   * The largest frame an event is numbered for: the client's `maxFrameBytes`, lowered to the
+   * send limit the client reported in a refusal (after the harness closed a connection with
+   * 1009), so a later event that large is refused before it takes a sequence.
+   */
+  #maxFrameBytes: number;
 
   constructor(ctx: ServiceContext) {
     this.#ctx = ctx;
+    this.#maxFrameBytes = ctx.host.maxFrameBytes;
   }
 
   /**
@@ -98,7 +114,7 @@ export class TurnEvents {
     };
     const text = JSON.stringify(params);
     const bytes = utf8Length(text) + ENVELOPE_BYTES;
-    const limit = this.#ctx.host.maxFrameBytes;
+    const limit = this.#maxFrameBytes;
     // Sent, either would be refused for good and leave a gap no later event could pass.
     if (bytes > limit) return rejected(new FrameTooLargeError(bytes, limit));
     // The params are level 2 of the frame; a receiver refuses it past DEFAULT_MAX_DEPTH.
@@ -114,6 +130,22 @@ export class TurnEvents {
     state.sequence = sequence;
     state.eventIds.add(eventId);
     run.deltaIndex.delete(eventId);
+    return this.#send(state, run, params, internal, bytes);
+  }
+
+  /**
+   * Sends a numbered event through the outbox and follows its fate: a refusal for good ends the
+   * turn, and one too large for the connection's frames is replaced (`bytes`: its size as
+   * measured at emit; 0 for a replacement, which is never replaced in turn).
+   */
+  #send(
+    state: SessionState,
+    run: TurnRun,
+    params: SessionEventParams,
+    internal: boolean,
+    bytes: number,
+  ): Promise<EmittedEvent> {
+    const { event_id: eventId, sequence } = params as Required<SessionEventParams>;
     const sent = this.#ctx.client.call("session.event", params).then((ack): EmittedEvent => ({
       event_id: eventId,
       sequence,
@@ -125,6 +157,10 @@ export class TurnEvents {
       () => state.pending.delete(sent),
       (error) => {
         state.pending.delete(sent);
+        if (
+          error instanceof FrameTooLargeError && bytes > 0 &&
+          this.#replace(state, run, params, internal, bytes, error)
+        ) return;
         if (error instanceof NotFoundError && state.run === run) {
           // The harness no longer knows the session: the turn cannot go on.
           cancelRun(state, run, "session_lost");
@@ -144,6 +180,66 @@ export class TurnEvents {
       },
     );
     return sent;
+  }
+
+  /**
+   * The client refused to send a numbered event: its frame is over the send limit, lowered since
+   * the event was numbered (the harness closed a connection with 1009 over this frame or a
+   * larger one). Its sequence is taken, and every later event of the session would be refused
+   * behind the gap (-32013): a `session.error` event takes its place, under its `event_id` and
+   * `sequence`, so the turn and the session go on. `emit` has rejected with the client's
+   * `FrameTooLargeError`; later events that large are refused before they are numbered.
+   *
+   * The replacement queues behind the session's events still unacknowledged, which the harness
+   * refuses (-32013) until it has arrived; the outbox resends from the first of them, at most
+   * {@linkcode SEQUENCED_WINDOW} at a time. With that many waiting it would never reach the
+   * replacement and resend them without end: nothing is sent then (false), and the session's
+   * later events are given up on as behind any gap (the turn is canceled).
+   */
+  #replace(
+    state: SessionState,
+    run: TurnRun,
+    params: SessionEventParams,
+    internal: boolean,
+    bytes: number,
+    error: FrameTooLargeError,
+  ): boolean {
+    if (error.limit < this.#maxFrameBytes) this.#maxFrameBytes = error.limit;
+    const type = String((params.event as { type?: unknown }).type);
+    const fields = {
+      session_id: state.id,
+      sequence: params.sequence,
+      event_id: params.event_id,
+      type,
+      internal,
+      bytes,
+      max_send_bytes: error.limit,
+    };
+    if (state.pending.size >= SEQUENCED_WINDOW) {
+      this.#ctx.logger.warn(
+        "agent event too large for the harness, too many events behind it to take its place",
+        { ...fields, unacknowledged: state.pending.size },
+      );
+      return false;
+    }
+    this.#ctx.logger.warn(
+      "agent event too large for the harness: a session.error took its place",
+      fields,
+    );
+    const replacement: SessionEventParams = {
+      ...params,
+      event: {
+        type: "session.error",
+        error: {
+          message: `${type} event not delivered: the harness refuses its frame of about ` +
+            `${bytes} bytes (this executor now sends frames of at most ${error.limit})`,
+          code: EVENT_TOO_LARGE,
+        },
+      },
+    };
+    // Its rejection is handled (logged, and the turn ended for a refusal for good) in #send.
+    void this.#send(state, run, replacement, internal, 0);
+    return true;
   }
 
   /** Sends a preview fragment of an event still to come: lossy, never resent. */

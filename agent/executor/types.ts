@@ -175,6 +175,11 @@ export interface Turn {
    * `session.status_*` event, which the turn emits itself), `DuplicateEventIdError`, or
    * `FrameTooLargeError`; nothing is sent then. Not awaiting it is safe: the event is still
    * delivered.
+   *
+   * An event found too large only after it was numbered (the harness closed the connection over
+   * its frame with 1009, and the client now sends smaller frames) also rejects with
+   * `FrameTooLargeError`: a `session.error` event (`error.code` `event_too_large`) is delivered
+   * in its place, under its `event_id` and `sequence`, so the session's later events still pass.
    */
   emit(event: AgentEvent, options?: EmitOptions): Promise<EmittedEvent>;
   /**

@@ -40,8 +40,13 @@ export class PlatformEvents {
       const event = record.event as unknown as AgentEvent;
       const turn = record.turn_id !== undefined ? session.turns.get(record.turn_id) : undefined;
       let changed = false;
-      if (event.type === "session.status_idle" && turn && ACTIVE.has(turn.state)) {
+      // The executor's word on how the turn ended, also over a cancel it has not answered yet.
+      if (
+        event.type === "session.status_idle" && turn &&
+        (ACTIVE.has(turn.state) || turn.canceling !== undefined)
+      ) {
         turn.state = event.turn_outcome;
+        turn.canceling = undefined;
         changed = true;
       }
       if (event.type === "agent.custom_tool_use" && record.turn_id !== undefined) {

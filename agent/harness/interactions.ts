@@ -3,7 +3,8 @@
  * idempotent by `interaction_id` (an `appr_…` id is adopted as the platform id and names the
  * same interaction after an executor restart; a conflicting reuse is refused with -32013 and
  * leaves it unchanged; any other id gets an `int_…` id), the first answer of each kept and
- * delivered to the executor that asked last until it answers, `expired` at `expires_at`, and
+ * delivered to the executor that asked last until it answers, `expired` at `expires_at`,
+ * withdrawn when the executor withdraws it before taking an answer or when its session ends, and
  * every change reported to the listeners.
  */
 import { describeError } from "../../protocol/errors.ts";
@@ -26,7 +27,7 @@ import type { CallOptions, Disposable, ReplyHooks } from "../../protocol/peer.ts
 import { isApprovalId } from "../ids.ts";
 import { deliver } from "./delivery.ts";
 import type { PlatformParts } from "./parts.ts";
-import { snapshot, type StoredInteraction } from "./records.ts";
+import { ACTIVE, type SessionRecord, snapshot, type StoredInteraction } from "./records.ts";
 import type { PersistedInteraction } from "./store.ts";
 import type {
   InteractionChange,
@@ -44,12 +45,15 @@ export class PlatformInteractions {
   readonly #listeners = new Set<(change: InteractionChange) => void>();
   /** Settled interactions, oldest first, for forgetting. */
   readonly #settled: BoundedSet<StoredInteraction>;
+  /** The open interactions of each session, withdrawn when it ends. */
+  readonly #open = new Map<string, Set<StoredInteraction>>();
 
   constructor(parts: PlatformParts) {
     this.#parts = parts;
     const options = parts.ctx.options;
     this.#settled = new BoundedSet(options.remember ?? 10_000);
     if (options.onInteraction) this.#listeners.add(options.onInteraction);
+    parts.sessions.onEnded((record) => this.#sessionEnded(record));
   }
 
   /** Every interaction the platform holds (snapshots), oldest first. */
@@ -93,7 +97,8 @@ export class PlatformInteractions {
   }
 
   /**
-   * Answers an open interaction: the first answer wins (false for a settled or unknown one).
+   * Answers an open interaction: the first answer wins (false for a settled or unknown one, and
+   * one withdrawn because its session ended).
    * The answer is kept in the harness's store, then goes to the executor that asked last
    * (`interaction.response`), resent until it answers; after an executor restart, its repeat of
    * an `appr_…` request gets it too, as after a restart of the harness.
@@ -141,6 +146,16 @@ export class PlatformInteractions {
       existing.turnId = turn.turnId;
       existing.toolUseId = params.tool_use_id;
       existing.requests++;
+      if (existing.withdrawn) {
+        // Withdrawn when its session ended; asked again by a live turn, it is open again.
+        existing.withdrawn = false;
+        existing.status = "open";
+        existing.outcome = undefined;
+        existing.cancelReason = undefined;
+        this.#settled.delete(existing);
+        this.#track(existing);
+        this.#armExpiry(existing);
+      }
       this.#parts.store.keepInteraction(existing);
       reply.afterReply(() => this.#notify("repeated", existing));
       // A restarted executor waits for the answer it lost: send it again.
@@ -172,12 +187,15 @@ export class PlatformInteractions {
       requests: 1,
       expiry: undefined,
       announced: false,
+      taken: false,
+      withdrawn: false,
     };
     // Kept before the executor hears the platform id: a harness started again knows it.
     const kept = this.#parts.store.keepInteraction(stored, true);
     const opened = () => {
       this.#interactions.set(key, stored);
       this.#byPlatformId.set(id, stored);
+      this.#track(stored);
       this.#armExpiry(stored);
       // Announced once the answer is on the wire, so an answer cannot overtake it.
       reply.afterReply(() => {
@@ -215,25 +233,73 @@ export class PlatformInteractions {
     };
   }
 
-  /** `interaction.cancel`: the executor withdraws an open interaction. */
+  /**
+   * `interaction.cancel`: the executor withdraws an open interaction, or one answered whose
+   * answer it has not taken (a cancel of the turn raced the answer, it was answered locally): the
+   * answer did not count, and the interaction is recorded withdrawn.
+   */
   cancel(executor: ExecutorHandle, params: InteractionCancelParams): Ack {
     const stored = this.#interactions.get(
       this.#key(executor, params.session_id, params.interaction_id),
     );
-    if (!stored || stored.status !== "open") return { ok: true, duplicate: true };
+    const withdrawable = stored?.status === "open" ||
+      (stored?.status === "resolved" && !stored.taken);
+    if (!stored || !withdrawable) return { ok: true, duplicate: true };
     if (stored.executorId !== executor.id) {
       throw new ForbiddenError("the interaction belongs to another executor", {
         reason: "forbidden",
       });
     }
+    this.#withdraw(stored, params.reason);
+    return { ok: true };
+  }
+
+  /** Withdraws an interaction (`canceled`): every client dismisses it. */
+  #withdraw(stored: StoredInteraction, reason: string | undefined): void {
     stored.status = "canceled";
     stored.outcome = "canceled";
-    stored.cancelReason = params.reason;
+    stored.answer = undefined;
+    stored.message = undefined;
+    stored.cancelReason = reason;
     this.#disarmExpiry(stored);
+    this.#track(stored);
     this.#parts.store.keepInteraction(stored);
     this.#notify("canceled", stored);
     this.#retire(stored);
-    return { ok: true };
+  }
+
+  /**
+   * A session ended (lost, its lease expired, closed, stopped): no turn of it waits for an answer
+   * any more, so its open interactions are withdrawn (`session_ended`), and an answer would be
+   * refused. A restarted executor that asks again for one (an `appr_…` id) opens it again.
+   */
+  #sessionEnded(record: SessionRecord): void {
+    const open = this.#open.get(record.id);
+    if (!open) return;
+    const current = this.#parts.sessions.get(record.id);
+    for (const stored of [...open]) {
+      // Asked again meanwhile by a turn of a newer conversation under the id: that turn's now.
+      const turn = current !== record && current && !current.ended
+        ? current.turns.get(stored.turnId)
+        : undefined;
+      if (turn && ACTIVE.has(turn.state)) continue;
+      stored.withdrawn = true;
+      this.#withdraw(stored, "session_ended");
+      // Told as any canceled interaction is (`interaction.response`), to an executor still there:
+      // one that still holds the session (it ended on the harness's side) stops waiting.
+      if (this.#parts.ctx.host?.executor(stored.executorId)) this.#deliverAnswer(stored);
+    }
+  }
+
+  /** Keeps the index of open interactions by session in step with `stored.status`. */
+  #track(stored: StoredInteraction): void {
+    let open = this.#open.get(stored.sessionId);
+    if (stored.status === "open") {
+      if (!open) this.#open.set(stored.sessionId, open = new Set());
+      open.add(stored);
+    } else if (open?.delete(stored) && open.size === 0) {
+      this.#open.delete(stored.sessionId);
+    }
   }
 
   /** Records the first answer (in the store too); false when the interaction was settled. */
@@ -247,7 +313,10 @@ export class PlatformInteractions {
     stored.outcome = answer.outcome;
     stored.answer = answer.answer;
     stored.message = answer.message;
+    stored.taken = false;
+    stored.withdrawn = false;
     this.#disarmExpiry(stored);
+    this.#track(stored);
     this.#parts.store.keepInteraction(stored);
     this.#notify("settled", stored);
     this.#retire(stored);
@@ -279,16 +348,33 @@ export class PlatformInteractions {
       });
       return;
     }
-    deliver(this.#parts.ctx, executor, "interaction.response", params, {}).catch((error) => {
-      this.#parts.ctx.logger.info("interaction answer not delivered", {
-        interaction_id: stored.id,
-        error: describeError(error),
-      });
-    });
+    // Withdrawn, or open again (a withdrawn one asked again): this answer is not the
+    // interaction's any more.
+    const stop = () => stored.outcome !== params.outcome ? { accepted: false } : undefined;
+    deliver(this.#parts.ctx, executor, "interaction.response", params, {}, stop).then(
+      (result) => this.#answered(stored, result),
+      (error) => {
+        this.#parts.ctx.logger.info("interaction answer not delivered", {
+          interaction_id: stored.id,
+          error: describeError(error),
+        });
+      },
+    );
   }
 
-  /** `respondInteraction` on an executor handle: recorded like {@linkcode respond}, then sent. */
-  sendResponse(
+  /** The executor answered an `interaction.response`: whether it took the answer. */
+  #answered(stored: StoredInteraction, result: InteractionResponseResult): void {
+    if (result.accepted) stored.taken = true;
+  }
+
+  /**
+   * `respondInteraction` on an executor handle: recorded like {@linkcode respond}, then sent.
+   * One the platform settled already (answered, expired, withdrawn) is refused without a send:
+   * the first answer won there, and the executor must not take another. When the executor
+   * withdraws the interaction instead of taking the answer, it is recorded withdrawn
+   * ({@linkcode cancel}).
+   */
+  async sendResponse(
     executor: ExecutorHandle,
     params: InteractionResponseParams,
     options: CallOptions,
@@ -296,8 +382,16 @@ export class PlatformInteractions {
     const stored = this.#interactions.get(
       this.#key(executor, params.session_id, params.interaction_id),
     );
-    if (stored) this.#settle(stored, params);
-    return deliver(this.#parts.ctx, executor, "interaction.response", params, options);
+    if (stored && !this.#settle(stored, params)) return { accepted: false };
+    const result = await deliver(
+      this.#parts.ctx,
+      executor,
+      "interaction.response",
+      params,
+      options,
+    );
+    if (stored) this.#answered(stored, result);
+    return result;
   }
 
   #notify(type: InteractionChange["type"], stored: StoredInteraction): void {
@@ -328,11 +422,28 @@ export class PlatformInteractions {
   adopt(rows: [string, PersistedInteraction][]): void {
     for (const [, persisted] of rows) {
       if (this.#byPlatformId.has(persisted.id)) continue;
-      const stored: StoredInteraction = { ...persisted, expiry: undefined, announced: true };
+      const stored: StoredInteraction = {
+        ...persisted,
+        expiry: undefined,
+        announced: true,
+        // Not kept: one answered before the restart counts as taken (a cancel does not undo it).
+        taken: persisted.status === "resolved",
+        withdrawn: persisted.withdrawn ?? false, // not in what an older version stored
+      };
       this.#interactions.set(stored.key, stored);
       this.#byPlatformId.set(stored.id, stored);
-      if (stored.status === "open") this.#armExpiry(stored);
-      else this.#settled.add(stored);
+      if (stored.status !== "open") {
+        this.#settled.add(stored);
+        continue;
+      }
+      this.#track(stored);
+      this.#armExpiry(stored);
+      const session = this.#parts.sessions.get(stored.sessionId);
+      if (!session || session.ended) {
+        // Its session ended while the harness was down: no turn of it waits any more.
+        stored.withdrawn = true;
+        this.#withdraw(stored, "session_ended");
+      }
     }
   }
 }

@@ -8,7 +8,8 @@
  * - **interactions**: one platform interaction per request, idempotent by `interaction_id`; an
  *   `appr_` + 24 hex id is adopted as the platform id and names the same interaction after an
  *   executor restart, a conflicting reuse is refused (-32013) and leaves it unchanged, any other
- *   id gets an `int_…` id; answers are delivered until the executor answers;
+ *   id gets an `int_…` id; answers are delivered until the executor answers; the open ones of a
+ *   session that ends are withdrawn (`session_ended`);
  * - **streams**: durable agent events (deduplicated and ordered by the harness's event log)
  *   and their deltas, relayed to subscribers as `event_start` / `event_delta` / `event`.
  *
@@ -161,7 +162,9 @@ export class AgentPlatform implements AgentExtension {
   }
 
   /**
-   * Answers an open interaction: the first answer wins (false for a settled or unknown one).
+   * Answers an open interaction: the first answer wins (false for a settled or unknown one, one
+   * withdrawn because its session ended, and while an answer sent with
+   * `executor.respondInteraction` waits for the executor's word).
    * The answer is kept in the harness's store, then goes to the executor that asked last
    * (`interaction.response`), resent until it answers; after an executor restart, its repeat of
    * an `appr_…` request gets it too, as after a restart of the harness.
@@ -170,13 +173,16 @@ export class AgentPlatform implements AgentExtension {
     return this.#interactions.respond(id, answer);
   }
 
-  /** The session's current (latest started) turn. */
+  /** The session's current (latest started) turn; a repeated `turn.start` does not move it. */
   turn(sessionId: string): AgentTurnInfo | undefined {
     const turn = this.#parts.sessions.get(sessionId)?.current;
     return turn ? turnInfo(turn) : undefined;
   }
 
-  /** A turn of a live session by id. */
+  /**
+   * A turn of a session by id (of an ended one too, while the platform remembers it, and of an
+   * earlier conversation under the same id).
+   */
   turnById(sessionId: string, turnId: string): AgentTurnInfo | undefined {
     const turn = this.#parts.sessions.get(sessionId)?.turns.get(turnId);
     return turn ? turnInfo(turn) : undefined;

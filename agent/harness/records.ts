@@ -27,6 +27,11 @@ export interface TurnRecord {
   readonly executorId: string;
   state: AgentTurnState;
   epoch: number;
+  /**
+   * A cancel was sent and the executor has not answered it: the state the turn had before
+   * (`state` reads `canceled` meanwhile, so no token is signed for it).
+   */
+  canceling?: AgentTurnState | undefined;
 }
 
 /** An agent session, live or ended. */
@@ -79,6 +84,16 @@ export interface StoredInteraction {
   expiry: CallbackDeadline | undefined;
   /** The "opened" change went out (after the request's answer). */
   announced: boolean;
+  /**
+   * The executor accepted the answer (`interaction.response`): an `interaction.cancel` of it
+   * from then on is a repeat. Until then, one withdraws it, the answer not taken.
+   */
+  taken: boolean;
+  /**
+   * The platform withdrew it because its session ended (no executor holds the turn that
+   * asked): a restarted executor's repeat of it opens it again.
+   */
+  withdrawn: boolean;
 }
 
 /** A turn as the platform reports it. */

@@ -20,6 +20,7 @@ export class PlatformSessions {
   readonly #records = new Map<string, SessionRecord>();
   /** Ended sessions, oldest first, for forgetting. */
   readonly #ended: BoundedSet<SessionRecord>;
+  readonly #endListeners: ((record: SessionRecord) => void)[] = [];
 
   constructor(ctx: PlatformContext, store: PlatformStore, streams: AgentStreams) {
     this.#ctx = ctx;
@@ -33,7 +34,16 @@ export class PlatformSessions {
     return this.#records.get(sessionId);
   }
 
-  /** The record of `sessionId` on `executor`, opening the harness session when needed. */
+  /** Calls `listener` when a session ends, after its turns were marked ended. */
+  onEnded(listener: (record: SessionRecord) => void): void {
+    this.#endListeners.push(listener);
+  }
+
+  /**
+   * The record of `sessionId` on `executor`, opening the harness session when needed. A new
+   * conversation under the id of one that ended keeps the ended one's turns: a repeat of one of
+   * their turn_ids is still a repeat.
+   */
   open(executor: ExecutorHandle, sessionId: string): { record: SessionRecord; created: boolean } {
     const session = this.#ctx.attached.openSession(executor.id, sessionId);
     const known = this.#records.get(sessionId);
@@ -44,6 +54,15 @@ export class PlatformSessions {
       session,
       known?.executorId === executor.id ? known.ref : undefined,
     );
+    for (const turn of known?.turns.values() ?? []) {
+      record.turns.set(turn.turnId, {
+        sessionId,
+        turnId: turn.turnId,
+        executorId: turn.executorId,
+        state: ACTIVE.has(turn.state) || turn.canceling !== undefined ? "failed" : turn.state,
+        epoch: turn.epoch,
+      });
+    }
     return { record, created: true };
   }
 
@@ -74,12 +93,15 @@ export class PlatformSessions {
   }
 
   #sessionEnded(record: SessionRecord): void {
-    // A session that ended (closed, lost, stopped) takes its turns with it: no more tokens.
+    // A session that ended (closed, lost, stopped) takes its turns with it: no more tokens. One
+    // whose cancel was not answered ended with its session too, not by the cancel.
     for (const turn of record.turns.values()) {
-      if (ACTIVE.has(turn.state)) turn.state = "failed";
+      if (ACTIVE.has(turn.state) || turn.canceling !== undefined) turn.state = "failed";
+      turn.canceling = undefined;
     }
     record.ended = true;
     this.#store.keepSession(record);
+    for (const listener of this.#endListeners) listener(record);
     const oldest = this.#ended.add(record);
     if (oldest && this.#records.get(oldest.id) === oldest) {
       this.#records.delete(oldest.id);

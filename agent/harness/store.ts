@@ -32,7 +32,7 @@ export interface PersistedSession {
 }
 
 /** An interaction, as the store keeps it (`a/i/<platform_id>`). */
-export type PersistedInteraction = Omit<StoredInteraction, "expiry" | "announced">;
+export type PersistedInteraction = Omit<StoredInteraction, "expiry" | "announced" | "taken">;
 
 const SESSION_KEYS = "a/s/";
 const INTERACTION_KEYS = "a/i/";
@@ -86,7 +86,7 @@ export class PlatformStore {
   keepInteraction(stored: StoredInteraction, acknowledged = false): MaybePromise<void> {
     const store = this.#ctx.host?.store;
     if (!store) return;
-    const { expiry: _expiry, announced: _announced, ...rest } = stored;
+    const { expiry: _expiry, announced: _announced, taken: _taken, ...rest } = stored;
     const persisted: PersistedInteraction = rest;
     const batch: StoreOp[] = [{ put: INTERACTION_KEYS + stored.id, value: persisted }];
     if (!acknowledged) return this.write(batch);

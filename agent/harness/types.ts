@@ -108,7 +108,10 @@ export interface PlatformInteraction {
   readonly answer?: string;
   /** A note with the answer (e.g. why denied). */
   readonly message?: string;
-  /** Why the executor withdrew it (`interaction.cancel`). */
+  /**
+   * Why it was withdrawn: the executor's reason (`interaction.cancel`), or `session_ended` when
+   * the platform withdrew it because its session ended (lost, lease expired, closed, stopped).
+   */
   readonly cancel_reason?: string;
   /** How many `interaction.request`s named it (repeats, restarts). */
   readonly requests: number;
@@ -118,8 +121,9 @@ export interface PlatformInteraction {
 export interface InteractionChange {
   /**
    * `opened`: a new interaction (show it); `repeated`: a repeat named it again (e.g. after an
-   * executor restart; still one interaction); `settled`: answered or expired; `canceled`: the
-   * executor withdrew it (dismiss it).
+   * executor restart; still one interaction, open again when it had been withdrawn because its
+   * session ended); `settled`: answered or expired; `canceled`: withdrawn, by the executor or
+   * because its session ended (dismiss it).
    */
   readonly type: "opened" | "repeated" | "settled" | "canceled";
   /** The interaction after the change. */

@@ -3,21 +3,26 @@
  * (session_id, event_id), takes a sequence at or below the acknowledged one as a duplicate and
  * rejects a gap with -32013 `expected_sequence`; events are validated against AgentEvent;
  * deltas are relayed as `event_start` / `event_delta` and end with their durable event;
- * unacknowledged events are resent in order after a reconnect, before newer ones; and a turn
- * streaming 10,000 events with deltas through at least 20 random cuts delivers every durable
- * event exactly once, in order.
+ * unacknowledged events are resent in order after a reconnect, before newer ones; an event the
+ * harness's smaller frame limit refused after it was numbered leaves no gap (a `session.error`
+ * takes its sequence); and a turn streaming 10,000 events with deltas through at least 20
+ * random cuts delivers every durable event exactly once, in order.
  */
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
+  type AgentEvent,
   type AgentStreamEvent,
   ConflictError,
   type EmittedEvent,
+  FrameTooLargeError,
   InvalidOutgoingParamsError,
   InvalidParamsError,
   serveAgent,
   type SessionEventRecord,
+  TurnCanceledError,
 } from "../../mod.ts";
+import { SEQUENCED_WINDOW } from "../../executor/event-outbox.ts";
 import type { SessionEventParams } from "../../protocol/mod.ts";
 import { AgentFixtures, collect, eventTypes, gate, text, until } from "../helpers/agent-fixture.ts";
 import { ExecutorPeer, registerParams } from "../helpers/executor-peer.ts";
@@ -162,6 +167,183 @@ describe("agent events", { timeout: 120_000 }, () => {
     assert.equal((outcomes[1] as EmittedEvent).sequence, 2);
     const records = executor.sessions.get("ses_deep")!.eventRecords;
     assert.deepEqual(records.map((r) => r.sequence), [1, 2, 3]);
+  });
+
+  /**
+   * A harness taking frames of at most 128 KiB (the executor sends up to 16 MiB): a 192 KiB
+   * event is numbered, sent, and the harness closes the connection over it (1009); after the
+   * reconnect the client sends no frame that large, so the event cannot be resent.
+   */
+  const HARNESS_MAX_FRAME = 128 * 1024;
+  const bigMessage = (label: string): AgentEvent => ({
+    type: "agent.message",
+    content: [text(label + "z".repeat(192 * 1024))],
+  });
+  /**
+   * Resolves once `predicate` holds; fails within `ms` showing the session's events (a gap
+   * leaves the turn running for good: no waiting out the suite's timeout for it).
+   */
+  async function within(
+    predicate: () => boolean,
+    what: string,
+    records: () => readonly SessionEventRecord[] | undefined,
+    ms = 10_000,
+  ): Promise<void> {
+    const deadline = performance.now() + ms;
+    while (!predicate()) {
+      if (performance.now() > deadline) {
+        const held = (records() ?? []).map((r) => `${r.sequence} ${r.event.type}`);
+        assert.fail(`${what}: not within ${ms} ms; the harness holds [${held.join(", ")}]`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+  const messageTexts = (records: readonly SessionEventRecord[]) =>
+    records.map((r) =>
+      r.event.type === "agent.message"
+        ? (r.event as unknown as { content: { text: string }[] }).content[0].text
+        : r.event.type
+    );
+
+  it("sends a session.error under the sequence of an event the harness's frame limit refused after it was numbered: the turn and the next one go on", async () => {
+    const h = await fx.harness({ harness: { maxFrameBytes: HARNESS_MAX_FRAME } });
+    const outcomes: unknown[] = [];
+    const { executor, logger } = await fx.executor(h, {
+      async runTurn(turn) {
+        if (turn.turnId === "t2") {
+          await turn.emit({ type: "agent.message", content: [text("second turn")] });
+          return;
+        }
+        const settle = (p: Promise<EmittedEvent>) => p.then((ack) => ack, (e) => e);
+        outcomes.push(await settle(turn.emit(bigMessage("big"), { eventId: "evt_big" })));
+        // The lower limit is known now: one as large is refused before it takes a sequence.
+        outcomes.push(await settle(turn.emit(bigMessage("big again"))));
+        outcomes.push(await settle(turn.emit({ type: "agent.message", content: [text("after")] })));
+      },
+    });
+    await executor.startTurn({ session_id: "ses_big", turn_id: "t1", input: [text("go")] });
+    const held = () => executor.sessions.get("ses_big")?.eventRecords;
+    await within(
+      () => h.platform.turn("ses_big")?.state === "completed",
+      "turn t1 completes",
+      held,
+    );
+    assert.ok(outcomes[0] instanceof FrameTooLargeError, `the big event: ${outcomes[0]}`);
+    assert.ok(outcomes[1] instanceof FrameTooLargeError, `the second big event: ${outcomes[1]}`);
+    assert.equal((outcomes[2] as EmittedEvent).sequence, 3, String(outcomes[2]));
+    const session = executor.sessions.get("ses_big")!;
+    let records = session.eventRecords;
+    assert.deepEqual(records.map((r) => r.sequence), [1, 2, 3, 4]);
+    assert.deepEqual(eventTypes(records), [
+      "session.status_running",
+      "session.error",
+      "agent.message",
+      "session.status_idle",
+    ]);
+    assert.equal(records[1].event_id, "evt_big", "the error takes the event's id");
+    const error = (records[1].event as unknown as { error: { code: string; message: string } })
+      .error;
+    assert.equal(error.code, "event_too_large");
+    assert.match(error.message, /^agent\.message event not delivered/);
+    assert.equal(
+      (records[3].event as unknown as { turn_outcome: string }).turn_outcome,
+      "completed",
+    );
+    assert.ok(
+      logger.records.some((r) =>
+        r.level === "warn" && r.fields?.event_id === "evt_big" &&
+        r.message === "agent event too large for the harness: a session.error took its place"
+      ),
+      "the loss is logged",
+    );
+
+    await executor.startTurn({ session_id: "ses_big", turn_id: "t2", input: [text("again")] });
+    await within(
+      () => h.platform.turnById("ses_big", "t2")?.state === "completed",
+      "turn t2 completes",
+      held,
+    );
+    records = session.eventRecords;
+    assert.deepEqual(records.map((r) => r.sequence), [1, 2, 3, 4, 5, 6, 7]);
+    assert.deepEqual(messageTexts(records.slice(4)), [
+      "session.status_running",
+      "second turn",
+      "session.status_idle",
+    ]);
+  });
+
+  it("keeps the events queued behind one the harness's frame limit refused in order, after the session.error that takes its sequence", async () => {
+    const h = await fx.harness({ harness: { maxFrameBytes: HARNESS_MAX_FRAME } });
+    let settled: PromiseSettledResult<EmittedEvent>[] = [];
+    const { executor } = await fx.executor(h, {
+      async runTurn(turn) {
+        // Not awaited: ten events are queued (and pipelined) behind the big one.
+        const emitted = [turn.emit(bigMessage("big"))];
+        for (let i = 1; i <= 10; i++) {
+          emitted.push(turn.emit({ type: "agent.message", content: [text(`${i}`)] }));
+        }
+        settled = await Promise.allSettled(emitted);
+      },
+    });
+    await executor.startTurn({ session_id: "ses_pipe", turn_id: "t1", input: [text("go")] });
+    await within(
+      () => h.platform.turn("ses_pipe")?.state === "completed",
+      "the turn completes",
+      () => executor.sessions.get("ses_pipe")?.eventRecords,
+    );
+    assert.equal(settled[0].status, "rejected");
+    assert.ok((settled[0] as PromiseRejectedResult).reason instanceof FrameTooLargeError);
+    assert.deepEqual(
+      settled.slice(1).map((s) => s.status === "fulfilled" ? s.value.sequence : String(s.reason)),
+      Array.from({ length: 10 }, (_, i) => i + 3),
+    );
+    const records = executor.sessions.get("ses_pipe")!.eventRecords;
+    assert.deepEqual(records.map((r) => r.sequence), Array.from({ length: 13 }, (_, i) => i + 1));
+    assert.deepEqual(messageTexts(records), [
+      "session.status_running",
+      "session.error",
+      ...Array.from({ length: 10 }, (_, i) => `${i + 1}`),
+      "session.status_idle",
+    ]);
+  });
+
+  it("gives up, without a resend loop, on the events behind one the harness's frame limit refused when more wait than the outbox sends at once", async () => {
+    const h = await fx.harness({ harness: { maxFrameBytes: HARNESS_MAX_FRAME } });
+    let outcome: { settled: PromiseSettledResult<EmittedEvent>[]; reason: unknown } | undefined;
+    const { executor, logger } = await fx.executor(h, {
+      async runTurn(turn) {
+        // The replacement would queue behind SEQUENCED_WINDOW events the harness refuses until
+        // it arrives, resent from the first for ever: none is sent, the turn cannot go on.
+        const emitted = [turn.emit(bigMessage("big"))];
+        for (let i = 1; i <= SEQUENCED_WINDOW; i++) {
+          emitted.push(turn.emit({ type: "agent.message", content: [text(`${i}`)] }));
+        }
+        const settled = await Promise.allSettled(emitted);
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        outcome = { settled, reason: turn.signal.reason };
+      },
+    });
+    await executor.startTurn({ session_id: "ses_many", turn_id: "t1", input: [text("go")] });
+    await within(
+      () => outcome !== undefined,
+      "the turn's events settle (no resend loop)",
+      () => executor.sessions.get("ses_many")?.eventRecords,
+    );
+    const { settled, reason } = outcome!;
+    assert.ok((settled[0] as PromiseRejectedResult).reason instanceof FrameTooLargeError);
+    for (const s of settled.slice(1)) {
+      assert.ok(s.status === "rejected" && s.reason instanceof ConflictError, String(s.status));
+    }
+    assert.ok(
+      reason instanceof TurnCanceledError && reason.reason === "events_refused",
+      `${reason}`,
+    );
+    assert.ok(
+      logger.records.some((r) =>
+        r.message ===
+          "agent event too large for the harness, too many events behind it to take its place"
+      ),
+    );
   });
 
   it("gives up on events behind a gap no resend can fill, and ends the turn, without resending in a loop", async () => {

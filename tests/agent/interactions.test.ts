@@ -4,7 +4,9 @@
  * executor restart; a conflicting reuse is -32013 and leaves the interaction unchanged; other
  * ids get `int_…`; the executor keeps local authority (`expires_at` is a local deny, local
  * answers withdraw the request); `interaction.response` is resent until answered and the first
- * answer wins; `interaction.cancel` is idempotent; a canceled turn withdraws its interactions.
+ * answer wins, and an answer is recorded as the executor took it; `interaction.cancel` is
+ * idempotent; a canceled turn withdraws its interactions, and the platform withdraws those of a
+ * session that ended (a lease that expired).
  */
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -137,11 +139,15 @@ describe("agent interactions", { timeout: 30_000 }, () => {
     await a.client.stop();
     const b = await fx.executor(h, handler("b"), { client: { machineId: "m_1" } });
     await until(() => !b.executor.sessions.has("ses_rs"), "the old session is lost");
+    // Withdrawn with it: no turn waits for the answer now.
+    assert.equal(h.platform.interaction(first.id)?.status, "canceled");
+    assert.equal(h.platform.interaction(first.id)?.cancel_reason, "session_ended");
     await b.executor.startTurn({ session_id: "ses_rs", turn_id: "t2", input: [text("deploy")] });
     await until(() => changes.some((c) => c.type === "repeated"), "the repeat arrived");
     const again = h.platform.interaction(first.id)!;
     assert.equal(h.platform.interactions.length, 1, "never a second interaction");
-    assert.equal(again.status, "open");
+    assert.equal(again.status, "open", "asked again by a live turn: open again");
+    assert.equal(again.cancel_reason, undefined);
     assert.equal(again.requests, 2);
     assert.equal(again.turn_id, "t2", "routed to the new turn");
     assert.notEqual(again.tool_use_id, first.tool_use_id, "the new process's tool use");
@@ -166,7 +172,13 @@ describe("agent interactions", { timeout: 30_000 }, () => {
       },
     });
     assert.equal(h.platform.interactions.length, 1);
-    assert.deepEqual(changes.map((ch) => ch.type), ["opened", "repeated", "settled", "repeated"]);
+    assert.deepEqual(changes.map((ch) => ch.type), [
+      "opened",
+      "canceled", // its session was lost with the first process
+      "repeated",
+      "settled",
+      "repeated",
+    ]);
   });
 
   it("refuses an approval id reused for another tool use or kind (-32013); the interaction stays unchanged", async () => {
@@ -424,5 +436,101 @@ describe("agent interactions", { timeout: 30_000 }, () => {
       `expected TurnCanceledError, got ${outcomes[0]}`,
     );
     await until(() => h.platform.turn("ses_wc")?.state === "canceled", "the turn ended");
+  });
+
+  it("withdraws the open interactions of a session that ended with its executor's lease: an answer is refused (ManualClock)", async () => {
+    const clock = new ManualClock();
+    const h = await fx.harness({ harness: { clock, heartbeatIntervalMs: 1_000 } });
+    const changes: InteractionChange[] = [];
+    h.platform.onInteraction((change) => changes.push(change));
+    const proxy = await fx.proxy(h.server.url);
+    const { executor } = await fx.executor(h, {
+      async runTurn(turn) {
+        await askToRun(turn, "make deploy");
+      },
+    }, { url: proxy.url });
+    await executor.startTurn({ session_id: "ses_le", turn_id: "t1", input: [text("deploy")] });
+    const card = await h.platform.waitInteraction();
+    const session = executor.sessions.get("ses_le")!;
+    // The executor's link dies and it never comes back: its lease runs out.
+    await proxy.close();
+    await until(() => !executor.connected, "the harness saw the link drop");
+    await clock.advance(2_000);
+    assert.deepEqual(await session.ended, { reason: "lease_expired" });
+    assert.equal(h.platform.turnById("ses_le", "t1")?.state, "failed");
+    // Withdrawn as the session ended, like its turn.
+    const withdrawn = h.platform.interaction(card.id)!;
+    assert.equal(withdrawn.status, "canceled");
+    assert.equal(withdrawn.outcome, "canceled");
+    assert.equal(withdrawn.cancel_reason, "session_ended");
+    assert.equal(
+      h.platform.respond(card.id, { outcome: "approved" }),
+      false,
+      "nothing would run what is approved",
+    );
+    assert.equal(h.platform.interaction(card.id)?.status, "canceled");
+    assert.deepEqual(h.platform.interactions.filter((i) => i.status === "open"), []);
+    assert.deepEqual(changes.map((c) => c.type), ["opened", "canceled"]);
+  });
+
+  it("records an answer sent through the executor handle as the executor took it: refused after a cancel withdrew the interaction, it is not recorded as the answer", async () => {
+    const h = await fx.harness();
+    const outcomes: unknown[] = [];
+    const { executor } = await fx.executor(h, {
+      async runTurn(turn) {
+        outcomes.push(
+          await turn.requestInteraction({
+            kind: "question",
+            interaction_id: `q_${turn.turnId}`,
+            prompt: "Which one?",
+          }).catch((e) => e),
+        );
+      },
+    });
+    const question = (turnId: string) => ({
+      filter: (i: { turn_id: string }) => i.turn_id === turnId,
+    });
+    await executor.startTurn({ session_id: "ses_ra", turn_id: "t1", input: [text("go")] });
+    const first = await h.platform.waitInteraction(question("t1"));
+    assert.deepEqual(
+      await executor.respondInteraction({
+        session_id: "ses_ra",
+        interaction_id: "q_t1",
+        outcome: "answered",
+        answer: "this one",
+      }),
+      { accepted: true },
+    );
+    assert.equal(h.platform.interaction(first.id)?.status, "resolved", "taken: recorded");
+    assert.equal(h.platform.interaction(first.id)?.answer, "this one");
+    await until(() => h.platform.turnById("ses_ra", "t1")?.state === "completed", "t1 ends");
+
+    await executor.startTurn({ session_id: "ses_ra", turn_id: "t2", input: [text("go")] });
+    const second = await h.platform.waitInteraction(question("t2"));
+    // The cancel reaches the executor first: it withdraws the question, then refuses the answer.
+    const canceled = executor.cancelTurn({ session_id: "ses_ra", turn_id: "t2" });
+    const late = executor.respondInteraction({
+      session_id: "ses_ra",
+      interaction_id: "q_t2",
+      outcome: "answered",
+      answer: "late",
+    });
+    assert.deepEqual(await canceled, { canceled: true });
+    assert.deepEqual(await late, { accepted: false });
+    // The executor withdrew the question before its turn's idle event.
+    const session = executor.sessions.get("ses_ra")!;
+    await until(
+      () =>
+        session.eventRecords.some((r) =>
+          r.turn_id === "t2" && r.event.type === "session.status_idle"
+        ),
+      "t2 ended",
+    );
+    const card = h.platform.interaction(second.id)!;
+    assert.equal(card.status, "canceled", "withdrawn, as the executor did");
+    assert.equal(card.cancel_reason, "turn_canceled");
+    assert.equal(card.answer, undefined, "the refused answer is not the card's");
+    await until(() => outcomes.length === 2, "t2's wait ended");
+    assert.ok(outcomes[1] instanceof TurnCanceledError, `got ${outcomes[1]}`);
   });
 });

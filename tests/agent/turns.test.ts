@@ -12,8 +12,10 @@ import {
   CapabilityNotAdvertisedError,
   ConflictError,
   ExecutorConfigError,
+  MemoryHarnessStore,
   ResourceExhaustedError,
   serveAgent,
+  SessionRefusedError,
   type Turn,
   TurnCanceledError,
   type TurnInput,
@@ -366,7 +368,7 @@ describe("agent turns", { timeout: 30_000 }, () => {
       },
       async runTurn(turn) {
         await turn.emit({ type: "agent.message", content: [text("started")] });
-        if (turn.turnId !== "t1") return;
+        if (turn.turnId === "t2") return;
         await whenAborted(turn.signal);
         log.push(`canceled ${(turn.signal.reason as TurnCanceledError).reason}`);
         // Emitting while the cancel is handled is still part of the turn.
@@ -403,9 +405,17 @@ describe("agent turns", { timeout: 30_000 }, () => {
 
     assert.deepEqual(await executor.closeAgentSession("ses_unknown"), { closed: false });
 
+    // The closed conversation's turn_id is a repeat: answered, never run again.
+    assert.deepEqual(
+      await executor.startTurn({ session_id: "ses_x", turn_id: "t1", input: [text("go")] }),
+      { turn_id: "t1", accepted: true, duplicate: true },
+    );
+    assert.equal(client.session("ses_x"), undefined, "nothing was opened for the repeat");
+    // A new turn_id starts a new conversation under the id (the harness has no store: it forgot
+    // the closed session, whose events nothing can read any more).
+    await executor.startTurn({ session_id: "ses_x", turn_id: "t3", input: [text("go")] });
+    await until(() => executor.sessions.get("ses_x")?.eventRecords.length === 2, "running again");
     // A turn started while the close is still under way waits for it: a new conversation.
-    await executor.startTurn({ session_id: "ses_x", turn_id: "t1", input: [text("go")] });
-    await until(() => executor.sessions.get("ses_x")!.eventRecords.length === 2, "running again");
     const closing = executor.closeAgentSession("ses_x");
     await executor.startTurn({ session_id: "ses_x", turn_id: "t2", input: [text("again")] });
     assert.deepEqual(await closing, { closed: true });
@@ -414,10 +424,161 @@ describe("agent turns", { timeout: 30_000 }, () => {
     await until(() => h.platform.turn("ses_x")?.state === "completed", "t2 completes");
     assert.deepEqual(fresh.eventRecords.map((r) => r.sequence), [1, 2, 3], "a new conversation");
     assert.deepEqual(log.slice(3), [
-      "open t1 first=true",
+      "open t3 first=true",
       "canceled session_closed",
       "close ses_x closed",
       "open t2 first=true",
     ]);
+  });
+
+  it("answers a repeat of a turn whose executor died mid-turn as a duplicate, never running it again; the ended session keeps its events, and a new turn under its id is refused (session_exists)", async () => {
+    const h = await fx.harness({ harness: { store: new MemoryHarnessStore() } });
+    const runs: string[] = [];
+    const handler: AgentHandler = {
+      async runTurn(turn) {
+        runs.push(turn.turnId);
+        for (const word of ["one", "two", "three"]) {
+          await turn.emit({ type: "agent.message", content: [text(word)] });
+        }
+        await whenAborted(turn.signal); // it runs until its process dies
+      },
+    };
+    const proxy = await fx.proxy(h.server.url);
+    const a = await fx.executor(h, handler, { url: proxy.url, client: { machineId: "m_died" } });
+    await a.executor.startTurn({ session_id: "ses_d", turn_id: "t1", input: [text("go")] });
+    const session = a.executor.sessions.get("ses_d")!;
+    await until(() => session.eventRecords.length === 4, "the turn is running");
+    // The executor process dies mid-turn; a new process of the same machine registers.
+    await proxy.close();
+    await a.client.stop();
+    const b = await fx.executor(h, handler, { client: { machineId: "m_died" } });
+    assert.deepEqual(await session.ended, { reason: "lost" });
+    assert.equal(h.platform.turnById("ses_d", "t1")?.state, "failed");
+
+    assert.deepEqual(
+      await b.executor.startTurn({ session_id: "ses_d", turn_id: "t1", input: [text("go")] }),
+      { turn_id: "t1", accepted: true, duplicate: true },
+      "idempotent by turn_id",
+    );
+    assert.deepEqual(runs, ["t1"], "the repeat did not run the turn again");
+    assert.equal(b.client.session("ses_d"), undefined, "nor open the session on the new process");
+    assert.equal(h.platform.turnById("ses_d", "t1")?.state, "failed", "the turn's record stays");
+
+    const refused = await b.executor.startTurn({
+      session_id: "ses_d",
+      turn_id: "t2",
+      input: [text("go")],
+    }).then(() => undefined, (error) => error);
+    assert.ok(refused instanceof SessionRefusedError, `expected session_exists, got ${refused}`);
+    assert.equal(refused.reason, "session_exists");
+    assert.deepEqual(runs, ["t1"]);
+    // The ended session is readable as it was: its events, numbered as they came.
+    const ended = h.harness.session("ses_d");
+    assert.equal(ended?.state, "ended");
+    const records = [];
+    for await (const record of ended!.events()) records.push(record);
+    assert.deepEqual(
+      records.map((r) => [r.sequence, r.turn_id, r.event.type]),
+      [
+        [1, "t1", "session.status_running"],
+        [2, "t1", "agent.message"],
+        [3, "t1", "agent.message"],
+        [4, "t1", "agent.message"],
+      ],
+    );
+  });
+
+  it("without a store, starts a new conversation under the id of a session lost with its executor; a repeat of the lost turn stays a duplicate and leaves the current turn", async () => {
+    const h = await fx.harness();
+    const runs: string[] = [];
+    const handler: AgentHandler = {
+      async runTurn(turn) {
+        runs.push(turn.turnId);
+        await turn.emit({ type: "agent.message", content: [text("working")] });
+        await whenAborted(turn.signal);
+      },
+    };
+    const proxy = await fx.proxy(h.server.url);
+    const a = await fx.executor(h, handler, { url: proxy.url, client: { machineId: "m_gone" } });
+    await a.executor.startTurn({ session_id: "ses_n", turn_id: "t1", input: [text("go")] });
+    const lost = a.executor.sessions.get("ses_n")!;
+    await until(() => lost.eventRecords.length === 2, "t1 is running");
+    await proxy.close();
+    await a.client.stop();
+    const b = await fx.executor(h, handler, { client: { machineId: "m_gone" } });
+    assert.deepEqual(await lost.ended, { reason: "lost" });
+
+    // The harness forgot the lost session (no store): the id takes a new conversation.
+    await b.executor.startTurn({ session_id: "ses_n", turn_id: "t2", input: [text("go")] });
+    await until(() => b.executor.sessions.get("ses_n")?.eventRecords.length === 2, "t2 runs");
+    assert.deepEqual(
+      await b.executor.startTurn({ session_id: "ses_n", turn_id: "t1", input: [text("go")] }),
+      { turn_id: "t1", accepted: true, duplicate: true },
+    );
+    assert.deepEqual(runs, ["t1", "t2"], "t1 did not run again");
+    assert.equal(h.platform.turnById("ses_n", "t1")?.state, "failed");
+    const current = h.platform.turn("ses_n");
+    assert.equal(current?.turn_id, "t2", "the current turn is still the running one");
+    assert.equal(current?.state, "running");
+  });
+
+  it("keeps a turn as its idle event says when the cancel reaches the executor after the turn ended (canceled: false)", async () => {
+    const idle = gate();
+    let idleArrived = false;
+    const h = await fx.harness({
+      platform: {
+        // Holds the turn's idle event on the platform: the turn ended, the platform has not heard.
+        async onEvent(record) {
+          if (record.event.type !== "session.status_idle") return;
+          idleArrived = true;
+          await idle.promise;
+        },
+      },
+    });
+    const { executor } = await fx.executor(h, {
+      async runTurn(turn) {
+        await turn.emit({ type: "agent.message", content: [text("done")] });
+      },
+    });
+    await executor.startTurn({ session_id: "ses_cr", turn_id: "t1", input: [text("go")] });
+    await until(() => idleArrived, "the turn ended on the executor");
+    assert.equal(h.platform.turnById("ses_cr", "t1")?.state, "running");
+    assert.deepEqual(
+      await executor.cancelTurn({ session_id: "ses_cr", turn_id: "t1" }),
+      { canceled: false },
+    );
+    assert.equal(
+      h.platform.turnById("ses_cr", "t1")?.state,
+      "running",
+      "not canceled: the executor said so",
+    );
+    idle.open();
+    await until(() => !h.platform.turnById("ses_cr", "t1")!.active, "the idle event arrived");
+    assert.equal(
+      h.platform.turnById("ses_cr", "t1")?.state,
+      "completed",
+      "as the executor ended it",
+    );
+  });
+
+  it("leaves the current turn where it is when a repeat names a turn that ended while another runs", async () => {
+    const h = await fx.harness();
+    const { executor } = await fx.executor(h, {
+      async runTurn(turn) {
+        await turn.emit({ type: "agent.message", content: [text(turn.turnId)] });
+        if (turn.turnId === "t2") await whenAborted(turn.signal);
+      },
+    });
+    await executor.startTurn({ session_id: "ses_cur", turn_id: "t1", input: [text("go")] });
+    await until(() => h.platform.turn("ses_cur")?.state === "completed", "t1 completes");
+    await executor.startTurn({ session_id: "ses_cur", turn_id: "t2", input: [text("go")] });
+    assert.deepEqual(
+      await executor.startTurn({ session_id: "ses_cur", turn_id: "t1", input: [text("go")] }),
+      { turn_id: "t1", accepted: true, duplicate: true },
+    );
+    const current = h.platform.turn("ses_cur");
+    assert.equal(current?.turn_id, "t2", "the latest started turn");
+    assert.equal(current?.state, "running");
+    assert.equal(h.platform.turnById("ses_cur", "t1")?.state, "completed");
   });
 });
