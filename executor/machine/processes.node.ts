@@ -35,6 +35,7 @@ import { decodeChunk, encodeChunk, OutputBuffer, utf8Boundary } from "./output-b
 import { MAX_TIMER_MS } from "../../protocol/clock.ts";
 import { type ProcessUnit, SpawnError, type SpawnUnitOptions } from "./process-group.node.ts";
 import { PathOutsideWorkdirError, type Workdir } from "./workdir.node.ts";
+import { answerForSystemError } from "./system-resources.ts";
 
 /** Options of a {@linkcode ProcessTable}. */
 export interface ProcessTableOptions {
@@ -116,6 +117,9 @@ export class ProcessTable {
       });
     } catch (error) {
       if (!(error instanceof SpawnError)) throw error;
+      // Out of file descriptors or processes: retryable, not a program that cannot start.
+      const exhausted = answerForSystemError(error.cause);
+      if (exhausted !== error.cause) throw exhausted;
       throw new NotFoundError("cannot start the program", {
         reason: "spawn_failed",
         field: "argv",

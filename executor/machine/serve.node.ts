@@ -65,6 +65,7 @@ import {
 } from "./transfer.node.ts";
 import { PathOutsideWorkdirError, Workdir } from "./workdir.node.ts";
 import { checkWorkdir } from "./workdir-check.node.ts";
+import { answerForSystemError } from "./system-resources.ts";
 import { join } from "node:path";
 
 /** Options of {@linkcode serveMachine}. */
@@ -165,6 +166,12 @@ function stoppableSessionWork<T>(
   work.then(linked.release, linked.release);
   return work;
 }
+
+/**
+ * The requests served here whose contract lists -32009: a machine out of file descriptors or
+ * processes answers them that (retryable), not -32603 (`system-resources.ts`).
+ */
+const EXHAUSTIBLE: ReadonlySet<string> = new Set(["process.start", "process.write", "mcp.open"]);
 
 /** Requests that start or store something: refused once the session is ending. */
 type SessionRequest = {
@@ -327,7 +334,18 @@ export function serveMachine(
   ): Disposable =>
     client.onRequest(method, (params, ctx) => {
       const machine = held((params as { session_id: string }).session_id, starting);
-      return handler(params, machine, ctx);
+      if (!EXHAUSTIBLE.has(method)) return handler(params, machine, ctx);
+      let answer: RequestMap[M]["result"] | Promise<RequestMap[M]["result"]>;
+      try {
+        answer = handler(params, machine, ctx);
+      } catch (error) {
+        throw answerForSystemError(error);
+      }
+      return answer instanceof Promise
+        ? answer.catch((error) => {
+          throw answerForSystemError(error);
+        })
+        : answer;
     });
 
   const fetchFn = options.fetch ?? fetch;
@@ -443,7 +461,7 @@ export function serveMachine(
         }, (error) => {
           throw error instanceof PathOutsideWorkdirError
             ? new ForbiddenError("path outside the workdir", { reason: "path_outside_workdir" })
-            : error;
+            : answerForSystemError(error);
         }),
       // The child environment bash gets, the terminal's own variables through the same policy.
       env: (sessionId, extra) => envFor(sessionId, extra, true),
