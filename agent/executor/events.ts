@@ -112,7 +112,20 @@ export class TurnEvents {
       event_id: eventId,
       sequence,
     };
-    const text = JSON.stringify(params);
+    let text: string;
+    try {
+      text = JSON.stringify(params);
+    } catch (error) {
+      // A BigInt, a cycle, a throwing toJSON or getter, an array too deep for the stack: typed,
+      // before a sequence is taken (the value itself stays out of the error).
+      return rejected(
+        new InvalidOutgoingParamsError("session.event", [{
+          path: ["event"],
+          message: `cannot be serialized as JSON (${errorName(error)})`,
+          code: "not_json",
+        }]),
+      );
+    }
     const bytes = utf8Length(text) + ENVELOPE_BYTES;
     const limit = this.#maxFrameBytes;
     // Sent, either would be refused for good and leave a gap no later event could pass.
@@ -261,5 +274,15 @@ export class TurnEvents {
         throw error;
       }
     }
+  }
+}
+
+/** The class name of what a serializer threw, read without trusting it. */
+function errorName(error: unknown): string {
+  try {
+    const name = (error as { name?: unknown } | null)?.name;
+    return typeof name === "string" ? name : typeof error;
+  } catch {
+    return typeof error;
   }
 }

@@ -272,7 +272,32 @@ export class AgentService {
       };
     }
     this.#endWaits(state, run, new TurnEndedError(run.turnId), "turn_ended");
+    const unread = run.inputs.drain();
     run.inputs.end();
+    if (unread.length > 0) {
+      // Acknowledged (`ok: true`) but never read by the turn: the brain is told in the session's
+      // stream, before the idle event, so it can send them with a new turn.
+      const ids = unread.map((input) => input.input_id);
+      this.#ctx.logger.warn("the turn ended without reading inputs it was sent", {
+        session_id: state.id,
+        turn_id: run.turnId,
+        input_ids: ids,
+      });
+      this.#parts.events.write(
+        state,
+        run,
+        {
+          type: "session.error",
+          error: {
+            message: `the turn ended without reading ${unread.length} input(s): ` +
+              ids.slice(0, 10).join(", ") + (ids.length > 10 ? ", …" : ""),
+            code: "input_not_read",
+          },
+        },
+        {},
+        true,
+      );
+    }
     // The session takes the next turn.start from here: the idle event is the turn's last.
     if (state.run === run) state.run = undefined;
     this.#parts.events.write(state, run, idle, {}, true);

@@ -169,6 +169,58 @@ describe("agent events", { timeout: 120_000 }, () => {
     assert.deepEqual(records.map((r) => r.sequence), [1, 2, 3]);
   });
 
+  it("refuses at emit, typed, an event that cannot be serialized: its sequence goes to the next event", async () => {
+    const h = await fx.harness();
+    const cycle: Record<string, unknown> = {};
+    cycle.self = cycle;
+    let deep: unknown[] = [];
+    for (let i = 0; i < 20_000; i++) deep = [deep];
+    const unserializable: unknown[] = [
+      10n,
+      cycle,
+      {
+        toJSON: () => {
+          throw new Error("boom");
+        },
+      },
+      Object.defineProperty({}, "x", {
+        enumerable: true,
+        get: () => {
+          throw new Error("getter");
+        },
+      }),
+      deep,
+    ];
+    const outcomes: unknown[] = [];
+    const { executor } = await fx.executor(h, {
+      async runTurn(turn) {
+        for (const value of unserializable) {
+          outcomes.push(
+            await turn.emit({
+              type: "agent.tool_use",
+              id: "tu_bad",
+              name: "search",
+              input: { q: value },
+            } as never).then((ack) => ack, (e) => e),
+          );
+        }
+        outcomes.push(await turn.emit({ type: "agent.message", content: [text("after")] }));
+      },
+    });
+    await executor.startTurn({ session_id: "ses_json", turn_id: "t1", input: [text("go")] });
+    await until(() => h.platform.turn("ses_json")?.state === "completed", "the turn completes");
+    const codes = outcomes.slice(0, unserializable.length).map((outcome) => {
+      assert.ok(outcome instanceof InvalidOutgoingParamsError, String(outcome));
+      return (outcome.issues[0] as { code: string }).code;
+    });
+    // The deep array: past the stack where the serializer has one (V8), else too deep a frame.
+    assert.deepEqual(codes.slice(0, 4), ["not_json", "not_json", "not_json", "not_json"]);
+    assert.ok(["not_json", "too_deep"].includes(codes[4]), codes[4]);
+    assert.equal((outcomes.at(-1) as EmittedEvent).sequence, 2);
+    const records = executor.sessions.get("ses_json")!.eventRecords;
+    assert.deepEqual(records.map((r) => r.sequence), [1, 2, 3]);
+  });
+
   /**
    * A harness taking frames of at most 128 KiB (the executor sends up to 16 MiB): a 192 KiB
    * event is numbered, sent, and the harness closes the connection over it (1009); after the

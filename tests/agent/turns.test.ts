@@ -312,6 +312,40 @@ describe("agent turns", { timeout: 30_000 }, () => {
     assert.deepEqual(after.data, { reason: "turn_not_running" });
   });
 
+  it("tells the brain, before the idle event, of inputs acknowledged that the turn ended without reading", async () => {
+    const h = await fx.harness();
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const { executor } = await fx.executor(h, {
+      async runTurn(turn) {
+        await gate; // never reads turn.inputs
+        await turn.emit({ type: "agent.message", content: [text("done")] });
+      },
+    });
+    await executor.startTurn({ session_id: "ses_unread", turn_id: "t1", input: [text("go")] });
+    const base = { session_id: "ses_unread", turn_id: "t1" };
+    for (const id of ["in_a", "in_b"]) {
+      assert.deepEqual(
+        await executor.sendTurnInput({ ...base, input_id: id, input: [text(id)] }),
+        { ok: true },
+      );
+    }
+    release();
+    await until(() => h.platform.turn("ses_unread")?.state === "completed", "the turn completes");
+    const records = executor.sessions.get("ses_unread")!.eventRecords;
+    const types = records.map((r) => r.event.type);
+    assert.deepEqual(types, [
+      "session.status_running",
+      "agent.message",
+      "session.error",
+      "session.status_idle",
+    ]);
+    const error = (records[2].event as unknown as { error: { code: string; message: string } })
+      .error;
+    assert.equal(error.code, "input_not_read");
+    assert.match(error.message, /2 input\(s\): in_a, in_b$/);
+  });
+
   it("cancels a turn: the loop stops, it ends idle with turn_outcome canceled, the session stays open", async () => {
     const h = await fx.harness();
     const stopped: unknown[] = [];
