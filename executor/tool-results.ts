@@ -68,6 +68,11 @@ export interface CapturedOutput {
   readonly tail: Uint8Array;
   /** The kept bytes, to upload. */
   body(): Promise<Blob | Uint8Array>;
+  /**
+   * Why the kept bytes stop short of the output when it is not the executor's bound: its temp
+   * file failed (`ENOSPC`, a full disk).
+   */
+  readonly spoolFailure?: string;
   /** Frees what it holds (a temp file); once released, `body` is empty. Idempotent. */
   release(): void;
 }
@@ -332,6 +337,8 @@ interface LargeStream {
   preview(maxBytes: number): TextPreview;
   /** Bytes of the output the artifact leaves out (past the executor's bound). */
   readonly cutBytes: number;
+  /** Why they are left out when it is not the bound (the temp file's failure). */
+  readonly cutBy?: string;
   upload(toolCallId: string): Promise<ArtifactUpload>;
 }
 
@@ -361,6 +368,7 @@ function largeStream(
     bytes: captured.totalBytes + utf8Length(appended),
     preview: (maxBytes) => previewCaptured(captured, appended, maxBytes),
     cutBytes: captured.totalBytes - captured.keptBytes,
+    ...(captured.spoolFailure !== undefined ? { cutBy: captured.spoolFailure } : {}),
     upload: async (toolCallId) => {
       const utf8 = captured.utf8;
       return {
@@ -452,7 +460,8 @@ async function renderLargeStreams(
           cuts.push(
             `${artifact.name ?? artifact.artifact_id} holds the first ${
               stream.bytes - stream.cutBytes
-            } of ${stream.bytes} bytes of ${stream.name}`,
+            } of ${stream.bytes} bytes of ${stream.name}` +
+              (stream.cutBy !== undefined ? ` (its temp file failed: ${stream.cutBy})` : ""),
           );
         }
       }
@@ -466,7 +475,11 @@ async function renderLargeStreams(
       artifacts.map((a) => a.name ?? a.artifact_id).join(", ")
     }`
     : "full output not uploaded";
-  const cut = cuts.length ? `; cut at the executor's bound: ${cuts.join(", ")}` : "";
+  const cut = cuts.length
+    ? `; cut ${
+      [out, err].some((s) => s.cutBy !== undefined) ? "short" : "at the executor's bound"
+    }: ${cuts.join(", ")}`
+    : "";
   const note = `[output truncated: ${omitted} bytes omitted; ${where}${cut}]`;
   const preview: BashResult = {
     stdout: stdout.text,

@@ -197,6 +197,13 @@ class StreamCapture implements CapturedOutput {
   #head: Uint8Array | undefined;
   #whole: Uint8Array | undefined;
   #spool: Spool | undefined;
+  /**
+   * What the artifact keeps when no temp file could be made (a full or unwritable temp dir):
+   * the bytes held in memory when the stream outgrew it.
+   */
+  #inMemory: Uint8Array | undefined;
+  /** Why the temp file failed (`ENOSPC`), when it did: the artifact stops short there. */
+  spoolFailure: string | undefined;
   /** Checks the spooled bytes as they come (the held ones were checked when they were spooled). */
   #checker: TextDecoder | undefined;
   #valid = true;
@@ -291,10 +298,12 @@ class StreamCapture implements CapturedOutput {
       return Promise.resolve(this.#wholeBytes().subarray(0, this.keptBytes));
     }
     // Read from the file as it is sent (on Node and Bun; Deno reads it whole first).
-    return this.#spool ? openAsBlob(this.#spool.path) : Promise.resolve(new Uint8Array(0));
+    if (this.#spool) return openAsBlob(this.#spool.path);
+    return Promise.resolve(this.#inMemory ?? new Uint8Array(0));
   }
 
   release(): void {
+    this.#inMemory = undefined;
     const spool = this.#spool;
     this.#spool = undefined;
     if (spool) {
@@ -318,9 +327,12 @@ class StreamCapture implements CapturedOutput {
       this.#spool = { dir, path: join(dir, this.#stream), fd: undefined };
       unreleased.register(this, dir, this);
       this.#spool.fd = openSync(this.#spool.path, "wx", 0o600);
-    } catch {
-      // No temp file (the temp dir is not writable, or full): the artifact keeps nothing.
-      this.#maxBytes = 0;
+    } catch (error) {
+      // No temp file (the temp dir is not writable, or full): the artifact keeps what memory
+      // held, up to its last whole character, and says why it stops there.
+      this.spoolFailure = errorCode(error);
+      if (this.#spool) rmSync(this.#spool.dir, { recursive: true, force: true });
+      this.#spool = undefined;
     }
     const held = concat(this.#chunks, this.#held);
     this.#head = held.slice(0, BASH_MEMORY_BYTES / 2);
@@ -329,6 +341,18 @@ class StreamCapture implements CapturedOutput {
     this.#text = "";
     this.keptBytes = 0;
     this.#checker = new TextDecoder("utf-8", { fatal: true });
+    if (this.spoolFailure !== undefined) {
+      const kept = held.slice(0, Math.min(this.#maxBytes, utf8Boundary(held)));
+      this.#inMemory = kept;
+      this.#maxBytes = this.keptBytes = kept.byteLength;
+      try {
+        this.#checker.decode(kept, { stream: true });
+      } catch {
+        this.#valid = false;
+      }
+      this.#keepTail(held);
+      return;
+    }
     this.#spoolBytes(held);
   }
 
@@ -340,8 +364,9 @@ class StreamCapture implements CapturedOutput {
         for (let at = 0; at < kept.byteLength;) {
           at += writeSync(this.#spool.fd, kept, at, kept.byteLength - at);
         }
-      } catch {
+      } catch (error) {
         // The disk filled up: the artifact is what was written before, and says it was cut.
+        this.spoolFailure = errorCode(error);
         this.#maxBytes = this.keptBytes;
         closeSync(this.#spool.fd);
         this.#spool.fd = undefined;
@@ -367,6 +392,12 @@ class StreamCapture implements CapturedOutput {
       this.#held -= this.#chunks.shift()!.byteLength;
     }
   }
+}
+
+/** A system error's code (`ENOSPC`), or what else failed. */
+function errorCode(error: unknown): string {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" ? code : "failed";
 }
 
 /** The chunks as one array (the chunk itself when there is one). */

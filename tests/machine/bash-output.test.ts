@@ -109,6 +109,37 @@ describe(
       assert.deepEqual(spools(), [], "the spool file is gone after the upload");
     });
 
+    it("keeps what memory held for the artifact when no temp file can be made, and says why it is short", async () => {
+      const { harness, session } = await startMachine(fx);
+      // A temp dir below a file: the spool cannot be made (ENOTDIR), as on a full disk (ENOSPC).
+      const blocked = join(temp, "a-file");
+      writeFileSync(blocked, "");
+      process.env.TMPDIR = join(blocked, "tmp");
+      let result;
+      try {
+        result = await session.tools.bash.call(
+          { command: "head -c 2000000 /dev/zero | tr '\\0' q" },
+          { toolCallId: "c_nospool" },
+        );
+      } finally {
+        process.env.TMPDIR = temp;
+      }
+      assert.equal(result.outcome, "completed");
+      const [block] = artifactBlocks(result.content);
+      const stored = await harness.artifacts.get(block.artifact_id);
+      const kept = stored!.bytes.byteLength;
+      assert.ok(kept >= 256 * 1024, `the artifact holds what memory held, not nothing: ${kept}`);
+      assert.match(new TextDecoder().decode(stored!.bytes), /^q+$/);
+      const note = JSON.stringify(result.content);
+      assert.match(
+        note,
+        new RegExp(
+          `holds the first ${kept} of 2000000 bytes of stdout \\(its temp file failed: ENOTDIR\\)`,
+        ),
+      );
+      assert.doesNotMatch(note, /executor's bound/);
+    });
+
     it("removes the spool of a canceled call", async () => {
       const { session } = await startMachine(fx);
       const call = session.tools.bash.call(
