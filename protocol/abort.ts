@@ -102,9 +102,9 @@ export interface LinkedSignal {
 
 /**
  * A signal that aborts when any of `signals` does, until `release()`. Unlike `AbortSignal.any`,
- * whose result a long-lived source keeps (on Node 20, about 60 bytes a call until that source
- * aborts: a client's stop signal joined to each connection attempt's deadline grows for ever),
- * a released signal leaves nothing on its sources.
+ * whose result a long-lived source keeps an entry for (on Node 20, until that source aborts: a
+ * client's stop signal joined to each connection attempt's deadline would grow for ever), a
+ * released signal leaves nothing on its sources.
  */
 export function linkedSignal(signals: readonly (AbortSignal | undefined)[]): LinkedSignal {
   const controller = new AbortController();

@@ -331,7 +331,10 @@ class StreamCapture implements CapturedOutput {
       // No temp file (the temp dir is not writable, or full): the artifact keeps what memory
       // held, up to its last whole character, and says why it stops there.
       this.spoolFailure = errorCode(error);
-      if (this.#spool) rmSync(this.#spool.dir, { recursive: true, force: true });
+      if (this.#spool) {
+        unreleased.unregister(this);
+        rmSync(this.#spool.dir, { recursive: true, force: true });
+      }
       this.#spool = undefined;
     }
     const held = concat(this.#chunks, this.#held);

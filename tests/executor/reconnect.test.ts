@@ -250,9 +250,9 @@ describe("ExecutorClient: reconnect", { timeout: 30_000 }, () => {
   });
 
   it("keeps nothing per failed connection attempt: its signal stops following the client's", async () => {
-    // Node 20's AbortSignal.any left ~50 bytes on the client's stop signal per attempt, for ever
-    // (47 bytes an attempt over 20,000 failed ones): an attempt's signal that still aborts with
-    // the client's stop, once the attempt is over, is one its stop signal still holds.
+    // Node 20's AbortSignal.any left an entry on the client's stop signal per attempt, for ever:
+    // an attempt's signal that still aborts with the client's stop, once the attempt is over, is
+    // one its stop signal still holds.
     const signals: AbortSignal[] = [];
     const client = new ExecutorClient({
       harnessUrl: "ws://127.0.0.1:9/",

@@ -69,6 +69,16 @@ describe("the harness's orchestration API", { timeout: 30_000 }, () => {
   });
 
   /** A harness and an executor over 127.0.0.1 with session `sessionId` ready. */
+  /** Cuts the executor off: its proxy leads nowhere until retargeted at the harness again. */
+  async function goAway(proxy: ChaosProxy, executor: { readonly connected: boolean }) {
+    const closed = await ChaosProxy.start("ws://127.0.0.1:1");
+    fx.defer(() => closed.close());
+    proxy.retarget(`ws://127.0.0.1:${closed.port}`);
+    closed.cut();
+    proxy.cut();
+    await until(() => !executor.connected, "the harness sees the executor gone");
+  }
+
   async function readySession(sessionId: string) {
     const { harness, server } = await fx.harness();
     const { client } = fx.client(server);
@@ -143,13 +153,7 @@ describe("the harness's orchestration API", { timeout: 30_000 }, () => {
     const session = await executor.assignSession({ session_id: "ses_away" });
     await session.ready();
 
-    // Away: cut, and no way back until the proxy points at the harness again.
-    const closed = await ChaosProxy.start("ws://127.0.0.1:1");
-    fx.defer(() => closed.close());
-    proxy.retarget(`ws://127.0.0.1:${closed.port}`);
-    closed.cut();
-    proxy.cut();
-    await until(() => !executor.connected, "the harness sees the executor gone");
+    await goAway(proxy, executor);
     const stopped = session.stop("while away");
     let settled = false;
     stopped.then(() => (settled = true), () => (settled = true));
@@ -172,12 +176,7 @@ describe("the harness's orchestration API", { timeout: 30_000 }, () => {
     const executor = await harness.waitExecutor();
     const session = await executor.assignSession({ session_id: "ses_gave_up" });
     await session.ready();
-    const closed = await ChaosProxy.start("ws://127.0.0.1:1");
-    fx.defer(() => closed.close());
-    proxy.retarget(`ws://127.0.0.1:${closed.port}`);
-    closed.cut();
-    proxy.cut();
-    await until(() => !executor.connected, "the harness sees the executor gone");
+    await goAway(proxy, executor);
 
     // Each stop given up on while the executor is away: nothing of it may stay behind. (In a
     // function of its own: a suspended frame may keep its last values.)
