@@ -157,6 +157,7 @@ export class ExecutorCore {
     const telemetry = this.telemetry = telemetryOf(
       options.telemetry,
       "bma-executor-sdk/executor",
+      logger,
     );
     const link = this.link = new ClientLink(logger);
     this.tokens = new TokenCache(credentials, clock);

@@ -165,7 +165,7 @@ export class Harness {
       storeRenewMs: options.storeRenewMs ?? DEFAULT_STORE_RENEW_MS,
       agent: options.agent,
       onConnectionChange: options.onConnectionChange,
-      telemetry: telemetryOf(options.telemetry, "bma-executor-sdk/harness"),
+      telemetry: telemetryOf(options.telemetry, "bma-executor-sdk/harness", logger),
     });
     if (options.deadlines) this.#core.scheduler.drive(options.deadlines);
     const core = this.#core;

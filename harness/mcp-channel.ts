@@ -36,6 +36,12 @@ interface McpChannelReceiver {
  */
 export const MAX_MESSAGES_BEFORE_START = 10_000;
 
+/**
+ * Most bytes (their JSON's UTF-16 length) of the messages held before `start()`: a few large
+ * messages end the channel as many small ones do.
+ */
+export const MAX_BYTES_BEFORE_START = 16 * 1024 * 1024;
+
 /** One open channel as the harness holds it (internal). */
 export class McpChannelState {
   readonly channelId: string;
@@ -50,6 +56,7 @@ export class McpChannelState {
   buffer: McpMessage[] | undefined = [];
   closeReason: string | undefined;
   receiver: McpChannelReceiver | undefined;
+  #bufferedBytes = 0;
   #resolveClosed!: (reason: string) => void;
 
   constructor(channelId: string, server: string, sessionId: string, link: McpChannelLink) {
@@ -67,7 +74,12 @@ export class McpChannelState {
     // Messages that arrive before start() wait for it, as the MCP SDK expects; a client that
     // never starts ends the channel before they fill the harness's memory.
     if (this.buffer) {
-      if (this.buffer.length >= MAX_MESSAGES_BEFORE_START) {
+      // Sized only while held: a started channel's messages pass without it.
+      this.#bufferedBytes += JSON.stringify(message).length;
+      if (
+        this.buffer.length >= MAX_MESSAGES_BEFORE_START ||
+        this.#bufferedBytes > MAX_BYTES_BEFORE_START
+      ) {
         this.end("not_started");
         void this.link.close("not_started");
         return;

@@ -15,6 +15,7 @@
  *
  * @module
  */
+import type { Logger } from "./logger.ts";
 import {
   formatTraceparent,
   parseTraceparent,
@@ -109,6 +110,22 @@ const KIND: Readonly<Record<SpanRole, number>> = { internal: 0, server: 1, clien
 /** OpenTelemetry's `SpanStatusCode.ERROR`. */
 const STATUS_ERROR = 2;
 
+/**
+ * A tracer, exporter or span processor with a bug may throw from any of its calls (the
+ * OpenTelemetry SDK runs span processors inside `span.end()`): the span is lost, never the call,
+ * session or event it stands for. The first such failure is logged once per instance.
+ */
+type SpanFailure = (error: unknown) => void;
+
+/** What a span whose tracer failed to start it stands on: records nothing. */
+const NO_SPAN: OtelSpan = {
+  spanContext: () => ({ traceId: "0".repeat(32), spanId: "0".repeat(16), traceFlags: 0 }),
+  setAttribute: () => undefined,
+  setStatus: () => undefined,
+  recordException: () => undefined,
+  end: () => undefined,
+};
+
 /** One span the SDK opened, and the trace context it hands on. */
 export class TracedSpan {
   /**
@@ -121,6 +138,7 @@ export class TracedSpan {
   /** An OpenTelemetry context with this span current (the parent of spans under it). */
   readonly context: OtelContext;
   readonly #span: OtelSpan;
+  readonly #failed: SpanFailure;
   #ended = false;
 
   /** Made by {@linkcode Telemetry.start}. */
@@ -129,28 +147,38 @@ export class TracedSpan {
     trace: TraceContext | undefined,
     traceId: string | undefined,
     context: OtelContext,
+    failed: SpanFailure = () => {},
   ) {
     this.#span = span;
     this.trace = trace;
     this.traceId = traceId;
     this.context = context;
+    this.#failed = failed;
   }
 
   /** Sets an attribute. */
   set(key: string, value: string | number | boolean): void {
-    this.#span.setAttribute(key, value);
+    try {
+      this.#span.setAttribute(key, value);
+    } catch (error) {
+      this.#failed(error);
+    }
   }
 
   /** Ends the span (once); with `error`, its status is an error and the error is recorded. */
   end(error?: unknown): void {
     if (this.#ended) return;
     this.#ended = true;
-    if (error !== undefined) {
-      const message = error instanceof Error ? error.message : String(error);
-      this.#span.recordException(error instanceof Error ? error : message);
-      this.#span.setStatus({ code: STATUS_ERROR, message });
+    try {
+      if (error !== undefined) {
+        const message = error instanceof Error ? error.message : String(error);
+        this.#span.recordException(error instanceof Error ? error : message);
+        this.#span.setStatus({ code: STATUS_ERROR, message });
+      }
+      this.#span.end();
+    } catch (failure) {
+      this.#failed(failure);
     }
-    this.#span.end();
   }
 
   /** Ends the span with a tool call's outcome: an error status unless it completed. */
@@ -200,14 +228,26 @@ export class Telemetry {
   readonly #tracer: OtelTracer;
   /** The span current while {@linkcode Telemetry.within} runs (parent of store writes). */
   #current: OtelContext | undefined;
+  readonly #failed: SpanFailure;
 
-  /** A tracer named `name` of `option`'s provider. */
-  constructor(option: TelemetryOption, name: string, version?: string) {
+  /**
+   * A tracer named `name` of `option`'s provider; a tracer's failure is logged to `logger` (once:
+   * a broken exporter fails every span).
+   */
+  constructor(option: TelemetryOption, name: string, version?: string, logger?: Logger) {
     const api = "api" in option ? option.api : option;
     const provider = ("api" in option ? option.tracerProvider : undefined) ??
       api.trace.getTracerProvider();
     this.#api = api;
     this.#tracer = provider.getTracer(name, version);
+    let told = false;
+    this.#failed = (error) => {
+      if (told) return;
+      told = true;
+      logger?.warn("telemetry: the tracer failed; spans may be lost, nothing else is", {
+        error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+      });
+    };
   }
 
   /**
@@ -216,6 +256,28 @@ export class Telemetry {
    * what goes on: in `_meta` of the request it stands for, or to the handler and its children.
    */
   start(
+    name: string,
+    role: SpanRole,
+    attributes: Record<string, string | number | boolean>,
+    parent: TraceContext | undefined,
+  ): TracedSpan {
+    try {
+      return this.#start(name, role, attributes, parent);
+    } catch (error) {
+      this.#failed(error);
+      const remote = parent && parseTraceparent(parent.traceparent);
+      let context: OtelContext = {};
+      try {
+        context = this.#current ?? this.#api.context.active();
+      } catch {
+        // The API itself failed: its children are started on an empty context (and fail alike).
+      }
+      const traceId = remote ? remote.traceId : undefined;
+      return new TracedSpan(NO_SPAN, parent, traceId, context, this.#failed);
+    }
+  }
+
+  #start(
     name: string,
     role: SpanRole,
     attributes: Record<string, string | number | boolean>,
@@ -248,7 +310,7 @@ export class Telemetry {
     });
     const trace = mine ?? parent;
     const traceId = mine ? own.traceId : remote ? remote.traceId : undefined;
-    return new TracedSpan(span, trace, traceId, api.trace.setSpan(base, span));
+    return new TracedSpan(span, trace, traceId, api.trace.setSpan(base, span), this.#failed);
   }
 
   /**
@@ -271,7 +333,7 @@ export class Telemetry {
 export function telemetryOf(
   option: TelemetryOption | undefined,
   name: string,
-  version?: string,
+  logger?: Logger,
 ): Telemetry | undefined {
-  return option === undefined ? undefined : new Telemetry(option, name, version);
+  return option === undefined ? undefined : new Telemetry(option, name, undefined, logger);
 }

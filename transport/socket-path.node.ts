@@ -34,10 +34,20 @@ export class SocketPathTooLongError extends LocalError {
   /** The errno a system that refuses such a path names. */
   readonly code = "ENAMETOOLONG";
   /** `action` is what was to be done with the path: listen on it, or connect to it. */
-  constructor(path: string, bytes: number, limit: number, action: "listen on" | "connect to") {
+  constructor(
+    path: string,
+    bytes: number,
+    limit: number,
+    action: "listen on" | "connect to",
+    absolute?: string,
+  ) {
     super(
-      `cannot ${action} ${path}: a Unix socket path may have at most ${limit} bytes here, ` +
-        `this one has ${bytes} (choose a shorter path)`,
+      absolute === undefined
+        ? `cannot ${action} ${path}: a Unix socket path may have at most ${limit} bytes here, ` +
+          `this one has ${bytes} (choose a shorter path)`
+        : `cannot ${action} ${path}: its absolute path ${absolute}, which its unix:// URL ` +
+          `names, has ${bytes} bytes, and a Unix socket path may have at most ${limit} here ` +
+          `(choose a shorter path)`,
     );
     this.name = "SocketPathTooLongError";
     this.path = path;
@@ -50,14 +60,23 @@ const encoder = new TextEncoder();
 
 /**
  * Throws {@linkcode SocketPathTooLongError} when `path` is longer than the system takes: the
- * one check before every runtime's server listens on a Unix socket path, and before it is
- * dialed. Windows named pipes (`\\.\pipe\name`) have no such limit and are not checked.
+ * one check before every runtime's server listens on a Unix socket path (a relative one's
+ * absolute form too, which its URL names), and before it is dialed. Windows named pipes (`\\.\pipe\name`) have no such limit and are not checked.
  */
 export function assertSocketPathFits(path: string, action: "listen on" | "connect to"): void {
   if (path.startsWith("\\\\.\\pipe\\")) return;
   const bytes = encoder.encode(path).byteLength;
   const limit = maxSocketPathBytes();
   if (bytes > limit) throw new SocketPathTooLongError(path, bytes, limit, action);
+  // A relative path binds from the working directory, but its URL names the absolute path
+  // (`socketUrl`), which is what clients dial: that one must fit too.
+  if (action === "listen on" && !isAbsolute(path)) {
+    const absolute = resolve(path);
+    const absoluteBytes = encoder.encode(absolute).byteLength;
+    if (absoluteBytes > limit) {
+      throw new SocketPathTooLongError(path, absoluteBytes, limit, action, absolute);
+    }
+  }
 }
 
 /**

@@ -277,6 +277,54 @@ describe("trace context: Harness and ExecutorClient", { timeout: 60_000 }, () =>
     assert.equal(parentOf(callIn), callOut.spanContext().spanId);
     assert.equal(bash.structured_content?.stdout, `${contextOf(callIn)}|unset`);
   });
+
+  it("loses nothing to a tracer that throws: every call still ends with its result", async () => {
+    // An exporter or span processor with a bug throws from `end` (and a provider may throw from
+    // `startSpan`): the spans are lost, the calls are not.
+    const throwing = (where: "start" | "use") => {
+      const span = {
+        spanContext: () => ({ traceId: TRACE_ID, spanId: PARENT_ID, traceFlags: 1 }),
+        setAttribute: () => {
+          throw new Error("setAttribute failed");
+        },
+        setStatus: () => {
+          throw new Error("setStatus failed");
+        },
+        recordException: () => {
+          throw new Error("recordException failed");
+        },
+        end: () => {
+          throw new Error("exporter failed");
+        },
+      };
+      return {
+        api: otel,
+        tracerProvider: {
+          getTracer: () => ({
+            startSpan: () => {
+              if (where === "start") throw new Error("startSpan failed");
+              return span;
+            },
+          }),
+        },
+      };
+    };
+    for (const where of ["start", "use"] as const) {
+      const { executor, seen } = await world({
+        harness: { telemetry: throwing(where) },
+        client: { telemetry: throwing(where) },
+      });
+      const session = await executor.assignSession({ session_id: `ses_${where}` }, {
+        trace: TRACE,
+      });
+      const probe = await session.callTool({ tool: "probe", input: {} }, { trace: TRACE });
+      assert.equal(probe.outcome, "completed", where);
+      const failed = await session.callTool({ tool: "bash", input: { command: "exit 3" } });
+      assert.equal(failed.structured_content?.exit_code, 3, where);
+      assert.equal(seen.length, 1, where);
+      await fx.cleanup();
+    }
+  });
 });
 
 describe("trace context: agent turns", { timeout: 60_000 }, () => {

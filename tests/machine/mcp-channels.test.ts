@@ -5,7 +5,8 @@
  * per session (-32009 `too_many_channels`); a channel's server ends with the connection it was
  * opened on (a cut through a TCP proxy), and when the open that started it was aborted or timed
  * out (its answer held in the proxy); a close naming another session closes nothing; a client
- * that never starts reading ends its channel (`not_started`) rather than filling the harness.
+ * that never starts reading ends its channel (`not_started`, past a count or a size held) rather
+ * than filling the harness.
  */
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -124,6 +125,16 @@ describe("MCP channels: bounds and ends", { timeout: 90_000 }, () => {
     const { session } = await machine();
     const channel = await session.mcp("test");
     await channel.send({ jsonrpc: "2.0", id: 1, method: "many", params: { count: 10_001 } });
+    assert.equal(await channel.closed, "not_started");
+  });
+
+  it("a client that never starts reading ends its channel (not_started) past 16 MiB held, however few the messages", async () => {
+    const { session } = await machine();
+    const channel = await session.mcp("test");
+    // 40 answers of 512 KiB: far fewer messages than the count bound, 20 MiB in all.
+    for (let id = 1; id <= 40; id++) {
+      await channel.send({ jsonrpc: "2.0", id, method: "big", params: { bytes: 512 * 1024 } });
+    }
     assert.equal(await channel.closed, "not_started");
   });
 });

@@ -133,6 +133,28 @@ for (const { name, serve, dial } of servers) {
           await server.close();
         }
       });
+
+      it("refuses a short relative path whose absolute form, the URL it reports, is over the limit", async () => {
+        // The URL names the absolute path, which no client could dial: refused before binding.
+        const folder = join(dir, `${name}-relong-${"d".repeat(limit)}`);
+        mkdirSync(folder);
+        const cwd = process.cwd();
+        process.chdir(folder);
+        let error: unknown;
+        try {
+          error = await listen(serve, "r.sock").then(
+            (server) => server.close().then(() => assert.fail(`listened at ${server.url}`)),
+            (error: unknown) => error,
+          );
+        } finally {
+          process.chdir(cwd);
+        }
+        assert.ok(error instanceof SocketPathTooLongError, String(error));
+        assert.equal(error.path, "r.sock");
+        assert.ok(error.bytes > limit, String(error.bytes));
+        assert.match(error.message, new RegExp(`^cannot listen on r\\.sock: its absolute path `));
+        assert.deepEqual(readdirSync(folder), [], "nothing bound");
+      });
     },
   );
 }
