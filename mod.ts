@@ -242,6 +242,7 @@ export {
   UnknownSessionError,
 } from "./executor/mod.ts";
 export type {
+  ArtifactByteStream,
   ArtifactUpload,
   ArtifactUpload as ExecutorArtifactUpload,
   ClientState,

@@ -8,12 +8,19 @@ import { ArtifactUploadError, ExecutorConfigError } from "./errors.ts";
 import type { FetchFunction } from "./options.ts";
 import type { SecretScrubber } from "./secrets.ts";
 
+/**
+ * Bytes read as they are sent (a file streamed rather than held): a function that opens a fresh
+ * stream of them for each attempt, since an upload may be sent twice (to the environment's path,
+ * then the legacy alias).
+ */
+export type ArtifactByteStream = () => ReadableStream<Uint8Array>;
+
 /** What to upload. */
 export interface ArtifactUpload {
   /** File name shown to users (sent URI-encoded in `x-artifact-name`). */
   name: string;
-  /** The bytes, or text sent as UTF-8. */
-  data: Uint8Array | ArrayBuffer | Blob | string;
+  /** The bytes, text sent as UTF-8, or a stream of the bytes opened for each attempt. */
+  data: Uint8Array | ArrayBuffer | Blob | string | ArtifactByteStream;
   /** MIME type. Default `text/plain; charset=utf-8` for text, else `application/octet-stream`. */
   mimeType?: string;
   /** Aborts the upload: it rejects with `RequestAbortedError`. */
@@ -56,10 +63,14 @@ export class ArtifactUploader {
     if (!this.#baseUrl || !this.#fetch) {
       throw new ExecutorConfigError("artifact upload needs baseUrl (and a fetch function)");
     }
-    const text = typeof upload.data === "string";
-    const body: BodyInit = text
-      ? new TextEncoder().encode(upload.data as string)
-      : upload.data as Uint8Array | ArrayBuffer | Blob as BodyInit;
+    const data = upload.data;
+    const text = typeof data === "string";
+    const fixed: BodyInit | undefined = typeof data === "function"
+      ? undefined
+      : text
+      ? new TextEncoder().encode(data)
+      : data as BodyInit;
+    const body = () => fixed ?? (data as ArtifactByteStream)();
     const mimeType = upload.mimeType ??
       (text ? "text/plain; charset=utf-8" : "application/octet-stream");
     const token = await this.#tokens.current(upload.signal);
@@ -84,11 +95,14 @@ export class ArtifactUploader {
   async #post(
     url: string,
     headers: Record<string, string>,
-    body: BodyInit,
+    body: () => BodyInit,
     upload: ArtifactUpload,
   ): Promise<Response> {
     try {
-      return await this.#fetch!(url, { method: "POST", headers, body, signal: upload.signal });
+      const init = { method: "POST", headers, body: body(), signal: upload.signal };
+      // A stream is sent as it is read: fetch takes it only as a half-duplex body.
+      if (init.body instanceof ReadableStream) Object.assign(init, { duplex: "half" });
+      return await this.#fetch!(url, init);
     } catch (error) {
       if (upload.signal?.aborted) throw upload.signal.reason;
       throw new ArtifactUploadError("the artifact endpoint is unreachable", undefined, {

@@ -35,7 +35,7 @@ import {
 import { utf8Length } from "../protocol/jsonrpc.ts";
 import type { Logger } from "../protocol/logger.ts";
 import { type ConnectionLink, deliver } from "../protocol/retry.ts";
-import type { ArtifactUpload } from "./artifacts.ts";
+import type { ArtifactByteStream, ArtifactUpload } from "./artifacts.ts";
 import { ClientStoppedError } from "./errors.ts";
 import type { ToolResultLostHandler } from "./options.ts";
 import { type BackoffPolicy, describeError } from "./timing.ts";
@@ -66,8 +66,8 @@ export interface CapturedOutput {
   readonly head: Uint8Array;
   /** A suffix of the output (all of it when it is held in memory). */
   readonly tail: Uint8Array;
-  /** The kept bytes, to upload. */
-  body(): Promise<Blob | Uint8Array>;
+  /** The kept bytes, to upload (a file's as a stream opened for each attempt). */
+  body(): Promise<Blob | Uint8Array | ArtifactByteStream>;
   /**
    * Why the kept bytes stop short of the output when it is not the executor's bound: its temp
    * file failed (`ENOSPC`, a full disk).

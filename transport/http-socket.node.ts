@@ -4,7 +4,7 @@
  * reaches the same harness's HTTP side (artifact uploads). Web-standard `Request` in,
  * `Response` out.
  */
-import { request as httpRequest } from "node:http";
+import { type ClientRequest, request as httpRequest } from "node:http";
 
 /** The largest response body read: the artifact endpoint answers a few hundred bytes. */
 const MAX_RESPONSE_BYTES = 1024 * 1024;
@@ -16,11 +16,13 @@ const NO_BODY = new Set([204, 205, 304]);
  * its origin is otherwise ignored. Rejects on a socket error or when `request.signal` aborts.
  */
 export async function fetchOverSocket(socketPath: string, request: Request): Promise<Response> {
-  const body = request.body ? new Uint8Array(await request.arrayBuffer()) : undefined;
   const url = new URL(request.url);
   const headers: Record<string, string> = { host: url.host || "localhost" };
   request.headers.forEach((value, key) => (headers[key] = value));
-  if (body) headers["content-length"] = String(body.byteLength);
+  // The body is sent as it is read (chunked), never held whole: an artifact may be a spooled
+  // file of up to a GiB.
+  const body = request.body;
+  if (body && headers["content-length"] === undefined) headers["transfer-encoding"] = "chunked";
   const signal = request.signal;
   return await new Promise<Response>((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
@@ -73,6 +75,37 @@ export async function fetchOverSocket(socketPath: string, request: Request): Pro
       reject(signal?.aborted ? signal.reason : error);
     });
     outgoing.on("close", () => signal?.removeEventListener("abort", onAbort));
-    outgoing.end(body);
+    if (body) void sendBody(body, outgoing);
+    else outgoing.end();
   });
+}
+
+/** Writes `body` to `outgoing` as it is read, waiting for the socket to drain between chunks. */
+async function sendBody(body: ReadableStream<Uint8Array>, outgoing: ClientRequest): Promise<void> {
+  const reader = body.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (outgoing.destroyed) break;
+      if (done) {
+        outgoing.end();
+        return;
+      }
+      if (!outgoing.write(value)) {
+        await new Promise<void>((resolve) => {
+          const go = () => {
+            outgoing.off("drain", go);
+            outgoing.off("close", go);
+            resolve();
+          };
+          outgoing.on("drain", go);
+          outgoing.on("close", go);
+        });
+      }
+    }
+    await reader.cancel().catch(() => {});
+  } catch (error) {
+    // The body could not be read: the request is cut rather than sent short.
+    outgoing.destroy(error instanceof Error ? error : new Error(String(error)));
+  }
 }

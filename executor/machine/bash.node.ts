@@ -12,6 +12,7 @@
  */
 import {
   closeSync,
+  createReadStream,
   existsSync,
   mkdtempSync,
   openAsBlob,
@@ -20,10 +21,12 @@ import {
   writeSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
+import { Readable } from "node:stream";
 import { join } from "node:path";
 import { type Clock, systemClock } from "../../protocol/clock.ts";
 import type { BashInput, BashResult } from "../../protocol/generated/contract.ts";
 import { BASH_OUTPUT, type BashResultOutput, type CapturedOutput } from "../tool-results.ts";
+import type { ArtifactByteStream } from "../artifacts.ts";
 import { ChildEnvironment, NON_INTERACTIVE_LAYER } from "./child-env.node.ts";
 import { concatBytes } from "../../transport/bytes.ts";
 import { utf8Boundary } from "./output-buffer.ts";
@@ -293,12 +296,19 @@ class StreamCapture implements CapturedOutput {
     }
   }
 
-  body(): Promise<Blob | Uint8Array> {
+  body(): Promise<Blob | Uint8Array | ArtifactByteStream> {
     if (this.#head === undefined) {
       return Promise.resolve(this.#wholeBytes().subarray(0, this.keptBytes));
     }
-    // Read from the file as it is sent (on Node and Bun; Deno reads it whole first).
-    if (this.#spool) return openAsBlob(this.#spool.path);
+    // Read from the file as it is sent: a file-backed Blob on Node and Bun (sent with its
+    // length); Deno's `openAsBlob` reads the file whole, so there a stream of it is sent.
+    const spool = this.#spool;
+    if (spool) {
+      if (!("Deno" in globalThis)) return openAsBlob(spool.path);
+      return Promise.resolve(() =>
+        Readable.toWeb(createReadStream(spool.path)) as ReadableStream<Uint8Array>
+      );
+    }
     return Promise.resolve(this.#inMemory ?? new Uint8Array(0));
   }
 

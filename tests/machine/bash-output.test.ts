@@ -7,7 +7,15 @@
  */
 import { after, afterEach, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ArtifactBlock, ContentBlock } from "../../protocol/mod.ts";
@@ -28,6 +36,12 @@ function seededBytes(length: number, seed = 0x2545f491): Uint8Array {
     out[i] = x & 0xff;
   }
   return out;
+}
+
+/** The process's peak resident memory since the last reset, bytes (Linux). */
+function peakRss(): number {
+  const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync("/proc/self/status", "utf8"));
+  return Number(match?.[1]) * 1024;
 }
 
 function artifactBlocks(content: ContentBlock[]): ArtifactBlock[] {
@@ -81,6 +95,54 @@ describe(
       assert.ok(sameBytes(stored.bytes, bytes), "the artifact is the output, byte for byte");
       assert.deepEqual(spools(), [], "no spool file is left");
     });
+
+    it(
+      "uploads a spooled stream from its file as it is sent: the peak memory grows by less than the output",
+      { skip: process.platform !== "linux" && "reads the peak RSS from /proc" },
+      async () => {
+        // The upload's body is read by a fetch of the test's own, which keeps none of it (the token
+        // exchange goes to the harness).
+        const size = 256 * 1024 * 1024;
+        let uploaded = 0;
+        const countingFetch = async (url: string | URL | Request, init?: RequestInit) => {
+          if (!String(url).endsWith("/artifacts")) return await fetch(url, init);
+          const body = init?.body;
+          const stream = body instanceof Blob
+            ? body.stream()
+            : body instanceof ReadableStream
+            ? body as ReadableStream<Uint8Array>
+            : undefined;
+          if (stream) { for await (const chunk of stream) uploaded += chunk.byteLength; }
+          else uploaded += (body as Uint8Array).byteLength;
+          return Response.json({ artifact_id: "art_counted" }, { status: 201 });
+        };
+        // A handler of its own around `runBash`, without live output (which would travel to the
+        // harness in this process as it runs).
+        const { harness, server } = await fx.harness();
+        const { client } = fx.client(server, { fetch: countingFetch });
+        const workdir = new Workdir(realpathSync(mkdtempSync(join(temp, "workdir-"))));
+        client.tools.bash.handle((input, ctx) => runBash(input, { workdir, signal: ctx.signal }));
+        await client.start();
+        const executor = await harness.waitExecutor();
+        const session = await executor.assignSession({ session_id: "ses_peak" });
+        // Resets the peak to what the process holds now (Linux 4.0 and later).
+        writeFileSync("/proc/self/clear_refs", "5");
+        const before = peakRss();
+        const result = await session.tools.bash.call(
+          { command: `head -c ${size} /dev/zero` },
+          { toolCallId: "c_huge" },
+        );
+        const grown = peakRss() - before;
+        assert.equal(result.outcome, "completed");
+        assert.equal(uploaded, size, "the whole stream was sent");
+        // Never held whole: before, Deno's `openAsBlob` read the file into memory twice over.
+        assert.ok(
+          grown < size,
+          `the peak grew by ${(grown / 1048576).toFixed(0)} MiB for ${size / 1048576} MiB sent`,
+        );
+        assert.deepEqual(spools(), [], "the spool file is gone after the upload");
+      },
+    );
 
     it("spools a long text stream and uploads it whole, its middle included; the omitted count is exact", async () => {
       const { harness, session } = await startMachine(fx);
