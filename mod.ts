@@ -313,6 +313,7 @@ export {
   HEALTHZ_PATH,
   InsecureServeError,
   inspector,
+  InvalidCredentialError,
   InvalidStoreRequestError,
   McpChannel,
   McpChannelClosedError,

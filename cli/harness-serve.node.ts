@@ -30,6 +30,7 @@ import {
   type ServeConfig,
   ServeConfigError,
   type StoreSpec,
+  strictUtf8Text,
 } from "./serve-config.ts";
 import { SERVE_USAGE } from "./harness-usage.ts";
 import { AgentPlatform } from "../agent/mod.ts";
@@ -66,6 +67,11 @@ export interface ServeIo {
 /** The brain API's place on the serve port. */
 export const BRAIN_API_BASE = "/v1/harness";
 
+/** The settings' files are text: read strictly, so that a binary secret is refused, not mangled. */
+function readUtf8File(path: string): string {
+  return strictUtf8Text(readFileSync(path));
+}
+
 /** Runs `bma-harness serve` with `argv` (the words after `serve`); resolves to the exit code. */
 export async function serveMain(argv: readonly string[], io: ServeIo): Promise<number> {
   const usage = (message: string) => {
@@ -93,7 +99,7 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
   }
   let config: ServeConfig;
   try {
-    config = readServeConfig(flags, io.env, (path) => readFileSync(path, "utf8"));
+    config = readServeConfig(flags, io.env, readUtf8File);
   } catch (error) {
     if (error instanceof ServeConfigError) return usage(error.message);
     throw error;

@@ -147,8 +147,34 @@ const FILE_KEYS = new Set<string>(
   Object.keys(SERVE_FLAGS).filter((flag) => flag !== "config" && flag !== "help"),
 );
 
-/** Reads a file as text; throws (a Node `ENOENT` error, say) when it cannot. */
+/**
+ * Reads a file as text; throws (a Node `ENOENT` error, say) when it cannot, and an error with
+ * `code` `NOT_UTF8` when its bytes are not UTF-8 text ({@linkcode NotUtf8Error}).
+ */
 export type ReadText = (path: string) => string;
+
+/**
+ * A file read as text whose bytes are not UTF-8: decoded leniently, each bad byte would become
+ * U+FFFD, and a secret of random bytes the same predictable key whatever the file held.
+ */
+export class NotUtf8Error extends Error {
+  /** For the message the settings' reader writes. */
+  readonly code = "NOT_UTF8";
+  /** `path` is not named: the reader names it with its flag. */
+  constructor() {
+    super("not UTF-8 text");
+    this.name = "NotUtf8Error";
+  }
+}
+
+/** Decodes `bytes` as UTF-8, throwing {@linkcode NotUtf8Error} at the first bad sequence. */
+export function strictUtf8Text(bytes: Uint8Array): string {
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    throw new NotUtf8Error();
+  }
+}
 
 /** The default drain: as long as a load balancer's usual deregistration delay. */
 export const DEFAULT_SHUTDOWN_GRACE_MS = 30_000;
@@ -399,6 +425,8 @@ function readFile(path: string, what: string, readText: ReadText): string {
       ? "permission denied"
       : code === "EISDIR"
       ? "it is a directory"
+      : code === "NOT_UTF8"
+      ? "it is not UTF-8 text (write a secret as text: openssl rand -hex 32)"
       : "it cannot be read";
     throw new ServeConfigError(`${what}: cannot read ${path}: ${why}`);
   }

@@ -11,6 +11,7 @@ import type { TokenIssuer } from "../http/token-endpoint/token-issuer.ts";
 import { type MetricsRoute, serveMetrics } from "../http/metrics/endpoint.ts";
 import type { WebSocketLike } from "../transport/websocket.ts";
 import type { Logger } from "../protocol/logger.ts";
+import { type HarnessReadiness, standsAside } from "./readiness.ts";
 import { jsonAnswer as json } from "../http/shared/json-answer.ts";
 import { bearer } from "../http/shared/bearer.ts";
 import { browserRefusal } from "../http/shared/host-origin.ts";
@@ -42,6 +43,8 @@ export interface HarnessAppDeps {
   readonly artifacts: ArtifactStore;
   readonly maxArtifactBytes: number;
   readonly logger: Logger;
+  /** The harness's readiness now: one that stands aside answers executors' requests 503. */
+  readiness(): HarnessReadiness;
   /** Handles a WebSocket connect request. */
   connect(request: Request, options: FetchOptions): Promise<Response>;
   /** `GET <path>` answers the metrics (opt-in: none, no route). */
@@ -101,6 +104,17 @@ export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
     await next();
   });
 
+  /**
+   * 503 from a harness that stands aside (a standby, a fenced one), as its connect requests get:
+   * a token signed with its secret, or an artifact in its store, is no use to the executors of
+   * the harness that holds the store (their secrets may differ during a rotation).
+   */
+  const asideAnswer = (): Response | undefined => {
+    const readiness = deps.readiness();
+    if (!standsAside(readiness)) return undefined;
+    return json(503, { error: readiness }, { "retry-after": "1" });
+  };
+
   const exchange = async (
     scope: "environment" | "machine",
     owner: string,
@@ -108,6 +122,8 @@ export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
     body?: Record<string, unknown>,
   ): Promise<Response> => {
     if (!deps.tokens) return json(404, { error: "not_found" });
+    const aside = asideAnswer();
+    if (aside) return aside;
     // Only the header: token exchange takes no query token; a malformed header ("") presents none.
     const secret = bearer(request.headers) || undefined;
     if (!secret || !owner) return json(401, { error: "invalid_credential" });
@@ -134,6 +150,8 @@ export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
   );
   app.post("/v1/executors/token", async (c) => {
     if (!deps.tokens) return json(404, { error: "not_found" });
+    const aside = asideAnswer();
+    if (aside) return aside;
     // The environment is named in the body: read (bounded) once a credential is presented.
     if (!bearer(c.req.raw.headers)) return json(401, { error: "invalid_credential" });
     const body = await tokenRequestBody(c.req.raw);
@@ -146,6 +164,8 @@ export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
   });
 
   const upload = async (request: Request, environmentId: string | undefined) => {
+    const aside = asideAnswer();
+    if (aside) return aside;
     let principal: Principal = {};
     if (deps.authenticate) {
       const url = new URL(request.url);

@@ -185,11 +185,15 @@ export type TokenRejectedReason =
   | "signature"
   | "expired"
   | "issuer"
-  | "claims";
+  | "claims"
+  | "credential";
 
 /** A JWT failed verification. The message names the reason only, never the token. */
 export class TokenRejectedError extends LocalError {
-  /** What failed: the format, the algorithm, the signature, the expiry, the issuer or a claim. */
+  /**
+   * What failed: the format, the algorithm, the signature, the expiry, the issuer, a claim, or
+   * the credential it was issued for, which this harness no longer has.
+   */
   readonly reason: TokenRejectedReason;
   /** Why the token was rejected (never the token itself). */
   constructor(reason: TokenRejectedReason) {

@@ -66,7 +66,7 @@ import {
 import { DEFAULT_STORE_RENEW_MS, StoreFencedError, UNKNOWN_HOLDER } from "./store/claim.ts";
 import { TokenIssuer } from "../http/token-endpoint/token-issuer.ts";
 import type { ToolCallStatus } from "./tool-calls.ts";
-import type { HarnessReadiness } from "./readiness.ts";
+import { type HarnessReadiness, standsAside } from "./readiness.ts";
 
 /** A listening harness server. */
 export interface HarnessServer {
@@ -178,6 +178,7 @@ export class Harness {
       artifacts: this.artifacts,
       maxArtifactBytes: options.maxArtifactBytes ?? DEFAULT_MAX_ARTIFACT_BYTES,
       logger,
+      readiness: () => core.readiness,
       connect: (request, fetchOptions) => this.#connectViaFetch(request, fetchOptions),
       metrics: endpoint && {
         path: METRICS_PATH,
@@ -585,7 +586,7 @@ export class Harness {
     const fromPage = browserAnswer(request, !this.#authenticate);
     if (fromPage) return fromPage;
     const readiness = core.readiness;
-    if (readiness === "standby" || readiness === "fenced" || readiness === "draining") {
+    if (standsAside(readiness) || readiness === "draining") {
       // Sent elsewhere: a load balancer tries the harness that holds the store.
       return jsonAnswer(503, { error: readiness }, { "retry-after": "1" });
     }

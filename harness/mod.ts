@@ -262,6 +262,7 @@ export {
   DEFAULT_TOKEN_TTL_SECONDS,
   type EnvironmentCredential,
   type ExecutorCredential,
+  InvalidCredentialError,
   type MachineCredential,
   type TokenEndpointOptions,
   type TokenResponse,

@@ -21,3 +21,13 @@ export type HarnessReadiness =
   | "draining"
   | "fenced"
   | "closed";
+
+/**
+ * Whether a harness in `readiness` stands aside for another that holds (or took) its store:
+ * `standby` or `fenced`. It answers an executor's requests (connect, token exchange, artifact
+ * upload) with 503 and `retry-after: 1`, so that a load balancer tries the holder; a token it
+ * signed, or an artifact it kept, would be another harness's to honour.
+ */
+export function standsAside(readiness: HarnessReadiness): readiness is "standby" | "fenced" {
+  return readiness === "standby" || readiness === "fenced";
+}

@@ -12,7 +12,7 @@
 import type { BrainApiOptions } from "./brain-api/brain-api.ts";
 import type { HarnessOptions } from "../harness/harness-options.ts";
 import { type Authorize, bearerAuthorize, MIN_TOKEN_LENGTH } from "./shared/bearer.ts";
-import type { ExecutorCredential } from "./token-endpoint/token-issuer.ts";
+import { credentialProblem, type ExecutorCredential } from "./token-endpoint/token-issuer.ts";
 import type { DurableObjectNamespaceLike } from "../harness/workers/types.ts";
 import { jsonSyntaxError } from "../protocol/logger.ts";
 
@@ -183,19 +183,25 @@ function parseCredentials(text: string | undefined): ExecutorCredential[] {
   if (!Array.isArray(value)) {
     throw new HarnessVariableError("BMA_CREDENTIALS", "is not a JSON array");
   }
-  return value.map((item) => {
+  return value.map((item, i) => {
     const c = item as Record<string, unknown>;
     const id = typeof c.id === "string" ? { id: c.id } : {};
+    let credential: ExecutorCredential;
     if (typeof c.machineId === "string" && typeof c.machineToken === "string") {
-      return { machineId: c.machineId, machineToken: c.machineToken, ...id };
+      credential = { machineId: c.machineId, machineToken: c.machineToken, ...id };
+    } else if (typeof c.environmentId === "string" && typeof c.environmentKey === "string") {
+      credential = { environmentId: c.environmentId, environmentKey: c.environmentKey, ...id };
+    } else {
+      throw new HarnessVariableError(
+        "BMA_CREDENTIALS",
+        "holds a credential without environmentId + environmentKey or machineId + machineToken",
+      );
     }
-    if (typeof c.environmentId === "string" && typeof c.environmentKey === "string") {
-      return { environmentId: c.environmentId, environmentKey: c.environmentKey, ...id };
+    const problem = credentialProblem(credential);
+    if (problem !== undefined) {
+      throw new HarnessVariableError("BMA_CREDENTIALS", `holds credential ${i + 1}: ${problem}`);
     }
-    throw new HarnessVariableError(
-      "BMA_CREDENTIALS",
-      "holds a credential without environmentId + environmentKey or machineId + machineToken",
-    );
+    return credential;
   });
 }
 

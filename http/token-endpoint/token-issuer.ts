@@ -5,6 +5,7 @@
  */
 import type { Clock } from "../../protocol/clock.ts";
 import { TokenRejectedError } from "../../harness/errors.ts";
+import { LocalError } from "../../protocol/errors.ts";
 import { HmacJwt, type JwtClaims } from "./jwt.ts";
 import { hex } from "../../protocol/ids.ts";
 import { sameBytes, sha256 } from "../shared/bearer.ts";
@@ -32,6 +33,37 @@ export interface MachineCredential {
 
 /** A credential the token endpoint exchanges. */
 export type ExecutorCredential = EnvironmentCredential | MachineCredential;
+
+/**
+ * A credential no request could ever match, refused when the harness is made: an empty id or
+ * secret, or a secret with whitespace or a control character, which an `Authorization: Bearer`
+ * header cannot carry. The message names the credential by its place and field, never its secret.
+ */
+export class InvalidCredentialError extends LocalError {
+  /** The credential's place in the list, from 1. */
+  readonly index: number;
+  /** `index` and what is wrong with it. */
+  constructor(index: number, problem: string) {
+    super(`credential ${index}: ${problem}`);
+    this.name = "InvalidCredentialError";
+    this.index = index;
+  }
+}
+
+/** What makes `credential` one no request could match, or `undefined` when it can be used. */
+export function credentialProblem(credential: ExecutorCredential): string | undefined {
+  const [ownerField, owner, secretField, secret] = "machineId" in credential
+    ? ["machineId", credential.machineId, "machineToken", credential.machineToken]
+    : ["environmentId", credential.environmentId, "environmentKey", credential.environmentKey];
+  if (typeof owner !== "string" || owner === "") return `its ${ownerField} is empty`;
+  if (typeof secret !== "string" || secret === "") return `its ${secretField} is empty`;
+  // deno-lint-ignore no-control-regex
+  if (/[\s\x00-\x1f\x7f]/.test(secret)) {
+    return `its ${secretField} holds whitespace or a control character, which an ` +
+      `Authorization header cannot carry`;
+  }
+  return undefined;
+}
 
 /** Options of the self-hosted token endpoint (`HarnessOptions.tokens`). */
 export interface TokenEndpointOptions {
@@ -91,6 +123,10 @@ export class TokenIssuer {
     this.#issuer = options.issuer ?? DEFAULT_ISSUER;
     this.#ttlSeconds = options.ttlSeconds ?? DEFAULT_TOKEN_TTL_SECONDS;
     this.#connectUrl = options.connectUrl;
+    for (const [i, credential] of options.credentials.entries()) {
+      const problem = credentialProblem(credential);
+      if (problem !== undefined) throw new InvalidCredentialError(i + 1, problem);
+    }
     this.#jwt = HmacJwt.create(options.secret);
     // Only digests are kept: the comparison below runs on equal-length hashes.
     this.#credentials = Promise.all(options.credentials.map(storeCredential));
@@ -146,6 +182,13 @@ export class TokenIssuer {
       issuer: this.#issuer,
     });
     const cred = typeof claims.cred === "string" ? claims.cred : undefined;
+    // A token outlives the credential it was issued for only until it expires, unless checked:
+    // a harness restarted without a key refuses the tokens that key got (from it or a replica).
+    // A harness given no credentials verifies tokens issued elsewhere, and has none to check.
+    const known = await this.#credentials;
+    if (known.length > 0 && !known.some((credential) => credential.id === cred)) {
+      throw new TokenRejectedError("credential");
+    }
     if (claims.scope === "machine" && typeof claims.mid === "string" && claims.mid && cred) {
       return {
         scope: "machine",
@@ -171,7 +214,6 @@ async function storeCredential(credential: ExecutorCredential): Promise<StoredCr
   const [scope, owner, secret] = "machineId" in credential
     ? ["machine" as const, credential.machineId, credential.machineToken]
     : ["environment" as const, credential.environmentId, credential.environmentKey];
-  if (!owner || !secret) throw new RangeError("a credential needs an owner id and a secret");
   const digest = await sha256(`${scope}\u0000${owner}\u0000${secret}`);
   // The default id is a prefix of the digest: stable across restarts, useless to recover the secret.
   const id = credential.id ?? `cred_${hex(digest).slice(0, 16)}`;

@@ -104,6 +104,23 @@ describe("bma-harness serve: refused at start", { timeout: 240_000 }, () => {
     const credentials = join(dir, "credentials.json");
     writeFileSync(credentials, `{${WEAK_SECRET}`);
     const strongJwt = { BMA_JWT_SECRET: "s".repeat(40) };
+    const binaryJwt = join(dir, "binary-secret");
+    writeFileSync(binaryJwt, new Uint8Array(40).map((_, i) => 0x80 + i));
+    const emptyKey = join(dir, "empty-key.json");
+    writeFileSync(
+      emptyKey,
+      JSON.stringify([
+        { environmentId: "env_1", environmentKey: WEAK_SECRET.repeat(3) },
+        { environmentId: "env_2", environmentKey: "" },
+      ]),
+    );
+    const emptyOwner = join(dir, "empty-owner.json");
+    writeFileSync(emptyOwner, JSON.stringify([{ machineId: "", machineToken: WEAK_SECRET }]));
+    const spacedKey = join(dir, "spaced-key.json");
+    writeFileSync(
+      spacedKey,
+      JSON.stringify([{ environmentId: "env_1", environmentKey: `${WEAK_SECRET} x` }]),
+    );
     const cases: [string[], Record<string, string>, RegExp][] = onThisRuntime([
       [
         ["--brain-token-file", brain],
@@ -121,6 +138,27 @@ describe("bma-harness serve: refused at start", { timeout: 240_000 }, () => {
         ["--credentials-file", credentials],
         strongJwt,
         /the file .*credentials\.json \(--credentials-file\) is not valid JSON/,
+      ],
+      // 40 bytes, none of them UTF-8: read as text, every one was the same U+FFFD.
+      [
+        ["--jwt-secret-file", binaryJwt],
+        {},
+        /--jwt-secret-file: cannot read .*binary-secret: it is not UTF-8 text/,
+      ],
+      [
+        ["--credentials-file", emptyKey],
+        strongJwt,
+        /credentials.*credential 2: its environmentKey is empty/,
+      ],
+      [
+        ["--credentials-file", emptyOwner],
+        strongJwt,
+        /credentials.*credential 1: its machineId is empty/,
+      ],
+      [
+        ["--credentials-file", spacedKey],
+        strongJwt,
+        /credentials.*credential 1: its environmentKey holds whitespace/,
       ],
     ]);
     const runs = await Promise.all(

@@ -1,12 +1,21 @@
 /**
  * The self-hosted token endpoint (http.md) over real HTTP on 127.0.0.1, the JWT checks on
  * connect, the 4001 token deadline and `executor.token.refresh` on the injectable clock, and
- * artifact uploads.
+ * artifact uploads; credentials refused at construction, a removed credential's tokens refused,
+ * and a standby that sends token exchanges and uploads to the store's holder.
  */
 import { after, afterEach, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { ForbiddenError, ManualClock, MethodNotFoundError } from "../../mod.ts";
-import { Harness, type HarnessServer, type TokenResponse } from "../../harness/node.ts";
+import {
+  type ExecutorCredential,
+  Harness,
+  type HarnessServer,
+  type HolderIdentity,
+  InvalidCredentialError,
+  MemoryHarnessStore,
+  type TokenResponse,
+} from "../../harness/node.ts";
 import { DialError } from "../../mod.ts";
 import { dialWebSocket } from "../../transport/node.ts";
 import { CapturingLogger } from "../helpers/raw.ts";
@@ -274,5 +283,145 @@ describe("Harness: token refresh without authenticate", { timeout: 20_000 }, () 
     await turns();
     await harness.close();
     await server.close();
+  });
+});
+
+describe("Harness: the credentials it takes, and tokens it no longer honours", {
+  timeout: 20_000,
+}, () => {
+  const closers: (() => Promise<unknown>)[] = [];
+  afterEach(async () => {
+    for (const close of closers.splice(0).reverse()) await close();
+  });
+
+  it("refuses at construction a credential no request could match: an empty id or secret, a secret with whitespace", () => {
+    const cases: ExecutorCredential[] = [
+      { environmentId: "", environmentKey: ENV_KEY },
+      { environmentId: "env_1", environmentKey: "" },
+      { machineId: "", machineToken: MACHINE_TOKEN },
+      { machineId: "m_1", machineToken: "" },
+      { environmentId: "env_1", environmentKey: `${ENV_KEY} more` },
+      { machineId: "m_1", machineToken: `${MACHINE_TOKEN}\n` },
+    ];
+    for (const credential of cases) {
+      assert.throws(
+        () =>
+          new Harness({
+            tokens: {
+              secret: SECRET,
+              credentials: [{ environmentId: "env_ok", environmentKey: ENV_KEY }, credential],
+            },
+          }),
+        (error: unknown) => {
+          assert.ok(error instanceof InvalidCredentialError, String(error));
+          assert.match(error.message, /^credential 2: /);
+          for (const secret of [ENV_KEY, MACHINE_TOKEN]) {
+            assert.ok(!error.message.includes(secret), "the secret is not quoted");
+          }
+          return true;
+        },
+        JSON.stringify(Object.keys(credential)),
+      );
+    }
+  });
+
+  it("refuses a token of a credential it no longer has (a key removed), before the token expires", async () => {
+    const REMOVED_KEY = "ek_live_removed_1234";
+    const before = new Harness({
+      tokens: {
+        secret: SECRET,
+        credentials: [
+          { environmentId: "env_1", environmentKey: ENV_KEY },
+          { environmentId: "env_1", environmentKey: REMOVED_KEY },
+        ],
+      },
+    });
+    closers.push(() => before.close());
+    const old = await before.serve({ hostname: "127.0.0.1", port: 0 });
+    closers.push(() => old.close());
+    const exchange = async (key: string) => {
+      const response = await fetch(`${old.httpUrl}/v1/environments/env_1/token`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}` },
+      });
+      assert.equal(response.status, 200);
+      return ((await response.json()) as TokenResponse).token;
+    };
+    const kept = await exchange(ENV_KEY);
+    const removed = await exchange(REMOVED_KEY);
+    // The same secret, the key removed: a restart with the new credentials.
+    const after = new Harness({
+      tokens: {
+        secret: SECRET,
+        credentials: [{ environmentId: "env_1", environmentKey: ENV_KEY }],
+      },
+    });
+    closers.push(() => after.close());
+    const server = await after.serve({ hostname: "127.0.0.1", port: 0 });
+    closers.push(() => server.close());
+    await assert.rejects(
+      dialWebSocket(server.url, {
+        protocols: OFFERED,
+        headers: { authorization: `Bearer ${removed}` },
+      }),
+      (error: unknown) => error instanceof DialError && error.status === 401,
+    );
+    const transport = await dialWebSocket(server.url, {
+      protocols: OFFERED,
+      headers: { authorization: `Bearer ${kept}` },
+    });
+    transport.close();
+    await transport.closed;
+  });
+
+  it("a standby answers token exchanges and artifact uploads 503 (retry-after: 1) until it holds the store", async () => {
+    const store = new MemoryHarnessStore({ values: "json" });
+    const identity = (host: string, pid: number): HolderIdentity => ({
+      host,
+      pid,
+      processStarted: 1,
+      alive: () => true,
+    });
+    const tokens = {
+      secret: SECRET,
+      credentials: [{ environmentId: "env_1", environmentKey: ENV_KEY }],
+    };
+    const holder = new Harness({ store, tokens, holderIdentity: identity("a", 10) });
+    closers.push(() => holder.close());
+    const clock = new ManualClock();
+    const standby = new Harness({
+      store,
+      tokens,
+      clock,
+      holderIdentity: identity("b", 20),
+      standby: true,
+      storeRenewMs: 1_000,
+    });
+    closers.push(() => standby.close());
+    const server = await standby.serve({ hostname: "127.0.0.1", port: 0 });
+    closers.push(() => server.close());
+    assert.equal(standby.readiness, "standby");
+    const ask = (path: string) =>
+      fetch(`${server.httpUrl}${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${ENV_KEY}` },
+        body: path.endsWith("/token") ? "{}" : "bytes",
+      });
+    for (const path of ["/v1/environments/env_1/token", "/v1/executors/token"]) {
+      const refused = await ask(path);
+      assert.equal(refused.status, 503, path);
+      assert.equal(refused.headers.get("retry-after"), "1", path);
+      assert.deepEqual(await refused.json(), { error: "standby" }, path);
+    }
+    const upload = await ask("/v1/environments/env_1/artifacts");
+    assert.equal(upload.status, 503);
+    assert.deepEqual(await upload.json(), { error: "standby" });
+    // The holder lets go: the standby takes the store at its next try, and issues tokens.
+    await holder.close();
+    await clock.advance(1_000);
+    await standby.ready;
+    const issued = await ask("/v1/environments/env_1/token");
+    assert.equal(issued.status, 200);
+    assert.equal(typeof ((await issued.json()) as TokenResponse).token, "string");
   });
 });
