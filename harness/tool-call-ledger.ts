@@ -56,6 +56,8 @@ export class ToolCallEntry {
   dispatchedOn: object | undefined = undefined;
   /** How many times `tool.call` went out: an ack or failure of an earlier sending is stale. */
   dispatches = 0;
+  /** When `tool.call` first went out (the ledger's clock), `NaN` before: bounds waiting for an ack. */
+  firstSentAt = NaN;
   /**
    * When `callTool` made it (the ledger's `now`, for the duration metric); `NaN` for a call
    * read back from the store, whose start this harness did not see.

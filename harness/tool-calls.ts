@@ -11,6 +11,7 @@ import {
   CapabilityNotAdvertisedError,
   ConnectionClosedError,
   describeError,
+  FrameTooLargeError,
   InvalidOutgoingParamsError,
   ProtocolError,
   RequestTimeoutError,
@@ -195,6 +196,7 @@ export class ToolCalls implements CallOps<SessionEntry> {
     entry.state = "dispatching";
     entry.dispatchedOn = connection;
     const sending = ++entry.dispatches;
+    if (sending === 1) entry.firstSentAt = this.#clock.now();
     if (this.#observers.active) {
       const params = entry.params;
       this.#observers.emit({
@@ -229,9 +231,31 @@ export class ToolCalls implements CallOps<SessionEntry> {
         if (error instanceof RequestTimeoutError) {
           // The ack is late, not refused (a held link, a busy executor): a duplicate
           // `tool_call_id` is acknowledged without running again, so the call goes out again
-          // until it is acknowledged, the connection ends, or its caller stops waiting.
+          // until it is acknowledged, the connection ends, or its caller stops waiting; or,
+          // for a call with `timeout_ms`, until the executor would have ended it had it been
+          // acknowledged at once (an executor that heartbeats but never acknowledges).
+          const limit = entry.params.timeout_ms;
+          const waited = this.#clock.now() - entry.firstSentAt;
+          if (limit !== undefined && waited >= limit + (this.#timeoutMs ?? 0)) {
+            this.#ledger.fail(
+              entry,
+              new ToolOutcomeUnknownError(entry.id, entry.sessionId, "dispatch_failed", {
+                cause: new Error(
+                  `tool.call was not acknowledged within its timeout_ms (${limit} ms) and the ` +
+                    `request timeout (${this.#timeoutMs} ms)`,
+                ),
+              }),
+            );
+            return;
+          }
           entry.dispatchedOn = undefined;
           this.dispatch(entry, executor);
+          return;
+        }
+        if (error instanceof FrameTooLargeError) {
+          // Refused before it was sent (the link's frame limit): it never ran, and no sending
+          // will fit it. The caller is told so, not that its outcome is unknown.
+          this.#ledger.fail(entry, error);
           return;
         }
         // A protocol error means the executor refused the call: it never ran.

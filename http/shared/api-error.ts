@@ -10,6 +10,7 @@
  */
 import {
   CapabilityNotAdvertisedError,
+  FrameTooLargeError,
   InvalidOutgoingParamsError,
   LocalError,
   ProtocolError,
@@ -110,6 +111,13 @@ export function errorAnswer(error: unknown): { status: number; error: ApiErrorBo
   if (error instanceof RequestTimeoutError) return answer(504, "timeout", error.message);
   if (error instanceof RequestAbortedError) return answer(499, "aborted", error.message);
   if (error instanceof NoAgentPlatformError) return answer(501, "not_implemented", error.message);
+  // A request the link to the executor cannot carry: never sent.
+  if (error instanceof FrameTooLargeError) {
+    return answer(413, "payload_too_large", error.message, {
+      bytes: error.bytes,
+      limit: error.limit,
+    });
+  }
   if (error instanceof LocalError) return answer(409, "refused", error.message);
   return answer(500, "internal_error", "internal error");
 }

@@ -1,13 +1,19 @@
 /**
  * A `tool.call` whose ack does not come within the request timeout (a held link, a busy
  * executor) is sent again on the same connection, not failed: the executor acknowledges a
- * duplicate `tool_call_id` without running it again, so the call completes once. Over a real
- * WebSocket, on the injectable clock.
+ * duplicate `tool_call_id` without running it again, so the call completes once; but not past its
+ * `timeout_ms` (and a request timeout) when the ack never comes. A call whose frame is over the
+ * link's limit is refused, never sent. Over a real WebSocket, on the injectable clock.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { ManualClock } from "../../mod.ts";
-import { Harness, type HarnessServer } from "../../harness/node.ts";
+import { FrameTooLargeError, ManualClock } from "../../mod.ts";
+import {
+  brainApi,
+  Harness,
+  type HarnessServer,
+  ToolOutcomeUnknownError,
+} from "../../harness/node.ts";
 import type { ToolCallParams } from "../../protocol/mod.ts";
 import { ExecutorPeer, registerParams } from "../helpers/executor-peer.ts";
 
@@ -76,5 +82,84 @@ describe("Harness: a tool.call whose ack is late", { timeout: 20_000 }, () => {
       stderr: "",
       exit_code: 0,
     });
+  });
+});
+
+describe("Harness: a tool.call that is never acknowledged, or cannot be sent", {
+  timeout: 20_000,
+}, () => {
+  const closing: (() => Promise<unknown>)[] = [];
+  after(async () => {
+    for (const close of closing.splice(0).reverse()) await close().catch(() => {});
+  });
+
+  async function rig(options: { maxFrameBytes?: number } = {}) {
+    const clock = new ManualClock();
+    const harness = new Harness({
+      clock,
+      heartbeatIntervalMs: 60_000,
+      requestTimeoutMs: TIMEOUT,
+      insecureNoAuth: true,
+      ...options,
+    });
+    const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
+    const peer = await ExecutorPeer.dial(server.url);
+    closing.push(() => harness.close(), () => server.close(), () => peer.close());
+    peer.serveDefaults();
+    const received: ToolCallParams[] = [];
+    // An executor that heartbeats (its link stays) but acknowledges no tool.call.
+    peer.peer.onRequest("tool.call", (params) => {
+      received.push(params);
+      return new Promise<never>(() => {});
+    });
+    const registered = await peer.peer.call("executor.register", registerParams());
+    const executor = await harness.waitExecutor({
+      filter: (e) => e.id === registered.executor_id,
+    });
+    const session = await executor.assignSession({ session_id: "ses_unacked" });
+    return { clock, harness, session, received };
+  }
+
+  it("ends with outcome unknown once its timeout_ms and a request timeout passed without an ack", async () => {
+    const { clock, session, received } = await rig();
+    const outcome = session.callTool({
+      tool: "bash",
+      input: { command: "true" },
+      timeout_ms: 3 * TIMEOUT,
+    }).then(() => undefined, (error: unknown) => error);
+    let ended: unknown;
+    void outcome.then((error) => (ended = error));
+    // Sent again at each request timeout while the ack does not come, within the bound.
+    for (let i = 0; i < 3; i++) await clock.advance(TIMEOUT);
+    assert.equal(ended, undefined, "ended within timeout_ms + the request timeout");
+    assert.ok(received.length >= 3, String(received.length));
+    await clock.advance(TIMEOUT);
+    const error = await outcome;
+    assert.ok(error instanceof ToolOutcomeUnknownError, String(error));
+    assert.equal(error.reason, "dispatch_failed");
+    assert.match(String((error.cause as Error)?.message), /not acknowledged within its timeout_ms/);
+  });
+
+  it("is refused as too large for the link when its frame is over the limit: FrameTooLargeError (brain API 413), never sent", async () => {
+    const { harness, session, received } = await rig({ maxFrameBytes: 64 * 1024 });
+    const big = { command: `echo ${"x".repeat(100 * 1024)}` };
+    const error = await session.callTool({ tool: "bash", input: big, tool_call_id: "call_big" })
+      .then(() => undefined, (error: unknown) => error);
+    assert.ok(error instanceof FrameTooLargeError, String(error));
+    assert.equal(error.limit, 64 * 1024);
+    assert.equal(received.length, 0, "nothing was sent");
+    // A repeat of the id answers the same refusal; the brain API says 413.
+    const api = brainApi(harness, { authorize: () => true });
+    const answer = await api.fetch(
+      new Request(`http://h/sessions/ses_unacked/tool-calls`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ tool: "bash", input: big, tool_call_id: "call_big" }),
+      }),
+    );
+    assert.equal(answer.status, 413);
+    const body = await answer.json() as { error: { code: string; data: { limit: number } } };
+    assert.equal(body.error.code, "payload_too_large");
+    assert.equal(body.error.data.limit, 64 * 1024);
   });
 });
