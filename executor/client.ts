@@ -378,8 +378,9 @@ export class ExecutorClient {
    * `data.reason` and `data.capability`), `CredentialRejectedError` when the token endpoint
    * refuses the credential, `ConnectionRefusedError` for a refused upgrade (HTTP 401, 403),
    * `NotAHarnessError` when the URL answers as no harness does (HTTP 404, a 200 without an
-   * upgrade, ...), `InvalidTokenSourceResultError` when a `tokenSource` returns the wrong shape,
-   * or `ClientStoppedError` when stopped first. `options.signal` stops waiting (rejects with
+   * upgrade, ...; with `baseUrl`, a token endpoint answering 404 or a web page),
+   * `InvalidTokenSourceResultError` when a `tokenSource` returns the wrong shape, or
+   * `ClientStoppedError` when stopped first. `options.signal` stops waiting (rejects with
    * `RequestAbortedError`, whose `cause` is the last attempt's failure — why it has not
    * connected yet — or, when none failed, the signal's reason) while the client goes on
    * connecting (`stop()` ends that); an already-aborted signal starts nothing.

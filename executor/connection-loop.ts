@@ -5,9 +5,10 @@
  *
  * Stop for good: a received `executor.close`, close codes the contract marks `reconnect: false`
  * (1000, 1008, 4002, 4003, 4004), a refused credential (HTTP 401 at the token endpoint or the
- * upgrade), an upgrade answered as no harness does (HTTP 404, a 200: `upgrade-verdict.ts`), and
- * a refused registration (-32010, -32012, -32001, -32602). Everything else — 1001, 1009, 1011,
- * 4001, 4005, network failures, 5xx, unknown codes — reconnects.
+ * upgrade), an upgrade or a token exchange answered as no harness does (HTTP 404, a 200:
+ * `upgrade-verdict.ts`, `credentials.ts`), and a refused registration (-32010, -32012, -32001,
+ * -32602). Everything else — 1001, 1009, 1011, 4001, 4005, network failures, 5xx, unknown codes
+ * — reconnects.
  */
 import type { Clock } from "../protocol/clock.ts";
 import {
@@ -32,6 +33,7 @@ import {
   ConnectionRefusedError,
   ConnectTimeoutError,
   CredentialRejectedError,
+  displayUrl,
   errorCause,
   ExecutorConfigError,
   NotAHarnessError,
@@ -426,6 +428,8 @@ const REGISTER_REFUSALS: ReadonlySet<number> = new Set([
 /** The stop decision for a failed attempt to reach `url`; undefined to retry. */
 function fatalAttemptError(error: unknown, url: string): ExecutorClosedInfo | undefined {
   if (error instanceof CredentialRejectedError) return { reason: "credential_rejected", error };
+  // The token endpoint's answer no harness gives (credentials.ts).
+  if (error instanceof NotAHarnessError) return { reason: "not_a_harness", error };
   if (error instanceof DialError && error.status !== undefined) {
     const verdict = upgradeVerdict(error.status);
     if (verdict === "refused") {
@@ -461,20 +465,4 @@ function fatalAttemptError(error: unknown, url: string): ExecutorClosedInfo | un
     return { reason: "config", error };
   }
   return undefined;
-}
-
-/**
- * A URL as it may be shown: without user info, query or fragment, where a token could travel
- * (`?token=…`). Something that is not a URL (a Windows pipe name) is shown as it is.
- */
-export function displayUrl(url: string): string {
-  if (!url) return url;
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    return url;
-  }
-  if (parsed.protocol === "unix:") return `unix://${parsed.pathname}`;
-  return `${parsed.protocol}//${parsed.host}${parsed.pathname === "/" ? "" : parsed.pathname}`;
 }

@@ -11,14 +11,10 @@ import {
 } from "../protocol/generated/contract.ts";
 import { CloseCode, ProtocolMismatchError } from "../protocol/generated/errors.ts";
 import type { CloseInfo, Dialer, Transport } from "../transport/transport.ts";
-import {
-  type ClientState,
-  type ConnectionHost,
-  ConnectionLoop,
-  displayUrl,
-} from "./connection-loop.ts";
+import { type ClientState, type ConnectionHost, ConnectionLoop } from "./connection-loop.ts";
 import type { Credentials, ExecutorToken } from "./credentials.ts";
 import type { ExecutorCore } from "./core.ts";
+import { displayUrl } from "./errors.ts";
 import { Lease } from "./lease.ts";
 import { ClientConnection } from "./link.ts";
 import { sleep } from "./timing.ts";

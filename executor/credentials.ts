@@ -8,8 +8,10 @@ import type { Clock } from "../protocol/clock.ts";
 import { isLocalSocketUrl, localSocketPath } from "../transport/server.ts";
 import {
   CredentialRejectedError,
+  displayUrl,
   ExecutorConfigError,
   InvalidTokenSourceResultError,
+  NotAHarnessError,
   TokenExchangeError,
 } from "./errors.ts";
 import type {
@@ -376,7 +378,7 @@ class ExchangedCredentials extends FetchingCredentials {
       );
     } catch (error) {
       // An older deployment serves only the legacy alias.
-      if (error instanceof TokenExchangeError && error.status === 404) {
+      if (error instanceof NotAHarnessError && error.status === 404) {
         this.#legacyOnly = true;
         return await legacy();
       }
@@ -419,24 +421,38 @@ class ExchangedCredentials extends FetchingCredentials {
       const code = await errorCode(response);
       throw new CredentialRejectedError(response.status, code);
     }
+    if (response.status === 404) {
+      await response.body?.cancel().catch(() => {});
+      throw notTheTokenEndpoint(endpoint, 404, "the token endpoint answered HTTP 404");
+    }
     if (response.status !== 200 && response.status !== 201) {
       await response.body?.cancel().catch(() => {});
-      // 4xx other than 404/408/429 cannot be fixed by retrying.
-      const retryable = response.status >= 500 || [404, 408, 429].includes(response.status);
+      // 4xx other than 408/429 (and 404, above) cannot be fixed by retrying.
+      const retryable = response.status >= 500 || [408, 429].includes(response.status);
       if (!retryable) throw new CredentialRejectedError(response.status);
       throw new TokenExchangeError(
         `the token endpoint answered HTTP ${response.status}`,
         response.status,
       );
     }
+    let text: string;
+    try {
+      text = await response.text();
+    } catch (error) {
+      // The answer broke off (a dropped connection): that may pass, so it is retried.
+      if (signal.aborted) throw signal.reason;
+      throw new TokenExchangeError("the token endpoint's answer broke off", undefined, {
+        cause: error,
+      });
+    }
     let parsed: TokenResponseBody;
     try {
-      parsed = await response.json() as TokenResponseBody;
+      parsed = JSON.parse(text) as TokenResponseBody;
     } catch {
-      throw new TokenExchangeError("the token endpoint sent a body that is not JSON", 200);
+      throw notTheTokenEndpoint(endpoint, response.status, "the token endpoint sent no JSON");
     }
     if (typeof parsed?.token !== "string" || parsed.token.length === 0) {
-      throw new TokenExchangeError("the token endpoint sent no token", 200);
+      throw notTheTokenEndpoint(endpoint, response.status, "the token endpoint sent no token");
     }
     this.scrubber.add(parsed.token);
     let expiresAt = typeof parsed.expires_at === "string"
@@ -456,6 +472,19 @@ class ExchangedCredentials extends FetchingCredentials {
       executorId: typeof parsed.executor_id === "string" ? parsed.executor_id : undefined,
     };
   }
+}
+
+/**
+ * The rule for an answer no token endpoint gives, which retrying cannot change: HTTP 404
+ * (nothing is served there), or a 200 that is not the token endpoint's JSON (a web page). The
+ * base URL is no harness's (a mistyped `BMA_BASE_URL`), and the client stops
+ * (`not_a_harness`), as it does for such an answer to the upgrade. The environment path's 404
+ * is first tried again on the legacy alias (`fetchToken`).
+ */
+function notTheTokenEndpoint(endpoint: string, status: number, problem: string): NotAHarnessError {
+  return new NotAHarnessError(displayUrl(endpoint), status, {
+    cause: new TokenExchangeError(problem, status),
+  });
 }
 
 async function errorCode(response: Response): Promise<string | undefined> {

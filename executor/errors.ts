@@ -88,8 +88,10 @@ export class ConnectionRefusedError extends LocalError {
  * The URL the client dials answered as no harness does, with an answer that retrying cannot
  * change: HTTP 404 (or 405, 410: nothing is served there), a 200 or another answer without an
  * upgrade, a redirect, or another 4xx than 401, 403, 408 and 429 (which are refused,
- * {@linkcode ConnectionRefusedError}, or retried). The client stops (`closed` says
- * `not_a_harness`); check the URL. The refused dial is its `cause`.
+ * {@linkcode ConnectionRefusedError}, or retried). Or, with `baseUrl`, the token endpoint
+ * answered as none does: HTTP 404 (on the legacy alias too), or a 200 that is not its JSON (a web
+ * page); `url` is then the token endpoint's. The client stops (`closed` says `not_a_harness`);
+ * check the URL. The refused dial, or the failed token exchange, is its `cause`.
  */
 export class NotAHarnessError extends LocalError {
   /** The HTTP status of the answer. */
@@ -182,4 +184,20 @@ export function errorCause(error: unknown): string | undefined {
   }
   if (innermost === undefined) return undefined;
   return innermost instanceof Error ? innermost.message : String(innermost);
+}
+
+/**
+ * A URL as it may be shown: without user info, query or fragment, where a token could travel
+ * (`?token=…`). Something that is not a URL (a Windows pipe name) is shown as it is.
+ */
+export function displayUrl(url: string): string {
+  if (!url) return url;
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return url;
+  }
+  if (parsed.protocol === "unix:") return `unix://${parsed.pathname}`;
+  return `${parsed.protocol}//${parsed.host}${parsed.pathname === "/" ? "" : parsed.pathname}`;
 }

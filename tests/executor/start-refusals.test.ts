@@ -4,7 +4,9 @@
  * `NotAHarnessError`, and nothing is tried again; an answer that may change (5xx, 408, 429, a
  * refused connection) is retried, and a `start({ signal })` aborted meanwhile carries the last
  * attempt's failure as its cause. Real HTTP servers (`node:http`) and the project's own
- * `Harness` on 127.0.0.1, dialed with this runtime's own dialer and with `ws`.
+ * `Harness` on 127.0.0.1, dialed with this runtime's own dialer and with `ws`. The same holds for
+ * a `baseUrl` whose token endpoint answers as none does (a mistyped `BMA_BASE_URL`): 404 on every
+ * token path, or a web page.
  */
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -15,18 +17,23 @@ import {
   ExecutorClient,
   type ExecutorClientOptions,
   NotAHarnessError,
+  TokenExchangeError,
 } from "../../executor/mod.ts";
 import { Harness } from "../../harness/node.ts";
 import { RequestAbortedError } from "../../protocol/errors.ts";
 import { type Dialer, DialError } from "../../transport/transport.ts";
-import { OWN_AND_WS } from "../helpers/dialers.ts";
-import { EXECUTOR_INFO, until } from "../helpers/executor-fixture.ts";
+import { dialWebSocket, OWN_AND_WS } from "../helpers/dialers.ts";
+import { EXECUTOR_INFO, SECRETS, until } from "../helpers/executor-fixture.ts";
 import { CapturingLogger } from "../helpers/raw.ts";
 import { refusedPort } from "../helpers/ports.ts";
 
 /** A plain HTTP server answering every request with `status`, counting the requests. */
 interface Answering {
   readonly url: string;
+  /** The server's HTTP origin, as a `baseUrl`. */
+  readonly base: string;
+  /** The paths requested so far, in order. */
+  readonly paths: string[];
   /** Requests received so far. */
   readonly requests: () => number;
   /** Resolves when the `n`th request has arrived. */
@@ -48,9 +55,11 @@ afterEach(async () => {
 
 async function answering(status: number): Promise<Answering> {
   let count = 0;
+  const paths: string[] = [];
   const waiters: { n: number; resolve: () => void }[] = [];
-  const server = createServer((_req, res) => {
+  const server = createServer((req, res) => {
     count++;
+    paths.push(req.url ?? "");
     for (const waiter of waiters.filter((w) => w.n <= count)) {
       waiters.splice(waiters.indexOf(waiter), 1);
       waiter.resolve();
@@ -65,6 +74,8 @@ async function answering(status: number): Promise<Answering> {
   const port = (server.address() as AddressInfo).port;
   return {
     url: `ws://127.0.0.1:${port}/v1/executors/connect`,
+    base: `http://127.0.0.1:${port}`,
+    paths,
     requests: () => count,
     request: (n) =>
       count >= n ? Promise.resolve() : new Promise((resolve) => waiters.push({ n, resolve })),
@@ -225,3 +236,99 @@ for (const [dialerName, dial] of OWN_AND_WS) {
     });
   });
 }
+
+/** The credentials of a client that exchanges them at a token endpoint, by scope. */
+const EXCHANGED = {
+  environment: {
+    environmentId: SECRETS.environmentId,
+    environmentKey: SECRETS.environmentKey,
+  },
+  machine: { machineId: SECRETS.machineId, machineToken: SECRETS.machineToken },
+} as const;
+
+/** A client exchanging `scope`'s credential at `baseUrl` (no `harnessUrl`). */
+function exchanging(
+  baseUrl: string,
+  scope: keyof typeof EXCHANGED,
+): { client: ExecutorClient; logger: RetryWatchingLogger } {
+  const logger = new RetryWatchingLogger();
+  const made = new ExecutorClient({
+    baseUrl,
+    ...EXCHANGED[scope],
+    dial: dialWebSocket,
+    executor: EXECUTOR_INFO,
+    logger,
+    reconnect: { initialDelayMs: 1, maxDelayMs: 5 },
+  });
+  clients.push(made);
+  return { client: made, logger };
+}
+
+describe("ExecutorClient.start() with baseUrl: a token endpoint no harness has", {
+  timeout: 30_000,
+}, () => {
+  const cases = [
+    // A mistyped BMA_BASE_URL: a web server answering 404 to the path and to its legacy alias.
+    {
+      scope: "environment",
+      status: 404,
+      paths: [`/v1/environments/${SECRETS.environmentId}/token`, "/v1/executors/token"],
+    },
+    // A web page (a site answering every path with its index): no token endpoint's JSON.
+    {
+      scope: "environment",
+      status: 200,
+      paths: [`/v1/environments/${SECRETS.environmentId}/token`],
+    },
+    { scope: "machine", status: 404, paths: [`/v1/machines/${SECRETS.machineId}/token`] },
+    { scope: "machine", status: 200, paths: [`/v1/machines/${SECRETS.machineId}/token`] },
+  ] as const;
+  for (const { scope, status, paths } of cases) {
+    it(`rejects at once with NotAHarnessError for HTTP ${status} (${scope} credential), trying nothing again`, async () => {
+      const server = await answering(status);
+      const { client: executor, logger } = exchanging(server.base, scope);
+      const outcome = await startOrRetry(executor.start(), server.request(paths.length + 1));
+      assert.ok(
+        outcome instanceof NotAHarnessError,
+        `start() must reject with NotAHarnessError, got ${String(outcome)}; log: ${logger.text()}`,
+      );
+      const url = `${server.base}${paths[paths.length - 1]}`;
+      assert.equal(outcome.status, status);
+      assert.equal(outcome.url, url);
+      assert.equal(outcome.message, `${url} answered HTTP ${status}: it is not a harness`);
+      assert.ok(outcome.cause instanceof TokenExchangeError, "the failed exchange is its cause");
+      const closed = await executor.closed;
+      assert.equal(closed.reason, "not_a_harness");
+      assert.equal(closed.error, outcome);
+      assert.equal(executor.state, "stopped");
+      assert.deepEqual(server.paths, paths, "nothing was tried again");
+      assert.equal(logger.records.filter((r) => r.level === "error").length, 1, logger.text());
+      assert.doesNotMatch(logger.text(), /retrying/);
+      const secret = scope === "environment" ? SECRETS.environmentKey : SECRETS.machineToken;
+      assert.ok(!logger.text().includes(secret), "the credential is never logged");
+      await assert.rejects(executor.start(), ClientStoppedError);
+    });
+  }
+
+  for (const status of [503, 429, 408]) {
+    it(`retries HTTP ${status} from the token endpoint`, async () => {
+      const server = await answering(status);
+      const { client: executor, logger } = exchanging(server.base, "environment");
+      const abort = new AbortController();
+      const started = executor.start({ signal: abort.signal });
+      await server.request(3);
+      abort.abort();
+      const error = await started.then(
+        () => assert.fail("start() resolved"),
+        (error: unknown) => error,
+      );
+      assert.ok(error instanceof RequestAbortedError, String(error));
+      assert.ok(error.cause instanceof TokenExchangeError, String(error.cause));
+      assert.equal(error.cause.status, status);
+      assert.match(logger.text(), /retrying/);
+      assert.notEqual(executor.state, "stopped");
+      // Only a 404 sends the exchange to the legacy alias.
+      assert.ok(server.paths.every((p) => p === `/v1/environments/${SECRETS.environmentId}/token`));
+    });
+  }
+});
