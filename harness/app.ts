@@ -11,6 +11,8 @@ import type { TokenIssuer } from "../http/token-endpoint/token-issuer.ts";
 import { type MetricsRoute, serveMetrics } from "../http/metrics/endpoint.ts";
 import type { WebSocketLike } from "../transport/websocket.ts";
 import type { Logger } from "../protocol/logger.ts";
+import type { Clock } from "../protocol/clock.ts";
+import { LogThrottle } from "../protocol/log-throttle.ts";
 import { type HarnessReadiness, standsAside } from "./readiness.ts";
 import { jsonAnswer as json } from "../http/shared/json-answer.ts";
 import { bearer } from "../http/shared/bearer.ts";
@@ -43,6 +45,8 @@ export interface HarnessAppDeps {
   readonly artifacts: ArtifactStore;
   readonly maxArtifactBytes: number;
   readonly logger: Logger;
+  /** The harness's clock (how often a refusal is logged). */
+  readonly clock: Clock;
   /** The harness's readiness now: one that stands aside answers executors' requests 503. */
   readiness(): HarnessReadiness;
   /** Handles a WebSocket connect request. */
@@ -115,6 +119,7 @@ export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
     return json(503, { error: readiness }, { "retry-after": "1" });
   };
 
+  const refusedExchanges = new LogThrottle(deps.clock);
   const exchange = async (
     scope: "environment" | "machine",
     owner: string,
@@ -129,7 +134,8 @@ export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
     if (!secret || !owner) return json(401, { error: "invalid_credential" });
     const issued = await deps.tokens.exchange(scope, owner, secret, new URL(request.url));
     if (!issued) {
-      deps.logger.info("token exchange refused", { scope, owner });
+      const fields = refusedExchanges.pass({ scope, owner });
+      if (fields) deps.logger.info("token exchange refused", fields);
       return json(401, { error: "invalid_credential" });
     }
     // The body (`{}`) is read only once the credential proved good (nothing is kept of it).

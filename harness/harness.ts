@@ -67,6 +67,7 @@ import { DEFAULT_STORE_RENEW_MS, StoreFencedError, UNKNOWN_HOLDER } from "./stor
 import { TokenIssuer } from "../http/token-endpoint/token-issuer.ts";
 import type { ToolCallStatus } from "./tool-calls.ts";
 import { type HarnessReadiness, standsAside } from "./readiness.ts";
+import { LogThrottle } from "../protocol/log-throttle.ts";
 
 /** A listening harness server. */
 export interface HarnessServer {
@@ -103,6 +104,9 @@ export class Harness {
   readonly #maxFrameBytes: number | undefined;
   readonly #maxUnregisteredConnections: number;
   readonly #handshakeTimeoutMs: number | undefined;
+  /** Refused upgrades are logged once a second at most: a storm of them is not a log storm. */
+  readonly #refusedUpgrades: LogThrottle;
+  readonly #crowdedUpgrades: LogThrottle;
   readonly #app: Hono<{ Bindings: FetchOptions }>;
   readonly #servers = new Set<RunningServer>();
   readonly #links = new Set<DialLink>();
@@ -139,6 +143,8 @@ export class Harness {
     this.#maxUnregisteredConnections = options.maxUnregisteredConnections ??
       DEFAULT_MAX_UNREGISTERED_CONNECTIONS;
     this.#handshakeTimeoutMs = options.handshakeTimeoutMs;
+    this.#refusedUpgrades = new LogThrottle(clock);
+    this.#crowdedUpgrades = new LogThrottle(clock);
     this.artifacts = options.artifacts ?? new MemoryArtifactStore();
     this.#core = new HarnessCore({
       clock,
@@ -178,6 +184,7 @@ export class Harness {
       artifacts: this.artifacts,
       maxArtifactBytes: options.maxArtifactBytes ?? DEFAULT_MAX_ARTIFACT_BYTES,
       logger,
+      clock: core.clock,
       readiness: () => core.readiness,
       connect: (request, fetchOptions) => this.#connectViaFetch(request, fetchOptions),
       metrics: endpoint && {
@@ -593,9 +600,10 @@ export class Harness {
     const protocol = PROTOCOLS.find((p) => protocols.includes(p));
     if (!protocol) return jsonAnswer(400, { error: "unsupported_subprotocol" });
     if (core.unregistered >= this.#maxUnregisteredConnections) {
-      core.logger.warn("upgrade refused: too many connections not registered yet", {
-        limit: this.#maxUnregisteredConnections,
-      });
+      const fields = this.#crowdedUpgrades.pass({ limit: this.#maxUnregisteredConnections });
+      if (fields) {
+        core.logger.warn("upgrade refused: too many connections not registered yet", fields);
+      }
       return jsonAnswer(503, { error: "unavailable" }, { "retry-after": "1" });
     }
     let principal: Principal = NO_PRINCIPAL;
@@ -611,7 +619,8 @@ export class Harness {
           protocols,
         });
       } catch {
-        core.logger.info("connection refused before upgrade", { path: url.pathname });
+        const fields = this.#refusedUpgrades.pass({ path: url.pathname });
+        if (fields) core.logger.info("connection refused before upgrade", fields);
         return jsonAnswer(401, { error: "unauthorized" });
       } finally {
         core.unregistered--;

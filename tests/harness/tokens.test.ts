@@ -128,6 +128,32 @@ describe("Harness: token endpoint", { timeout: 20_000 }, () => {
     assert.equal(body.executor_id, "exec_m_1");
   });
 
+  it("logs a stream of refused exchanges and upgrades once a second, counting the lines left out", async () => {
+    await clock.advance(1_000);
+    const lines = (message: string) => logger.records.filter((r) => r.message === message);
+    const exchanges = lines("token exchange refused").length;
+    const upgrades = lines("connection refused before upgrade").length;
+    for (let i = 0; i < 20; i++) {
+      assert.equal(
+        (await post("/v1/environments/env_1/token", { bearer: `guess_${i}` })).status,
+        401,
+      );
+      await assert.rejects(
+        dialWebSocket(server.url, { protocols: OFFERED, headers: { authorization: "Bearer x" } }),
+        (error: unknown) => error instanceof DialError && error.status === 401,
+      );
+    }
+    assert.equal(lines("token exchange refused").length, exchanges + 1);
+    assert.equal(lines("connection refused before upgrade").length, upgrades + 1);
+    await clock.advance(1_000);
+    assert.equal((await post("/v1/environments/env_1/token", { bearer: "guess" })).status, 401);
+    await assert.rejects(
+      dialWebSocket(server.url, { protocols: OFFERED, headers: { authorization: "Bearer x" } }),
+    );
+    assert.equal(lines("token exchange refused").at(-1)?.fields?.lines_left_out, 19);
+    assert.equal(lines("connection refused before upgrade").at(-1)?.fields?.lines_left_out, 19);
+  });
+
   it("refuses unknown or wrong credentials with 401 invalid_credential", async () => {
     const refused = { status: 401, body: { error: "invalid_credential" } };
     assert.deepEqual(await post("/v1/environments/env_1/token", { bearer: "wrong" }), refused);
