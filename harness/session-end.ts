@@ -6,6 +6,7 @@
  *
  * Part of the harness's sessions (sessions.ts).
  */
+import { refuseWireSpelling } from "./option-spelling.ts";
 import { raceSignal, throwIfAborted } from "../protocol/abort.ts";
 import type { Ack } from "../protocol/generated/contract.ts";
 import { UnavailableError } from "../protocol/generated/errors.ts";
@@ -129,6 +130,7 @@ export class SessionEnds {
     options: SessionStopOptions,
   ): Promise<{ reason: string }> {
     throwIfAborted(options.signal, "session.stop");
+    refuseWireSpelling("session.stop", options, ["grace_ms", "timeout_ms"]);
     if (session.state === "ended") return { reason: session.endReason! };
     const params = {
       session_id: session.id,

@@ -5,6 +5,7 @@
  *
  * Part of the harness's sessions (sessions.ts): `Session.terminal`.
  */
+import { refuseWireSpelling } from "./option-spelling.ts";
 import type { TerminalOutputParams } from "../protocol/generated/contract.ts";
 import { throwIfAborted } from "../protocol/abort.ts";
 import type { Logger } from "../protocol/logger.ts";
@@ -36,6 +37,7 @@ export async function openTerminal(
 ): Promise<Terminal> {
   const { signal, terminalId, trace, ...rest } = options;
   throwIfAborted(signal, "terminal.open");
+  refuseWireSpelling("terminal.open", options, ["terminal_id"]);
   // Nothing new opens in a session that is stopping: its executor would refuse it.
   if (takesNoNewWork(session)) throw sessionEnded(session);
   const id = terminalId ?? randomId("term_");

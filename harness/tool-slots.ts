@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { refuseWireSpelling } from "./option-spelling.ts";
 import { InvalidResultError } from "../protocol/errors.ts";
 import {
   TOOL_NAMES,
@@ -49,6 +50,7 @@ function slot<N extends ToolName>(callTool: CallTool, name: N): ToolSlot<N> {
   return {
     name,
     call: async (input, options = {}) => {
+      refuseWireSpelling(`tools.${name}.call`, options, ["tool_call_id", "timeout_ms"]);
       const { toolCallId, timeoutMs, ...callOptions } = options;
       const result = await callTool({
         tool: name,

@@ -17,6 +17,7 @@ import { join } from "node:path";
 import {
   ExecutorClient,
   Harness,
+  InvalidCallOptionError,
   InvalidOutgoingParamsError,
   openSqliteStore,
   SessionRefusedError,
@@ -137,6 +138,53 @@ describe("ids the store remembers", { timeout: 60_000 }, () => {
       await executorClient.stop();
       await running.harness.close();
       await running.server.close();
+    }
+  });
+});
+
+describe("options spelled the wire's way (0.1.0's names)", { timeout: 30_000 }, () => {
+  it("are refused before anything is sent, naming the spelling to use: a repeat never runs twice", async () => {
+    const harness = new Harness({ insecureNoAuth: true });
+    const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
+    const client = new ExecutorClient({ harnessUrl: server.url, executor: INFO });
+    let runs = 0;
+    client.tools.bash.handle(({ command }) => {
+      runs++;
+      return { stdout: command, stderr: "", exit_code: 0 };
+    });
+    try {
+      await client.start();
+      const executor = await harness.waitExecutor();
+      const session = await executor.assignSession({ session_id: "ses_spelling" });
+      await session.ready();
+      const refusal = (error: unknown, option: string, spelled: string) => {
+        assert.ok(error instanceof InvalidCallOptionError, String(error));
+        assert.equal(error.option, option);
+        assert.match(error.message, new RegExp(`option ${option} is spelled ${spelled}`));
+        return true;
+      };
+      for (
+        const [option, spelled] of [["tool_call_id", "toolCallId"], ["timeout_ms", "timeoutMs"]]
+      ) {
+        await assert.rejects(
+          session.tools.bash.call({ command: "x" }, { [option]: "call_1" } as never),
+          (error) => refusal(error, option, spelled),
+        );
+      }
+      await assert.rejects(
+        session.stop("bye", { grace_ms: 1_000 } as never),
+        (error) => refusal(error, "grace_ms", "graceMs"),
+      );
+      assert.equal(runs, 0, "nothing ran");
+      assert.equal(session.state, "ready", "the session was not stopped");
+      // The names of today: the repeat answers the first call's result.
+      await session.tools.bash.call({ command: "once" }, { toolCallId: "call_2" });
+      await session.tools.bash.call({ command: "once" }, { toolCallId: "call_2" });
+      assert.equal(runs, 1);
+    } finally {
+      await client.stop();
+      await harness.close();
+      await server.close();
     }
   });
 });
