@@ -13,6 +13,7 @@ import {
   TerminalBusyError,
 } from "../../harness/node.ts";
 import type { TerminalReadParams } from "../../protocol/mod.ts";
+import { InvalidCallOptionError } from "../../mod.ts";
 import { ExecutorPeer, registerParams } from "../helpers/executor-peer.ts";
 
 const CAPABILITIES = { tools: [], process: true, terminal: true };
@@ -143,13 +144,21 @@ describe("Harness: terminals", { timeout: 30_000 }, () => {
   );
 
   it(
-    "keeps its own ids: wire names in an untyped caller's options replace nothing",
+    "keeps its own ids: wire names in an untyped caller's options replace nothing, and terminal_id is refused",
     SLOW,
     async () => {
       const { session, terminals } = await setup();
-      const untyped = { terminalId: "t7", terminal_id: "other", session_id: "ses_other" };
+      const untyped = { terminalId: "t7", session_id: "ses_other" };
       const terminal = await session.terminal(untyped as Parameters<typeof session.terminal>[0]);
       assert.equal(terminal.id, "t7");
+      assert.deepEqual([...terminals.keys()], ["t7"]);
+      // The wire's spelling of the id (0.1.0's option) is refused, not taken or ignored.
+      const misspelled = { terminalId: "t8", terminal_id: "other" };
+      await assert.rejects(
+        session.terminal(misspelled as Parameters<typeof session.terminal>[0]),
+        (error: unknown) =>
+          error instanceof InvalidCallOptionError && error.option === "terminal_id",
+      );
       assert.deepEqual([...terminals.keys()], ["t7"]);
     },
   );
