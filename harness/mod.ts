@@ -369,7 +369,9 @@ export {
 export {
   DEFAULT_STORE_RENEW_MS,
   type HolderIdentity,
+  STORE_FORMAT,
   StoreFencedError,
+  StoreFormatError,
   StoreHeldError,
   type StoreHolderRecord,
   StoreLockedError,

@@ -205,4 +205,6 @@ export const keys = {
   holder: "w/holder",
   /** The fencing epoch every batch of the holder checks. */
   epoch: "w/epoch",
+  /** The format of the store's records (`STORE_FORMAT`, `harness/store/claim.ts`). */
+  format: "w/format",
 } as const;

@@ -16,6 +16,7 @@ import {
   type HolderIdentity,
   StoreClaim,
   type StoreFencedError,
+  StoreFormatError,
   StoreHeldError,
 } from "./store/claim.ts";
 import {
@@ -151,7 +152,7 @@ export class StoreTenure {
       const waitOrFail = (error: unknown) => {
         if (
           error instanceof InvalidStoreRequestError || error instanceof StoreClosedError ||
-          this.#ended
+          error instanceof StoreFormatError || this.#ended
         ) {
           this.#endStandby = undefined;
           reject(error);

@@ -91,6 +91,29 @@ export function describeHolder(holder: StoreHolderRecord, now: number): string {
     `renewed ${ago} s ago`;
 }
 
+/**
+ * The format of the records this SDK writes, kept in the store (`w/format`) by the first claim.
+ * A later SDK that changes how records are kept raises it, so that an older one, which could
+ * not read them right, refuses the store ({@linkcode StoreFormatError}) rather than serve a
+ * misreading of it.
+ */
+export const STORE_FORMAT = 1;
+
+/** The store's records are of a format this SDK does not read (a newer SDK's): it refuses it. */
+export class StoreFormatError extends LocalError {
+  /** The format the store says its records have. */
+  readonly format: unknown;
+  /** The format found; this SDK reads {@linkcode STORE_FORMAT}. */
+  constructor(format: unknown) {
+    super(
+      `the harness store's records are of format ${JSON.stringify(format)}, and this version ` +
+        `reads format ${STORE_FORMAT}: run the version that wrote them, or a newer one`,
+    );
+    this.name = "StoreFormatError";
+    this.format = format;
+  }
+}
+
 /** A live harness holds the store: this one refuses to start on it. */
 export class StoreHeldError extends LocalError {
   /** The harness that holds it. */
@@ -265,36 +288,49 @@ export class StoreClaim {
     return then(
       raw.get<number>(keys.epoch),
       (epoch) =>
-        then(raw.get<StoreHolderRecord>(keys.holder), (holder) => {
-          const now = clock.now();
-          const live = holder !== undefined && holderIsLive(holder, identity, now, renewMs * 3);
-          if (live && !takeover) throw new StoreHeldError(holder!, now);
-          const record: StoreHolderRecord = {
-            epoch: (epoch ?? 0) + 1,
-            host: identity.host,
-            pid: identity.pid,
-            processStarted: identity.processStarted,
-            since: now,
-            renewedAt: now,
-          };
-          const batch: StoreOp[] = [
-            epoch === undefined ? { check: keys.epoch } : { check: keys.epoch, value: epoch },
-            { put: keys.epoch, value: record.epoch },
-            { put: keys.holder, value: record },
-          ];
-          const claimed = () => {
-            this.#record = record;
-            if (holder && holder.releasedAt === undefined) this.#options.onTaken?.(holder, live);
-          };
-          let written: MaybePromise<void>;
-          try {
-            written = raw.write(batch);
-          } catch (error) {
-            return this.#contended(error, left, holder);
-          }
-          if (!isPromiseLike(written)) return claimed();
-          return written.then(claimed, (error) => this.#contended(error, left, holder));
-        }),
+        then(
+          raw.get<StoreHolderRecord>(keys.holder),
+          (holder) =>
+            then(raw.get<unknown>(keys.format), (format) => {
+              if (format !== undefined && format !== STORE_FORMAT) {
+                throw new StoreFormatError(format);
+              }
+              const now = clock.now();
+              const live = holder !== undefined && holderIsLive(holder, identity, now, renewMs * 3);
+              if (live && !takeover) throw new StoreHeldError(holder!, now);
+              const record: StoreHolderRecord = {
+                epoch: (epoch ?? 0) + 1,
+                host: identity.host,
+                pid: identity.pid,
+                processStarted: identity.processStarted,
+                since: now,
+                renewedAt: now,
+              };
+              const batch: StoreOp[] = [
+                epoch === undefined ? { check: keys.epoch } : { check: keys.epoch, value: epoch },
+                { put: keys.epoch, value: record.epoch },
+                { put: keys.holder, value: record },
+              ];
+              // A store of before the format record was kept has the first format's records.
+              if (format === undefined) batch.push({ put: keys.format, value: STORE_FORMAT });
+              const claimed = () => {
+                this.#record = record;
+                if (holder && holder.releasedAt === undefined) {
+                  this.#options.onTaken?.(holder, live);
+                }
+              };
+              let written: MaybePromise<void>;
+              try {
+                written = raw.write(batch);
+              } catch (error) {
+                return this.#contended(error, left, holder);
+              }
+              if (!isPromiseLike(written)) {
+                return claimed();
+              }
+              return written.then(claimed, (error) => this.#contended(error, left, holder));
+            }),
+        ),
     );
   }
 

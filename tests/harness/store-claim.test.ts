@@ -14,7 +14,9 @@ import {
   type HolderIdentity,
   ManualClock,
   MemoryHarnessStore,
+  STORE_FORMAT,
   StoreFencedError,
+  StoreFormatError,
   StoreHeldError,
   type StoreHolderRecord,
   type StoreOp,
@@ -57,6 +59,25 @@ describe("a harness's claim on its store", { timeout: 20_000 }, () => {
     harnesses.push(made);
     return made;
   }
+
+  it("keeps the format of its records, and refuses a store of a format it does not read, standing by or not", async () => {
+    const store = new MemoryHarnessStore({ values: "json" });
+    const first = harness(store, new ManualClock(), identity("a", 10));
+    await first.ready;
+    assert.equal(store.get("w/format"), STORE_FORMAT);
+    await first.close();
+    // A newer SDK's records (a format this one does not know): refused, never read.
+    store.write([{ put: "w/format", value: STORE_FORMAT + 1 }]);
+    for (const standby of [false, true]) {
+      const refused = await Promise.resolve()
+        .then(() => harness(store, new ManualClock(), identity("b", 20), false, standby).ready)
+        .then(() => undefined, (error: unknown) => error);
+      assert.ok(refused instanceof StoreFormatError, `standby ${standby}: ${refused}`);
+      assert.equal(refused.format, STORE_FORMAT + 1);
+      assert.match(refused.message, /records are of format 2, and this version reads format 1/);
+    }
+    assert.equal(store.get<StoreHolderRecord>("w/holder")!.host, "a", "no claim was written");
+  });
 
   it("judges a holder live by one rule", () => {
     const stale = 3 * RENEW;
