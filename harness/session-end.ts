@@ -138,6 +138,7 @@ export class SessionEnds {
       ...(options.graceMs !== undefined ? { grace_ms: options.graceMs } : {}),
     };
     let result: { stopping: boolean };
+    session.stopSent = true;
     try {
       // Sent again once an executor away within its lease is back, as tool calls wait.
       result = await repeatedAcrossReconnects(
@@ -156,6 +157,8 @@ export class SessionEnds {
       // Ended meanwhile (its `session.ended` came before the connection went, its executor is
       // gone, its lease expired): the stop's answer is that end.
       if (hasEnded(session)) return await session.ended;
+      // Not stopped (refused, timed out, aborted): the session takes work again.
+      session.stopSent = false;
       throw error;
     }
     if (!result.stopping) {

@@ -154,6 +154,11 @@ export class SessionEntry {
   readonly agent: boolean;
   readonly log: EventLog;
   state: SessionState;
+  /**
+   * A stop was sent and not yet answered: new work is refused from then (its executor would
+   * refuse it, -32002, once it takes the stop), not only once the answer came.
+   */
+  stopSent = false;
   endReason: string | undefined = undefined;
   /** The last `session.status` the executor sent. */
   reported: SessionStatusParams | undefined = undefined;
@@ -202,7 +207,8 @@ export class SessionEntry {
 
 /** The error of an operation on an ended session. */
 export function sessionEnded(session: SessionEntry): SessionEndedError {
-  const reason = session.endReason ?? (session.state === "stopping" ? "stopping" : "ended");
+  const reason = session.endReason ??
+    (session.state === "stopping" || session.stopSent ? "stopping" : "ended");
   return new SessionEndedError(session.id, reason);
 }
 
@@ -211,7 +217,7 @@ export function sessionEnded(session: SessionEntry): SessionEndedError {
  * refuses new work then, -32002).
  */
 export function takesNoNewWork(session: SessionEntry): boolean {
-  return session.state === "ended" || session.state === "stopping";
+  return session.state === "ended" || session.state === "stopping" || session.stopSent;
 }
 
 /** Whether the session has ended (read again after an await: it may have meanwhile). */

@@ -12,6 +12,7 @@ import {
   brainApi,
   Harness,
   type HarnessServer,
+  SessionEndedError,
   ToolOutcomeUnknownError,
 } from "../../harness/node.ts";
 import type { ToolCallParams } from "../../protocol/mod.ts";
@@ -161,5 +162,44 @@ describe("Harness: a tool.call that is never acknowledged, or cannot be sent", {
     const body = await answer.json() as { error: { code: string; data: { limit: number } } };
     assert.equal(body.error.code, "payload_too_large");
     assert.equal(body.error.data.limit, 64 * 1024);
+  });
+});
+
+describe("Harness: work asked for while a stop is on its way", { timeout: 20_000 }, () => {
+  it("is refused SessionEndedError (stopping) at once, not sent for the executor to refuse (-32002)", async () => {
+    const harness = new Harness({ heartbeatIntervalMs: 60_000, insecureNoAuth: true });
+    const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
+    const peer = await ExecutorPeer.dial(server.url);
+    try {
+      await peer.start();
+      // The stop is answered only when the test says so.
+      let answer: (() => void) | undefined;
+      peer.peer.onRequest("session.stop", ({ session_id }) =>
+        new Promise((resolve) => {
+          answer = () => {
+            resolve({ stopping: true });
+            queueMicrotask(() =>
+              void peer.peer.call("session.ended", { session_id, reason: "stopped" })
+                .catch(() => {})
+            );
+          };
+        }));
+      const executor = await harness.waitExecutor();
+      const session = await executor.assignSession({ session_id: "ses_stopping" });
+      const stopped = session.stop("bye");
+      const refused = await session.callTool({ tool: "bash", input: { command: "true" } })
+        .then(() => undefined, (error: unknown) => error);
+      assert.ok(refused instanceof SessionEndedError, String(refused));
+      assert.equal(refused.reason, "stopping");
+      assert.equal(peer.toolCalls.length, 0, "nothing was sent");
+      while (!answer) await new Promise((resolve) => setTimeout(resolve, 5));
+      answer();
+      await stopped;
+      assert.equal(session.state, "ended");
+    } finally {
+      await peer.close().catch(() => {});
+      await harness.close();
+      await server.close();
+    }
   });
 });
