@@ -23,8 +23,8 @@ import { parseArgs } from "node:util";
 import { Hono } from "hono";
 import { argvErrorLine, negativeValues, repeatedFlagLine } from "./argv.ts";
 import { jsonLineLogger, textLineLogger } from "./line-logger.ts";
+import { isLoopbackHost } from "../transport/dial-url.ts";
 import {
-  isLoopback,
   readServeConfig,
   SERVE_FLAGS,
   type ServeConfig,
@@ -105,7 +105,7 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
     throw error;
   }
   const authenticated = (config.env.BMA_JWT_SECRET ?? "") !== "";
-  if (!authenticated && !config.insecureNoAuth && !isLoopback(config.host)) {
+  if (!authenticated && !config.insecureNoAuth && !isLoopbackHost(config.host)) {
     return usage(
       `serving on ${config.host} (beyond loopback) needs authentication: a JWT secret ` +
         "(--jwt-secret-file or BMA_JWT_SECRET) and credentials, or --insecure-no-auth",

@@ -296,11 +296,6 @@ export function readServeConfig(
   };
 }
 
-/** Whether `host` is a loopback address, where a harness may serve without authentication. */
-export function isLoopback(host: string): boolean {
-  return host === "localhost" || host === "::1" || host === "[::1]" || /^127\./.test(host);
-}
-
 /** Whether `value` is a URL with a password in it. */
 function hasUrlPassword(value: string | undefined): boolean {
   try {

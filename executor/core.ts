@@ -47,7 +47,13 @@ import {
   normalizeBaseUrl,
   TokenCache,
 } from "./credentials.ts";
-import { ClientStoppedError, ExecutorConfigError, UnknownSessionError } from "./errors.ts";
+import {
+  ClientStoppedError,
+  displayUrl,
+  ExecutorConfigError,
+  UnknownSessionError,
+} from "./errors.ts";
+import { sentInTheClear } from "../transport/dial-url.ts";
 import { EventOutbox } from "./event-outbox.ts";
 import { type ExecutorExtensionHost, withContributions } from "./extension.ts";
 import { type ClientConnection, ClientLink } from "./link.ts";
@@ -144,6 +150,17 @@ export class ExecutorCore {
     ]);
     const logger = this.logger = scrubber.logger(options.logger ?? silentLogger);
     const { credentials, missing } = credentialsOf(options, clock, scrubber);
+    if (
+      (credentials.scope === "environment" || credentials.scope === "machine") &&
+      credentials.baseUrl !== undefined && sentInTheClear(credentials.baseUrl)
+    ) {
+      // A long-lived secret: whoever reads it once can mint tokens until it is revoked.
+      logger.warn(
+        `the ${credentials.scope} credential is exchanged over plain http with another machine: ` +
+          "it can be read on the way (use https)",
+        { url: displayUrl(credentials.baseUrl) },
+      );
+    }
     this.credentials = credentials;
     this.missingCredential = missing;
     const requestTimeoutMs = this.requestTimeoutMs = options.requestTimeoutMs ?? 30_000;

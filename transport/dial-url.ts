@@ -58,3 +58,23 @@ function urlRefusal(url: unknown, localSockets: boolean): UnsupportedUrlError | 
     scheme,
   );
 }
+
+/** Whether `host` (a URL's `hostname`, or a listen address) is this machine's loopback. */
+export function isLoopbackHost(host: string): boolean {
+  return host === "localhost" || host === "::1" || host === "[::1]" || /^127\./.test(host);
+}
+
+/**
+ * Whether `url` travels unencrypted to another machine (`http:` or `ws:` to a host that is not
+ * loopback): what is sent there, a credential included, can be read on the way.
+ */
+export function sentInTheClear(url: string): boolean {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return false;
+  }
+  return (parsed.protocol === "http:" || parsed.protocol === "ws:") &&
+    !isLoopbackHost(parsed.hostname);
+}

@@ -257,3 +257,28 @@ describe("ExecutorClient: a token source returning the wrong shape", { timeout: 
     assert.deepEqual(seen, [TOKEN, TOKEN]);
   });
 });
+
+describe("ExecutorClient: a credential sent in the clear", () => {
+  it("warns when its key is exchanged over plain http with another machine, and only then", () => {
+    const warned = (baseUrl: string) => {
+      const logger = new CapturingLogger();
+      new ExecutorClient({
+        baseUrl,
+        environmentId: "env_1",
+        environmentKey: "ek_live_plain_http_0123",
+        executor: EXECUTOR_INFO,
+        logger,
+      });
+      const lines = logger.records.filter((r) => r.level === "warn");
+      assert.ok(!logger.text().includes("ek_live_plain_http_0123"), "the key is not logged");
+      return lines.map((r) => `${r.message} ${JSON.stringify(r.fields)}`);
+    };
+    const [line, ...more] = warned("http://harness.example:7700/?token=t");
+    assert.match(line ?? "", /environment credential is exchanged over plain http/);
+    assert.match(line ?? "", /"url":"http:\/\/harness\.example:7700"/, "shown without its query");
+    assert.deepEqual(more, []);
+    for (const quiet of ["https://harness.example", "http://127.0.0.1:7700", "http://localhost"]) {
+      assert.deepEqual(warned(quiet), [], quiet);
+    }
+  });
+});
