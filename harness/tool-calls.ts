@@ -346,6 +346,16 @@ export class ToolCalls implements CallOps<SessionEntry> {
         code: "custom",
       }]);
     }
+    // A repeat answers the first call's outcome; one naming another tool is another call under
+    // a reused id, which would get a result that is not its own. (A call read back settled from
+    // the store has no tool name to compare.)
+    if (entry.tool !== "" && entry.tool !== request.tool) {
+      throw new InvalidOutgoingParamsError("tool.call", [{
+        path: ["tool_call_id"],
+        message: `tool_call_id is in use by a call of another tool (${entry.tool})`,
+        code: "custom",
+      }]);
+    }
     return this.#await(session, entry, options);
   }
 

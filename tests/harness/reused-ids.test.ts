@@ -143,7 +143,7 @@ describe("ids the store remembers", { timeout: 60_000 }, () => {
 });
 
 describe("options spelled the wire's way (0.1.0's names)", { timeout: 30_000 }, () => {
-  it("are refused before anything is sent, naming the spelling to use: a repeat never runs twice", async () => {
+  it("are refused before anything is sent, naming the spelling to use: a repeat never runs twice; an id reused for another tool is refused", async () => {
     const harness = new Harness({ insecureNoAuth: true });
     const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
     const client = new ExecutorClient({ harnessUrl: server.url, executor: INFO });
@@ -181,6 +181,13 @@ describe("options spelled the wire's way (0.1.0's names)", { timeout: 30_000 }, 
       await session.tools.bash.call({ command: "once" }, { toolCallId: "call_2" });
       await session.tools.bash.call({ command: "once" }, { toolCallId: "call_2" });
       assert.equal(runs, 1);
+      // The id of a bash call reused for another tool is refused, not answered bash's result.
+      await assert.rejects(
+        session.callTool({ tool: "read", input: { path: "x" }, tool_call_id: "call_2" }),
+        (error: unknown) =>
+          error instanceof InvalidOutgoingParamsError &&
+          /in use by a call of another tool \(bash\)/.test(JSON.stringify(error.issues)),
+      );
     } finally {
       await client.stop();
       await harness.close();
