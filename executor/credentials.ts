@@ -6,6 +6,7 @@
  */
 import type { Clock } from "../protocol/clock.ts";
 import { isLocalSocketUrl, localSocketPath } from "../transport/server.ts";
+import { isHeaderSafe } from "../transport/header-safe.ts";
 import {
   CredentialRejectedError,
   displayUrl,
@@ -176,11 +177,6 @@ function checkSecret(name: string, secret: unknown): void {
   if (!isHeaderSafe(secret)) {
     throw new ExecutorConfigError(`${name} must not contain spaces or control characters`);
   }
-}
-
-/** Whether a token can travel in an `Authorization` header: visible ASCII only. */
-function isHeaderSafe(token: string): boolean {
-  return /^[\x21-\x7e]+$/.test(token);
 }
 
 /**

@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { refuseRequestFieldsInOptions } from "./option-spelling.ts";
 import type { CallOptions } from "../protocol/peer.ts";
 import { aborted, raceSignal } from "../protocol/abort.ts";
 import { LocalError } from "../protocol/errors.ts";
@@ -452,6 +453,11 @@ export class Session {
    * nothing is sent.
    */
   callTool(request: ToolCallRequest, options: ToolCallOptions = {}): Promise<ToolCallResult> {
+    try {
+      refuseRequestFieldsInOptions(options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     return this.#services.calls.callTool(this.#entry, request, options);
   }
 

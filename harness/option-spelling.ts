@@ -17,6 +17,33 @@ const CAMEL_CASE: Readonly<Record<string, string>> = {
 };
 
 /**
+ * Options of `callTool` that belong in its request (the contract's params): in the options they
+ * would be ignored, and a `tool_call_id` lost there makes a repeat run twice.
+ */
+const REQUEST_FIELDS: readonly string[] = ["tool_call_id", "toolCallId", "timeout_ms", "timeoutMs"];
+
+/**
+ * Throws {@linkcode InvalidCallOptionError} when `callTool`'s `options` hold what belongs in its
+ * request.
+ */
+export function refuseRequestFieldsInOptions(options: object): void {
+  for (const name of REQUEST_FIELDS) {
+    if (Object.hasOwn(options, name)) {
+      throw new InvalidCallOptionError(
+        "callTool",
+        name,
+        `belongs in the request (${name.includes("_") ? name : CAMEL_TO_WIRE[name]})`,
+      );
+    }
+  }
+}
+
+const CAMEL_TO_WIRE: Readonly<Record<string, string>> = {
+  toolCallId: "tool_call_id",
+  timeoutMs: "timeout_ms",
+};
+
+/**
  * Throws {@linkcode InvalidCallOptionError} when `options` (of `method`) holds one of `names` in
  * the wire's spelling.
  */

@@ -138,7 +138,7 @@ export class SessionEnds {
       ...(options.graceMs !== undefined ? { grace_ms: options.graceMs } : {}),
     };
     let result: { stopping: boolean };
-    session.stopSent = true;
+    session.stopsSent++;
     try {
       // Sent again once an executor away within its lease is back, as tool calls wait.
       result = await repeatedAcrossReconnects(
@@ -157,9 +157,11 @@ export class SessionEnds {
       // Ended meanwhile (its `session.ended` came before the connection went, its executor is
       // gone, its lease expired): the stop's answer is that end.
       if (hasEnded(session)) return await session.ended;
-      // Not stopped (refused, timed out, aborted): the session takes work again.
-      session.stopSent = false;
+      // This stop failed (refused, timed out, aborted): unless another is on its way, or the
+      // executor took one, the session takes work again.
       throw error;
+    } finally {
+      session.stopsSent--;
     }
     if (!result.stopping) {
       // The executor no longer holds it: there is no session.ended to wait for.

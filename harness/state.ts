@@ -155,10 +155,11 @@ export class SessionEntry {
   readonly log: EventLog;
   state: SessionState;
   /**
-   * A stop was sent and not yet answered: new work is refused from then (its executor would
-   * refuse it, -32002, once it takes the stop), not only once the answer came.
+   * Stops sent and not yet answered (callers may stop a session more than once at a time): new
+   * work is refused while any is on its way (its executor would refuse it, -32002, once it takes
+   * the stop), not only once the answer came.
    */
-  stopSent = false;
+  stopsSent = 0;
   endReason: string | undefined = undefined;
   /** The last `session.status` the executor sent. */
   reported: SessionStatusParams | undefined = undefined;
@@ -208,7 +209,7 @@ export class SessionEntry {
 /** The error of an operation on an ended session. */
 export function sessionEnded(session: SessionEntry): SessionEndedError {
   const reason = session.endReason ??
-    (session.state === "stopping" || session.stopSent ? "stopping" : "ended");
+    (session.state === "stopping" || session.stopsSent > 0 ? "stopping" : "ended");
   return new SessionEndedError(session.id, reason);
 }
 
@@ -217,7 +218,7 @@ export function sessionEnded(session: SessionEntry): SessionEndedError {
  * refuses new work then, -32002).
  */
 export function takesNoNewWork(session: SessionEntry): boolean {
-  return session.state === "ended" || session.state === "stopping" || session.stopSent;
+  return session.state === "ended" || session.state === "stopping" || session.stopsSent > 0;
 }
 
 /** Whether the session has ended (read again after an await: it may have meanwhile). */

@@ -56,7 +56,10 @@ export class ToolCallEntry {
   dispatchedOn: object | undefined = undefined;
   /** How many times `tool.call` went out: an ack or failure of an earlier sending is stale. */
   dispatches = 0;
-  /** When `tool.call` first went out (the ledger's clock), `NaN` before: bounds waiting for an ack. */
+  /**
+   * When `tool.call` first went out on its current connection (the ledger's clock), `NaN`
+   * before: bounds waiting for an ack.
+   */
   firstSentAt = NaN;
   /**
    * When `callTool` made it (the ledger's `now`, for the duration metric); `NaN` for a call

@@ -196,7 +196,8 @@ export class ToolCalls implements CallOps<SessionEntry> {
     entry.state = "dispatching";
     entry.dispatchedOn = connection;
     const sending = ++entry.dispatches;
-    if (sending === 1) entry.firstSentAt = this.#clock.now();
+    // The wait for an ack starts at the first sending on each connection (`redispatch` clears it).
+    if (Number.isNaN(entry.firstSentAt)) entry.firstSentAt = this.#clock.now();
     if (this.#observers.active) {
       const params = entry.params;
       this.#observers.emit({
@@ -279,7 +280,10 @@ export class ToolCalls implements CallOps<SessionEntry> {
     for (const entry of this.#ledger.pending((e) => e.executorId === executor.id)) {
       const unsent = entry.state === "queued" ||
         (entry.state === "dispatching" && entry.dispatchedOn !== connection);
-      if (unsent) this.dispatch(entry, executor);
+      if (unsent) {
+        entry.firstSentAt = NaN;
+        this.dispatch(entry, executor);
+      }
     }
   }
 

@@ -32,7 +32,8 @@ export class LogThrottle {
    */
   pass(fields: LogFields): LogFields | undefined {
     const now = this.#clock.now();
-    if (now - this.#lastAt < this.#intervalMs) {
+    // A clock stepped back (an NTP correction) does not silence the kind until it catches up.
+    if (now >= this.#lastAt && now - this.#lastAt < this.#intervalMs) {
       this.#left++;
       return undefined;
     }

@@ -6,6 +6,7 @@
  * once a cancel is sent (unless the executor answers that the turn ended first), and the
  * session's close awaited.
  */
+import { refuseWireSpelling } from "../../harness/option-spelling.ts";
 import { ExecutorUnavailableError, SessionRefusedError } from "../../harness/errors.ts";
 import type { CloseAgentSessionOptions, TurnInputRequest } from "../../harness/handle-options.ts";
 import type { ExecutorHandle } from "../../harness/handles.ts";
@@ -196,6 +197,7 @@ export class PlatformTurns {
     sessionId: string,
     options: CloseAgentSessionOptions,
   ): Promise<SessionCloseResult> {
+    refuseWireSpelling("closeAgentSession", options, ["timeout_ms"]);
     const record = this.#parts.sessions.get(sessionId);
     const session = record?.executorId === executor.id && record.session
       ? record.session

@@ -9,6 +9,7 @@ import { LocalError } from "../../protocol/errors.ts";
 import { HmacJwt, type JwtClaims } from "./jwt.ts";
 import { hex } from "../../protocol/ids.ts";
 import { sameBytes, sha256 } from "../shared/bearer.ts";
+import { isHeaderSafe } from "../../transport/header-safe.ts";
 import type { CredentialScope, Principal } from "../../harness/principal.ts";
 
 /** An environment key accepted by the endpoint. */
@@ -57,10 +58,12 @@ export function credentialProblem(credential: ExecutorCredential): string | unde
     : ["environmentId", credential.environmentId, "environmentKey", credential.environmentKey];
   if (typeof owner !== "string" || owner === "") return `its ${ownerField} is empty`;
   if (typeof secret !== "string" || secret === "") return `its ${secretField} is empty`;
-  // deno-lint-ignore no-control-regex
-  if (/[\s\x00-\x1f\x7f]/.test(secret)) {
-    return `its ${secretField} holds whitespace or a control character, which an ` +
-      `Authorization header cannot carry`;
+  if (!isHeaderSafe(secret)) {
+    return `its ${secretField} holds whitespace, a control character or one beyond ASCII, ` +
+      `which an Authorization header cannot carry`;
+  }
+  if (credential.id !== undefined && (typeof credential.id !== "string" || credential.id === "")) {
+    return "its id is empty";
   }
   return undefined;
 }
@@ -123,9 +126,20 @@ export class TokenIssuer {
     this.#issuer = options.issuer ?? DEFAULT_ISSUER;
     this.#ttlSeconds = options.ttlSeconds ?? DEFAULT_TOKEN_TTL_SECONDS;
     this.#connectUrl = options.connectUrl;
+    const ids = new Set<string>();
     for (const [i, credential] of options.credentials.entries()) {
       const problem = credentialProblem(credential);
       if (problem !== undefined) throw new InvalidCredentialError(i + 1, problem);
+      // A token names its credential by id: two credentials of one id would be one principal.
+      if (credential.id !== undefined) {
+        if (ids.has(credential.id)) {
+          throw new InvalidCredentialError(
+            i + 1,
+            `its id ${credential.id} is used by another credential`,
+          );
+        }
+        ids.add(credential.id);
+      }
     }
     this.#jwt = HmacJwt.create(options.secret);
     // Only digests are kept: the comparison below runs on equal-length hashes.
@@ -186,7 +200,11 @@ export class TokenIssuer {
     // a harness restarted without a key refuses the tokens that key got (from it or a replica).
     // A harness given no credentials verifies tokens issued elsewhere, and has none to check.
     const known = await this.#credentials;
-    if (known.length > 0 && !known.some((credential) => credential.id === cred)) {
+    const owner = claims.scope === "machine" ? claims.mid : claims.env;
+    if (
+      known.length > 0 &&
+      !known.some((c) => c.id === cred && c.scope === claims.scope && c.owner === owner)
+    ) {
       throw new TokenRejectedError("credential");
     }
     if (claims.scope === "machine" && typeof claims.mid === "string" && claims.mid && cred) {

@@ -16,7 +16,7 @@ import {
   ToolOutcomeUnknownError,
 } from "../../harness/node.ts";
 import type { ToolCallParams } from "../../protocol/mod.ts";
-import { ExecutorPeer, registerParams } from "../helpers/executor-peer.ts";
+import { ExecutorPeer, registerParams, until } from "../helpers/executor-peer.ts";
 
 const TIMEOUT = 5_000;
 
@@ -141,6 +141,62 @@ describe("Harness: a tool.call that is never acknowledged, or cannot be sent", {
     assert.match(String((error.cause as Error)?.message), /not acknowledged within its timeout_ms/);
   });
 
+  it("counts the wait for an ack from its first sending on each connection, not an earlier one's", async () => {
+    const clock = new ManualClock();
+    const harness = new Harness({
+      clock,
+      heartbeatIntervalMs: 600_000,
+      requestTimeoutMs: TIMEOUT,
+      insecureNoAuth: true,
+    });
+    const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
+    closing.push(() => harness.close(), () => server.close());
+    const silent = async () => {
+      const peer = await ExecutorPeer.dial(server.url);
+      closing.push(() => peer.close());
+      peer.serveDefaults();
+      const received: ToolCallParams[] = [];
+      peer.peer.onRequest("tool.call", (params) => {
+        received.push(params);
+        return new Promise<never>(() => {});
+      });
+      return { peer, received };
+    };
+    const first = await silent();
+    const registered = await first.peer.peer.call("executor.register", registerParams());
+    const executor = await harness.waitExecutor({
+      filter: (e) => e.id === registered.executor_id,
+    });
+    const session = await executor.assignSession({ session_id: "ses_away" });
+    let ended: unknown;
+    const outcome = session.callTool({
+      tool: "bash",
+      input: { command: "true" },
+      timeout_ms: 2 * TIMEOUT,
+    }).then(() => "completed", (error: unknown) => (ended = error));
+    await until(() => first.received.length === 1);
+    // The link drops before the ack; the executor is back after 4 request timeouts (its lease
+    // is far longer), past the call's timeout_ms and a request timeout since its first sending.
+    await first.peer.close();
+    await clock.advance(4 * TIMEOUT);
+    const second = await silent();
+    await second.peer.peer.call(
+      "executor.register",
+      registerParams({
+        resume: { executor_id: registered.executor_id, active_sessions: ["ses_away"] },
+      }),
+    );
+    await until(() => second.received.length === 1);
+    await clock.advance(TIMEOUT);
+    // Before, the call ended here (dispatch_failed) after one sending on the new connection.
+    await until(() => second.received.length === 2 || ended !== undefined);
+    assert.equal(ended, undefined, `ended after one request timeout: ${ended}`);
+    await clock.advance(2 * TIMEOUT);
+    const error = await outcome;
+    assert.ok(error instanceof ToolOutcomeUnknownError, String(error));
+    assert.equal(error.reason, "dispatch_failed");
+  });
+
   it("is refused as too large for the link when its frame is over the limit: FrameTooLargeError (brain API 413), never sent", async () => {
     const { harness, session, received } = await rig({ maxFrameBytes: 64 * 1024 });
     const big = { command: `echo ${"x".repeat(100 * 1024)}` };
@@ -166,7 +222,7 @@ describe("Harness: a tool.call that is never acknowledged, or cannot be sent", {
 });
 
 describe("Harness: work asked for while a stop is on its way", { timeout: 20_000 }, () => {
-  it("is refused SessionEndedError (stopping) at once, not sent for the executor to refuse (-32002)", async () => {
+  it("is refused SessionEndedError (stopping) at once, not sent for the executor to refuse (-32002), while any stop is on its way", async () => {
     const harness = new Harness({ heartbeatIntervalMs: 60_000, insecureNoAuth: true });
     const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
     const peer = await ExecutorPeer.dial(server.url);
@@ -186,7 +242,12 @@ describe("Harness: work asked for while a stop is on its way", { timeout: 20_000
         }));
       const executor = await harness.waitExecutor();
       const session = await executor.assignSession({ session_id: "ses_stopping" });
+      // Two stops on their way; the first is given up (aborted): the other still is.
+      const giveUp = new AbortController();
+      const abandoned = session.stop("first", { signal: giveUp.signal }).catch((e: unknown) => e);
       const stopped = session.stop("bye");
+      giveUp.abort(new Error("given up"));
+      assert.ok((await abandoned) instanceof Error);
       const refused = await session.callTool({ tool: "bash", input: { command: "true" } })
         .then(() => undefined, (error: unknown) => error);
       assert.ok(refused instanceof SessionEndedError, String(refused));

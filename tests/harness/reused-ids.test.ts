@@ -175,6 +175,15 @@ describe("options spelled the wire's way (0.1.0's names)", { timeout: 30_000 }, 
         session.stop("bye", { grace_ms: 1_000 } as never),
         (error) => refusal(error, "grace_ms", "graceMs"),
       );
+      // callTool takes the id in its request: in its options it would be ignored.
+      for (const option of ["tool_call_id", "toolCallId"]) {
+        await assert.rejects(
+          session.callTool({ tool: "bash", input: { command: "x" } }, { [option]: "c" } as never),
+          (error: unknown) =>
+            error instanceof InvalidCallOptionError && error.option === option &&
+            /belongs in the request \(tool_call_id\)/.test(error.message),
+        );
+      }
       assert.equal(runs, 0, "nothing ran");
       assert.equal(session.state, "ready", "the session was not stopped");
       // The names of today: the repeat answers the first call's result.

@@ -328,6 +328,9 @@ describe("Harness: the credentials it takes, and tokens it no longer honours", {
       { machineId: "m_1", machineToken: "" },
       { environmentId: "env_1", environmentKey: `${ENV_KEY} more` },
       { machineId: "m_1", machineToken: `${MACHINE_TOKEN}\n` },
+      { environmentId: "env_1", environmentKey: `${ENV_KEY}ключ` },
+      { environmentId: "env_1", environmentKey: ENV_KEY, id: "" },
+      { environmentId: "env_2", environmentKey: MACHINE_TOKEN, id: "cred_ok" },
     ];
     for (const credential of cases) {
       assert.throws(
@@ -335,7 +338,10 @@ describe("Harness: the credentials it takes, and tokens it no longer honours", {
           new Harness({
             tokens: {
               secret: SECRET,
-              credentials: [{ environmentId: "env_ok", environmentKey: ENV_KEY }, credential],
+              credentials: [
+                { environmentId: "env_ok", environmentKey: ENV_KEY, id: "cred_ok" },
+                credential,
+              ],
             },
           }),
         (error: unknown) => {
@@ -398,6 +404,38 @@ describe("Harness: the credentials it takes, and tokens it no longer honours", {
     });
     transport.close();
     await transport.closed;
+
+    // A custom id given to another environment's key does not keep the removed key's tokens.
+    const reusing = new Harness({
+      tokens: {
+        secret: SECRET,
+        credentials: [{ environmentId: "env_2", environmentKey: ENV_KEY, id: "ci" }],
+      },
+    });
+    closers.push(() => reusing.close());
+    const issuing = new Harness({
+      tokens: {
+        secret: SECRET,
+        credentials: [{ environmentId: "env_1", environmentKey: REMOVED_KEY, id: "ci" }],
+      },
+    });
+    closers.push(() => issuing.close());
+    const issuer = await issuing.serve({ hostname: "127.0.0.1", port: 0 });
+    closers.push(() => issuer.close());
+    const got = await fetch(`${issuer.httpUrl}/v1/environments/env_1/token`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${REMOVED_KEY}` },
+    });
+    const env1Token = ((await got.json()) as TokenResponse).token;
+    const other = await reusing.serve({ hostname: "127.0.0.1", port: 0 });
+    closers.push(() => other.close());
+    await assert.rejects(
+      dialWebSocket(other.url, {
+        protocols: OFFERED,
+        headers: { authorization: `Bearer ${env1Token}` },
+      }),
+      (error: unknown) => error instanceof DialError && error.status === 401,
+    );
   });
 
   it("a standby answers token exchanges and artifact uploads 503 (retry-after: 1) until it holds the store", async () => {
