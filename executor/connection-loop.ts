@@ -5,8 +5,8 @@
  *
  * Stop for good: a received `executor.close`, close codes the contract marks `reconnect: false`
  * (1000, 1008, 4002, 4003, 4004), a refused credential (HTTP 401 at the token endpoint or the
- * upgrade), an upgrade or a token exchange answered as no harness does (HTTP 404, a 200:
- * `upgrade-verdict.ts`, `credentials.ts`), and a refused registration (-32010, -32012, -32001,
+ * upgrade), an upgrade or a token exchange answered as no harness does before the first
+ * registration (HTTP 404, a 200: `upgrade-verdict.ts`, `credentials.ts`), and a refused registration (-32010, -32012, -32001,
  * -32602). Everything else — 1001, 1009, 1011, 4001, 4005, network failures, 5xx, unknown codes
  * — reconnects.
  */
@@ -204,6 +204,8 @@ export class ConnectionLoop<C extends Connection> {
      * back at once after a cut, however recent its registration.
      */
     let shortLived = 0;
+    /** Whether a connection was registered: an answer as no harness gives is final only before. */
+    let registered = false;
     while (!this.#halted) {
       this.#options.host.state("connecting");
       let connection: C;
@@ -212,7 +214,10 @@ export class ConnectionLoop<C extends Connection> {
       } catch (error) {
         if (this.#halted) break;
         this.#lastFailure = error;
-        const fatal = fatalAttemptError(error, this.#target);
+        const found = fatalAttemptError(error, this.#target);
+        // Once registered, a 404 or a web page where the harness was is a deployment in motion
+        // (an ingress without its route yet), not a mistyped URL: it is waited out.
+        const fatal = registered && found?.reason === "not_a_harness" ? undefined : found;
         if (fatal) {
           this.#options.logger.error("connection refused for good", {
             url: displayUrl(this.#target),
@@ -238,6 +243,7 @@ export class ConnectionLoop<C extends Connection> {
         continue;
       }
       failures = 0;
+      registered = true;
       this.#lastFailure = undefined;
       this.#current = connection;
       this.#heartbeatIntervalMs = connection.registration.heartbeat_interval_ms;

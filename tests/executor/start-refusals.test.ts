@@ -26,6 +26,7 @@ import { dialWebSocket, OWN_AND_WS } from "../helpers/dialers.ts";
 import { EXECUTOR_INFO, SECRETS, until } from "../helpers/executor-fixture.ts";
 import { CapturingLogger } from "../helpers/raw.ts";
 import { refusedPort } from "../helpers/ports.ts";
+import { ChaosProxy } from "../helpers/chaos-proxy.ts";
 
 /** A plain HTTP server answering every request with `status`, counting the requests. */
 interface Answering {
@@ -332,3 +333,54 @@ describe("ExecutorClient.start() with baseUrl: a token endpoint no harness has",
     });
   }
 });
+
+describe(
+  "an answer as no harness gives, once the client has registered",
+  { timeout: 30_000 },
+  () => {
+    it("is retried, not final: an ingress that answers 404 for a while during a deploy", async () => {
+      const harness = new Harness({ insecureNoAuth: true, heartbeatIntervalMs: 60_000 });
+      const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
+      const proxy = await ChaosProxy.start(server.url);
+      let dials = 0;
+      let notFound = 0;
+      // After the first connection, two upgrades are answered 404 (the route not there yet).
+      const dial: Dialer = (url, options) => {
+        dials++;
+        if (dials >= 2 && notFound < 2) {
+          notFound++;
+          return Promise.reject(new DialError("upgrade answered HTTP 404", 404));
+        }
+        return dialWebSocket(url, options);
+      };
+      const logger = new CapturingLogger();
+      const client = new ExecutorClient({
+        harnessUrl: proxy.url,
+        executor: EXECUTOR_INFO,
+        dial,
+        logger,
+        reconnect: { initialDelayMs: 5, maxDelayMs: 20, jitter: 0 },
+      });
+      let closed: unknown;
+      void client.closed.then((info) => (closed = info));
+      try {
+        await client.start();
+        const first = await harness.waitExecutor();
+        proxy.cut();
+        await until(() => dials >= 4 && first.connected);
+        assert.equal(notFound, 2);
+        assert.equal(closed, undefined, `the client stopped: ${JSON.stringify(closed)}`);
+        assert.ok(
+          logger.records.some((r) => r.message === "connection attempt failed: retrying"),
+          "said it retries",
+        );
+        assert.ok(!logger.records.some((r) => r.message === "connection refused for good"));
+      } finally {
+        await client.stop();
+        await proxy.close();
+        await harness.close();
+        await server.close();
+      }
+    });
+  },
+);
