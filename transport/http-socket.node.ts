@@ -24,11 +24,15 @@ export async function fetchOverSocket(socketPath: string, request: Request): Pro
   const body = request.body;
   if (body && headers["content-length"] === undefined) headers["transfer-encoding"] = "chunked";
   const signal = request.signal;
+  // A server may answer before it read the body (401, 404, 503): then the rest is not sent.
+  const answered = new AbortController();
+  let sent = !body;
   return await new Promise<Response>((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
     const outgoing = httpRequest(
       { socketPath, method: request.method, path: `${url.pathname}${url.search}`, headers },
       (incoming) => {
+        answered.abort();
         const chunks: Uint8Array[] = [];
         let size = 0;
         incoming.on("data", (chunk: Uint8Array) => {
@@ -41,6 +45,8 @@ export async function fetchOverSocket(socketPath: string, request: Request): Pro
         });
         incoming.on("error", reject);
         incoming.on("end", () => {
+          // The answer came with the body unsent: the connection cannot be used again.
+          if (!sent) outgoing.destroy();
           const responseHeaders = new Headers();
           for (const [key, value] of Object.entries(incoming.headers)) {
             if (Array.isArray(value)) { for (const v of value) responseHeaders.append(key, v); }
@@ -75,37 +81,57 @@ export async function fetchOverSocket(socketPath: string, request: Request): Pro
       reject(signal?.aborted ? signal.reason : error);
     });
     outgoing.on("close", () => signal?.removeEventListener("abort", onAbort));
-    if (body) void sendBody(body, outgoing);
-    else outgoing.end();
+    if (body) {
+      void sendBody(body, outgoing, answered.signal).then((whole) => (sent = whole));
+    } else outgoing.end();
   });
 }
 
-/** Writes `body` to `outgoing` as it is read, waiting for the socket to drain between chunks. */
-async function sendBody(body: ReadableStream<Uint8Array>, outgoing: ClientRequest): Promise<void> {
+/**
+ * Writes `body` to `outgoing` as it is read, waiting for the socket to drain between chunks;
+ * resolves with whether all of it was sent. It stops, and cancels the body, when the request
+ * ends (destroyed, aborted) or `answered` aborts (the server answered without reading on).
+ */
+async function sendBody(
+  body: ReadableStream<Uint8Array>,
+  outgoing: ClientRequest,
+  answered: AbortSignal,
+): Promise<boolean> {
   const reader = body.getReader();
+  const stop = () => void reader.cancel().catch(() => {});
+  outgoing.once("close", stop);
+  answered.addEventListener("abort", stop, { once: true });
+  const ended = () => outgoing.destroyed || answered.aborted;
   try {
     for (;;) {
       const { done, value } = await reader.read();
-      if (outgoing.destroyed) break;
+      if (ended()) return false;
       if (done) {
         outgoing.end();
-        return;
+        return true;
       }
       if (!outgoing.write(value)) {
         await new Promise<void>((resolve) => {
           const go = () => {
             outgoing.off("drain", go);
             outgoing.off("close", go);
+            answered.removeEventListener("abort", go);
             resolve();
           };
           outgoing.on("drain", go);
           outgoing.on("close", go);
+          answered.addEventListener("abort", go, { once: true });
         });
+        if (ended()) return false;
       }
     }
-    await reader.cancel().catch(() => {});
   } catch (error) {
     // The body could not be read: the request is cut rather than sent short.
-    outgoing.destroy(error instanceof Error ? error : new Error(String(error)));
+    if (!ended()) outgoing.destroy(error instanceof Error ? error : new Error(String(error)));
+    return false;
+  } finally {
+    outgoing.off("close", stop);
+    answered.removeEventListener("abort", stop);
+    if (ended()) stop();
   }
 }

@@ -36,7 +36,11 @@ import {
   TurnInputParamsSchema,
   TurnStartParamsSchema,
 } from "../../protocol/generated/contract.ts";
-import { HarnessClosedError, ToolOutcomeUnknownError } from "../../harness/errors.ts";
+import {
+  HarnessClosedError,
+  SessionEndedError,
+  ToolOutcomeUnknownError,
+} from "../../harness/errors.ts";
 import type { ExecutorHandle, Session } from "../../harness/handles.ts";
 import type { Harness } from "../../harness/harness.ts";
 import type { SessionEventRecord, ToolCallResult } from "../../harness/records.ts";
@@ -292,8 +296,19 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     return json(201, { session_id: params.session_id, ...result });
   });
 
+  /**
+   * The agent routes of a session that has ended: its executor may be gone for good, and a 503
+   * would have the brain repeat for ever what no executor will take (409 `session_ended`).
+   */
+  async function refuseEnded(session: Session): Promise<void> {
+    if (session.state !== "ended") return;
+    const end = await Promise.race([session.ended, undefined]);
+    throw new SessionEndedError(session.id, end?.reason ?? "ended");
+  }
+
   app.post(at("/sessions/:id/turns/:turn/input"), async (c) => {
     const session = await sessionOf(c);
+    await refuseEnded(session);
     const input = await requestObject(c.req.raw, maxBodyBytes);
     const params = checked(TurnInputParamsSchema, {
       ...input,
@@ -307,6 +322,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
 
   app.post(at("/sessions/:id/turns/cancel"), async (c) => {
     const { session, params } = await sessionRequest(c, TurnCancelParamsSchema);
+    await refuseEnded(session);
     return json(200, await session.executor.cancelTurn(params, { signal: c.req.raw.signal }));
   });
 
@@ -314,11 +330,14 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     const { session, params } = await sessionRequest(c, InteractionResponseParamsSchema, {
       interaction_id: param(c, "interaction"),
     });
+    await refuseEnded(session);
     return json(200, await session.executor.respondInteraction(params));
   });
 
   app.post(at("/sessions/:id/close"), async (c) => {
     const { session, params } = await sessionRequest(c, SessionCloseParamsSchema);
+    // Closing a session that has ended closes nothing, whether or not its executor is there.
+    if (session.state === "ended") return json(200, { closed: false });
     return json(
       200,
       await session.executor.closeAgentSession(session.id, {

@@ -556,6 +556,42 @@ describe("brainApi over HTTP", { timeout: 30_000 }, () => {
     assert.equal(said, "approved");
   });
 
+  it("answers the agent routes of a session whose executor is gone 409 session_ended, not 503 for ever", async () => {
+    const fx = new AgentFixtures();
+    closing.push(() => fx.cleanup());
+    // A store: ended sessions stay readable.
+    const h = await fx.harness({ harness: { store: new MemoryHarnessStore() } });
+    const { executor, client } = await fx.executor(h, {
+      async runTurn(turn) {
+        await new Promise((resolve) => turn.signal.addEventListener("abort", resolve));
+      },
+    });
+    const api = await apiOn(h.harness);
+    const started = await api.call(
+      `/executors/${executor.id}/turns`,
+      post({ session_id: "ses_gone", turn_id: "t1", input: [text("go")] }),
+    );
+    assert.equal(started.status, 201);
+    // The executor leaves for good: its session ends.
+    await client.stop();
+    const session = await h.harness.findSession("ses_gone");
+    await session?.ended;
+    for (
+      const [path, body] of [
+        ["/sessions/ses_gone/turns/t1/input", { input: [text("more")] }],
+        ["/sessions/ses_gone/turns/cancel", {}],
+        ["/sessions/ses_gone/interactions/int_x/response", { outcome: "approved" }],
+      ] as const
+    ) {
+      const answer = await api.call(path, post(body));
+      assert.equal(answer.status, 409, path);
+      assert.equal((await answer.json()).error.code, "session_ended", path);
+    }
+    const closed = await api.call("/sessions/ses_gone/close", post({}));
+    assert.equal(closed.status, 200);
+    assert.deepEqual(await closed.json(), { closed: false });
+  });
+
   it("answers 503 backend_unavailable while the store cannot record a call, and serves once it can", async () => {
     // A store whose writes fail as SQLite's do on a full disk, while told.
     const inner = new MemoryHarnessStore();

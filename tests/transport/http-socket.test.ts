@@ -75,6 +75,50 @@ describe("fetchOverSocket", { timeout: 60_000 }, () => {
     }
   });
 
+  it("stops sending, and cancels the body, when the server answers without reading it", async () => {
+    const path = join(dir, "early.sock");
+    const server = createServer((_request, response) => {
+      // As a 401, 404 or 503 before the body is read.
+      response.writeHead(404, { "content-type": "application/json" });
+      response.end('{"error":"not_found"}');
+    });
+    // The connection stays open after the answer (no keep-alive timeout to end it).
+    server.keepAliveTimeout = 0;
+    await new Promise<void>((resolve) => server.listen(path, resolve));
+    try {
+      const total = 64 * 1024 * 1024;
+      let pulled = 0;
+      let cancelled = false;
+      const chunk = new Uint8Array(64 * 1024);
+      const body = new ReadableStream<Uint8Array>({
+        pull(controller) {
+          if (pulled >= total) return controller.close();
+          pulled += chunk.byteLength;
+          controller.enqueue(chunk);
+        },
+        cancel() {
+          cancelled = true;
+        },
+      }, { highWaterMark: 0 });
+      const response = await fetchOverSocket(
+        path,
+        new Request("http://localhost/v1/executors/artifacts", {
+          method: "POST",
+          body,
+          duplex: "half",
+        } as RequestInit),
+      );
+      assert.equal(response.status, 404);
+      assert.deepEqual(await response.json(), { error: "not_found" });
+      // Before, the sender waited for a drain that never came, the body pulled and held open.
+      while (!cancelled) await new Promise((resolve) => setTimeout(resolve, 10));
+      assert.ok(pulled < total, `${pulled} of ${total} bytes pulled`);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
   it("sends a small body whole, and a request without one", async () => {
     const { path, server } = await countingServer("small");
     try {
