@@ -74,6 +74,7 @@ export class TurnInteractions {
       stop: new AbortController(),
       requested: Promise.resolve(),
       answered: false,
+      accepted: undefined,
       platformId: undefined,
       timer: undefined,
     };
@@ -187,6 +188,7 @@ export class TurnInteractions {
       ...(params.message !== undefined ? { message: params.message } : {}),
       local: false,
     };
+    pending.accepted = answer;
     // The turn goes on once the acceptance is on the wire: what it sends next follows the answer.
     // The answer to the request itself may have come in the same read as this one: apply the
     // platform's answer once that is in (it names the platform id), or a timer turn later at
@@ -206,6 +208,11 @@ export class TurnInteractions {
   endFor(state: SessionState, run: TurnRun, reason: unknown, why: string): void {
     for (const pending of [...state.interactions.values()]) {
       if (pending.run !== run) continue;
+      // Accepted already: the brain was told so, and the platform recorded it resolved.
+      if (pending.accepted) {
+        this.#settle(state, pending, pending.accepted);
+        continue;
+      }
       this.#settle(state, pending, undefined, reason);
       this.#withdraw(state, pending.id, why);
     }

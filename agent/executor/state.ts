@@ -61,6 +61,11 @@ export interface PendingInteraction {
   requested: Promise<void>;
   /** The platform's answer arrived and is being applied: the first answer won. */
   answered: boolean;
+  /**
+   * The platform's answer, accepted (`accepted: true` is on its way) and not yet applied: a turn
+   * ended meanwhile still gets it, as the brain was told.
+   */
+  accepted: Omit<InteractionAnswer, "interaction_id" | "platform_interaction_id"> | undefined;
   platformId: string | undefined;
   timer: TimerHandle | undefined;
 }

@@ -47,6 +47,48 @@ describe("agent interactions", { timeout: 30_000 }, () => {
   const fx = new AgentFixtures();
   afterEach(() => fx.cleanup());
 
+  it("an answer accepted while the turn is canceled reaches the turn: accepted everywhere, not withdrawn", async () => {
+    const h = await fx.harness();
+    const seen = new Map<string, string>();
+    const asked = new Map<string, () => void>();
+    const { executor } = await fx.executor(h, {
+      async runTurn(turn) {
+        const answer = askToRun(turn, "rm");
+        asked.get(turn.sessionId)?.();
+        try {
+          seen.set(turn.sessionId, `answer:${(await answer).outcome}`);
+        } catch (error) {
+          seen.set(turn.sessionId, `rejected:${(error as Error).name}`);
+        }
+      },
+    });
+    for (let i = 0; i < 5; i++) {
+      const session = `ses_race_${i}`;
+      const ready = new Promise<void>((resolve) => asked.set(session, resolve));
+      await executor.startTurn({ session_id: session, turn_id: "t", input: [text("go")] });
+      await ready;
+      const id = await approvalId(session, "bash", "rm");
+      await h.platform.waitInteraction({ filter: (x) => x.id === id });
+      const [response, cancel] = await Promise.all([
+        executor.respondInteraction({
+          session_id: session,
+          interaction_id: id,
+          outcome: "approved",
+        }),
+        executor.cancelTurn({ session_id: session, turn_id: "t" }),
+      ]);
+      assert.equal(response.accepted, true);
+      assert.equal(cancel.canceled, true);
+      await until(() => seen.has(session));
+      // Before, the turn's request rejected TurnCanceledError and the card was withdrawn.
+      assert.equal(seen.get(session), "answer:approved", session);
+      const record = h.platform.interaction(id);
+      assert.equal(record?.status, "resolved", session);
+      assert.equal(record?.outcome, "approved", session);
+      await executor.closeAgentSession(session);
+    }
+  });
+
   it("adopts an approval id as the platform id; repeats name the same interaction; the first answer wins", async () => {
     const h = await fx.harness();
     const changes: InteractionChange[] = [];
