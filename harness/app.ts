@@ -133,6 +133,9 @@ export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
     const secret = bearer(request.headers) || undefined;
     if (!secret || !owner) return json(401, { error: "invalid_credential" });
     const issued = await deps.tokens.exchange(scope, owner, secret, new URL(request.url));
+    // Fenced while it looked the credential up: the token is the new holder's to give.
+    const asideNow = asideAnswer();
+    if (asideNow) return asideNow;
     if (!issued) {
       const fields = refusedExchanges.pass({ scope, owner });
       if (fields) deps.logger.info("token exchange refused", fields);
@@ -201,6 +204,9 @@ export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
       if (!(error instanceof JsonBodyError)) throw error;
       return bodyRefusal(error);
     }
+    // Fenced while the body arrived (a large one takes a while): not this store's to keep.
+    const asideNow = asideAnswer();
+    if (asideNow) return asideNow;
     let name: string | undefined;
     const rawName = request.headers.get("x-artifact-name");
     if (rawName !== null) {

@@ -150,7 +150,9 @@ export type StoredFailure =
     readonly data?: unknown;
   }
   /** The outcome cannot be known (`ToolOutcomeUnknownError`). */
-  | { readonly kind: "unknown"; readonly reason: string };
+  | { readonly kind: "unknown"; readonly reason: string }
+  /** Its `tool.call` was over the link's frame limit: never sent (`FrameTooLargeError`). */
+  | { readonly kind: "too_large"; readonly bytes: number; readonly limit: number };
 
 /**
  * A tool call: pending (with what `tool.call` sends), then settled (with its result, or why it

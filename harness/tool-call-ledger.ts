@@ -10,7 +10,7 @@
  * settled calls as memory does (`remember`), the oldest deleted as new ones settle.
  */
 import type { ToolCallParams, ToolResultParams } from "../protocol/generated/contract.ts";
-import { ProtocolError } from "../protocol/errors.ts";
+import { FrameTooLargeError, ProtocolError } from "../protocol/errors.ts";
 import { protocolErrorFromWire, UnavailableError } from "../protocol/generated/errors.ts";
 import { BoundedSet, RecentMap } from "../protocol/bounded-set.ts";
 import { traceIdOf } from "../protocol/trace-context.ts";
@@ -402,11 +402,15 @@ function storedFailure(error: unknown): StoredFailure | undefined {
     };
   }
   if (error instanceof ToolOutcomeUnknownError) return { kind: "unknown", reason: error.reason };
+  if (error instanceof FrameTooLargeError) {
+    return { kind: "too_large", bytes: error.bytes, limit: error.limit };
+  }
   return undefined;
 }
 
 /** The error a stored failure stands for. */
 function failureError(id: string, sessionId: string, failure: StoredFailure | undefined): Error {
+  if (failure?.kind === "too_large") return new FrameTooLargeError(failure.bytes, failure.limit);
   if (failure?.kind === "protocol") {
     return protocolErrorFromWire({
       code: failure.code,

@@ -11,7 +11,9 @@ import { FrameTooLargeError, ManualClock } from "../../mod.ts";
 import {
   brainApi,
   Harness,
+  type HarnessOptions,
   type HarnessServer,
+  MemoryHarnessStore,
   SessionEndedError,
   ToolOutcomeUnknownError,
 } from "../../harness/node.ts";
@@ -94,7 +96,7 @@ describe("Harness: a tool.call that is never acknowledged, or cannot be sent", {
     for (const close of closing.splice(0).reverse()) await close().catch(() => {});
   });
 
-  async function rig(options: { maxFrameBytes?: number } = {}) {
+  async function rig(options: Partial<HarnessOptions> = {}) {
     const clock = new ManualClock();
     const harness = new Harness({
       clock,
@@ -198,7 +200,9 @@ describe("Harness: a tool.call that is never acknowledged, or cannot be sent", {
   });
 
   it("is refused as too large for the link when its frame is over the limit: FrameTooLargeError (brain API 413), never sent", async () => {
-    const { harness, session, received } = await rig({ maxFrameBytes: 64 * 1024 });
+    // A store: a harness started again on it answers repeats from its records.
+    const store = new MemoryHarnessStore();
+    const { harness, session, received } = await rig({ maxFrameBytes: 64 * 1024, store });
     const big = { command: `echo ${"x".repeat(100 * 1024)}` };
     const error = await session.callTool({ tool: "bash", input: big, tool_call_id: "call_big" })
       .then(() => undefined, (error: unknown) => error);
@@ -218,6 +222,16 @@ describe("Harness: a tool.call that is never acknowledged, or cannot be sent", {
     const body = await answer.json() as { error: { code: string; data: { limit: number } } };
     assert.equal(body.error.code, "payload_too_large");
     assert.equal(body.error.data.limit, 64 * 1024);
+    // A harness started again on the store answers the same refusal from the call's record
+    // (before: outcome unknown, dispatch_failed).
+    await harness.close();
+    const restarted = new Harness({ store, insecureNoAuth: true, heartbeatIntervalMs: 60_000 });
+    closing.push(() => restarted.close());
+    const recovered = await restarted.findSession("ses_unacked");
+    assert.ok(recovered, "the session is read back");
+    const again = await recovered.callTool({ tool: "bash", input: big, tool_call_id: "call_big" })
+      .then(() => undefined, (error: unknown) => error);
+    assert.ok(again instanceof FrameTooLargeError, String(again));
   });
 });
 
