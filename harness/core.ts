@@ -42,6 +42,7 @@ import {
   type MaybePromise,
 } from "./store/store.ts";
 import {
+  checkStoreFormat,
   describeHolder,
   type HolderIdentity,
   StoreFencedError,
@@ -159,7 +160,8 @@ export class HarnessCore {
     this.#tenure = tenure;
     // Claimed before anything is read back: a store held by a live harness throws here, unless
     // this harness stands by for it.
-    const claimed = tenure?.claim();
+    // A store that is not claimed (a single writer's) has its format checked all the same.
+    const claimed = tenure ? tenure.claim() : options.store && checkStoreFormat(options.store);
     const metrics = new HarnessMetrics(clock);
     this.metrics = metrics;
     const reporting = options.store &&

@@ -114,6 +114,24 @@ export class StoreFormatError extends LocalError {
   }
 }
 
+/**
+ * Checks the store's format record (`w/format`) before anything is read back: throws (or rejects
+ * with) {@linkcode StoreFormatError} for a format this SDK does not read, and writes
+ * {@linkcode STORE_FORMAT} into a store that has none. For stores that are not claimed (a
+ * `singleWriter` store: a Durable Object's); a claim checks it in its own batch.
+ */
+export function checkStoreFormat(store: HarnessStore): MaybePromise<void> {
+  return then(store.get<unknown>(keys.format), (format) => {
+    refuseUnknownFormat(format);
+    if (format === undefined) return store.write([{ put: keys.format, value: STORE_FORMAT }]);
+  });
+}
+
+/** The one rule: a store of another format than {@linkcode STORE_FORMAT} is refused. */
+function refuseUnknownFormat(format: unknown): void {
+  if (format !== undefined && format !== STORE_FORMAT) throw new StoreFormatError(format);
+}
+
 /** A live harness holds the store: this one refuses to start on it. */
 export class StoreHeldError extends LocalError {
   /** The harness that holds it. */
@@ -292,9 +310,7 @@ export class StoreClaim {
           raw.get<StoreHolderRecord>(keys.holder),
           (holder) =>
             then(raw.get<unknown>(keys.format), (format) => {
-              if (format !== undefined && format !== STORE_FORMAT) {
-                throw new StoreFormatError(format);
-              }
+              refuseUnknownFormat(format);
               const now = clock.now();
               const live = holder !== undefined && holderIsLive(holder, identity, now, renewMs * 3);
               if (live && !takeover) throw new StoreHeldError(holder!, now);

@@ -77,6 +77,22 @@ describe("a harness's claim on its store", { timeout: 20_000 }, () => {
       assert.match(refused.message, /records are of format 2, and this version reads format 1/);
     }
     assert.equal(store.get<StoreHolderRecord>("w/holder")!.host, "a", "no claim was written");
+
+    // A store with one writer (a Durable Object's) is not claimed, and its format is kept too.
+    const single = Object.assign(new MemoryHarnessStore({ values: "json" }), {
+      singleWriter: true,
+    });
+    const alone = new Harness({ store: single, clock: new ManualClock() });
+    harnesses.push(alone);
+    await alone.ready;
+    assert.equal(single.get("w/format"), STORE_FORMAT);
+    assert.equal(single.get("w/holder"), undefined, "not claimed");
+    await alone.close();
+    single.write([{ put: "w/format", value: STORE_FORMAT + 1 }]);
+    const refused = await Promise.resolve()
+      .then(() => new Harness({ store: single, clock: new ManualClock() }).ready)
+      .then(() => undefined, (error: unknown) => error);
+    assert.ok(refused instanceof StoreFormatError, String(refused));
   });
 
   it("judges a holder live by one rule", () => {
