@@ -6,6 +6,8 @@ import type { Artifact } from "../protocol/generated/contract.ts";
 import type { TokenCache } from "./credentials.ts";
 import { ArtifactUploadError, ExecutorConfigError } from "./errors.ts";
 import type { FetchFunction } from "./options.ts";
+import type { Clock } from "../protocol/clock.ts";
+import { backoffDelay, type BackoffPolicy, sleep } from "../protocol/retry.ts";
 import type { SecretScrubber } from "./secrets.ts";
 
 /**
@@ -27,6 +29,21 @@ export interface ArtifactUpload {
   signal?: AbortSignal;
 }
 
+/**
+ * Attempts of one upload: a failure that may pass (no answer, HTTP 408, 429 or 5xx but 501 and
+ * 507: a harness restarting, a standby answering 503 while the holder takes over) is tried again
+ * after the client's backoff, twice at most, before the result goes without its artifact.
+ */
+const UPLOAD_ATTEMPTS = 3;
+
+/** Whether an upload that failed with `error` may succeed when sent again. */
+function mayPass(error: unknown): boolean {
+  if (!(error instanceof ArtifactUploadError)) return false;
+  const status = error.status;
+  if (status === undefined) return true;
+  return status === 408 || status === 429 || (status >= 500 && status !== 501 && status !== 507);
+}
+
 /** Uploads artifacts for one client. */
 export class ArtifactUploader {
   readonly #baseUrl: string | undefined;
@@ -34,6 +51,7 @@ export class ArtifactUploader {
   readonly #fetch: FetchFunction | undefined;
   readonly #tokens: Pick<TokenCache, "current">;
   readonly #scrubber: SecretScrubber;
+  readonly #retry: { clock: Clock; random: () => number; policy: BackoffPolicy } | undefined;
   #legacyOnly = false;
 
   constructor(deps: {
@@ -42,6 +60,8 @@ export class ArtifactUploader {
     fetch: FetchFunction | undefined;
     tokens: Pick<TokenCache, "current">;
     scrubber: SecretScrubber;
+    /** How a failure that may pass is waited out; without it, an upload is tried once. */
+    retry?: { clock: Clock; random: () => number; policy: BackoffPolicy };
   }) {
     this.#baseUrl = deps.baseUrl;
     this.#environmentId = deps.environmentId;
@@ -49,6 +69,7 @@ export class ArtifactUploader {
       (globalThis.fetch?.bind(globalThis) as FetchFunction | undefined);
     this.#tokens = deps.tokens;
     this.#scrubber = deps.scrubber;
+    this.#retry = deps.retry;
     // A machine-scoped executor has no environment path.
     this.#legacyOnly = !deps.environmentId;
   }
@@ -58,8 +79,20 @@ export class ArtifactUploader {
     return this.#baseUrl !== undefined && this.#fetch !== undefined;
   }
 
-  /** Uploads one artifact and returns its record. */
+  /** Uploads one artifact and returns its record, trying again what may pass. */
   async upload(upload: ArtifactUpload): Promise<Artifact> {
+    for (let attempt = 1;; attempt++) {
+      try {
+        return await this.#uploadOnce(upload);
+      } catch (error) {
+        const retry = this.#retry;
+        if (!retry || attempt >= UPLOAD_ATTEMPTS || !mayPass(error)) throw error;
+        await sleep(retry.clock, backoffDelay(retry.policy, attempt, retry.random), upload.signal);
+      }
+    }
+  }
+
+  async #uploadOnce(upload: ArtifactUpload): Promise<Artifact> {
     if (!this.#baseUrl || !this.#fetch) {
       throw new ExecutorConfigError("artifact upload needs baseUrl (and a fetch function)");
     }

@@ -189,6 +189,7 @@ export class ExecutorCore {
       fetch: credentials.fetch ?? options.fetch,
       tokens: this.tokens,
       scrubber,
+      retry: { clock, random, policy: retry },
     });
     this.events = new EventOutbox({
       clock,

@@ -86,6 +86,37 @@ for (const unix of [false, true]) {
   });
 }
 
+describe("an upload answered 503 (a harness restarting, a standby)", { timeout: 30_000 }, () => {
+  it("is tried again after the client's backoff, and the result names the artifact", async () => {
+    const { harness, server } = await localHarness(false);
+    let answered503 = 0;
+    const client = new ExecutorClient({
+      harnessUrl: server.url,
+      executor: INFO,
+      retry: { initialDelayMs: 5, maxDelayMs: 10 },
+      // The first two uploads meet a harness that cannot take them yet.
+      fetch: (input, init) => {
+        if (String(input).endsWith("/artifacts") && answered503 < 2) {
+          answered503++;
+          return Promise.resolve(Response.json({ error: "standby" }, { status: 503 }));
+        }
+        return fetch(input, init);
+      },
+    });
+    cleanups.push(() => client.stop());
+    client.tools.bash.handle(() => ({ stdout: STDOUT, stderr: "", exit_code: 0 }));
+    await client.start();
+    const session = await (await harness.waitExecutor()).assignSession({ session_id: "ses_503" });
+    const result = await session.tools.bash.call({ command: "make big" });
+    assert.equal(answered503, 2);
+    const [block] = artifactBlocks(result.content);
+    // Before, the first 503 left the result with its preview only ("full output not uploaded").
+    assert.ok(block, JSON.stringify(result.content));
+    const stored = await harness.artifacts.get(block.artifact_id);
+    assert.equal(new TextDecoder().decode(stored?.bytes), STDOUT);
+  });
+});
+
 describe("a full artifact store", { timeout: 30_000 }, () => {
   it("refuses the upload (507): the result keeps its preview and names no artifact", async () => {
     const store = new MemoryArtifactStore({ maxBytes: 50_000 });
