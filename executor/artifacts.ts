@@ -103,7 +103,25 @@ export class ArtifactUploader {
       : text
       ? new TextEncoder().encode(data)
       : data as BodyInit;
-    const body = () => fixed ?? (data as ArtifactByteStream)();
+    // A stream of our own opening is read through a reader kept here, so that an attempt
+    // answered without it being read (a 404, a 503) lets go of it (a file left open otherwise).
+    let opened: ReadableStreamDefaultReader<Uint8Array> | undefined;
+    const body = (): BodyInit => {
+      if (fixed !== undefined) return fixed;
+      const reader = opened = (data as ArtifactByteStream)().getReader();
+      return new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          const { done, value } = await reader.read();
+          if (done) controller.close();
+          else controller.enqueue(value);
+        },
+        cancel: (reason) => reader.cancel(reason),
+      });
+    };
+    const letGo = () => {
+      void opened?.cancel().catch(() => {});
+      opened = undefined;
+    };
     const mimeType = upload.mimeType ??
       (text ? "text/plain; charset=utf-8" : "application/octet-stream");
     const token = await this.#tokens.current(upload.signal);
@@ -113,16 +131,25 @@ export class ArtifactUploader {
       accept: "application/json",
     };
     if (token) headers.authorization = `Bearer ${token}`;
-    const post = (path: string) => this.#post(`${this.#baseUrl}${path}`, headers, body, upload);
-    if (!this.#legacyOnly) {
-      const response = await post(
-        `/v1/environments/${encodeURIComponent(this.#environmentId)}/artifacts`,
-      );
-      if (response.status !== 404) return await this.#read(response, upload.name);
-      await response.body?.cancel().catch(() => {});
-      this.#legacyOnly = true;
+    const post = async (path: string) => {
+      const response = await this.#post(`${this.#baseUrl}${path}`, headers, body, upload);
+      if (response.status !== 200 && response.status !== 201) letGo();
+      return response;
+    };
+    try {
+      if (!this.#legacyOnly) {
+        const response = await post(
+          `/v1/environments/${encodeURIComponent(this.#environmentId)}/artifacts`,
+        );
+        if (response.status !== 404) return await this.#read(response, upload.name);
+        await response.body?.cancel().catch(() => {});
+        this.#legacyOnly = true;
+      }
+      return await this.#read(await post("/v1/executors/artifacts"), upload.name);
+    } catch (error) {
+      letGo();
+      throw error;
     }
-    return await this.#read(await post("/v1/executors/artifacts"), upload.name);
   }
 
   async #post(

@@ -16,7 +16,10 @@ import {
   type HarnessServer,
   MemoryArtifactStore,
 } from "../../harness/node.ts";
-import type { ExecutorClient as NodeExecutorClient } from "../../executor/node.ts";
+import {
+  ArtifactUploadError,
+  type ExecutorClient as NodeExecutorClient,
+} from "../../executor/node.ts";
 import { localHarnessOrigin } from "../../executor/credentials.ts";
 import { EXECUTOR_CLI, printed, spawnTs } from "../helpers/runtime-command.ts";
 
@@ -114,6 +117,39 @@ describe("an upload answered 503 (a harness restarting, a standby)", { timeout: 
     assert.ok(block, JSON.stringify(result.content));
     const stored = await harness.artifacts.get(block.artifact_id);
     assert.equal(new TextDecoder().decode(stored?.bytes), STDOUT);
+  });
+
+  it("lets go of each attempt's stream of bytes when the answer came without reading it", async () => {
+    const { server } = await localHarness(false);
+    let opened = 0;
+    let cancelled = 0;
+    const client = new ExecutorClient({
+      harnessUrl: server.url,
+      executor: INFO,
+      retry: { initialDelayMs: 5, maxDelayMs: 10 },
+      // Answered at once, the body never read (a 503 before it, as a proxy may).
+      fetch: (input, init) =>
+        String(input).endsWith("/artifacts")
+          ? Promise.resolve(Response.json({ error: "unavailable" }, { status: 503 }))
+          : fetch(input, init),
+    });
+    cleanups.push(() => client.stop());
+    const error = await client.uploadArtifact({
+      name: "spooled.bin",
+      // A file read as it is sent, as a spooled bash output is on Deno.
+      data: () => {
+        opened++;
+        return new ReadableStream<Uint8Array>({
+          pull: (controller) => controller.enqueue(new Uint8Array(64 * 1024)),
+          cancel: () => void cancelled++,
+        });
+      },
+    }).then(() => undefined, (e: unknown) => e);
+    assert.ok(error instanceof ArtifactUploadError, String(error));
+    assert.equal(error.status, 503);
+    assert.equal(opened, 3, "three attempts, each with a stream of its own");
+    // Before, every stream stayed open, held by the fetch that never read it.
+    assert.equal(cancelled, 3);
   });
 });
 
