@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { refuseRequestFieldsInOptions } from "./option-spelling.ts";
+import { CALL_TOOL_REQUEST_FIELDS, refuseOptions } from "./option-spelling.ts";
 import type { CallOptions } from "../protocol/peer.ts";
 import { aborted, raceSignal } from "../protocol/abort.ts";
 import { LocalError } from "../protocol/errors.ts";
@@ -454,7 +454,7 @@ export class Session {
    */
   callTool(request: ToolCallRequest, options: ToolCallOptions = {}): Promise<ToolCallResult> {
     try {
-      refuseRequestFieldsInOptions(options);
+      refuseOptions("callTool", options, CALL_TOOL_REQUEST_FIELDS);
     } catch (error) {
       return Promise.reject(error);
     }

@@ -6,7 +6,7 @@
  *
  * Part of the harness's sessions (sessions.ts).
  */
-import { refuseWireSpelling } from "./option-spelling.ts";
+import { refuseOptions, wireSpellings } from "./option-spelling.ts";
 import { raceSignal, throwIfAborted } from "../protocol/abort.ts";
 import type { Ack } from "../protocol/generated/contract.ts";
 import { UnavailableError } from "../protocol/generated/errors.ts";
@@ -21,6 +21,9 @@ import type { SessionRecords } from "./session-records.ts";
 import { type ExecutorEntry, hasEnded, sessionEnded, type SessionEntry } from "./state.ts";
 import { isPromiseLike, type MaybePromise } from "./store/store.ts";
 import type { ToolCalls } from "./tool-calls.ts";
+
+/** `session.stop`'s options in the wire's spelling. */
+const STOP_OPTIONS = wireSpellings("grace_ms", "timeout_ms");
 
 /** Waiting for `session.ended` beyond the executor's grace period, by default. */
 const STOP_SLACK_MS = 60_000;
@@ -130,7 +133,7 @@ export class SessionEnds {
     options: SessionStopOptions,
   ): Promise<{ reason: string }> {
     throwIfAborted(options.signal, "session.stop");
-    refuseWireSpelling("session.stop", options, ["grace_ms", "timeout_ms"]);
+    refuseOptions("session.stop", options, STOP_OPTIONS);
     if (session.state === "ended") return { reason: session.endReason! };
     const params = {
       session_id: session.id,

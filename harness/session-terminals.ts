@@ -5,7 +5,7 @@
  *
  * Part of the harness's sessions (sessions.ts): `Session.terminal`.
  */
-import { refuseWireSpelling } from "./option-spelling.ts";
+import { refuseOptions, wireSpellings } from "./option-spelling.ts";
 import type { TerminalOutputParams } from "../protocol/generated/contract.ts";
 import { throwIfAborted } from "../protocol/abort.ts";
 import type { Logger } from "../protocol/logger.ts";
@@ -28,6 +28,9 @@ import {
 } from "./terminal.ts";
 import { traced } from "./tracing.ts";
 
+/** `session.terminal`'s options in the wire's spelling. */
+const TERMINAL_OPTIONS = wireSpellings("terminal_id");
+
 /** Opens a pseudo-terminal of the session (`terminal.open`, capability `terminal`). */
 export async function openTerminal(
   session: SessionEntry,
@@ -37,7 +40,7 @@ export async function openTerminal(
 ): Promise<Terminal> {
   const { signal, terminalId, trace, ...rest } = options;
   throwIfAborted(signal, "terminal.open");
-  refuseWireSpelling("terminal.open", options, ["terminal_id"]);
+  refuseOptions("terminal.open", options, TERMINAL_OPTIONS);
   // Nothing new opens in a session that is stopping: its executor would refuse it.
   if (takesNoNewWork(session)) throw sessionEnded(session);
   const id = terminalId ?? randomId("term_");

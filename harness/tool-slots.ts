@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { refuseWireSpelling } from "./option-spelling.ts";
+import { refuseOptions, wireSpellings } from "./option-spelling.ts";
 import { InvalidResultError } from "../protocol/errors.ts";
 import {
   TOOL_NAMES,
@@ -15,6 +15,9 @@ import {
 } from "../protocol/generated/contract.ts";
 import type { ToolCallOptions, ToolCallRequest, TypedToolCallOptions } from "./handle-options.ts";
 import type { ToolCallResult } from "./records.ts";
+
+/** A typed call's options in the wire's spelling. */
+const SLOT_OPTIONS = wireSpellings("tool_call_id", "timeout_ms");
 
 /** A typed slot for one built-in tool: `session.tools.bash.call({ command: "ls" })`. */
 export interface ToolSlot<N extends ToolName> {
@@ -50,7 +53,7 @@ function slot<N extends ToolName>(callTool: CallTool, name: N): ToolSlot<N> {
   return {
     name,
     call: async (input, options = {}) => {
-      refuseWireSpelling(`tools.${name}.call`, options, ["tool_call_id", "timeout_ms"]);
+      refuseOptions(`tools.${name}.call`, options, SLOT_OPTIONS);
       const { toolCallId, timeoutMs, ...callOptions } = options;
       const result = await callTool({
         tool: name,

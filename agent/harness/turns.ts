@@ -6,7 +6,7 @@
  * once a cancel is sent (unless the executor answers that the turn ended first), and the
  * session's close awaited.
  */
-import { refuseWireSpelling } from "../../harness/option-spelling.ts";
+import { refuseOptions, wireSpellings } from "../../harness/option-spelling.ts";
 import { ExecutorUnavailableError, SessionRefusedError } from "../../harness/errors.ts";
 import type { CloseAgentSessionOptions, TurnInputRequest } from "../../harness/handle-options.ts";
 import type { ExecutorHandle } from "../../harness/handles.ts";
@@ -30,6 +30,9 @@ import type { CallOptions } from "../../protocol/peer.ts";
 import { deliver } from "./delivery.ts";
 import type { PlatformParts } from "./parts.ts";
 import { ACTIVE, type TurnRecord } from "./records.ts";
+
+/** `closeAgentSession`'s options in the wire's spelling. */
+const CLOSE_OPTIONS = wireSpellings("timeout_ms");
 
 /** The requests about turns and sessions the platform sends executors. */
 export class PlatformTurns {
@@ -197,7 +200,7 @@ export class PlatformTurns {
     sessionId: string,
     options: CloseAgentSessionOptions,
   ): Promise<SessionCloseResult> {
-    refuseWireSpelling("closeAgentSession", options, ["timeout_ms"]);
+    refuseOptions("closeAgentSession", options, CLOSE_OPTIONS);
     const record = this.#parts.sessions.get(sessionId);
     const session = record?.executorId === executor.id && record.session
       ? record.session

@@ -83,6 +83,19 @@ async function answering(status: number): Promise<Answering> {
   };
 }
 
+/** What `start({ signal })` rejects with when aborted once `server` had `requests` requests. */
+async function abortedAfter(
+  executor: ExecutorClient,
+  server: Answering,
+  requests: number,
+): Promise<unknown> {
+  const abort = new AbortController();
+  const started = executor.start({ signal: abort.signal });
+  await server.request(requests);
+  abort.abort();
+  return await started.then(() => assert.fail("start() resolved"), (error: unknown) => error);
+}
+
 /** A capturing logger that also tells when the client first says it is retrying. */
 class RetryWatchingLogger extends CapturingLogger {
   #retried!: () => void;
@@ -182,14 +195,7 @@ for (const [dialerName, dial] of OWN_AND_WS) {
       it(`retries HTTP ${status}; start({ signal }) aborted meanwhile carries that answer as its cause`, async () => {
         const server = await answering(status);
         const { client: executor } = client(server.url, dial);
-        const abort = new AbortController();
-        const started = executor.start({ signal: abort.signal });
-        await server.request(3);
-        abort.abort();
-        const error = await started.then(
-          () => assert.fail("start() resolved"),
-          (error: unknown) => error,
-        );
+        const error = await abortedAfter(executor, server, 3);
         assert.ok(error instanceof RequestAbortedError, String(error));
         assert.ok(
           error.cause instanceof DialError,
@@ -315,14 +321,7 @@ describe("ExecutorClient.start() with baseUrl: a token endpoint no harness has",
     it(`retries HTTP ${status} from the token endpoint`, async () => {
       const server = await answering(status);
       const { client: executor, logger } = exchanging(server.base, "environment");
-      const abort = new AbortController();
-      const started = executor.start({ signal: abort.signal });
-      await server.request(3);
-      abort.abort();
-      const error = await started.then(
-        () => assert.fail("start() resolved"),
-        (error: unknown) => error,
-      );
+      const error = await abortedAfter(executor, server, 3);
       assert.ok(error instanceof RequestAbortedError, String(error));
       assert.ok(error.cause instanceof TokenExchangeError, String(error.cause));
       assert.equal(error.cause.status, status);

@@ -96,7 +96,11 @@ describe("Harness: a tool.call that is never acknowledged, or cannot be sent", {
     for (const close of closing.splice(0).reverse()) await close().catch(() => {});
   });
 
-  async function rig(options: Partial<HarnessOptions> = {}) {
+  /**
+   * A harness, and an executor that heartbeats (its link stays) but acknowledges no tool.call,
+   * registered with a session; `silent()` dials another such executor.
+   */
+  async function rig(options: Partial<HarnessOptions> = {}, sessionId = "ses_unacked") {
     const clock = new ManualClock();
     const harness = new Harness({
       clock,
@@ -106,21 +110,25 @@ describe("Harness: a tool.call that is never acknowledged, or cannot be sent", {
       ...options,
     });
     const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
-    const peer = await ExecutorPeer.dial(server.url);
-    closing.push(() => harness.close(), () => server.close(), () => peer.close());
-    peer.serveDefaults();
-    const received: ToolCallParams[] = [];
-    // An executor that heartbeats (its link stays) but acknowledges no tool.call.
-    peer.peer.onRequest("tool.call", (params) => {
-      received.push(params);
-      return new Promise<never>(() => {});
-    });
-    const registered = await peer.peer.call("executor.register", registerParams());
+    closing.push(() => harness.close(), () => server.close());
+    const silent = async () => {
+      const peer = await ExecutorPeer.dial(server.url);
+      closing.push(() => peer.close());
+      peer.serveDefaults();
+      const received: ToolCallParams[] = [];
+      peer.peer.onRequest("tool.call", (params) => {
+        received.push(params);
+        return new Promise<never>(() => {});
+      });
+      return { peer, received };
+    };
+    const first = await silent();
+    const registered = await first.peer.peer.call("executor.register", registerParams());
     const executor = await harness.waitExecutor({
       filter: (e) => e.id === registered.executor_id,
     });
-    const session = await executor.assignSession({ session_id: "ses_unacked" });
-    return { clock, harness, session, received };
+    const session = await executor.assignSession({ session_id: sessionId });
+    return { clock, harness, session, received: first.received, first, registered, silent };
   }
 
   it("ends with outcome unknown once its timeout_ms and a request timeout passed without an ack", async () => {
@@ -144,32 +152,7 @@ describe("Harness: a tool.call that is never acknowledged, or cannot be sent", {
   });
 
   it("counts the wait for an ack from its first sending on each connection, not an earlier one's", async () => {
-    const clock = new ManualClock();
-    const harness = new Harness({
-      clock,
-      heartbeatIntervalMs: 600_000,
-      requestTimeoutMs: TIMEOUT,
-      insecureNoAuth: true,
-    });
-    const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
-    closing.push(() => harness.close(), () => server.close());
-    const silent = async () => {
-      const peer = await ExecutorPeer.dial(server.url);
-      closing.push(() => peer.close());
-      peer.serveDefaults();
-      const received: ToolCallParams[] = [];
-      peer.peer.onRequest("tool.call", (params) => {
-        received.push(params);
-        return new Promise<never>(() => {});
-      });
-      return { peer, received };
-    };
-    const first = await silent();
-    const registered = await first.peer.peer.call("executor.register", registerParams());
-    const executor = await harness.waitExecutor({
-      filter: (e) => e.id === registered.executor_id,
-    });
-    const session = await executor.assignSession({ session_id: "ses_away" });
+    const { clock, session, first, registered, silent } = await rig({}, "ses_away");
     let ended: unknown;
     const outcome = session.callTool({
       tool: "bash",

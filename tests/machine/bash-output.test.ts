@@ -7,15 +7,7 @@
  */
 import { after, afterEach, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import {
-  existsSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  realpathSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ArtifactBlock, ContentBlock } from "../../protocol/mod.ts";
@@ -24,6 +16,7 @@ import { runBash } from "../../executor/machine/bash.node.ts";
 import { Workdir } from "../../executor/machine/workdir.node.ts";
 import { Fixtures } from "../helpers/executor-fixture.ts";
 import { startMachine, until } from "./machine-fixture.ts";
+import { PEAK_MEMORY_SKIP, peakGrowth } from "../helpers/peak-memory.ts";
 
 /** Bytes from a fixed seed (xorshift32): the same on every run, far from valid UTF-8. */
 function seededBytes(length: number, seed = 0x2545f491): Uint8Array {
@@ -36,12 +29,6 @@ function seededBytes(length: number, seed = 0x2545f491): Uint8Array {
     out[i] = x & 0xff;
   }
   return out;
-}
-
-/** The process's peak resident memory since the last reset, bytes (Linux). */
-function peakRss(): number {
-  const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync("/proc/self/status", "utf8"));
-  return Number(match?.[1]) * 1024;
 }
 
 function artifactBlocks(content: ContentBlock[]): ArtifactBlock[] {
@@ -98,7 +85,7 @@ describe(
 
     it(
       "uploads a spooled stream from its file as it is sent: the peak memory grows by less than the output",
-      { skip: process.platform !== "linux" && "reads the peak RSS from /proc" },
+      { skip: PEAK_MEMORY_SKIP },
       async () => {
         // The upload's body is read by a fetch of the test's own, which keeps none of it (the token
         // exchange goes to the harness).
@@ -125,14 +112,12 @@ describe(
         await client.start();
         const executor = await harness.waitExecutor();
         const session = await executor.assignSession({ session_id: "ses_peak" });
-        // Resets the peak to what the process holds now (Linux 4.0 and later).
-        writeFileSync("/proc/self/clear_refs", "5");
-        const before = peakRss();
-        const result = await session.tools.bash.call(
-          { command: `head -c ${size} /dev/zero` },
-          { toolCallId: "c_huge" },
+        const { value: result, grown } = await peakGrowth(() =>
+          session.tools.bash.call(
+            { command: `head -c ${size} /dev/zero` },
+            { toolCallId: "c_huge" },
+          )
         );
-        const grown = peakRss() - before;
         assert.equal(result.outcome, "completed");
         assert.equal(uploaded, size, "the whole stream was sent");
         // Never held whole: before, Deno's `openAsBlob` read the file into memory twice over.

@@ -5,20 +5,15 @@
  */
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fetchOverSocket } from "../../transport/http-socket.node.ts";
+import { PEAK_MEMORY_SKIP, peakGrowth } from "../helpers/peak-memory.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "bma-http-socket-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
-
-/** The process's peak resident memory since the last reset, bytes (Linux). */
-function peakRss(): number {
-  const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync("/proc/self/status", "utf8"));
-  return Number(match?.[1]) * 1024;
-}
 
 /** A server on a socket of its own that answers each request with the bytes its body held. */
 async function countingServer(name: string): Promise<{ path: string; server: Server }> {
@@ -48,7 +43,7 @@ function generated(chunks: number): ReadableStream<Uint8Array> {
 
 describe("fetchOverSocket", { timeout: 60_000 }, () => {
   it("sends a body as it reads it: the peak memory grows by less than the body", {
-    skip: process.platform !== "linux" && "reads the peak RSS from /proc",
+    skip: PEAK_MEMORY_SKIP,
   }, async () => {
     const { path, server } = await countingServer("large");
     try {
@@ -58,11 +53,7 @@ describe("fetchOverSocket", { timeout: 60_000 }, () => {
         body: generated(chunks),
         duplex: "half",
       } as RequestInit);
-      // Resets the peak to what the process holds now (Linux 4.0 and later).
-      writeFileSync("/proc/self/clear_refs", "5");
-      const before = peakRss();
-      const response = await fetchOverSocket(path, request);
-      const grown = peakRss() - before;
+      const { value: response, grown } = await peakGrowth(() => fetchOverSocket(path, request));
       assert.equal(response.status, 201);
       assert.deepEqual(await response.json(), { bytes: chunks * 1024 * 1024, method: "POST" });
       // Before, the body was read whole first (and then copied).
