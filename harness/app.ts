@@ -74,7 +74,6 @@ async function tokenRequestBody(request: Request): Promise<Record<string, unknow
   }
 }
 
-/** The answer to a body refused while it was read, in the `{"error": "..."}` shape of http.md. */
 /**
  * The answer refusing a request a browser sent for a web page ({@linkcode browserRefusal}):
  * 403 `forbidden_origin`, or 421 `misdirected_request`; `undefined` for any other request.
@@ -89,11 +88,14 @@ export function browserAnswer(request: Request, unauthenticated: boolean): Respo
   });
 }
 
+/** The answer to a body refused while it was read, in the `{"error": "..."}` shape of http.md. */
 function bodyRefusal(error: JsonBodyError): Response {
   const code = error.status === 413
     ? "too_large"
     : error.status === 408
     ? "request_timeout"
+    : error.status === 415
+    ? "unsupported_media_type"
     : "bad_request";
   return json(error.status, { error: code });
 }

@@ -19,7 +19,6 @@ import type { Context } from "hono";
 import * as z from "zod";
 import { type Clock, systemClock } from "../../protocol/clock.ts";
 import { randomId } from "../../protocol/ids.ts";
-import { issueData, reportOf } from "../../protocol/issues.ts";
 import { UnsentBudget } from "../../transport/unsent-budget.ts";
 import type { TraceContext } from "../../protocol/trace-context.ts";
 import { type Logger, silentLogger } from "../../protocol/logger.ts";
@@ -52,6 +51,7 @@ import { within } from "./within.ts";
 import {
   ApiError,
   errorAnswer,
+  invalidParamsData,
   requestObject,
   routeErrorAnswer,
   unauthorizedAnswer,
@@ -539,11 +539,12 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
 function checked<T>(schema: z.ZodType<T>, value: unknown): T {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
-  const { issues, ...count } = issueData(reportOf(result.error.issues));
-  throw new ApiError(400, "invalid_params", "the request does not match its schema", {
-    issues: issues.map(({ path, message }) => ({ path, message })),
-    ...count,
-  });
+  throw new ApiError(
+    400,
+    "invalid_params",
+    "the request does not match its schema",
+    invalidParamsData(result.error.issues),
+  );
 }
 
 /** A path parameter (paths are written out under the base path, so hono cannot type them). */

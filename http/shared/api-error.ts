@@ -26,6 +26,7 @@ import {
   ToolOutcomeUnknownError,
 } from "../../harness/errors.ts";
 import { StoreBusyError, StoreUnavailableError } from "../../harness/store/store.ts";
+import { issueData, reportOf, type ZodIssueLike } from "../../protocol/issues.ts";
 import type { Logger } from "../../protocol/logger.ts";
 import { JsonBodyError, readJsonObject } from "./json-body.ts";
 import { jsonAnswer } from "./json-answer.ts";
@@ -76,6 +77,16 @@ export function unauthorizedAnswer(request: Request, realm: string): Response {
   });
 }
 
+/**
+ * The `data` of a 400 `invalid_params`: the first issues (path and message), their count, the
+ * first one's JSON pointer (`field`) and `truncated` past the count's bound: the same for a body
+ * its schema refused and for params the harness refused before sending them.
+ */
+export function invalidParamsData(issues: readonly ZodIssueLike[]): Record<string, unknown> {
+  const { issues: first, ...count } = issueData(reportOf(issues));
+  return { issues: first.map(({ path, message }) => ({ path, message })), ...count };
+}
+
 /** What an error answers: its status and body. Messages are the SDK's own, never a secret. */
 export function errorAnswer(error: unknown): { status: number; error: ApiErrorBody } {
   const answer = (status: number, code: number | string, message: string, data?: unknown) =>
@@ -84,7 +95,12 @@ export function errorAnswer(error: unknown): { status: number; error: ApiErrorBo
   // The executor refused: its JSON-RPC error, unchanged.
   if (error instanceof ProtocolError) return answer(409, error.code, error.message, error.data);
   if (error instanceof InvalidOutgoingParamsError) {
-    return answer(400, "invalid_params", error.message, { issues: error.issues });
+    return answer(
+      400,
+      "invalid_params",
+      error.message,
+      invalidParamsData(error.issues as readonly ZodIssueLike[]),
+    );
   }
   if (error instanceof SessionRefusedError) {
     return answer(409, "session_refused", error.message, { reason: error.reason });
@@ -140,8 +156,9 @@ export function routeErrorAnswer(
 
 /**
  * The JSON object of a request's body (`{}` for an empty one; at most `maxBytes`, 128 deep), or
- * an {@linkcode ApiError}: 413 `payload_too_large`, 400 `bad_request`, 408 `request_timeout` (the
- * body stopped arriving).
+ * an {@linkcode ApiError}: 413 `payload_too_large`, 400 `bad_request` (also for bytes that are
+ * not UTF-8), 408 `request_timeout` (the body stopped arriving), 415 `unsupported_media_type` (a
+ * charset other than UTF-8).
  */
 export async function requestObject(
   request: Request,
@@ -157,6 +174,8 @@ export async function requestObject(
         ? "payload_too_large"
         : error.status === 408
         ? "request_timeout"
+        : error.status === 415
+        ? "unsupported_media_type"
         : "bad_request",
       error.message,
     );

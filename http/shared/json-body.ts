@@ -26,13 +26,14 @@ function parseJsonObject(text: string): Record<string, unknown> | JsonBodyProble
 }
 
 /**
- * A request body refused: 413 (too large), 400 (not a JSON object, nested too deep, cut by the
- * connection's end) or 408 (it stopped arriving: `request-body.node.ts`).
+ * A request body refused: 413 (too large), 400 (not a JSON object, not UTF-8, nested too deep,
+ * cut by the connection's end), 408 (it stopped arriving: `request-body.node.ts`) or 415 (its
+ * `content-type` names a charset other than UTF-8).
  */
 export class JsonBodyError extends Error {
   /** The HTTP status that answers it. */
-  readonly status: 400 | 408 | 413;
-  constructor(status: 400 | 408 | 413, message: string) {
+  readonly status: 400 | 408 | 413 | 415;
+  constructor(status: 400 | 408 | 413 | 415, message: string) {
     super(message);
     this.name = "JsonBodyError";
     this.status = status;
@@ -79,10 +80,30 @@ function tooLarge(maxBytes: number): JsonBodyError {
   return new JsonBodyError(413, `bodies take at most ${maxBytes} bytes`);
 }
 
-/** The text of a body of at most `maxBytes`; {@linkcode JsonBodyError} 413 past it. */
+/**
+ * The text of a body of at most `maxBytes`, which must be UTF-8 (JSON between systems is: RFC
+ * 8259 §8.1); {@linkcode JsonBodyError} 413 past the bound, 415 for a `content-type` of another
+ * charset, 400 for bytes that are not UTF-8. Never decoded with U+FFFD for what is not UTF-8:
+ * two ids that differ in such bytes would become one.
+ */
 export async function readBoundedText(request: Request, maxBytes: number): Promise<string> {
-  return new TextDecoder().decode(await readBoundedBytes(request, maxBytes));
+  const charset = CHARSET.exec(request.headers.get("content-type") ?? "")?.[1];
+  if (charset !== undefined && !UTF8_NAMES.has(charset.toLowerCase())) {
+    throw new JsonBodyError(415, "the body must be UTF-8 (content-type charset=utf-8)");
+  }
+  const bytes = await readBoundedBytes(request, maxBytes);
+  try {
+    return STRICT_UTF8.decode(bytes);
+  } catch {
+    throw new JsonBodyError(400, "the body is not UTF-8 text");
+  }
 }
+
+/** A `content-type`'s charset parameter, quoted or not. */
+const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)/i;
+/** The names of UTF-8, and of ASCII, its subset. */
+const UTF8_NAMES = new Set(["utf-8", "utf8", "us-ascii"]);
+const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true });
 
 /**
  * The JSON object of a request's body (`{}` for an empty one), or {@linkcode JsonBodyError}:

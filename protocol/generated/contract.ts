@@ -1574,7 +1574,7 @@ const ImageSource_ = z.looseObject({
 const ImageBlock_ = z.looseObject({ type: z.literal("image"), source: ImageSource_ });
 const ArtifactBlock_ = z.looseObject({
   type: z.literal("artifact"),
-  artifact_id: z.string().min(1),
+  artifact_id: z.string().min(1).max(256),
   name: z.string().optional(),
   size: z.int().min(0).optional(),
   mime_type: z.string().optional(),
@@ -1598,7 +1598,7 @@ const AgentToolUseEvent_ = z.looseObject({
 });
 const AgentToolResultEvent_ = z.looseObject({
   type: z.literal("agent.tool_result"),
-  tool_use_id: z.string().min(1),
+  tool_use_id: z.string().min(1).max(256),
   content: z.array(ContentBlock_).optional(),
   is_error: z.boolean().optional(),
 });
@@ -1611,7 +1611,7 @@ const AgentMcpToolUseEvent_ = z.looseObject({
 });
 const AgentMcpToolResultEvent_ = z.looseObject({
   type: z.literal("agent.mcp_tool_result"),
-  tool_use_id: z.string().min(1),
+  tool_use_id: z.string().min(1).max(256),
   content: z.array(ContentBlock_).optional(),
   is_error: z.boolean().optional(),
 });
@@ -1637,7 +1637,7 @@ const AgentEvent_ = z.discriminatedUnion("type", [
   SessionErrorEvent_,
 ]);
 const Artifact_ = z.looseObject({
-  artifact_id: z.string().min(1),
+  artifact_id: z.string().min(1).max(256),
   name: z.string().optional(),
   size: z.int().min(0).optional(),
   mime_type: z.string().optional(),
@@ -1686,7 +1686,7 @@ const ConflictData_ = z.looseObject({
   reason: z.string().optional(),
   expected_sequence: z.int().min(1).optional(),
   expected_offset: z.int().min(0).optional(),
-  turn_id: z.string().optional(),
+  turn_id: z.string().max(256).optional(),
 });
 const CustomToolResultResult_ = z.looseObject({ accepted: z.boolean() });
 const EditInput_ = z.looseObject({
@@ -1703,7 +1703,9 @@ const ErrorData_ = z.looseObject({
   field: z.string().optional(),
 });
 const EventDelta_ = z.looseObject({ type: z.string().min(1) });
-const ExecutorDrainResult_ = z.looseObject({ active_sessions: z.array(z.string().min(1)) });
+const ExecutorDrainResult_ = z.looseObject({
+  active_sessions: z.array(z.string().min(1).max(256)),
+});
 const ExecutorHeartbeatResult_ = z.looseObject({
   drain: z.boolean(),
   lease_expires_at: z.iso.datetime({ offset: true }).optional(),
@@ -1716,7 +1718,7 @@ const ExecutorInfo_ = z.looseObject({
 });
 const Subprotocol_ = z.enum(["bma.executor.v1", "bma.executor.v1.1"]);
 const ExecutorRegisterResult_ = z.looseObject({
-  executor_id: z.string().min(1),
+  executor_id: z.string().min(1).max(256),
   protocol: Subprotocol_,
   heartbeat_interval_ms: z.int().min(1),
   lease_expires_at: z.iso.datetime({ offset: true }).optional(),
@@ -1782,13 +1784,13 @@ const InteractionOption_ = z.looseObject({
 });
 const InteractionOutcome_ = z.enum(["approved", "denied", "answered", "expired", "canceled"]);
 const InteractionRequestResult_ = z.looseObject({
-  interaction_id: z.string().min(1),
-  platform_interaction_id: z.string().min(1),
+  interaction_id: z.string().min(1).max(256),
+  platform_interaction_id: z.string().min(1).max(256),
   status: z.enum(["open", "resolved", "expired", "canceled"]),
 });
 const InteractionResponseResult_ = z.looseObject({ accepted: z.boolean() });
 const McpCloseResult_ = z.looseObject({ closed: z.boolean() });
-const McpOpenResult_ = z.looseObject({ channel_id: z.string().min(1) });
+const McpOpenResult_ = z.looseObject({ channel_id: z.string().min(1).max(256) });
 const ModelTokenRefreshResult_ = z.looseObject({
   model_token: z.string().min(1),
   expires_at: z.iso.datetime({ offset: true }),
@@ -1796,7 +1798,7 @@ const ModelTokenRefreshResult_ = z.looseObject({
 });
 const OutputStream_ = z.enum(["stdout", "stderr"]);
 const ProcessInfo_ = z.looseObject({
-  process_id: z.string().min(1),
+  process_id: z.string().min(1).max(256),
   argv: z.array(z.string()).min(1),
   pid: z.int().min(0).optional(),
   cwd: z.string().optional(),
@@ -1808,7 +1810,7 @@ const ProcessInfo_ = z.looseObject({
 });
 const ProcessListResult_ = z.looseObject({ processes: z.array(ProcessInfo_) });
 const ProcessReadResult_ = z.looseObject({
-  process_id: z.string().min(1),
+  process_id: z.string().min(1).max(256),
   stream: OutputStream_,
   offset: z.int().min(0),
   data: z.string(),
@@ -1818,12 +1820,12 @@ const ProcessReadResult_ = z.looseObject({
 });
 const ProcessSignalResult_ = z.looseObject({ delivered: z.boolean() });
 const ProcessStartResult_ = z.looseObject({
-  process_id: z.string().min(1),
+  process_id: z.string().min(1).max(256),
   pid: z.int().min(0).optional(),
   duplicate: z.boolean().optional(),
 });
 const ProcessWaitResult_ = z.looseObject({
-  process_id: z.string().min(1),
+  process_id: z.string().min(1).max(256),
   exited: z.boolean(),
   exit_code: z.union([z.int(), z.null()]).optional(),
   signal: z.union([z.string(), z.null()]).optional(),
@@ -1846,11 +1848,11 @@ const ReadResult_ = z.looseObject({
   truncated: z.boolean().optional(),
 });
 const ResumeInfo_ = z.looseObject({
-  executor_id: z.string().min(1),
-  active_sessions: z.array(z.string().min(1)),
+  executor_id: z.string().min(1).max(256),
+  active_sessions: z.array(z.string().min(1).max(256)),
 });
 const SessionAssignResult_ = z.looseObject({
-  session_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
   accepted: z.literal(true),
 });
 const SessionCloseResult_ = z.looseObject({ closed: z.boolean() });
@@ -1900,12 +1902,12 @@ const TerminalCloseResult_ = z.looseObject({
 });
 const TerminalInputResult_ = z.looseObject({ written: z.int().min(0) });
 const TerminalOpenResult_ = z.looseObject({
-  terminal_id: z.string().min(1),
+  terminal_id: z.string().min(1).max(256),
   pid: z.int().min(0).optional(),
   duplicate: z.boolean().optional(),
 });
 const TerminalReadResult_ = z.looseObject({
-  terminal_id: z.string().min(1),
+  terminal_id: z.string().min(1).max(256),
   offset: z.int().min(0),
   data: z.string(),
   encoding: Encoding_,
@@ -1933,7 +1935,7 @@ const TurnMetadata_ = z.looseObject({
   epoch: z.int().min(0).optional(),
 });
 const TurnStartResult_ = z.looseObject({
-  turn_id: z.string().min(1),
+  turn_id: z.string().min(1).max(256),
   accepted: z.boolean(),
   executor_session_ref: z.string().optional(),
   duplicate: z.boolean().optional(),
@@ -1987,7 +1989,7 @@ const ExecutorRegisterParams_ = z.looseObject({
   resume: ResumeInfo_.optional(),
 });
 const ExecutorHeartbeatParams_ = z.looseObject({
-  active_sessions: z.array(z.string().min(1)).optional(),
+  active_sessions: z.array(z.string().min(1).max(256)).optional(),
 });
 const ExecutorTokenRefreshParams_ = z.looseObject({ token: z.string().min(1) });
 const ExecutorCapabilitiesUpdateParams_ = z.looseObject({ capabilities: Capabilities_ });
@@ -1997,43 +1999,43 @@ const ExecutorDrainParams_ = z.looseObject({
 });
 const ExecutorCloseParams_ = z.looseObject({ reason: z.string().optional() });
 const SessionAssignParams_ = z.looseObject({
-  session_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
   environment_id: z.string().optional(),
   metadata: SessionMetadata_.optional(),
   tools: z.array(z.string().min(1)).optional(),
 });
-const SessionReadyParams_ = z.looseObject({ session_id: z.string().min(1) });
+const SessionReadyParams_ = z.looseObject({ session_id: z.string().min(1).max(256) });
 const SessionEventParams_ = z.looseObject({
-  session_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
   event: SessionEventPayload_,
-  turn_id: z.string().min(1).optional(),
-  event_id: z.string().min(1).optional(),
+  turn_id: z.string().min(1).max(256).optional(),
+  event_id: z.string().min(1).max(256).optional(),
   sequence: z.int().min(1).optional(),
 });
 const SessionStatusParams_ = z.looseObject({
-  session_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
   status: SessionStatus_,
   detail: z.string().optional(),
 });
 const SessionStopParams_ = z.looseObject({
-  session_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
   reason: z.string().optional(),
   grace_ms: z.int().min(0).optional(),
 });
 const SessionEndedParams_ = z.looseObject({
-  session_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
   reason: z.string().optional(),
 });
 const ToolCallParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  tool_call_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  tool_call_id: z.string().min(1).max(256),
   tool: z.string().min(1),
   input: z.record(z.string(), z.unknown()),
   timeout_ms: z.int().min(1).optional(),
 }).superRefine(checkToolInput("tool", "input"));
 const ToolResultParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  tool_call_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  tool_call_id: z.string().min(1).max(256),
   outcome: ToolOutcome_,
   content: z.array(ContentBlock_).optional(),
   is_error: z.boolean().optional(),
@@ -2042,132 +2044,132 @@ const ToolResultParams_ = z.looseObject({
   structured_content: z.record(z.string(), z.unknown()).optional(),
 });
 const ToolCancelParams_ = z.looseObject({
-  tool_call_id: z.string().min(1),
-  session_id: z.string().min(1).optional(),
+  tool_call_id: z.string().min(1).max(256),
+  session_id: z.string().min(1).max(256).optional(),
   reason: z.string().optional(),
 });
 const ToolProgressParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  tool_call_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  tool_call_id: z.string().min(1).max(256),
   message: z.string().optional(),
   progress: z.number().min(0).optional(),
   total: z.number().min(0).optional(),
   output: ToolOutputChunk_.optional(),
 });
 const FsMountParams_ = z.looseObject({
-  session_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
   service_url: z.url(),
   views: z.array(FsView_).min(1),
 });
 const FsUnmountParams_ = z.looseObject({
-  session_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
   flush: z.boolean().optional(),
 });
 const TurnStartParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  turn_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  turn_id: z.string().min(1).max(256),
   input: z.array(ContentBlock_).min(1),
   executor_session_ref: z.string().optional(),
   metadata: TurnMetadata_.optional(),
 });
 const TurnInputParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  turn_id: z.string().min(1),
-  input_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  turn_id: z.string().min(1).max(256),
+  input_id: z.string().min(1).max(256),
   input: z.array(ContentBlock_).min(1),
 });
 const TurnCancelParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  turn_id: z.string().min(1).optional(),
+  session_id: z.string().min(1).max(256),
+  turn_id: z.string().min(1).max(256).optional(),
   reason: z.string().optional(),
 });
 const SessionCloseParams_ = z.looseObject({
-  session_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
   reason: z.string().optional(),
 });
 const SessionEventDeltaParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  turn_id: z.string().min(1),
-  event_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  turn_id: z.string().min(1).max(256),
+  event_id: z.string().min(1).max(256),
   delta: EventDelta_,
   index: z.int().min(0).optional(),
 });
 const InteractionRequestParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  turn_id: z.string().min(1),
-  interaction_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  turn_id: z.string().min(1).max(256),
+  interaction_id: z.string().min(1).max(256),
   kind: InteractionKind_,
-  tool_use_id: z.string().min(1).optional(),
+  tool_use_id: z.string().min(1).max(256).optional(),
   title: z.string().optional(),
   prompt: z.string().optional(),
   options: z.array(InteractionOption_).optional(),
   expires_at: z.iso.datetime({ offset: true }).optional(),
 });
 const InteractionResponseParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  interaction_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  interaction_id: z.string().min(1).max(256),
   outcome: InteractionOutcome_,
   answer: z.string().optional(),
   message: z.string().optional(),
 });
 const AgentCustomToolResultParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  tool_use_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  tool_use_id: z.string().min(1).max(256),
   content: z.array(ContentBlock_).optional(),
   is_error: z.boolean().optional(),
 });
 const InteractionCancelParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  interaction_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  interaction_id: z.string().min(1).max(256),
   reason: z.string().min(1),
 });
 const ModelTokenRefreshParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  turn_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  turn_id: z.string().min(1).max(256),
 });
 const ToolsTokenRefreshParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  turn_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  turn_id: z.string().min(1).max(256),
   epoch: z.int().min(0).optional(),
 });
 const ProcessStartParams_ = z.looseObject({
-  session_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
   argv: z.array(z.string()).min(1),
-  process_id: z.string().min(1).optional(),
+  process_id: z.string().min(1).max(256).optional(),
   cwd: z.string().optional(),
   env: z.record(z.string(), z.string()).optional(),
   timeout_ms: z.int().min(1).optional(),
 });
 const ProcessWriteParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  process_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  process_id: z.string().min(1).max(256),
   data: z.string(),
   encoding: Encoding_.optional(),
   eof: z.boolean().optional(),
 });
 const ProcessReadParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  process_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  process_id: z.string().min(1).max(256),
   stream: OutputStream_,
   offset: z.int().min(0).optional(),
   max_bytes: z.int().min(1).optional(),
   wait_ms: z.int().min(0).optional(),
 });
 const ProcessSignalParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  process_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  process_id: z.string().min(1).max(256),
   signal: Signal_.optional(),
   group: z.boolean().optional(),
 });
 const ProcessWaitParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  process_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  process_id: z.string().min(1).max(256),
   timeout_ms: z.int().min(0).optional(),
 });
-const ProcessListParams_ = z.looseObject({ session_id: z.string().min(1) });
+const ProcessListParams_ = z.looseObject({ session_id: z.string().min(1).max(256) });
 const ProcessOutputParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  process_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  process_id: z.string().min(1).max(256),
   stream: OutputStream_,
   offset: z.int().min(0),
   data: z.string(),
@@ -2175,8 +2177,8 @@ const ProcessOutputParams_ = z.looseObject({
   eof: z.boolean().optional(),
 });
 const TerminalOpenParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  terminal_id: z.string().min(1).optional(),
+  session_id: z.string().min(1).max(256),
+  terminal_id: z.string().min(1).max(256).optional(),
   argv: z.array(z.string()).min(1).optional(),
   cwd: z.string().optional(),
   env: z.record(z.string(), z.string()).optional(),
@@ -2184,31 +2186,31 @@ const TerminalOpenParams_ = z.looseObject({
   rows: z.int().min(1).max(1000).optional(),
 });
 const TerminalInputParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  terminal_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  terminal_id: z.string().min(1).max(256),
   data: z.string(),
   encoding: Encoding_.optional(),
 });
 const TerminalResizeParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  terminal_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  terminal_id: z.string().min(1).max(256),
   cols: z.int().min(1).max(1000),
   rows: z.int().min(1).max(1000),
 });
 const TerminalCloseParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  terminal_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  terminal_id: z.string().min(1).max(256),
 });
 const TerminalReadParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  terminal_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  terminal_id: z.string().min(1).max(256),
   offset: z.int().min(0).optional(),
   max_bytes: z.int().min(1).optional(),
   wait_ms: z.int().min(0).optional(),
 });
 const TerminalOutputParams_ = z.looseObject({
-  session_id: z.string().min(1),
-  terminal_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
+  terminal_id: z.string().min(1).max(256),
   offset: z.int().min(0),
   data: z.string(),
   encoding: Encoding_.optional(),
@@ -2216,28 +2218,28 @@ const TerminalOutputParams_ = z.looseObject({
   exit_code: z.union([z.int(), z.null()]).optional(),
 });
 const SkillInstallParams_ = z.looseObject({
-  session_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
   name: z.string().regex(new RegExp("^[a-z0-9][a-z0-9._-]{0,63}$")),
   version: z.string().optional(),
   source: SkillSource_,
 });
 const FileUploadParams_ = z.looseObject({
-  session_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
   path: z.string().min(1),
   content: z.string().regex(new RegExp("^[A-Za-z0-9+/]*={0,2}$")),
   offset: z.int().min(0).optional(),
   sha256: z.string().regex(new RegExp("^[0-9a-f]{64}$")).optional(),
   mode: z.int().min(0).max(4095).optional(),
-  upload_id: z.string().regex(new RegExp("^[A-Za-z0-9_-]{1,128}$")).optional(),
+  upload_id: z.string().max(256).regex(new RegExp("^[A-Za-z0-9_-]{1,128}$")).optional(),
 });
 const FileDownloadParams_ = z.looseObject({
-  session_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
   path: z.string().min(1),
   offset: z.int().min(0).optional(),
   max_bytes: z.int().min(1).optional(),
 });
 const GitCredentialsParams_ = z.looseObject({
-  session_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
   host: z.string().min(1),
   password: z.string().min(1),
   username: z.string().optional(),
@@ -2246,20 +2248,23 @@ const GitCredentialsParams_ = z.looseObject({
   expires_at: z.iso.datetime({ offset: true }).optional(),
 });
 const WorkspaceBackupParams_ = z.looseObject({
-  session_id: z.string().min(1),
+  session_id: z.string().min(1).max(256),
   upload_url: z.url(),
   headers: z.record(z.string(), z.string()).optional(),
   path: z.string().optional(),
   exclude: z.array(z.string()).optional(),
 });
-const McpOpenParams_ = z.looseObject({ session_id: z.string().min(1), server: z.string().min(1) });
+const McpOpenParams_ = z.looseObject({
+  session_id: z.string().min(1).max(256),
+  server: z.string().min(1),
+});
 const McpMessageParams_ = z.looseObject({
-  channel_id: z.string().min(1),
+  channel_id: z.string().min(1).max(256),
   message: z.record(z.string(), z.unknown()),
 });
 const McpCloseParams_ = z.looseObject({
-  channel_id: z.string().min(1),
-  session_id: z.string().min(1).optional(),
+  channel_id: z.string().min(1).max(256),
+  session_id: z.string().min(1).max(256).optional(),
   reason: z.string().optional(),
 });
 
@@ -2278,6 +2283,17 @@ const PATTERN_2_: RegExp = new RegExp("^[a-z0-9][a-z0-9._-]{0,63}$");
 const PATTERN_3_: RegExp = new RegExp("^[A-Za-z0-9_-]{1,128}$");
 /** The pattern of z.iso.datetime({ offset: true }), taken from zod itself. */
 const DATETIME_OFFSET_: RegExp = z.iso.datetime({ offset: true }).def.pattern ?? /(?!)/;
+/** The length zod gives a string: its code points (a surrogate pair counts once). */
+function codePoints_(s: string): number {
+  let count = s.length;
+  for (let i = 0; i < s.length - 1; i++) {
+    if ((s.charCodeAt(i) & 0xfc00) === 0xd800 && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      count--;
+      i++;
+    }
+  }
+  return count;
+}
 const HAS_OWN_: (this: unknown, key: PropertyKey) => boolean = Object.prototype.hasOwnProperty;
 /**
  * Whether reading __proto__ gives the prototype: on Node and Bun, where one (inlined) read both
@@ -2356,7 +2372,10 @@ function isImageBlock_(v: any): v is ImageBlock {
 function isArtifactBlock_(v: any): v is ArtifactBlock {
   if (!isPlain_(v)) return false;
   if (!(v.type === "artifact")) return false;
-  if (!(typeof v.artifact_id === "string" && v.artifact_id.length >= 1)) return false;
+  if (
+    !(typeof v.artifact_id === "string" && v.artifact_id.length >= 1 &&
+      (v.artifact_id.length <= 256 || codePoints_(v.artifact_id) <= 256))
+  ) return false;
   if (v.name !== undefined && !(typeof v.name === "string")) return false;
   if (v.size !== undefined && !(Number.isSafeInteger(v.size) && v.size >= 0)) return false;
   if (v.mime_type !== undefined && !(typeof v.mime_type === "string")) return false;
@@ -2404,7 +2423,10 @@ function isAgentToolUseEvent_(v: any): v is AgentToolUseEvent {
 function isAgentToolResultEvent_(v: any): v is AgentToolResultEvent {
   if (!isPlain_(v)) return false;
   if (!(v.type === "agent.tool_result")) return false;
-  if (!(typeof v.tool_use_id === "string" && v.tool_use_id.length >= 1)) return false;
+  if (
+    !(typeof v.tool_use_id === "string" && v.tool_use_id.length >= 1 &&
+      (v.tool_use_id.length <= 256 || codePoints_(v.tool_use_id) <= 256))
+  ) return false;
   if (v.content !== undefined && !(isArrayOfContentBlock_(v.content))) return false;
   if (v.is_error !== undefined && !(typeof v.is_error === "boolean")) return false;
   return true;
@@ -2423,7 +2445,10 @@ function isAgentMcpToolUseEvent_(v: any): v is AgentMcpToolUseEvent {
 function isAgentMcpToolResultEvent_(v: any): v is AgentMcpToolResultEvent {
   if (!isPlain_(v)) return false;
   if (!(v.type === "agent.mcp_tool_result")) return false;
-  if (!(typeof v.tool_use_id === "string" && v.tool_use_id.length >= 1)) return false;
+  if (
+    !(typeof v.tool_use_id === "string" && v.tool_use_id.length >= 1 &&
+      (v.tool_use_id.length <= 256 || codePoints_(v.tool_use_id) <= 256))
+  ) return false;
   if (v.content !== undefined && !(isArrayOfContentBlock_(v.content))) return false;
   if (v.is_error !== undefined && !(typeof v.is_error === "boolean")) return false;
   return true;
@@ -2484,7 +2509,10 @@ function isAgentEvent_(v: any): v is AgentEvent {
 }
 function isArtifact_(v: any): v is Artifact {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.artifact_id === "string" && v.artifact_id.length >= 1)) return false;
+  if (
+    !(typeof v.artifact_id === "string" && v.artifact_id.length >= 1 &&
+      (v.artifact_id.length <= 256 || codePoints_(v.artifact_id) <= 256))
+  ) return false;
   if (v.name !== undefined && !(typeof v.name === "string")) return false;
   if (v.size !== undefined && !(Number.isSafeInteger(v.size) && v.size >= 0)) return false;
   if (v.mime_type !== undefined && !(typeof v.mime_type === "string")) return false;
@@ -2567,7 +2595,10 @@ function isConflictData_(v: any): v is ConflictData {
     v.expected_offset !== undefined &&
     !(Number.isSafeInteger(v.expected_offset) && v.expected_offset >= 0)
   ) return false;
-  if (v.turn_id !== undefined && !(typeof v.turn_id === "string")) return false;
+  if (
+    v.turn_id !== undefined &&
+    !(typeof v.turn_id === "string" && (v.turn_id.length <= 256 || codePoints_(v.turn_id) <= 256))
+  ) return false;
   return true;
 }
 function isCustomToolResultResult_(v: any): v is CustomToolResultResult {
@@ -2609,7 +2640,7 @@ function isEventDelta_(v: any): v is EventDelta {
 }
 function isExecutorDrainResult_(v: any): v is ExecutorDrainResult {
   if (!isPlain_(v)) return false;
-  if (!(isArrayOfStringMinLength1_(v.active_sessions))) return false;
+  if (!(isArrayOfStringMinLength1MaxLength256_(v.active_sessions))) return false;
   return true;
 }
 function isExecutorHeartbeatResult_(v: any): v is ExecutorHeartbeatResult {
@@ -2634,7 +2665,10 @@ function isSubprotocol_(v: any): v is Subprotocol {
 }
 function isExecutorRegisterResult_(v: any): v is ExecutorRegisterResult {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.executor_id === "string" && v.executor_id.length >= 1)) return false;
+  if (
+    !(typeof v.executor_id === "string" && v.executor_id.length >= 1 &&
+      (v.executor_id.length <= 256 || codePoints_(v.executor_id) <= 256))
+  ) return false;
   if (!(isSubprotocol_(v.protocol))) return false;
   if (!(Number.isSafeInteger(v.heartbeat_interval_ms) && v.heartbeat_interval_ms >= 1)) {
     return false;
@@ -2754,10 +2788,14 @@ function isInteractionOutcome_(v: any): v is InteractionOutcome {
 }
 function isInteractionRequestResult_(v: any): v is InteractionRequestResult {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.interaction_id === "string" && v.interaction_id.length >= 1)) return false;
-  if (!(typeof v.platform_interaction_id === "string" && v.platform_interaction_id.length >= 1)) {
-    return false;
-  }
+  if (
+    !(typeof v.interaction_id === "string" && v.interaction_id.length >= 1 &&
+      (v.interaction_id.length <= 256 || codePoints_(v.interaction_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.platform_interaction_id === "string" && v.platform_interaction_id.length >= 1 &&
+      (v.platform_interaction_id.length <= 256 || codePoints_(v.platform_interaction_id) <= 256))
+  ) return false;
   if (
     !(v.status === "open" || v.status === "resolved" || v.status === "expired" ||
       v.status === "canceled")
@@ -2776,7 +2814,10 @@ function isMcpCloseResult_(v: any): v is McpCloseResult {
 }
 function isMcpOpenResult_(v: any): v is McpOpenResult {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.channel_id === "string" && v.channel_id.length >= 1)) return false;
+  if (
+    !(typeof v.channel_id === "string" && v.channel_id.length >= 1 &&
+      (v.channel_id.length <= 256 || codePoints_(v.channel_id) <= 256))
+  ) return false;
   return true;
 }
 function isModelTokenRefreshResult_(v: any): v is ModelTokenRefreshResult {
@@ -2791,7 +2832,10 @@ function isOutputStream_(v: any): v is OutputStream {
 }
 function isProcessInfo_(v: any): v is ProcessInfo {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.process_id === "string" && v.process_id.length >= 1)) return false;
+  if (
+    !(typeof v.process_id === "string" && v.process_id.length >= 1 &&
+      (v.process_id.length <= 256 || codePoints_(v.process_id) <= 256))
+  ) return false;
   if (!(isArrayOfStringMinItems1_(v.argv))) return false;
   if (v.pid !== undefined && !(Number.isSafeInteger(v.pid) && v.pid >= 0)) return false;
   if (v.cwd !== undefined && !(typeof v.cwd === "string")) return false;
@@ -2817,7 +2861,10 @@ function isProcessListResult_(v: any): v is ProcessListResult {
 }
 function isProcessReadResult_(v: any): v is ProcessReadResult {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.process_id === "string" && v.process_id.length >= 1)) return false;
+  if (
+    !(typeof v.process_id === "string" && v.process_id.length >= 1 &&
+      (v.process_id.length <= 256 || codePoints_(v.process_id) <= 256))
+  ) return false;
   if (!(isOutputStream_(v.stream))) return false;
   if (!(Number.isSafeInteger(v.offset) && v.offset >= 0)) return false;
   if (!(typeof v.data === "string")) return false;
@@ -2833,14 +2880,20 @@ function isProcessSignalResult_(v: any): v is ProcessSignalResult {
 }
 function isProcessStartResult_(v: any): v is ProcessStartResult {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.process_id === "string" && v.process_id.length >= 1)) return false;
+  if (
+    !(typeof v.process_id === "string" && v.process_id.length >= 1 &&
+      (v.process_id.length <= 256 || codePoints_(v.process_id) <= 256))
+  ) return false;
   if (v.pid !== undefined && !(Number.isSafeInteger(v.pid) && v.pid >= 0)) return false;
   if (v.duplicate !== undefined && !(typeof v.duplicate === "boolean")) return false;
   return true;
 }
 function isProcessWaitResult_(v: any): v is ProcessWaitResult {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.process_id === "string" && v.process_id.length >= 1)) return false;
+  if (
+    !(typeof v.process_id === "string" && v.process_id.length >= 1 &&
+      (v.process_id.length <= 256 || codePoints_(v.process_id) <= 256))
+  ) return false;
   if (!(typeof v.exited === "boolean")) return false;
   if (v.exit_code !== undefined && !(Number.isSafeInteger(v.exit_code) || v.exit_code === null)) {
     return false;
@@ -2881,13 +2934,19 @@ function isReadResult_(v: any): v is ReadResult {
 }
 function isResumeInfo_(v: any): v is ResumeInfo {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.executor_id === "string" && v.executor_id.length >= 1)) return false;
-  if (!(isArrayOfStringMinLength1_(v.active_sessions))) return false;
+  if (
+    !(typeof v.executor_id === "string" && v.executor_id.length >= 1 &&
+      (v.executor_id.length <= 256 || codePoints_(v.executor_id) <= 256))
+  ) return false;
+  if (!(isArrayOfStringMinLength1MaxLength256_(v.active_sessions))) return false;
   return true;
 }
 function isSessionAssignResult_(v: any): v is SessionAssignResult {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
   if (!(v.accepted === true)) return false;
   return true;
 }
@@ -2980,14 +3039,20 @@ function isTerminalInputResult_(v: any): v is TerminalInputResult {
 }
 function isTerminalOpenResult_(v: any): v is TerminalOpenResult {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.terminal_id === "string" && v.terminal_id.length >= 1)) return false;
+  if (
+    !(typeof v.terminal_id === "string" && v.terminal_id.length >= 1 &&
+      (v.terminal_id.length <= 256 || codePoints_(v.terminal_id) <= 256))
+  ) return false;
   if (v.pid !== undefined && !(Number.isSafeInteger(v.pid) && v.pid >= 0)) return false;
   if (v.duplicate !== undefined && !(typeof v.duplicate === "boolean")) return false;
   return true;
 }
 function isTerminalReadResult_(v: any): v is TerminalReadResult {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.terminal_id === "string" && v.terminal_id.length >= 1)) return false;
+  if (
+    !(typeof v.terminal_id === "string" && v.terminal_id.length >= 1 &&
+      (v.terminal_id.length <= 256 || codePoints_(v.terminal_id) <= 256))
+  ) return false;
   if (!(Number.isSafeInteger(v.offset) && v.offset >= 0)) return false;
   if (!(typeof v.data === "string")) return false;
   if (!(isEncoding_(v.encoding))) return false;
@@ -3051,7 +3116,10 @@ function isTurnMetadata_(v: any): v is TurnMetadata {
 }
 function isTurnStartResult_(v: any): v is TurnStartResult {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.turn_id === "string" && v.turn_id.length >= 1)) return false;
+  if (
+    !(typeof v.turn_id === "string" && v.turn_id.length >= 1 &&
+      (v.turn_id.length <= 256 || codePoints_(v.turn_id) <= 256))
+  ) return false;
   if (!(typeof v.accepted === "boolean")) return false;
   if (v.executor_session_ref !== undefined && !(typeof v.executor_session_ref === "string")) {
     return false;
@@ -3116,9 +3184,9 @@ function isExecutorRegisterParams_(v: any): v is ExecutorRegisterParams {
 }
 function isExecutorHeartbeatParams_(v: any): v is ExecutorHeartbeatParams {
   if (!isPlain_(v)) return false;
-  if (v.active_sessions !== undefined && !(isArrayOfStringMinLength1_(v.active_sessions))) {
-    return false;
-  }
+  if (
+    v.active_sessions !== undefined && !(isArrayOfStringMinLength1MaxLength256_(v.active_sessions))
+  ) return false;
   return true;
 }
 function isExecutorTokenRefreshParams_(v: any): v is ExecutorTokenRefreshParams {
@@ -3146,7 +3214,10 @@ function isExecutorCloseParams_(v: any): v is ExecutorCloseParams {
 }
 function isSessionAssignParams_(v: any): v is SessionAssignParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
   if (v.environment_id !== undefined && !(typeof v.environment_id === "string")) return false;
   if (v.metadata !== undefined && !(isSessionMetadata_(v.metadata))) return false;
   if (v.tools !== undefined && !(isArrayOfStringMinLength1_(v.tools))) return false;
@@ -3154,19 +3225,29 @@ function isSessionAssignParams_(v: any): v is SessionAssignParams {
 }
 function isSessionReadyParams_(v: any): v is SessionReadyParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
   return true;
 }
 function isSessionEventParams_(v: any): v is SessionEventParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
   if (!(isSessionEventPayload_(v.event))) return false;
-  if (v.turn_id !== undefined && !(typeof v.turn_id === "string" && v.turn_id.length >= 1)) {
-    return false;
-  }
-  if (v.event_id !== undefined && !(typeof v.event_id === "string" && v.event_id.length >= 1)) {
-    return false;
-  }
+  if (
+    v.turn_id !== undefined &&
+    !(typeof v.turn_id === "string" && v.turn_id.length >= 1 &&
+      (v.turn_id.length <= 256 || codePoints_(v.turn_id) <= 256))
+  ) return false;
+  if (
+    v.event_id !== undefined &&
+    !(typeof v.event_id === "string" && v.event_id.length >= 1 &&
+      (v.event_id.length <= 256 || codePoints_(v.event_id) <= 256))
+  ) return false;
   if (v.sequence !== undefined && !(Number.isSafeInteger(v.sequence) && v.sequence >= 1)) {
     return false;
   }
@@ -3174,14 +3255,20 @@ function isSessionEventParams_(v: any): v is SessionEventParams {
 }
 function isSessionStatusParams_(v: any): v is SessionStatusParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
   if (!(isSessionStatus_(v.status))) return false;
   if (v.detail !== undefined && !(typeof v.detail === "string")) return false;
   return true;
 }
 function isSessionStopParams_(v: any): v is SessionStopParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
   if (v.reason !== undefined && !(typeof v.reason === "string")) return false;
   if (v.grace_ms !== undefined && !(Number.isSafeInteger(v.grace_ms) && v.grace_ms >= 0)) {
     return false;
@@ -3190,14 +3277,23 @@ function isSessionStopParams_(v: any): v is SessionStopParams {
 }
 function isSessionEndedParams_(v: any): v is SessionEndedParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
   if (v.reason !== undefined && !(typeof v.reason === "string")) return false;
   return true;
 }
 function isToolCallParams_(v: any): v is ToolCallParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.tool_call_id === "string" && v.tool_call_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.tool_call_id === "string" && v.tool_call_id.length >= 1 &&
+      (v.tool_call_id.length <= 256 || codePoints_(v.tool_call_id) <= 256))
+  ) return false;
   if (!(typeof v.tool === "string" && v.tool.length >= 1)) return false;
   if (!(isRecordOfUnknown_(v.input))) return false;
   if (v.timeout_ms !== undefined && !(Number.isSafeInteger(v.timeout_ms) && v.timeout_ms >= 1)) {
@@ -3208,8 +3304,14 @@ function isToolCallParams_(v: any): v is ToolCallParams {
 }
 function isToolResultParams_(v: any): v is ToolResultParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.tool_call_id === "string" && v.tool_call_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.tool_call_id === "string" && v.tool_call_id.length >= 1 &&
+      (v.tool_call_id.length <= 256 || codePoints_(v.tool_call_id) <= 256))
+  ) return false;
   if (!(isToolOutcome_(v.outcome))) return false;
   if (v.content !== undefined && !(isArrayOfContentBlock_(v.content))) return false;
   if (v.is_error !== undefined && !(typeof v.is_error === "boolean")) return false;
@@ -3222,17 +3324,28 @@ function isToolResultParams_(v: any): v is ToolResultParams {
 }
 function isToolCancelParams_(v: any): v is ToolCancelParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.tool_call_id === "string" && v.tool_call_id.length >= 1)) return false;
   if (
-    v.session_id !== undefined && !(typeof v.session_id === "string" && v.session_id.length >= 1)
+    !(typeof v.tool_call_id === "string" && v.tool_call_id.length >= 1 &&
+      (v.tool_call_id.length <= 256 || codePoints_(v.tool_call_id) <= 256))
+  ) return false;
+  if (
+    v.session_id !== undefined &&
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
   ) return false;
   if (v.reason !== undefined && !(typeof v.reason === "string")) return false;
   return true;
 }
 function isToolProgressParams_(v: any): v is ToolProgressParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.tool_call_id === "string" && v.tool_call_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.tool_call_id === "string" && v.tool_call_id.length >= 1 &&
+      (v.tool_call_id.length <= 256 || codePoints_(v.tool_call_id) <= 256))
+  ) return false;
   if (v.message !== undefined && !(typeof v.message === "string")) return false;
   if (v.progress !== undefined && !(Number.isFinite(v.progress) && v.progress >= 0)) return false;
   if (v.total !== undefined && !(Number.isFinite(v.total) && v.total >= 0)) return false;
@@ -3244,14 +3357,23 @@ function isFsMountParams_(v: any): v is FsMountParams {
 }
 function isFsUnmountParams_(v: any): v is FsUnmountParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
   if (v.flush !== undefined && !(typeof v.flush === "boolean")) return false;
   return true;
 }
 function isTurnStartParams_(v: any): v is TurnStartParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.turn_id === "string" && v.turn_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.turn_id === "string" && v.turn_id.length >= 1 &&
+      (v.turn_id.length <= 256 || codePoints_(v.turn_id) <= 256))
+  ) return false;
   if (!(isArrayOfContentBlockMinItems1_(v.input))) return false;
   if (v.executor_session_ref !== undefined && !(typeof v.executor_session_ref === "string")) {
     return false;
@@ -3261,44 +3383,81 @@ function isTurnStartParams_(v: any): v is TurnStartParams {
 }
 function isTurnInputParams_(v: any): v is TurnInputParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.turn_id === "string" && v.turn_id.length >= 1)) return false;
-  if (!(typeof v.input_id === "string" && v.input_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.turn_id === "string" && v.turn_id.length >= 1 &&
+      (v.turn_id.length <= 256 || codePoints_(v.turn_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.input_id === "string" && v.input_id.length >= 1 &&
+      (v.input_id.length <= 256 || codePoints_(v.input_id) <= 256))
+  ) return false;
   if (!(isArrayOfContentBlockMinItems1_(v.input))) return false;
   return true;
 }
 function isTurnCancelParams_(v: any): v is TurnCancelParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (v.turn_id !== undefined && !(typeof v.turn_id === "string" && v.turn_id.length >= 1)) {
-    return false;
-  }
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    v.turn_id !== undefined &&
+    !(typeof v.turn_id === "string" && v.turn_id.length >= 1 &&
+      (v.turn_id.length <= 256 || codePoints_(v.turn_id) <= 256))
+  ) return false;
   if (v.reason !== undefined && !(typeof v.reason === "string")) return false;
   return true;
 }
 function isSessionCloseParams_(v: any): v is SessionCloseParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
   if (v.reason !== undefined && !(typeof v.reason === "string")) return false;
   return true;
 }
 function isSessionEventDeltaParams_(v: any): v is SessionEventDeltaParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.turn_id === "string" && v.turn_id.length >= 1)) return false;
-  if (!(typeof v.event_id === "string" && v.event_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.turn_id === "string" && v.turn_id.length >= 1 &&
+      (v.turn_id.length <= 256 || codePoints_(v.turn_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.event_id === "string" && v.event_id.length >= 1 &&
+      (v.event_id.length <= 256 || codePoints_(v.event_id) <= 256))
+  ) return false;
   if (!(isEventDelta_(v.delta))) return false;
   if (v.index !== undefined && !(Number.isSafeInteger(v.index) && v.index >= 0)) return false;
   return true;
 }
 function isInteractionRequestParams_(v: any): v is InteractionRequestParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.turn_id === "string" && v.turn_id.length >= 1)) return false;
-  if (!(typeof v.interaction_id === "string" && v.interaction_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.turn_id === "string" && v.turn_id.length >= 1 &&
+      (v.turn_id.length <= 256 || codePoints_(v.turn_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.interaction_id === "string" && v.interaction_id.length >= 1 &&
+      (v.interaction_id.length <= 256 || codePoints_(v.interaction_id) <= 256))
+  ) return false;
   if (!(isInteractionKind_(v.kind))) return false;
   if (
-    v.tool_use_id !== undefined && !(typeof v.tool_use_id === "string" && v.tool_use_id.length >= 1)
+    v.tool_use_id !== undefined &&
+    !(typeof v.tool_use_id === "string" && v.tool_use_id.length >= 1 &&
+      (v.tool_use_id.length <= 256 || codePoints_(v.tool_use_id) <= 256))
   ) return false;
   if (v.title !== undefined && !(typeof v.title === "string")) return false;
   if (v.prompt !== undefined && !(typeof v.prompt === "string")) return false;
@@ -3311,8 +3470,14 @@ function isInteractionRequestParams_(v: any): v is InteractionRequestParams {
 }
 function isInteractionResponseParams_(v: any): v is InteractionResponseParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.interaction_id === "string" && v.interaction_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.interaction_id === "string" && v.interaction_id.length >= 1 &&
+      (v.interaction_id.length <= 256 || codePoints_(v.interaction_id) <= 256))
+  ) return false;
   if (!(isInteractionOutcome_(v.outcome))) return false;
   if (v.answer !== undefined && !(typeof v.answer === "string")) return false;
   if (v.message !== undefined && !(typeof v.message === "string")) return false;
@@ -3320,38 +3485,67 @@ function isInteractionResponseParams_(v: any): v is InteractionResponseParams {
 }
 function isAgentCustomToolResultParams_(v: any): v is AgentCustomToolResultParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.tool_use_id === "string" && v.tool_use_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.tool_use_id === "string" && v.tool_use_id.length >= 1 &&
+      (v.tool_use_id.length <= 256 || codePoints_(v.tool_use_id) <= 256))
+  ) return false;
   if (v.content !== undefined && !(isArrayOfContentBlock_(v.content))) return false;
   if (v.is_error !== undefined && !(typeof v.is_error === "boolean")) return false;
   return true;
 }
 function isInteractionCancelParams_(v: any): v is InteractionCancelParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.interaction_id === "string" && v.interaction_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.interaction_id === "string" && v.interaction_id.length >= 1 &&
+      (v.interaction_id.length <= 256 || codePoints_(v.interaction_id) <= 256))
+  ) return false;
   if (!(typeof v.reason === "string" && v.reason.length >= 1)) return false;
   return true;
 }
 function isModelTokenRefreshParams_(v: any): v is ModelTokenRefreshParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.turn_id === "string" && v.turn_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.turn_id === "string" && v.turn_id.length >= 1 &&
+      (v.turn_id.length <= 256 || codePoints_(v.turn_id) <= 256))
+  ) return false;
   return true;
 }
 function isToolsTokenRefreshParams_(v: any): v is ToolsTokenRefreshParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.turn_id === "string" && v.turn_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.turn_id === "string" && v.turn_id.length >= 1 &&
+      (v.turn_id.length <= 256 || codePoints_(v.turn_id) <= 256))
+  ) return false;
   if (v.epoch !== undefined && !(Number.isSafeInteger(v.epoch) && v.epoch >= 0)) return false;
   return true;
 }
 function isProcessStartParams_(v: any): v is ProcessStartParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
   if (!(isArrayOfStringMinItems1_(v.argv))) return false;
   if (
-    v.process_id !== undefined && !(typeof v.process_id === "string" && v.process_id.length >= 1)
+    v.process_id !== undefined &&
+    !(typeof v.process_id === "string" && v.process_id.length >= 1 &&
+      (v.process_id.length <= 256 || codePoints_(v.process_id) <= 256))
   ) return false;
   if (v.cwd !== undefined && !(typeof v.cwd === "string")) return false;
   if (v.env !== undefined && !(isRecordOfString_(v.env))) return false;
@@ -3362,8 +3556,14 @@ function isProcessStartParams_(v: any): v is ProcessStartParams {
 }
 function isProcessWriteParams_(v: any): v is ProcessWriteParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.process_id === "string" && v.process_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.process_id === "string" && v.process_id.length >= 1 &&
+      (v.process_id.length <= 256 || codePoints_(v.process_id) <= 256))
+  ) return false;
   if (!(typeof v.data === "string")) return false;
   if (v.encoding !== undefined && !(isEncoding_(v.encoding))) return false;
   if (v.eof !== undefined && !(typeof v.eof === "boolean")) return false;
@@ -3371,8 +3571,14 @@ function isProcessWriteParams_(v: any): v is ProcessWriteParams {
 }
 function isProcessReadParams_(v: any): v is ProcessReadParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.process_id === "string" && v.process_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.process_id === "string" && v.process_id.length >= 1 &&
+      (v.process_id.length <= 256 || codePoints_(v.process_id) <= 256))
+  ) return false;
   if (!(isOutputStream_(v.stream))) return false;
   if (v.offset !== undefined && !(Number.isSafeInteger(v.offset) && v.offset >= 0)) return false;
   if (v.max_bytes !== undefined && !(Number.isSafeInteger(v.max_bytes) && v.max_bytes >= 1)) {
@@ -3383,16 +3589,28 @@ function isProcessReadParams_(v: any): v is ProcessReadParams {
 }
 function isProcessSignalParams_(v: any): v is ProcessSignalParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.process_id === "string" && v.process_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.process_id === "string" && v.process_id.length >= 1 &&
+      (v.process_id.length <= 256 || codePoints_(v.process_id) <= 256))
+  ) return false;
   if (v.signal !== undefined && !(isSignal_(v.signal))) return false;
   if (v.group !== undefined && !(typeof v.group === "boolean")) return false;
   return true;
 }
 function isProcessWaitParams_(v: any): v is ProcessWaitParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.process_id === "string" && v.process_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.process_id === "string" && v.process_id.length >= 1 &&
+      (v.process_id.length <= 256 || codePoints_(v.process_id) <= 256))
+  ) return false;
   if (v.timeout_ms !== undefined && !(Number.isSafeInteger(v.timeout_ms) && v.timeout_ms >= 0)) {
     return false;
   }
@@ -3400,13 +3618,22 @@ function isProcessWaitParams_(v: any): v is ProcessWaitParams {
 }
 function isProcessListParams_(v: any): v is ProcessListParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
   return true;
 }
 function isProcessOutputParams_(v: any): v is ProcessOutputParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.process_id === "string" && v.process_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.process_id === "string" && v.process_id.length >= 1 &&
+      (v.process_id.length <= 256 || codePoints_(v.process_id) <= 256))
+  ) return false;
   if (!(isOutputStream_(v.stream))) return false;
   if (!(Number.isSafeInteger(v.offset) && v.offset >= 0)) return false;
   if (!(typeof v.data === "string")) return false;
@@ -3416,9 +3643,14 @@ function isProcessOutputParams_(v: any): v is ProcessOutputParams {
 }
 function isTerminalOpenParams_(v: any): v is TerminalOpenParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
   if (
-    v.terminal_id !== undefined && !(typeof v.terminal_id === "string" && v.terminal_id.length >= 1)
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    v.terminal_id !== undefined &&
+    !(typeof v.terminal_id === "string" && v.terminal_id.length >= 1 &&
+      (v.terminal_id.length <= 256 || codePoints_(v.terminal_id) <= 256))
   ) return false;
   if (v.argv !== undefined && !(isArrayOfStringMinItems1_(v.argv))) return false;
   if (v.cwd !== undefined && !(typeof v.cwd === "string")) return false;
@@ -3433,30 +3665,54 @@ function isTerminalOpenParams_(v: any): v is TerminalOpenParams {
 }
 function isTerminalInputParams_(v: any): v is TerminalInputParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.terminal_id === "string" && v.terminal_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.terminal_id === "string" && v.terminal_id.length >= 1 &&
+      (v.terminal_id.length <= 256 || codePoints_(v.terminal_id) <= 256))
+  ) return false;
   if (!(typeof v.data === "string")) return false;
   if (v.encoding !== undefined && !(isEncoding_(v.encoding))) return false;
   return true;
 }
 function isTerminalResizeParams_(v: any): v is TerminalResizeParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.terminal_id === "string" && v.terminal_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.terminal_id === "string" && v.terminal_id.length >= 1 &&
+      (v.terminal_id.length <= 256 || codePoints_(v.terminal_id) <= 256))
+  ) return false;
   if (!(Number.isSafeInteger(v.cols) && v.cols >= 1 && v.cols <= 1000)) return false;
   if (!(Number.isSafeInteger(v.rows) && v.rows >= 1 && v.rows <= 1000)) return false;
   return true;
 }
 function isTerminalCloseParams_(v: any): v is TerminalCloseParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.terminal_id === "string" && v.terminal_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.terminal_id === "string" && v.terminal_id.length >= 1 &&
+      (v.terminal_id.length <= 256 || codePoints_(v.terminal_id) <= 256))
+  ) return false;
   return true;
 }
 function isTerminalReadParams_(v: any): v is TerminalReadParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.terminal_id === "string" && v.terminal_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.terminal_id === "string" && v.terminal_id.length >= 1 &&
+      (v.terminal_id.length <= 256 || codePoints_(v.terminal_id) <= 256))
+  ) return false;
   if (v.offset !== undefined && !(Number.isSafeInteger(v.offset) && v.offset >= 0)) return false;
   if (v.max_bytes !== undefined && !(Number.isSafeInteger(v.max_bytes) && v.max_bytes >= 1)) {
     return false;
@@ -3466,8 +3722,14 @@ function isTerminalReadParams_(v: any): v is TerminalReadParams {
 }
 function isTerminalOutputParams_(v: any): v is TerminalOutputParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
-  if (!(typeof v.terminal_id === "string" && v.terminal_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
+  if (
+    !(typeof v.terminal_id === "string" && v.terminal_id.length >= 1 &&
+      (v.terminal_id.length <= 256 || codePoints_(v.terminal_id) <= 256))
+  ) return false;
   if (!(Number.isSafeInteger(v.offset) && v.offset >= 0)) return false;
   if (!(typeof v.data === "string")) return false;
   if (v.encoding !== undefined && !(isEncoding_(v.encoding))) return false;
@@ -3479,7 +3741,10 @@ function isTerminalOutputParams_(v: any): v is TerminalOutputParams {
 }
 function isSkillInstallParams_(v: any): v is SkillInstallParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
   if (!(typeof v.name === "string" && PATTERN_2_.test(v.name))) return false;
   if (v.version !== undefined && !(typeof v.version === "string")) return false;
   if (!(isSkillSource_(v.source))) return false;
@@ -3487,7 +3752,10 @@ function isSkillInstallParams_(v: any): v is SkillInstallParams {
 }
 function isFileUploadParams_(v: any): v is FileUploadParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
   if (!(typeof v.path === "string" && v.path.length >= 1)) return false;
   if (!(typeof v.content === "string" && PATTERN_0_.test(v.content))) return false;
   if (v.offset !== undefined && !(Number.isSafeInteger(v.offset) && v.offset >= 0)) return false;
@@ -3498,13 +3766,19 @@ function isFileUploadParams_(v: any): v is FileUploadParams {
     return false;
   }
   if (
-    v.upload_id !== undefined && !(typeof v.upload_id === "string" && PATTERN_3_.test(v.upload_id))
+    v.upload_id !== undefined &&
+    !(typeof v.upload_id === "string" &&
+      (v.upload_id.length <= 256 || codePoints_(v.upload_id) <= 256) &&
+      PATTERN_3_.test(v.upload_id))
   ) return false;
   return true;
 }
 function isFileDownloadParams_(v: any): v is FileDownloadParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
   if (!(typeof v.path === "string" && v.path.length >= 1)) return false;
   if (v.offset !== undefined && !(Number.isSafeInteger(v.offset) && v.offset >= 0)) return false;
   if (v.max_bytes !== undefined && !(Number.isSafeInteger(v.max_bytes) && v.max_bytes >= 1)) {
@@ -3514,7 +3788,10 @@ function isFileDownloadParams_(v: any): v is FileDownloadParams {
 }
 function isGitCredentialsParams_(v: any): v is GitCredentialsParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
   if (!(typeof v.host === "string" && v.host.length >= 1)) return false;
   if (!(typeof v.password === "string" && v.password.length >= 1)) return false;
   if (v.username !== undefined && !(typeof v.username === "string")) return false;
@@ -3531,21 +3808,32 @@ function isWorkspaceBackupParams_(v: any): v is WorkspaceBackupParams {
 }
 function isMcpOpenParams_(v: any): v is McpOpenParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.session_id === "string" && v.session_id.length >= 1)) return false;
+  if (
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
+  ) return false;
   if (!(typeof v.server === "string" && v.server.length >= 1)) return false;
   return true;
 }
 function isMcpMessageParams_(v: any): v is McpMessageParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.channel_id === "string" && v.channel_id.length >= 1)) return false;
+  if (
+    !(typeof v.channel_id === "string" && v.channel_id.length >= 1 &&
+      (v.channel_id.length <= 256 || codePoints_(v.channel_id) <= 256))
+  ) return false;
   if (!(isRecordOfUnknown_(v.message))) return false;
   return true;
 }
 function isMcpCloseParams_(v: any): v is McpCloseParams {
   if (!isPlain_(v)) return false;
-  if (!(typeof v.channel_id === "string" && v.channel_id.length >= 1)) return false;
   if (
-    v.session_id !== undefined && !(typeof v.session_id === "string" && v.session_id.length >= 1)
+    !(typeof v.channel_id === "string" && v.channel_id.length >= 1 &&
+      (v.channel_id.length <= 256 || codePoints_(v.channel_id) <= 256))
+  ) return false;
+  if (
+    v.session_id !== undefined &&
+    !(typeof v.session_id === "string" && v.session_id.length >= 1 &&
+      (v.session_id.length <= 256 || codePoints_(v.session_id) <= 256))
   ) return false;
   if (v.reason !== undefined && !(typeof v.reason === "string")) return false;
   return true;
@@ -3578,6 +3866,16 @@ function isArrayOfStringMinLength1_(v: any): boolean {
 function isRecordOfToolDefinition_(v: any): boolean {
   if (!isPlain_(v)) return false;
   for (const k in v) if (!(isToolDefinition_(v[k]))) return false;
+  return true;
+}
+function isArrayOfStringMinLength1MaxLength256_(v: any): boolean {
+  if (!isPlainArray_(v)) return false;
+  for (let i = 0; i < v.length; i++) {
+    const e = v[i];
+    if (!(typeof e === "string" && e.length >= 1 && (e.length <= 256 || codePoints_(e) <= 256))) {
+      return false;
+    }
+  }
   return true;
 }
 function isArrayOfFsMountStatus_(v: any): boolean {

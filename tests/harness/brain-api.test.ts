@@ -437,6 +437,83 @@ describe("brainApi over HTTP", { timeout: 30_000 }, () => {
     assert.equal(good.status, 200);
   });
 
+  it("refuses an id of more than 256 characters, and a body that is not UTF-8 text, sending nothing", async () => {
+    const r = await rig();
+    const longest = "s".repeat(256);
+    await ready(r, longest);
+    const refusals: [string, unknown, string[]][] = [
+      ["/sessions", { session_id: "s".repeat(257) }, ["session_id"]],
+      // Counted in characters (code points), as JSON Schema's maxLength counts.
+      ["/sessions", { session_id: "\u{1F600}".repeat(257) }, ["session_id"]],
+      [
+        `/sessions/${longest}/tool-calls`,
+        { tool: "bash", tool_call_id: "c".repeat(257), input: { command: "x" } },
+        ["tool_call_id"],
+      ],
+    ];
+    for (const [path, body, issuePath] of refusals) {
+      const response = await r.call(path, post(body));
+      assert.equal(response.status, 400, path);
+      const answer = await response.json();
+      assert.equal(answer.error.code, "invalid_params");
+      assert.deepEqual(answer.error.data.issues.map((i: { path: unknown[] }) => i.path), [
+        issuePath,
+      ]);
+    }
+    // Refused by the harness's own rule (no store could key it), in the same shape.
+    const lone = await r.call("/sessions", post(`{"session_id":"s\\ud800"}`));
+    assert.equal(lone.status, 400);
+    const loneData = (await lone.json()).error.data;
+    assert.equal(loneData.field, "/session_id");
+    assert.equal(loneData.issue_count, 1);
+    assert.deepEqual(loneData.issues.map((i: { path: unknown[] }) => i.path), [["session_id"]]);
+    assert.equal(r.harness.session("\u{1F600}".repeat(256)), undefined);
+    const astral = await r.call("/sessions", post({ session_id: "\u{1F600}".repeat(256) }));
+    assert.equal(astral.status, 201, "256 characters of two UTF-16 units each are 256");
+
+    // Two ids that differ only in a byte that is not UTF-8 are not one id with U+FFFD.
+    const bytes = (text: string, odd: number) => {
+      const [head, tail] = text.split("@").map((part) => new TextEncoder().encode(part));
+      return new Uint8Array([...head, odd, ...tail]);
+    };
+    const call = `{"tool":"bash","tool_call_id":"k_@","input":{"command":"one"}}`;
+    for (const odd of [0xc3, 0xff]) {
+      const response = await r.call(`/sessions/${longest}/tool-calls`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: bytes(call, odd),
+      });
+      assert.equal(response.status, 400);
+      const answer = await response.json();
+      assert.equal(answer.error.code, "bad_request");
+      assert.match(answer.error.message, /not UTF-8/);
+    }
+    // A body in another charset is refused as such, not read as UTF-8.
+    const latin = await r.call(`/sessions/${longest}/tool-calls`, {
+      method: "POST",
+      headers: { "content-type": "application/json; charset=iso-8859-1" },
+      body: JSON.stringify({ tool: "bash", input: { command: "echo e" } }),
+    });
+    assert.equal(latin.status, 415);
+    assert.equal((await latin.json()).error.code, "unsupported_media_type");
+    assert.equal(r.runs.size, 0, "no tool ran");
+
+    const good = await r.call(
+      `/sessions/${longest}/tool-calls?wait_ms=10000`,
+      {
+        method: "POST",
+        headers: { "content-type": "application/json; charset=UTF-8" },
+        body: JSON.stringify({
+          tool: "bash",
+          tool_call_id: "c".repeat(256),
+          input: { command: "ok" },
+        }),
+      },
+    );
+    assert.equal(good.status, 200);
+    assert.equal((await good.json()).tool_call_id, "c".repeat(256));
+  });
+
   it("answers a call repeated after the harness restarted on its store with the stored result", async () => {
     const store = new MemoryHarnessStore({ values: "json" });
     // The first harness "crashes" and is never touched again (its clock never moves).
