@@ -54,7 +54,6 @@ import { HmacJwt } from "../http/token-endpoint/jwt.ts";
 import { describeHolder } from "../harness/store/claim.ts";
 import { SocketPathTakenError } from "../transport/stale-socket.node.ts";
 import { SocketPathTooLongError } from "../transport/socket-path.node.ts";
-import { ApiError, apiErrorAnswer } from "../http/shared/api-error.ts";
 import { healthRoutes } from "../http/health/health.ts";
 
 /** Where `serve` writes and what it reads: the process's, or a test's. */
@@ -220,19 +219,8 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
   app.route("/", healthRoutes(harness));
   if (brainOptions) {
     const brain = brainApi(harness, { ...brainOptions, basePath: BRAIN_API_BASE, logger });
-    app.all(`${BRAIN_API_BASE}/*`, (c) => {
-      // Only the holder knows the sessions: a standby (or a draining harness) sends brains on,
-      // as it sends executors on, so a load balancer retries them at the holder. One whose store
-      // fails still holds it: it answers, refusing what it cannot record.
-      const readiness = harness.readiness;
-      if (readiness !== "serving" && readiness !== "store_failing") {
-        return apiErrorAnswer(
-          new ApiError(503, "unavailable", `this harness is ${readiness}`),
-          { "retry-after": "1" },
-        );
-      }
-      return brain.fetch(c.req.raw);
-    });
+    // A standby (or a harness going away) sends brains on with 503: `brainApi` says so.
+    app.all(`${BRAIN_API_BASE}/*`, (c) => brain.fetch(c.req.raw));
   }
   app.all("*", (c) => harness.fetch(c.req.raw));
 

@@ -50,6 +50,7 @@ import { type BrainToolCallView, endedWithHarness, executorView, sessionView } f
 import { within } from "./within.ts";
 import {
   ApiError,
+  apiErrorAnswer,
   errorAnswer,
   invalidParamsData,
   requestObject,
@@ -161,6 +162,8 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     if (!(await admits(options.authorize, c.req.raw, logger, "brain API"))) {
       return unauthorizedAnswer(c.req.raw, "bma-brain");
     }
+    const elsewhere = await notHeldHere(harness);
+    if (elsewhere) return elsewhere;
     await next();
   });
 
@@ -534,6 +537,24 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
 }
 
 // ---- module helpers ------------------------------------------------------------------------------
+
+/**
+ * The answer of a harness that does not hold its sessions, or no longer: only the holder of the
+ * store knows them (a standby, or one that closes or was fenced, would answer from what it read
+ * back, as if they had ended). It sends the brain on with 503 and `retry-after: 1`, as it sends
+ * executors on, so a load balancer retries at the holder: `unavailable` from a standby,
+ * `harness_closed` from one going away. A harness still reading its store back is waited for; one
+ * whose store fails still holds it and answers, refusing what it cannot record.
+ */
+async function notHeldHere(harness: Harness): Promise<Response | undefined> {
+  if (harness.readiness === "starting") await harness.ready.catch(() => {});
+  const readiness = harness.readiness;
+  if (readiness === "serving" || readiness === "store_failing") return undefined;
+  const code = readiness === "standby" ? "unavailable" : "harness_closed";
+  return apiErrorAnswer(new ApiError(503, code, `this harness is ${readiness}`), {
+    "retry-after": "1",
+  });
+}
 
 /** Parses `value` with a contract schema; a refusal is a 400 with the schema's issues. */
 function checked<T>(schema: z.ZodType<T>, value: unknown): T {

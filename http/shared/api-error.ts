@@ -25,6 +25,7 @@ import {
   SessionRefusedError,
   ToolOutcomeUnknownError,
 } from "../../harness/errors.ts";
+import { StoreFencedError } from "../../harness/store/claim.ts";
 import { StoreBusyError, StoreUnavailableError } from "../../harness/store/store.ts";
 import { issueData, reportOf, type ZodIssueLike } from "../../protocol/issues.ts";
 import type { Logger } from "../../protocol/logger.ts";
@@ -87,11 +88,29 @@ export function invalidParamsData(issues: readonly ZodIssueLike[]): Record<strin
   return { issues: first.map(({ path, message }) => ({ path, message })), ...count };
 }
 
+/**
+ * An error that says this harness is going away (closed, drained, or fenced: another harness took
+ * its store over), not that the session or the call has: the next harness goes on with them, so
+ * the brain repeats its request there (503 `harness_closed`), never a final 409.
+ */
+function goneWithThisHarness(error: unknown): boolean {
+  return error instanceof HarnessClosedError || error instanceof StoreFencedError ||
+    ((error instanceof SessionEndedError || error instanceof ToolOutcomeUnknownError) &&
+      error.reason === "harness_closed");
+}
+
 /** What an error answers: its status and body. Messages are the SDK's own, never a secret. */
 export function errorAnswer(error: unknown): { status: number; error: ApiErrorBody } {
   const answer = (status: number, code: number | string, message: string, data?: unknown) =>
     new ApiError(status, code, message, data);
   if (error instanceof ApiError) return error;
+  if (goneWithThisHarness(error)) {
+    return answer(
+      503,
+      "harness_closed",
+      "this harness is closing or another took its store over: repeat the request, the next harness answers it",
+    );
+  }
   // The executor refused: its JSON-RPC error, unchanged.
   if (error instanceof ProtocolError) return answer(409, error.code, error.message, error.data);
   if (error instanceof InvalidOutgoingParamsError) {
@@ -119,7 +138,6 @@ export function errorAnswer(error: unknown): { status: number; error: ApiErrorBo
   if (error instanceof ExecutorUnavailableError) {
     return answer(503, "executor_unavailable", error.message, { reason: error.reason });
   }
-  if (error instanceof HarnessClosedError) return answer(503, "harness_closed", error.message);
   // The store could not record it (full, read-only, locked, unreachable): nothing was done.
   if (error instanceof StoreUnavailableError || error instanceof StoreBusyError) {
     return answer(503, "backend_unavailable", error.message);

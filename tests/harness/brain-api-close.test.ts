@@ -9,7 +9,14 @@
  */
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { bearerAuthorize, brainApi, Harness } from "../../node.ts";
+import {
+  bearerAuthorize,
+  brainApi,
+  createLinkedTransportPair,
+  Harness,
+  ManualClock,
+  MemoryHarnessStore,
+} from "../../node.ts";
 import { ExecutorPeer, registerParams } from "../helpers/executor-peer.ts";
 
 const TOKEN = "brain-token-0123456789abcdef";
@@ -101,5 +108,75 @@ describe("brainApi on the harness's server, when the harness closes", { timeout:
     // The stream ends without the session's end: its client reconnects to the next harness.
     const text = await streamText;
     assert.match(text, /event: end\ndata: \{"next":1,"ended":false\}/, text);
+  });
+
+  it("answers 503 harness_closed, not a final 409, when another harness took the store over", async () => {
+    const store = new MemoryHarnessStore({ values: "json" });
+    const clock = new ManualClock();
+    const renew = 1_000;
+    const holder = (host: string, takeover: boolean, holderClock: ManualClock, standby = false) => {
+      const made = new Harness({
+        store,
+        clock: holderClock,
+        holderIdentity: { host, pid: 1, processStarted: 1, alive: () => true },
+        takeover,
+        standby,
+        storeRenewMs: renew,
+        heartbeatIntervalMs: 120_000,
+        insecureNoAuth: true,
+      });
+      closers.push(() => made.close());
+      return made;
+    };
+    const first = holder("a", false, clock);
+    await first.ready;
+    const [executorEnd, harnessEnd] = createLinkedTransportPair({ protocol: "bma.executor.v1.1" });
+    await first.accept(harnessEnd);
+    const peer = new ExecutorPeer(executorEnd);
+    closers.push(() => peer.close());
+    await peer.start(registerParams());
+    const executor = await first.waitExecutor();
+    await executor.assignSession({ session_id: "ses_fence" });
+    const api = brainApi(first, { authorize: bearerAuthorize(TOKEN), basePath: BASE });
+    const post = async (path: string, body: unknown) => {
+      const response = await api.fetch(
+        new Request(`http://brain.invalid${BASE}/sessions/ses_fence${path}`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+          body: JSON.stringify(body),
+        }),
+      );
+      return { status: response.status, body: await response.json() };
+    };
+    const call = (id: string) => ({ tool: "bash", input: { command: "true" }, tool_call_id: id });
+
+    // Taken over: the first harness learns it at its next write, the call it stores.
+    const second = holder("b", true, new ManualClock());
+    await second.ready;
+    const storing = await post("/tool-calls?wait_ms=0", call("call_fenced"));
+    assert.equal(storing.status, 503, JSON.stringify(storing.body));
+    assert.equal(storing.body.error.code, "harness_closed");
+
+    // Once it knows, its sessions ended here only: requests about them are for the next harness.
+    await clock.advance(renew);
+    assert.equal(first.readiness, "fenced");
+    for (const [path, body] of [["/tool-calls", call("call_after")], ["/stop", {}]] as const) {
+      const answer = await post(path, body);
+      assert.equal(answer.status, 503, `${path}: ${JSON.stringify(answer.body)}`);
+      assert.equal(answer.body.error.code, "harness_closed", path);
+    }
+
+    // A standby knows no session (it would answer from what it reads back): it sends brains on.
+    const standby = holder("c", false, new ManualClock(), true);
+    assert.equal(standby.readiness, "standby");
+    const standbyApi = brainApi(standby, { authorize: bearerAuthorize(TOKEN), basePath: BASE });
+    const asked = await standbyApi.fetch(
+      new Request(`http://brain.invalid${BASE}/sessions/ses_fence`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      }),
+    );
+    assert.equal(asked.status, 503);
+    assert.equal(asked.headers.get("retry-after"), "1");
+    assert.equal((await asked.json()).error.code, "unavailable");
   });
 });
