@@ -73,7 +73,7 @@ export class StoreTenure {
         logger.warn(
           live
             ? "took the harness store over from a live harness; it is fenced"
-            : "took the harness store from a harness that is gone",
+            : "took the harness store from a harness that stopped renewing it (gone, or frozen: fenced if it wakes)",
           { holder: describeHolder(previous, clock.now()) },
         );
       },

@@ -166,7 +166,7 @@ describe(`a harness store whose holder is a zombie, on ${RUNTIME}`, {
       assert.equal(harness.readiness, "serving");
       assert.equal(store.get<{ pid: number }>("w/holder")?.pid, process.pid);
       assert.ok(
-        warnings.includes("took the harness store from a harness that is gone"),
+        warnings.some((w) => w.startsWith("took the harness store from a harness that stopped")),
         warnings.join("\n"),
       );
       assert.equal(processState(pid), "Z", "the holder was a zombie throughout");

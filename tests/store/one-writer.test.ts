@@ -119,7 +119,7 @@ describe(`one writer per SQLite store, on ${RUNTIME}`, { timeout: 120_000 }, () 
     const next = new HarnessProcess(path, "plain");
     await next.listening();
     await until(
-      () => /took the harness store from a harness that is gone/.test(next.log),
+      () => /took the harness store from a harness that stopped renewing it/.test(next.log),
       "the claim's warning",
     );
     await next.close();

@@ -148,7 +148,7 @@ describe(`one writer per PostgreSQL table, on ${RUNTIME}`, { timeout: 280_000 },
     const next = new HarnessProcess(spec(table), "plain");
     await next.listening();
     await until(
-      () => /took the harness store from a harness that is gone/.test(next.log),
+      () => /took the harness store from a harness that stopped renewing it/.test(next.log),
       "the claim's warning",
     );
     await next.close();
