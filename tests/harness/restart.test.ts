@@ -205,6 +205,45 @@ describe("Harness restart on the same store", { timeout: 30_000 }, () => {
     assert.deepEqual(await read(recovered, 0, 3), [0, 1, 2]);
   });
 
+  it("an executor stopped with a grace period while the harness is away delivers its finished results to the next", async () => {
+    const store = new MemoryHarnessStore({ values: "json" });
+    const first = await serve(store, await listenPort());
+    const rig = executor(first.server);
+    const lost: string[] = [];
+    rig.client.onToolResultLost((params) => void lost.push(params.tool_call_id));
+    await rig.client.start();
+    const handle = await first.harness.waitExecutor();
+    const session = await handle.assignSession({ session_id: "ses_r" });
+    await session.ready();
+    const slow = session.callTool({
+      tool: "bash",
+      input: { command: "slow" },
+      tool_call_id: "call_drained",
+    });
+    await until(() => rig.runs.get("slow") === 1, "the slow call runs");
+    await first.harness.close();
+    await first.server.close();
+    await assert.rejects(slow, { name: "ToolOutcomeUnknownError", reason: "harness_closed" });
+    // The stop begins while no harness is there, and the call finishes after it began.
+    const stopping = rig.client.stop({ graceMs: 20_000 });
+    rig.release();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.deepEqual(lost, [], "nothing given up at once");
+
+    const second = await serve(store, first.port);
+    const recovered = second.harness.session("ses_r")!;
+    const result = await recovered.callTool({
+      tool: "bash",
+      input: { command: "slow" },
+      tool_call_id: "call_drained",
+    });
+    assert.equal(result.outcome, "completed");
+    assert.equal(rig.runs.get("slow"), 1);
+    const closed = await stopping;
+    assert.equal(closed.reason, "stopped");
+    assert.deepEqual(lost, []);
+  });
+
   it("ends the sessions of an executor that does not come back within the fresh lease", async () => {
     const store = new MemoryHarnessStore({ values: "json" });
     const first = await serve(store, 0, new ManualClock());
