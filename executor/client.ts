@@ -498,8 +498,8 @@ export class ExecutorClient {
   }
 
   /**
-   * Stops for good: refuses new work, optionally lets current work finish (`graceMs`: the client
-   * goes on reconnecting meanwhile, and its state says `stopping` once that time is over), aborts
+   * Stops for good: refuses new work, optionally lets current work finish (`graceMs`: connected or
+   * not, the client goes on reconnecting meanwhile, so their results reach the harness), aborts
    * what still runs, runs the sessions' cleanup hooks, sends `executor.close` and closes with
    * 1000. Results not delivered by then go to `onToolResultLost`. Calling it again returns the
    * same promise, and without `graceMs` cuts a grace period still running short.
@@ -523,17 +523,19 @@ export class ExecutorClient {
 
   async #shutdown(info: ExecutorClosedInfo, options: StopOptions): Promise<ExecutorClosedInfo> {
     const core = this.#core;
+    core.link.setState("stopping");
     core.draining = true;
     const graceMs = options.graceMs ?? 0;
     if (graceMs > 0) {
       // Connected or not: the connection loop goes on meanwhile, so the results and events of
       // work that finishes reach a harness that comes back within the grace period (one that
       // restarts, a network cut), rather than being given up at once.
+      core.link.graceful = true;
       const cut = this.#graceCut = new AbortController();
       await core.settle(graceMs, cut.signal);
       cut.abort();
+      core.link.graceful = false;
     }
-    core.link.setState("stopping");
     if (this.connected && core.calls.active > 0) {
       // Stopping now cancels the calls still running; their results (`canceled`) get a moment
       // to go out, so that the harness learns what became of them rather than losing them

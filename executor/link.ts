@@ -113,13 +113,19 @@ export class ClientLink implements ConnectionLink {
   }
 
   /**
+   * A stop's grace period is running: the client is stopping, yet the next connection is still
+   * waited for, so that the results and events of work finishing meanwhile go out on it.
+   */
+  graceful = false;
+
+  /**
    * The open connection's peer, or the next one to register; rejects once the client is
-   * stopping, or when `signal` aborts.
+   * stopping (past its grace period), or when `signal` aborts.
    */
   whenConnected(signal?: AbortSignal): Promise<Peer> {
     const peer = this.connected();
     if (peer) return Promise.resolve(peer);
-    if (this.#state === "stopped" || this.#state === "stopping") {
+    if (this.#state === "stopped" || (this.#state === "stopping" && !this.graceful)) {
       return Promise.reject(new ClientStoppedError());
     }
     if (signal?.aborted) return Promise.reject(signal.reason);
