@@ -75,6 +75,13 @@ export interface ToolCallOptions {
    * (`tool.call <name>`), a child of this one (default: of the active context).
    */
   trace?: TraceContext;
+  /**
+   * Called once the call is recorded: in the harness's store when it has one (from then on a
+   * harness started again on the store knows the call), in memory otherwise; at once for a repeat
+   * of a call the harness knows. A service that answers "accepted" before the result (the brain
+   * API's 202) answers after it.
+   */
+  onRecorded?: () => void;
 }
 
 /** Options of a typed tool slot's `call` (`session.tools.<name>.call`). */

@@ -231,13 +231,17 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     });
     // The call is the harness's, not this request's: a brain that stops waiting (or goes
     // away) leaves it running, and reads it again by repeating the request with its id.
+    let recorded!: () => void;
+    const stored = new Promise<void>((resolve) => (recorded = resolve));
     const call = session.callTool({
       tool: params.tool,
       input: params.input,
       tool_call_id: params.tool_call_id,
       ...(params.timeout_ms !== undefined ? { timeout_ms: params.timeout_ms } : {}),
-    }, traceOf(c.req.raw.headers));
-    return await callAnswer(params.tool_call_id, session.id, call, query, c.req.raw.signal);
+    }, { ...traceOf(c.req.raw.headers), onRecorded: recorded });
+    return await callAnswer(params.tool_call_id, session.id, call, query, c.req.raw.signal, {
+      stored,
+    });
   });
 
   app.post(at("/sessions/:id/tool-calls/:call/cancel"), async (c) => {
@@ -365,7 +369,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
       status.outcome,
       query,
       c.req.raw.signal,
-      status.state,
+      { state: status.state },
     );
   });
   app.post(at("/tool-calls/:id/cancel"), async (c) => {
@@ -460,13 +464,18 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     return session;
   }
 
+  /**
+   * The answer about a call: 200 with its result once settled within the wait, else 202 with
+   * `state`; a new call's 202 only once `stored` (the call is recorded: whatever the harness
+   * acknowledges is in its store before the acknowledgement leaves).
+   */
   async function callAnswer(
     toolCallId: string,
     sessionId: string,
     call: Promise<ToolCallResult>,
     query: { wait_ms?: number },
     signal: AbortSignal,
-    state = "pending",
+    { state = "pending", stored }: { state?: string; stored?: Promise<void> } = {},
   ): Promise<Response> {
     call.catch(() => {});
     // Waits at least one task, so a call refused before it is sent (its input, an ended
@@ -483,6 +492,14 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
       return json(200, { ...view, state: "settled", error: errorAnswer(waited.error).error });
     }
     if (waited.error !== undefined) throw waited.error;
+    if (stored) {
+      const settled = await Promise.race([
+        stored.then(() => false),
+        call.then(() => true, () => true),
+      ]);
+      // Settled (or refused) before it was recorded: answered as it ended.
+      if (settled) return await callAnswer(toolCallId, sessionId, call, {}, signal, { state });
+    }
     return json(202, view);
   }
 

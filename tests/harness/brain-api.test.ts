@@ -20,6 +20,7 @@ import {
 import { approvalId } from "../../mod.ts";
 import { AgentFixtures, text } from "../helpers/agent-fixture.ts";
 import { until } from "../helpers/executor-fixture.ts";
+import { HeldStore } from "../helpers/held-store.ts";
 import { listenPort } from "../helpers/ports.ts";
 
 const TOKEN = "brain-token-0123456789abcdef";
@@ -512,6 +513,27 @@ describe("brainApi over HTTP", { timeout: 30_000 }, () => {
     );
     assert.equal(good.status, 200);
     assert.equal((await good.json()).tool_call_id, "c".repeat(256));
+  });
+
+  it("answers 202 for a call only once its store holds it, so a harness started again knows it", async () => {
+    const store = new HeldStore();
+    const r = await rig(store);
+    await ready(r, "ses_held");
+    store.holding = ["c/call_held"];
+    let answered: Response | undefined;
+    const answer = r.call(
+      "/sessions/ses_held/tool-calls?wait_ms=0",
+      post({ tool: "bash", tool_call_id: "call_held", input: { command: "held" } }),
+    ).then((response) => (answered = response));
+    const [write] = await store.heldWrites(1);
+    // The request has had every chance to answer: it must not while the write is held.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(answered, undefined, `answered ${answered?.status} before the call was stored`);
+    store.holding = [];
+    write.commit();
+    const response = await answer;
+    assert.ok(response.status === 202 || response.status === 200, String(response.status));
+    assert.equal((await response.json()).tool_call_id, "call_held");
   });
 
   it("answers a call repeated after the harness restarted on its store with the stored result", async () => {
