@@ -93,6 +93,9 @@ export class ToolCalls implements CallOps<SessionEntry> {
   /** What `tool.call` is sent with: checked when the call was made; the harness's timeout. */
   readonly #dispatchOptions: CallOptions;
 
+  /** Caller-given ids whose call is being looked up or recorded: `#claimed`. */
+  readonly #claims = new Map<string, Promise<void>>();
+
   constructor(deps: ToolCallsDeps) {
     this.#ledger = deps.ledger;
     this.#clock = deps.clock;
@@ -126,16 +129,59 @@ export class ToolCalls implements CallOps<SessionEntry> {
           code: "custom",
         }]);
       }
-      // Whatever its session: a call of another one (settled before a restart, in the store
-      // only) is refused, never started anew over its stored result.
-      const found = this.#ledger.lookup(id);
-      if (isPromiseLike(found)) {
-        return found.then((entry) => this.#known(session, id, entry, request, options));
-      }
-      return this.#known(session, id, found, request, options);
+      // A call under this id on its way to the store: this one waits for it, then finds it.
+      const earlier = this.#claims.get(id);
+      if (earlier) return earlier.then(() => this.callTool(session, request, options));
+      return this.#claimed(id, (claimed) => {
+        // Whatever its session: a call of another one (settled before a restart, in the store
+        // only) is refused, never started anew over its stored result.
+        const found = this.#ledger.lookup(id);
+        if (isPromiseLike(found)) {
+          return found.then((entry) => this.#known(session, id, entry, request, claimed));
+        }
+        return this.#known(session, id, found, request, claimed);
+      }, options);
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /**
+   * Runs `start` holding the claim on the caller's `id` until its call is recorded (or refused):
+   * a repeat made meanwhile (a brain's retry while the store still writes the first) would find
+   * no call yet and record a second under the same id, whose first caller then never heard of
+   * it again. The repeat waits, and finds the first.
+   */
+  #claimed(
+    id: string,
+    start: (options: ToolCallOptions) => Promise<ToolCallResult>,
+    options: ToolCallOptions,
+  ): Promise<ToolCallResult> {
+    let release!: () => void;
+    const claim = new Promise<void>((resolve) => (release = resolve));
+    this.#claims.set(id, claim);
+    const done = () => {
+      if (this.#claims.get(id) !== claim) return;
+      this.#claims.delete(id);
+      release();
+    };
+    const onRecorded = options.onRecorded;
+    const claimed: ToolCallOptions = {
+      ...options,
+      onRecorded: () => {
+        done();
+        onRecorded?.();
+      },
+    };
+    let running: Promise<ToolCallResult>;
+    try {
+      running = start(claimed);
+    } catch (error) {
+      done();
+      throw error;
+    }
+    running.catch(done);
+    return running;
   }
 
   cancelTool(
@@ -360,7 +406,19 @@ export class ToolCalls implements CallOps<SessionEntry> {
         code: "custom",
       }]);
     }
+    this.#recorded(options);
     return this.#await(session, entry, options);
+  }
+
+  /** Tells the caller its call is recorded (`onRecorded`): a callback that throws is logged. */
+  #recorded(options: ToolCallOptions): void {
+    const onRecorded = options.onRecorded;
+    if (onRecorded === undefined) return;
+    try {
+      onRecorded();
+    } catch (error) {
+      this.#logger.warn("onRecorded failed", { error: describeError(error) });
+    }
   }
 
   /** Checks, records and sends a new call. */
@@ -457,12 +515,14 @@ export class ToolCalls implements CallOps<SessionEntry> {
     }
     if (!isPromiseLike(added)) {
       this.dispatch(added, executor);
+      this.#recorded(options);
       return this.#await(session, added, options);
     }
     return added.then((entry) => {
       // The session may have ended while the store was writing.
       if (session.state === "ended") this.#ledger.fail(entry, sessionEnded(session));
       else this.dispatch(entry, executor);
+      this.#recorded(options);
       return this.#await(session, entry, options);
     });
   }

@@ -22,6 +22,7 @@ import {
   openSqliteStore,
   SessionRefusedError,
 } from "../../node.ts";
+import { HeldStore } from "../helpers/held-store.ts";
 
 const INFO = { name: "ended-session-id", os: "linux", arch: "x64", version: "0.0.1" };
 const dir = mkdtempSync(join(tmpdir(), "bma-ended-id-"));
@@ -197,6 +198,43 @@ describe("options spelled the wire's way (0.1.0's names)", { timeout: 30_000 }, 
           error instanceof InvalidOutgoingParamsError &&
           /in use by a call of another tool \(bash\)/.test(JSON.stringify(error.issues)),
       );
+    } finally {
+      await client.stop();
+      await harness.close();
+      await server.close();
+    }
+  });
+});
+
+describe("a tool_call_id on its way to the store", { timeout: 30_000 }, () => {
+  it("a repeat made while the store still writes the first call under its id waits for it: one call, both answered", async () => {
+    const store = new HeldStore();
+    const harness = new Harness({ insecureNoAuth: true, store });
+    const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
+    const client = new ExecutorClient({ harnessUrl: server.url, executor: INFO });
+    let runs = 0;
+    client.tools.bash.handle(({ command }) => {
+      runs++;
+      return { stdout: command, stderr: "", exit_code: 0 };
+    });
+    try {
+      await client.start();
+      const executor = await harness.waitExecutor();
+      const session = await executor.assignSession({ session_id: "ses_repeat" });
+      await session.ready();
+      store.holding = ["c/call_twice"];
+      const first = session.tools.bash.call({ command: "once" }, { toolCallId: "call_twice" });
+      const [write] = await store.heldWrites(1);
+      const repeat = session.tools.bash.call({ command: "once" }, { toolCallId: "call_twice" });
+      // The repeat has looked the id up (a store read) while the first is still being written.
+      await store.get("c/call_twice");
+      store.holding = [];
+      write.commit();
+      const [a, b] = await Promise.all([first, repeat]);
+      assert.equal(a.structured_content?.stdout, "once");
+      assert.deepEqual(b, a);
+      assert.equal(runs, 1);
+      assert.equal(store.held.length, 1, "one call written, not a second under the same id");
     } finally {
       await client.stop();
       await harness.close();
