@@ -282,6 +282,7 @@ export type {
 } from "./executor/mod.ts";
 // The harness end (harness/mod.ts), but the names above.
 export {
+  ARTIFACT_CHUNK_BYTES,
   ArtifactStoreFullError,
   bearerAuthorize,
   brainApi,
@@ -339,6 +340,7 @@ export {
   SqliteDriverUnavailableError,
   SqliteStoreDamagedError,
   STORE_FORMAT,
+  StoreArtifactStore,
   StoreBusyError,
   StoreClosedError,
   StoreConditionError,

@@ -106,7 +106,11 @@ export interface HarnessOptions {
    * that carried them; beyond it the oldest are dropped. Default 32 MiB.
    */
   maxSessionEventBytes?: number;
-  /** Where uploaded artifacts go. Default: in memory. */
+  /**
+   * Where uploaded artifacts go. Default: in the harness's `store` when it claims one
+   * (`StoreArtifactStore`: they survive a restart and a failover with the results that point at
+   * them), else in memory (`MemoryArtifactStore`; also beside a Durable Object's storage).
+   */
   artifacts?: ArtifactStore;
   /** Largest artifact upload in bytes. Default 64 MiB. */
   maxArtifactBytes?: number;

@@ -21,6 +21,7 @@ import { isUpgradeRequest, offeredProtocols } from "../transport/server.ts";
 import { webSocketTransport } from "../transport/websocket.ts";
 import { browserAnswer, CONNECT_PATHS, createHarnessApp, type FetchOptions } from "./app.ts";
 import { type ArtifactStore, MemoryArtifactStore } from "./artifacts.ts";
+import { StoreArtifactStore } from "./store/store-artifacts.ts";
 import type { ConnectionSnapshot } from "./connection.ts";
 import { type Admitted, HarnessCore } from "./core.ts";
 import { type DialedExecutorLink, DialLink, type HarnessDialOptions } from "./dial-link.ts";
@@ -145,7 +146,6 @@ export class Harness {
     this.#handshakeTimeoutMs = options.handshakeTimeoutMs;
     this.#refusedUpgrades = new LogThrottle(clock);
     this.#crowdedUpgrades = new LogThrottle(clock);
-    this.artifacts = options.artifacts ?? new MemoryArtifactStore();
     this.#core = new HarnessCore({
       clock,
       logger,
@@ -175,6 +175,12 @@ export class Harness {
     });
     if (options.deadlines) this.#core.scheduler.drive(options.deadlines);
     const core = this.#core;
+    // With a store it claims, in it: what results point at survives a restart and a failover
+    // with the results. A Durable Object's storage (values of at most 128 KiB) keeps none.
+    this.artifacts = options.artifacts ??
+      (core.store && !options.store?.singleWriter
+        ? new StoreArtifactStore(core.store)
+        : new MemoryArtifactStore());
     // For `meterHarness` (metrics-otel.ts), which only an application that reports to
     // OpenTelemetry imports: a bundle without it carries none of it.
     METRICS_OF.set(this, core.metrics);

@@ -16,13 +16,18 @@ import {
   Harness,
   type HarnessServer,
   type HarnessStore,
+  INLINE_RESULT_BYTES,
   ManualClock,
   MemoryHarnessStore,
+  openSqliteStore,
   type SessionEventRecord,
   type ToolCallResult,
 } from "../../node.ts";
 import { until } from "../helpers/executor-fixture.ts";
 import { listenPort } from "../helpers/ports.ts";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 const INFO = { name: "restart-executor", os: "linux", arch: "amd64", version: "0.0.1" };
 const FAST = { initialDelayMs: 5, maxDelayMs: 50 };
@@ -242,6 +247,46 @@ describe("Harness restart on the same store", { timeout: 30_000 }, () => {
     const closed = await stopping;
     assert.equal(closed.reason, "stopped");
     assert.deepEqual(lost, []);
+  });
+
+  it("keeps the artifacts results point at in its store: the next harness serves them (SQLite)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "bma-artifacts-"));
+    closing.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
+    const path = join(dir, "harness.db");
+    const firstStore = await openSqliteStore(path);
+    const first = await serve(firstStore, await listenPort());
+    // Three chunks' worth, and more than a result carries inline.
+    const stdout = Array.from({ length: 60_000 }, (_, i) => `line ${i} of the output\n`).join("");
+    assert.ok(stdout.length > 2 * 512 * 1024 && stdout.length > INLINE_RESULT_BYTES);
+    const client = new ExecutorClient({
+      harnessUrl: first.server.url,
+      executor: INFO,
+      reconnect: FAST,
+      retry: FAST,
+    });
+    client.tools.bash.handle(() => ({ stdout, stderr: "", exit_code: 0 }));
+    closing.push(() => client.stop());
+    await client.start();
+    const handle = await first.harness.waitExecutor();
+    const session = await handle.assignSession({ session_id: "ses_art" });
+    const result = await session.tools.bash.call({ command: "big" });
+    const block = result.content.find((b) => b.type === "artifact");
+    assert.ok(block && block.type === "artifact", JSON.stringify(result.content).slice(0, 300));
+    const id = block.artifact_id;
+    const text = (bytes: Uint8Array | undefined) => new TextDecoder().decode(bytes);
+    assert.equal(text((await first.harness.artifacts.get(id))?.bytes), stdout);
+    await client.stop();
+    await first.harness.close();
+    await first.server.close();
+    await firstStore.close?.();
+
+    const second = await serve(await openSqliteStore(path), first.port);
+    const kept = await second.harness.artifacts.get(id);
+    assert.equal(kept?.size, new TextEncoder().encode(stdout).byteLength);
+    assert.equal(text(kept?.bytes), stdout);
+    assert.equal(await second.harness.artifacts.get("art_none"), undefined);
+    assert.equal(await second.harness.artifacts.delete?.(id), true);
+    assert.equal(await second.harness.artifacts.get(id), undefined);
   });
 
   it("ends the sessions of an executor that does not come back within the fresh lease", async () => {
