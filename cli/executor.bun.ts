@@ -5,7 +5,13 @@
  *
  * @module
  */
-import { bunRuntime } from "../runtime/bun.ts";
-import { runExecutorCli } from "./executor-main.node.ts";
+import { stopOnEarlySignals } from "./early-signals.node.ts";
 
+// Signals are handled before the SDK loads: docs/cli.md promises exit 0 at any point.
+const handOver = stopOnEarlySignals();
+const [{ bunRuntime }, { runExecutorCli }] = await Promise.all([
+  import("../runtime/bun.ts"),
+  import("./executor-main.node.ts"),
+]);
+handOver();
 runExecutorCli(bunRuntime);

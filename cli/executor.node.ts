@@ -6,7 +6,13 @@
  *
  * @module
  */
-import { nodeRuntime } from "../runtime/node.ts";
-import { runExecutorCli } from "./executor-main.node.ts";
+import { stopOnEarlySignals } from "./early-signals.node.ts";
 
+// Signals are handled before the SDK loads: docs/cli.md promises exit 0 at any point.
+const handOver = stopOnEarlySignals();
+const [{ nodeRuntime }, { runExecutorCli }] = await Promise.all([
+  import("../runtime/node.ts"),
+  import("./executor-main.node.ts"),
+]);
+handOver();
 runExecutorCli(nodeRuntime);

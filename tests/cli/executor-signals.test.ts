@@ -8,14 +8,16 @@
  */
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import type { ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { Harness, type HarnessServer } from "../../harness/node.ts";
 import { refusedPort } from "../helpers/ports.ts";
-import { EXECUTOR_CLI } from "../helpers/runtime-command.ts";
+import { EXECUTOR_CLI, finished, ROOT, RUNTIME } from "../helpers/runtime-command.ts";
+import { until } from "../helpers/executor-fixture.ts";
 import {
   exitCodeAfterSignal,
   jsonLogs,
@@ -25,6 +27,7 @@ import {
 } from "./cli-helpers.ts";
 
 const CLI = EXECUTOR_CLI;
+const onNode = RUNTIME === "node";
 const SIGNALS = ["SIGTERM", "SIGINT", "SIGHUP"] as const;
 
 /** The environment without any harness or credential variable of the caller's. */
@@ -133,6 +136,56 @@ describe("bma-executor: signals at any point exit 0", { timeout: 120_000 }, () =
       await exitsZero(cli, signal);
     });
   }
+
+  it("SIGHUP while the SDK still loads (held by a loader hook): handled, exit 0", {
+    skip: !onNode && "a Node loader hook holds the SDK's loading",
+  }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), "bma-early-signal-"));
+    try {
+      const gate = join(dir, "release");
+      writeFileSync(
+        join(dir, "hooks.mjs"),
+        `import { existsSync } from "node:fs";
+export async function load(url, context, nextLoad) {
+  if (url.includes("executor-main.node")) {
+    while (!existsSync(${JSON.stringify(gate)})) await new Promise((r) => setTimeout(r, 20));
+  }
+  return nextLoad(url, context);
+}
+`,
+      );
+      writeFileSync(
+        join(dir, "register.mjs"),
+        `import { register } from "node:module";\nregister("./hooks.mjs", import.meta.url);\n`,
+      );
+      const child = spawn(process.execPath, [
+        "--import",
+        import.meta.resolve("tsx"),
+        "--import",
+        pathToFileURL(join(dir, "register.mjs")).href,
+        join(ROOT, "cli/executor.node.ts"),
+        "--workdir",
+        dir,
+      ], { env: cleanEnv(), stdio: ["ignore", "pipe", "pipe"] });
+      children.push(child);
+      const result = finished(child);
+      // Its SIGHUP handler is in place while the SDK's main module is held unloaded (tsx, which
+      // loads the sources here, handles SIGINT and SIGTERM itself).
+      const caught = () => {
+        const status = readFileSync(`/proc/${child.pid}/status`, "utf8");
+        const mask = BigInt(`0x${/^SigCgt:\s*([0-9a-f]+)/m.exec(status)![1]}`);
+        return (mask & 1n) !== 0n; // SIGHUP is 1
+      };
+      await until(caught, "a SIGHUP handler before the SDK has loaded");
+      assert.equal(existsSync(gate), false);
+      child.kill("SIGHUP");
+      const exit = await result;
+      assert.equal(exit.code, 0, `${exit.signal} ${exit.stdout} ${exit.stderr}`);
+      assert.equal(exit.stdout, "stopped, exit code 0\n");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 
   it("a failed token exchange names the endpoint's base URL and the errno", async () => {
     const port = await refusedPort();
