@@ -447,6 +447,7 @@ export type {
   SqliteSynchronous,
   SqlRow,
   SqlValue,
+  StoreArtifactStoreOptions,
   StoredArtifact,
   StoreHolderRecord,
   StoreOp,

@@ -276,7 +276,11 @@ export {
   type MemoryArtifactStoreOptions,
   type StoredArtifact,
 } from "./artifacts.ts";
-export { ARTIFACT_CHUNK_BYTES, StoreArtifactStore } from "./store/store-artifacts.ts";
+export {
+  ARTIFACT_CHUNK_BYTES,
+  StoreArtifactStore,
+  type StoreArtifactStoreOptions,
+} from "./store/store-artifacts.ts";
 export type { FetchOptions, WebSocketUpgrader } from "./app.ts";
 export { brainApi, type BrainApiOptions } from "../http/brain-api/brain-api.ts";
 export {

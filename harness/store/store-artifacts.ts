@@ -9,7 +9,13 @@
 import type { Artifact } from "../../protocol/generated/contract.ts";
 import { fromBase64, toBase64 } from "../../protocol/base64.ts";
 import { randomId } from "../../protocol/ids.ts";
-import type { ArtifactStore, ArtifactUpload, StoredArtifact } from "../artifacts.ts";
+import {
+  type ArtifactStore,
+  ArtifactStoreFullError,
+  type ArtifactUpload,
+  DEFAULT_MAX_STORED_ARTIFACT_BYTES,
+  type StoredArtifact,
+} from "../artifacts.ts";
 import { padded } from "../records.ts";
 import { type HarnessStore, keyTextProblem, type StoreOp } from "./store.ts";
 
@@ -27,23 +33,65 @@ interface ArtifactRecord {
   chunks: number;
 }
 
+/** The bytes all artifacts hold, kept with each change (ids are `art_…`: no artifact's key). */
+const TOTAL = "a/total";
 const described = (id: string) => `a/${id}/m`;
 const chunkKey = (id: string, n: number) => `a/${id}/c/${padded(n)}`;
 const chunkPrefix = (id: string) => `a/${id}/c/`;
 
+/** Options of a {@linkcode StoreArtifactStore}. */
+export interface StoreArtifactStoreOptions {
+  /**
+   * Most bytes its artifacts hold at once; an upload beyond it is refused (HTTP 507) rather than
+   * growing the database without end. Default 1 GiB. Free room with `delete`.
+   */
+  maxBytes?: number;
+}
+
 /**
  * Keeps artifacts in a {@linkcode HarnessStore}: the default of a harness given a store that it
- * claims (a Durable Object's storage, whose values are small, keeps them in memory).
+ * claims (a Durable Object's storage, whose values are small, keeps them in memory). Written by
+ * the store's one writer, so the count of bytes it holds is this object's, read once.
  */
 export class StoreArtifactStore implements ArtifactStore {
   readonly #store: HarnessStore;
+  readonly #maxBytes: number;
+  /** The bytes held, uploads under way included: read from the store at the first use. */
+  #held: Promise<{ bytes: number }> | undefined;
+  /** Artifacts being deleted: a second delete meanwhile frees nothing twice. */
+  readonly #deleting = new Set<string>();
 
   /** Artifacts in `store`, beside the harness's records. */
-  constructor(store: HarnessStore) {
+  constructor(store: HarnessStore, options: StoreArtifactStoreOptions = {}) {
     this.#store = store;
+    this.#maxBytes = options.maxBytes ?? DEFAULT_MAX_STORED_ARTIFACT_BYTES;
+  }
+
+  #count(): Promise<{ bytes: number }> {
+    this.#held ??= Promise.resolve(this.#store.get<number>(TOTAL)).then(
+      (bytes) => ({ bytes: bytes ?? 0 }),
+      (error) => {
+        this.#held = undefined; // Read again next time.
+        throw error;
+      },
+    );
+    return this.#held;
   }
 
   async put(upload: ArtifactUpload): Promise<Artifact> {
+    const bytes = upload.bytes;
+    const held = await this.#count();
+    if (held.bytes + bytes.byteLength > this.#maxBytes) throw new ArtifactStoreFullError();
+    held.bytes += bytes.byteLength;
+    try {
+      return await this.#put(upload, held);
+    } catch (error) {
+      held.bytes -= bytes.byteLength;
+      throw error;
+    }
+  }
+
+  async #put(upload: ArtifactUpload, held: { bytes: number }): Promise<Artifact> {
     const id = randomId("art_");
     const bytes = upload.bytes;
     const chunks = Math.ceil(bytes.byteLength / ARTIFACT_CHUNK_BYTES);
@@ -65,7 +113,7 @@ export class StoreArtifactStore implements ArtifactStore {
       chunks,
     };
     // The description last: until it is written, no reader finds the artifact.
-    batch.push({ put: described(id), value: record });
+    batch.push({ put: described(id), value: record }, { put: TOTAL, value: held.bytes });
     await this.#store.write(batch);
     return {
       artifact_id: id,
@@ -112,9 +160,29 @@ export class StoreArtifactStore implements ArtifactStore {
 
   async delete(artifactId: string): Promise<boolean> {
     if (keyTextProblem(artifactId) !== undefined || artifactId.includes("/")) return false;
+    if (this.#deleting.has(artifactId)) return false;
+    this.#deleting.add(artifactId);
+    try {
+      return await this.#delete(artifactId);
+    } finally {
+      this.#deleting.delete(artifactId);
+    }
+  }
+
+  async #delete(artifactId: string): Promise<boolean> {
+    const held = await this.#count();
     const record = await this.#store.get<ArtifactRecord>(described(artifactId));
     if (!record) return false;
-    await this.#store.write([{ deletePrefix: `a/${artifactId}/` }]);
+    held.bytes -= record.size;
+    try {
+      await this.#store.write([
+        { deletePrefix: `a/${artifactId}/` },
+        { put: TOTAL, value: held.bytes },
+      ]);
+    } catch (error) {
+      held.bytes += record.size;
+      throw error;
+    }
     return true;
   }
 }

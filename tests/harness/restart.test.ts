@@ -12,6 +12,7 @@
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
+  ArtifactStoreFullError,
   ExecutorClient,
   Harness,
   type HarnessServer,
@@ -21,6 +22,7 @@ import {
   MemoryHarnessStore,
   openSqliteStore,
   type SessionEventRecord,
+  StoreArtifactStore,
   type ToolCallResult,
 } from "../../node.ts";
 import { until } from "../helpers/executor-fixture.ts";
@@ -280,10 +282,17 @@ describe("Harness restart on the same store", { timeout: 30_000 }, () => {
     await first.server.close();
     await firstStore.close?.();
 
-    const second = await serve(await openSqliteStore(path), first.port);
+    const secondStore = await openSqliteStore(path);
+    const second = await serve(secondStore, first.port);
     const kept = await second.harness.artifacts.get(id);
     assert.equal(kept?.size, new TextEncoder().encode(stdout).byteLength);
     assert.equal(text(kept?.bytes), stdout);
+    // What they hold counts against a bound, also across the restart: full is refused (507).
+    const capped = new StoreArtifactStore(secondStore, { maxBytes: kept!.size + 10 });
+    await assert.rejects(capped.put({ bytes: new Uint8Array(11) }), ArtifactStoreFullError);
+    const small = await capped.put({ bytes: new Uint8Array(10).fill(7), name: "ten.bin" });
+    assert.deepEqual((await capped.get(small.artifact_id))?.bytes, new Uint8Array(10).fill(7));
+    assert.equal(await capped.delete(small.artifact_id), true);
     assert.equal(await second.harness.artifacts.get("art_none"), undefined);
     assert.equal(await second.harness.artifacts.delete?.(id), true);
     assert.equal(await second.harness.artifacts.get(id), undefined);
