@@ -256,9 +256,21 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     const query = checked(EventsQuery, c.req.query());
     if ((c.req.header("accept") ?? "").includes("text/event-stream")) {
       const lastId = c.req.header("last-event-id");
-      const from = lastId !== undefined && /^\d{1,15}$/.test(lastId)
-        ? Number(lastId)
-        : query.from ?? 0;
+      if (lastId !== undefined && !/^\d{1,15}$/.test(lastId)) {
+        // Never a replay from the start of what the client has read already.
+        throw new ApiError(
+          400,
+          "invalid_params",
+          "Last-Event-ID is not an event id",
+          invalidParamsData([{
+            path: ["Last-Event-ID"],
+            message: "a non-negative integer",
+            code: "custom",
+          }]),
+        );
+      }
+      const from = lastId !== undefined ? Number(lastId) : query.from ?? 0;
+      await refusePastTheEnd(session, from);
       return eventStream(session, from, {
         signal: c.req.raw.signal,
         clock,
@@ -267,8 +279,25 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
         budget: unsent,
       });
     }
+    await refusePastTheEnd(session, query.from ?? 0);
     return eventPage(session, query, c.req.raw.signal);
   });
+
+  /**
+   * A position past the last record of a session that has ended is no position: nothing will
+   * come there (a live session's log may still grow to it: its readers wait).
+   */
+  async function refusePastTheEnd(session: Session, from: number): Promise<void> {
+    if (session.state !== "ended" || await endedWithHarness(session)) return;
+    const last = session.droppedEvents + session.eventRecords.length;
+    if (from <= last) return;
+    throw new ApiError(
+      400,
+      "invalid_params",
+      `the session ended after record ${last}: there is no record ${from}`,
+      invalidParamsData([{ path: ["from"], message: `at most ${last}`, code: "too_big" }]),
+    );
+  }
 
   app.post(at("/sessions/:id/stop"), async (c) => {
     const { session, params } = await sessionRequest(c, SessionStopParamsSchema);
@@ -538,16 +567,23 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
       void iterator.return(undefined);
     }
     const next = events.length ? events[events.length - 1].index : from;
+    // Records between `from` and the first given are no longer kept (the log's bounds).
+    const skipped = events.length ? events[0].index - from - 1 : 0;
     if (await endedWithHarness(session)) {
       // Not ended: the next harness goes on with it. What was read is given, without an end.
       if (events.length === 0) throw new HarnessClosedError();
-      return json(200, { events, next, ended: false });
+      return json(200, { events, next, ended: false, ...(skipped > 0 ? { skipped } : {}) });
     }
     if (!ended && session.state === "ended") {
       ended = next >= session.droppedEvents + session.eventRecords.length;
     }
     // A long poll that found nothing answers 202, as the other long polls do: ask again.
-    return json(events.length === 0 && !ended ? 202 : 200, { events, next, ended });
+    return json(events.length === 0 && !ended ? 202 : 200, {
+      events,
+      next,
+      ended,
+      ...(skipped > 0 ? { skipped } : {}),
+    });
   }
 
   return app;

@@ -134,7 +134,12 @@ export function eventStream(
       // The log ends with the session (a read stopped by the lifetime has finished already).
       // One ended only because this harness closes is not over: the client reconnects.
       if (record.done) return finish(session.state === "ended" && !await endedWithHarness(session));
-      next = record.value.index;
+      const index = record.value.index;
+      // Records the client has not read are no longer kept (the log's bounds): it is told.
+      if (index > next + 1) {
+        send(serverSentEvent({ event: "skipped", data: { from: next, skipped: index - next - 1 } }));
+      }
+      next = index;
       send(serverSentEvent({ id: String(next), data: record.value }));
     },
     cancel,

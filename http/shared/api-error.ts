@@ -168,9 +168,15 @@ export function routeErrorAnswer(
   return (error) => {
     const answer = errorAnswer(error);
     if (answer.status === 500) logger.error(`${face} request failed`, { error: String(error) });
-    return json(answer.status, { error: answer.error });
+    const response = json(answer.status, { error: answer.error });
+    // Sent on: the brain repeats the request at the harness that holds the store, in a second.
+    if (SENT_ON.has(answer.error.code)) response.headers.set("retry-after", "1");
+    return response;
   };
 }
+
+/** The codes of a harness that is not (or no longer) the one to ask: `retry-after: 1`. */
+const SENT_ON: ReadonlySet<unknown> = new Set(["harness_closed", "unavailable"]);
 
 /**
  * The JSON object of a request's body (`{}` for an empty one; at most `maxBytes`, 128 deep), or

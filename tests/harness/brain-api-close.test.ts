@@ -69,6 +69,7 @@ describe("brainApi on the harness's server, when the harness closes", { timeout:
     await harness.close();
     const response = await waiting;
     assert.equal(response.status, 503);
+    assert.equal(response.headers.get("retry-after"), "1", "repeat it at the next harness");
     const body = await response.json();
     assert.equal(body.error?.code, "harness_closed", JSON.stringify(body));
   });

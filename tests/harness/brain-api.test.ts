@@ -536,6 +536,55 @@ describe("brainApi over HTTP", { timeout: 30_000 }, () => {
     assert.equal((await response.json()).tool_call_id, "call_held");
   });
 
+  it("tells a reader how many records it skipped past the log's bounds, and refuses positions that are none", async () => {
+    const harness = new Harness({
+      insecureNoAuth: true,
+      store: new MemoryHarnessStore(),
+      maxSessionEvents: 5,
+    });
+    const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
+    closing.push(() => server.close(), () => harness.close());
+    const client = new ExecutorClient({ harnessUrl: server.url, executor: INFO, retry: FAST });
+    closing.push(() => client.stop());
+    await client.start();
+    const executor = await harness.waitExecutor();
+    const session = await executor.assignSession({ session_id: "ses_kept" });
+    await session.ready();
+    for (let n = 1; n <= 12; n++) {
+      await client.call("session.event", { session_id: "ses_kept", event: { type: "tick", n } });
+    }
+    const { call } = await apiOn(harness);
+    // Read 2; 10 more came, and a session keeps 5: records 3 to 7 are gone.
+    const page = await (await call("/sessions/ses_kept/events?from=2")).json();
+    assert.deepEqual(page.events.map((e: { index: number }) => e.index), [8, 9, 10, 11, 12]);
+    assert.equal(page.skipped, 5);
+    assert.equal(page.next, 12);
+    const kept = await (await call("/sessions/ses_kept/events?from=9")).json();
+    assert.equal(kept.skipped, undefined, "nothing skipped from a kept position");
+    const stream = await call("/sessions/ses_kept/events?wait_ms=0", {
+      headers: { accept: "text/event-stream", "last-event-id": "2" },
+    });
+    const reader = stream.body!.getReader();
+    let text = "";
+    while (!text.includes("id: 8\n")) text += new TextDecoder().decode((await reader.read()).value);
+    await reader.cancel();
+    assert.match(text, /^event: skipped\ndata: \{"from":2,"skipped":5\}\n\n/m);
+    assert.ok(text.indexOf("event: skipped") < text.indexOf("id: 8"));
+
+    for (const lastId of ["abc", "-1", "1e2"]) {
+      const refused = await call("/sessions/ses_kept/events", {
+        headers: { accept: "text/event-stream", "last-event-id": lastId },
+      });
+      assert.equal(refused.status, 400, lastId);
+      assert.equal((await refused.json()).error.data.field, "/Last-Event-ID");
+    }
+    await session.stop();
+    const past = await call("/sessions/ses_kept/events?from=13");
+    assert.equal(past.status, 400);
+    assert.match((await past.json()).error.message, /ended after record 12/);
+    assert.equal((await call("/sessions/ses_kept/events?from=12")).status, 200);
+  });
+
   it("answers a call repeated after the harness restarted on its store with the stored result", async () => {
     const store = new MemoryHarnessStore({ values: "json" });
     // The first harness "crashes" and is never touched again (its clock never moves).
