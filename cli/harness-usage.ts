@@ -108,7 +108,8 @@ Options:
   --unix <path>              BMA_HARNESS_UNIX; also listen on a Unix socket (a socket file left
                              there is replaced; anything else there is left alone: exit 2)
   --store <spec>             BMA_HARNESS_STORE: sqlite:PATH or postgres://user@host:port/db;
-                             default memory (nothing survives a restart)
+                             default none: this process's memory (nothing survives a
+                             restart, an ended session's events are gone with it)
   --store-table <name>       BMA_HARNESS_STORE_TABLE: the PostgreSQL table (one per partition)
   --store-renew-ms <n>       BMA_HARNESS_STORE_RENEW_MS: how often the holder renews its claim
                              (default 5000; a holder silent for 3 times that is gone)
