@@ -91,6 +91,8 @@ export class ExecutorClient {
 
   readonly #core: ExecutorCore;
   readonly #connector: Connector;
+  /** Settles when the connection loop has ended for good (a refusal, or the harness's close). */
+  #loopEnded: Promise<void> | undefined;
   readonly #closed = deferred<ExecutorClosedInfo>();
   #started: Promise<ExecutorRegisterResult> | undefined;
   #stopping: Promise<ExecutorClosedInfo> | undefined;
@@ -490,6 +492,7 @@ export class ExecutorClient {
 
   #run(credentials: Credentials, dial: Dialer): Promise<ExecutorRegisterResult> {
     const loop = this.#connector.run(credentials, dial);
+    this.#loopEnded = loop.finished.then(() => {});
     loop.finished.then((info) => {
       if (!this.#stopping) this.#stopping = this.#shutdown(info, {});
     });
@@ -532,7 +535,12 @@ export class ExecutorClient {
       // restarts, a network cut), rather than being given up at once.
       core.link.graceful = true;
       const cut = this.#graceCut = new AbortController();
-      await core.settle(graceMs, cut.signal);
+      // A loop that ended for good meanwhile (the harness closed this executor, or refused its
+      // credential) brings no connection for the results: the grace period is over then.
+      await Promise.race([
+        core.settle(graceMs, cut.signal),
+        this.#loopEnded ?? new Promise(() => {}),
+      ]);
       cut.abort();
       core.link.graceful = false;
     }

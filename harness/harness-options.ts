@@ -112,6 +112,12 @@ export interface HarnessOptions {
    * them), else in memory (`MemoryArtifactStore`; also beside a Durable Object's storage).
    */
   artifacts?: ArtifactStore;
+  /**
+   * Most bytes the default artifact store holds at once. In the harness's store the oldest
+   * artifacts are deleted to make room; in memory a new upload is refused (HTTP 507). Default
+   * 1 GiB. (An `artifacts` store of your own has its own bounds.)
+   */
+  maxStoredArtifactBytes?: number;
   /** Largest artifact upload in bytes. Default 64 MiB. */
   maxArtifactBytes?: number;
   /** The default bma-file service URL for `executor.mount`. */
@@ -255,6 +261,7 @@ const COUNTS = {
   maxSessionEvents: 0,
   maxSessionEventBytes: 0,
   maxArtifactBytes: 0,
+  maxStoredArtifactBytes: 0,
   rememberToolCalls: 0,
   rememberEndedSessions: 0,
 } as const;

@@ -177,10 +177,12 @@ export class Harness {
     const core = this.#core;
     // With a store it claims, in it: what results point at survives a restart and a failover
     // with the results. A Durable Object's storage (values of at most 128 KiB) keeps none.
+    const maxBytes = options.maxStoredArtifactBytes;
+    const bound = maxBytes !== undefined ? { maxBytes } : {};
     this.artifacts = options.artifacts ??
       (core.store && !options.store?.singleWriter
-        ? new StoreArtifactStore(core.store)
-        : new MemoryArtifactStore());
+        ? new StoreArtifactStore(core.store, bound)
+        : new MemoryArtifactStore(bound));
     // For `meterHarness` (metrics-otel.ts), which only an application that reports to
     // OpenTelemetry imports: a bundle without it carries none of it.
     METRICS_OF.set(this, core.metrics);

@@ -15,6 +15,7 @@ import {
   ArtifactStoreFullError,
   ExecutorClient,
   Harness,
+  type HarnessOptions,
   type HarnessServer,
   type HarnessStore,
   INLINE_RESULT_BYTES,
@@ -26,6 +27,7 @@ import {
   type ToolCallResult,
 } from "../../node.ts";
 import { until } from "../helpers/executor-fixture.ts";
+import { HeldStore } from "../helpers/held-store.ts";
 import { listenPort } from "../helpers/ports.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -46,8 +48,14 @@ describe("Harness restart on the same store", { timeout: 30_000 }, () => {
     for (const close of closing.splice(0).reverse()) await close().catch(() => {});
   });
 
-  async function serve(store: HarnessStore, port = 0, clock?: ManualClock) {
+  async function serve(
+    store: HarnessStore,
+    port = 0,
+    clock?: ManualClock,
+    options: Partial<HarnessOptions> = {},
+  ) {
     const harness = new Harness({
+      ...options,
       store,
       // A "crashed" harness lives on in this process: the next one takes its store over.
       takeover: true,
@@ -251,6 +259,35 @@ describe("Harness restart on the same store", { timeout: 30_000 }, () => {
     assert.deepEqual(lost, []);
   });
 
+  it("a stop's grace period is over when the harness closes the executor meanwhile: no wait for a connection that cannot come", async () => {
+    const { harness, server } = await serve(new MemoryHarnessStore({ values: "json" }));
+    const client = new ExecutorClient({
+      harnessUrl: server.url,
+      executor: INFO,
+      reconnect: FAST,
+      retry: FAST,
+    });
+    let running!: () => void;
+    const started = new Promise<void>((resolve) => (running = resolve));
+    client.tool("hold").handle((_input, context) =>
+      new Promise((resolve) => {
+        running();
+        context.signal.addEventListener("abort", () => resolve("released"), { once: true });
+      })
+    );
+    closing.push(() => client.stop());
+    await client.start();
+    const handle = await harness.waitExecutor();
+    const session = await handle.assignSession({ session_id: "ses_grace" });
+    await session.ready();
+    session.callTool({ tool: "hold", input: {} }).catch(() => {});
+    await started;
+    const stopping = client.stop({ graceMs: 600_000 });
+    await handle.close("replaced");
+    const closed = await stopping;
+    assert.equal(closed.reason, "stopped");
+  });
+
   it("keeps the artifacts results point at in its store: the next harness serves them (SQLite)", async () => {
     const dir = mkdtempSync(join(tmpdir(), "bma-artifacts-"));
     closing.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
@@ -282,20 +319,53 @@ describe("Harness restart on the same store", { timeout: 30_000 }, () => {
     await first.server.close();
     await firstStore.close?.();
 
-    const secondStore = await openSqliteStore(path);
-    const second = await serve(secondStore, first.port);
-    const kept = await second.harness.artifacts.get(id);
-    assert.equal(kept?.size, new TextEncoder().encode(stdout).byteLength);
+    const size = new TextEncoder().encode(stdout).byteLength;
+    const second = await serve(await openSqliteStore(path), first.port, undefined, {
+      maxStoredArtifactBytes: size + 100,
+    });
+    const artifacts = second.harness.artifacts;
+    assert.ok(artifacts instanceof StoreArtifactStore);
+    const kept = await artifacts.get(id);
+    assert.equal(kept?.size, size);
     assert.equal(text(kept?.bytes), stdout);
-    // What they hold counts against a bound, also across the restart: full is refused (507).
-    const capped = new StoreArtifactStore(secondStore, { maxBytes: kept!.size + 10 });
-    await assert.rejects(capped.put({ bytes: new Uint8Array(11) }), ArtifactStoreFullError);
-    const small = await capped.put({ bytes: new Uint8Array(10).fill(7), name: "ten.bin" });
-    assert.deepEqual((await capped.get(small.artifact_id))?.bytes, new Uint8Array(10).fill(7));
-    assert.equal(await capped.delete(small.artifact_id), true);
-    assert.equal(await second.harness.artifacts.get("art_none"), undefined);
-    assert.equal(await second.harness.artifacts.delete?.(id), true);
-    assert.equal(await second.harness.artifacts.get(id), undefined);
+    // What they hold counts against the bound, also across the restart: the oldest go to make
+    // room; one larger than the bound is refused (507).
+    const fifty = await artifacts.put({ bytes: new Uint8Array(50).fill(5), name: "fifty.bin" });
+    assert.equal((await artifacts.get(id))?.size, size, "room enough: nothing deleted");
+    const sixty = await artifacts.put({ bytes: new Uint8Array(60).fill(6) });
+    assert.equal(await artifacts.get(id), undefined, "the oldest deleted to make room");
+    assert.deepEqual((await artifacts.get(fifty.artifact_id))?.bytes, new Uint8Array(50).fill(5));
+    assert.equal((await artifacts.get(sixty.artifact_id))?.name, undefined);
+    await assert.rejects(
+      artifacts.put({ bytes: new Uint8Array(size + 101) }),
+      ArtifactStoreFullError,
+    );
+    // Only ids it gave name artifacts: nothing else of the store is read or deleted.
+    for (const other of ["art_none", "s", "a/s", "../x"]) {
+      assert.equal(await artifacts.get(other), undefined, other);
+      assert.equal(await artifacts.delete(other), false, other);
+    }
+    assert.equal(await artifacts.delete(fifty.artifact_id), true);
+    assert.equal(await artifacts.delete(fifty.artifact_id), false);
+    assert.equal(await artifacts.get(fifty.artifact_id), undefined);
+  });
+
+  it("an artifact whose writing fails midway leaves nothing in the store, and counts nothing", async () => {
+    const store = new HeldStore();
+    const artifacts = new StoreArtifactStore(store, { maxBytes: 8 * 1024 * 1024 });
+    store.holding = ["art/"];
+    // Two batches of chunks: the first is written, the second (with the description) fails.
+    const putting = artifacts.put({ bytes: new Uint8Array(5 * 1024 * 1024).fill(1) });
+    const [first] = await store.heldWrites(1);
+    first.commit();
+    const [, second] = await store.heldWrites(2);
+    second.fail();
+    await assert.rejects(putting, /connection was lost/);
+    store.holding = [];
+    assert.deepEqual(await store.list("art/"), [], "no chunk without its description");
+    // Nothing of it counts: the whole bound is there for the next.
+    const next = await artifacts.put({ bytes: new Uint8Array(8 * 1024 * 1024).fill(2) });
+    assert.equal((await artifacts.get(next.artifact_id))?.size, 8 * 1024 * 1024);
   });
 
   it("ends the sessions of an executor that does not come back within the fresh lease", async () => {
