@@ -18,6 +18,7 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import * as z from "zod";
 import { type Clock, systemClock } from "../../protocol/clock.ts";
+import { sleep } from "../../protocol/retry.ts";
 import { randomId } from "../../protocol/ids.ts";
 import { UnsentBudget } from "../../transport/unsent-budget.ts";
 import type { TraceContext } from "../../protocol/trace-context.ts";
@@ -162,7 +163,7 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     if (!(await admits(options.authorize, c.req.raw, logger, "brain API"))) {
       return unauthorizedAnswer(c.req.raw, "bma-brain");
     }
-    const elsewhere = await notHeldHere(harness);
+    const elsewhere = await notHeldHere(harness, clock, c.req.raw.signal);
     if (elsewhere) return elsewhere;
     await next();
   });
@@ -591,16 +592,32 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
 
 // ---- module helpers ------------------------------------------------------------------------------
 
+/** How often a request to a harness that is starting looks whether it still is. */
+const STARTING_LOOK_MS = 50;
+
 /**
  * The answer of a harness that does not hold its sessions, or no longer: only the holder of the
  * store knows them (a standby, or one that closes or was fenced, would answer from what it read
  * back, as if they had ended). It sends the brain on with 503 and `retry-after: 1`, as it sends
  * executors on, so a load balancer retries at the holder: `unavailable` from a standby,
- * `harness_closed` from one going away. A harness still reading its store back is waited for; one
- * whose store fails still holds it and answers, refusing what it cannot record.
+ * `harness_closed` from one going away. A harness still reading its store back is waited for,
+ * looked at again every {@linkcode STARTING_LOOK_MS}: its claim may find a live holder instead (a
+ * standby, whose `ready` settles only once it takes over). One whose store fails still holds it
+ * and answers, refusing what it cannot record.
  */
-async function notHeldHere(harness: Harness): Promise<Response | undefined> {
-  if (harness.readiness === "starting") await harness.ready.catch(() => {});
+async function notHeldHere(
+  harness: Harness,
+  clock: Clock,
+  signal: AbortSignal,
+): Promise<Response | undefined> {
+  while (harness.readiness === "starting" && !signal.aborted) {
+    const looked = new AbortController();
+    await Promise.race([
+      harness.ready.catch(() => {}),
+      sleep(clock, STARTING_LOOK_MS, looked.signal).catch(() => {}),
+    ]);
+    looked.abort();
+  }
   const readiness = harness.readiness;
   if (readiness === "serving" || readiness === "store_failing") return undefined;
   const code = readiness === "standby" ? "unavailable" : "harness_closed";

@@ -137,7 +137,9 @@ export function eventStream(
       const index = record.value.index;
       // Records the client has not read are no longer kept (the log's bounds): it is told.
       if (index > next + 1) {
-        send(serverSentEvent({ event: "skipped", data: { from: next, skipped: index - next - 1 } }));
+        send(
+          serverSentEvent({ event: "skipped", data: { from: next, skipped: index - next - 1 } }),
+        );
       }
       next = index;
       send(serverSentEvent({ id: String(next), data: record.value }));

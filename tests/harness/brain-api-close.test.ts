@@ -14,6 +14,7 @@ import {
   brainApi,
   createLinkedTransportPair,
   Harness,
+  type HarnessStore,
   ManualClock,
   MemoryHarnessStore,
 } from "../../node.ts";
@@ -179,5 +180,41 @@ describe("brainApi on the harness's server, when the harness closes", { timeout:
     assert.equal(asked.status, 503);
     assert.equal(asked.headers.get("retry-after"), "1");
     assert.equal((await asked.json()).error.code, "unavailable");
+  });
+
+  it("a standby whose first claim is a round trip to its store away sends a brain on once it knows: 503, not a wait for ready", async () => {
+    const inner = new MemoryHarnessStore({ values: "json" });
+    // A database: every answer a turn of the event loop away.
+    const later = <T>(value: () => T) =>
+      new Promise<T>((resolve) => setTimeout(() => resolve(value()), 5));
+    const store: HarnessStore = {
+      get: (key) => later(() => inner.get(key)),
+      list: (prefix, options) => later(() => inner.list(prefix, options)),
+      write: (batch) => later(() => inner.write(batch)),
+    };
+    const made = (host: string, standby: boolean) => {
+      const harness = new Harness({
+        store,
+        clock: new ManualClock(),
+        holderIdentity: { host, pid: 1, processStarted: 1, alive: () => true },
+        standby,
+        storeRenewMs: 1_000,
+        insecureNoAuth: true,
+      });
+      closers.push(() => harness.close());
+      return harness;
+    };
+    await made("a", false).ready;
+    const standby = made("b", true);
+    assert.equal(standby.readiness, "starting");
+    const api = brainApi(standby, { authorize: bearerAuthorize(TOKEN), basePath: BASE });
+    const answer = await api.fetch(
+      new Request(`http://brain.invalid${BASE}/sessions`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      }),
+    );
+    assert.equal(standby.readiness, "standby");
+    assert.equal(answer.status, 503);
+    assert.equal((await answer.json()).error.code, "unavailable");
   });
 });
