@@ -159,7 +159,17 @@ export class ArtifactUploader {
     upload: ArtifactUpload,
   ): Promise<Response> {
     try {
-      const init = { method: "POST", headers, body: body(), signal: upload.signal };
+      // Never redirected: a redirect would take the bytes (and the token) elsewhere; and Node's
+      // fetch, unless told a redirect is an error, clones the request to be able to follow one,
+      // which keeps a copy of every byte of the body until the upload ends (a 1 GiB output held
+      // whole while it was sent).
+      const init = {
+        method: "POST",
+        headers,
+        body: body(),
+        signal: upload.signal,
+        redirect: "error" as const,
+      };
       // A stream is sent as it is read: fetch takes it only as a half-duplex body.
       if (init.body instanceof ReadableStream) Object.assign(init, { duplex: "half" });
       return await this.#fetch!(url, init);

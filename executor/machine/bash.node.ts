@@ -12,7 +12,6 @@
  */
 import {
   closeSync,
-  createReadStream,
   existsSync,
   mkdtempSync,
   openAsBlob,
@@ -21,7 +20,6 @@ import {
   writeSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
-import { Readable } from "node:stream";
 import { join } from "node:path";
 import { type Clock, systemClock } from "../../protocol/clock.ts";
 import type { BashInput, BashResult } from "../../protocol/generated/contract.ts";
@@ -29,6 +27,7 @@ import { BASH_OUTPUT, type BashResultOutput, type CapturedOutput } from "../tool
 import type { ArtifactByteStream } from "../artifacts.ts";
 import { ChildEnvironment, NON_INTERACTIVE_LAYER } from "./child-env.node.ts";
 import { concatBytes } from "../../transport/bytes.ts";
+import { fileStream } from "./file-stream.node.ts";
 import { utf8Boundary } from "./output-buffer.ts";
 import { exitCodeOf, ProcessUnit, type SpawnUnitOptions } from "./process-group.node.ts";
 import type { Workdir } from "./workdir.node.ts";
@@ -305,9 +304,7 @@ class StreamCapture implements CapturedOutput {
     const spool = this.#spool;
     if (spool) {
       if (!("Deno" in globalThis)) return openAsBlob(spool.path);
-      return Promise.resolve(() =>
-        Readable.toWeb(createReadStream(spool.path)) as ReadableStream<Uint8Array>
-      );
+      return Promise.resolve(() => fileStream(spool.path));
     }
     return Promise.resolve(this.#inMemory ?? new Uint8Array(0));
   }

@@ -10,6 +10,8 @@ import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import type { ArtifactBlock, ContentBlock } from "../../protocol/mod.ts";
 import { ManualClock } from "../../executor/node.ts";
 import { runBash } from "../../executor/machine/bash.node.ts";
@@ -87,22 +89,22 @@ describe(
       "uploads a spooled stream from its file as it is sent: the peak memory grows by less than the output",
       { skip: PEAK_MEMORY_SKIP },
       async () => {
-        // The upload's body is read by a fetch of the test's own, which keeps none of it (the token
-        // exchange goes to the harness).
+        // The upload goes through this runtime's own fetch to a server on 127.0.0.1 that counts
+        // the bytes and keeps none (the token exchange goes to the harness).
         const size = 256 * 1024 * 1024;
         let uploaded = 0;
-        const countingFetch = async (url: string | URL | Request, init?: RequestInit) => {
-          if (!String(url).endsWith("/artifacts")) return await fetch(url, init);
-          const body = init?.body;
-          const stream = body instanceof Blob
-            ? body.stream()
-            : body instanceof ReadableStream
-            ? body as ReadableStream<Uint8Array>
-            : undefined;
-          if (stream) { for await (const chunk of stream) uploaded += chunk.byteLength; }
-          else uploaded += (body as Uint8Array).byteLength;
-          return Response.json({ artifact_id: "art_counted" }, { status: 201 });
-        };
+        const counter = createServer((request, response) => {
+          request.on("data", (chunk: Uint8Array) => (uploaded += chunk.byteLength));
+          request.on("end", () => {
+            response.writeHead(201, { "content-type": "application/json" });
+            response.end(JSON.stringify({ artifact_id: "art_counted" }));
+          });
+        });
+        await new Promise<void>((resolve) => counter.listen(0, "127.0.0.1", resolve));
+        const counterUrl = `http://127.0.0.1:${(counter.address() as AddressInfo).port}/artifacts`;
+        after(() => new Promise<void>((resolve) => counter.close(() => resolve())));
+        const countingFetch = (url: string | URL | Request, init?: RequestInit) =>
+          fetch(String(url).endsWith("/artifacts") ? counterUrl : url, init);
         // A handler of its own around `runBash`, without live output (which would travel to the
         // harness in this process as it runs).
         const { harness, server } = await fx.harness();
