@@ -117,6 +117,8 @@ export class ClientLink implements ConnectionLink {
    * waited for, so that the results and events of work finishing meanwhile go out on it.
    */
   graceful = false;
+  /** Who waits for the next connection to register (`nextConnection`). */
+  readonly #nextWaiters = new Set<() => void>();
 
   /**
    * The open connection's peer, or the next one to register; rejects once the client is
@@ -150,6 +152,22 @@ export class ClientLink implements ConnectionLink {
     this.#current = connection;
     for (const waiter of this.#waiters) waiter.resolve(connection.peer);
     this.#waiters.clear();
+    for (const wake of [...this.#nextWaiters]) wake();
+  }
+
+  /** Resolves when the next connection registers; never, once `signal` aborts. */
+  nextConnection(signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      if (signal.aborted) return;
+      const wake = () => {
+        this.#nextWaiters.delete(wake);
+        signal.removeEventListener("abort", forget);
+        resolve();
+      };
+      const forget = () => void this.#nextWaiters.delete(wake);
+      this.#nextWaiters.add(wake);
+      signal.addEventListener("abort", forget, { once: true });
+    });
   }
 
   /** The connection ended (or the client let go of it). */

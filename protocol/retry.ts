@@ -116,11 +116,19 @@ export function retryVerdict(error: unknown): RetryVerdict {
   return isRetryable(error) ? "retry" : "fail";
 }
 
-/** The peer's `data.retry_after_ms` on a refusal, when it gives a usable one. */
+/**
+ * The longest wait a peer's `retry_after_ms` buys: a minute. A hint of days (or 1e308) would
+ * hold what waits for good, and the peer that gave it may be gone long before.
+ */
+export const MAX_RETRY_AFTER_MS = 60_000;
+
+/** The peer's `data.retry_after_ms` on a refusal, when it gives a usable one (at most a minute). */
 export function retryAfterMs(error: unknown): number | undefined {
   if (!(error instanceof ProtocolError)) return undefined;
   const hinted = (error.data as { retry_after_ms?: unknown } | undefined)?.retry_after_ms;
-  return typeof hinted === "number" && hinted >= 0 ? hinted : undefined;
+  return typeof hinted === "number" && hinted >= 0
+    ? Math.min(hinted, MAX_RETRY_AFTER_MS)
+    : undefined;
 }
 
 /** How long to wait before retry `attempt`: the peer's `data.retry_after_ms`, else the backoff. */
@@ -153,6 +161,11 @@ export interface RetryOptions {
    * attempt that waits for the next one.
    */
   readonly classify?: (error: unknown) => "retry" | "again" | "fail";
+  /**
+   * Ends a wait between attempts early when it settles (it gets a signal that aborts when the
+   * wait is over): a new connection, whose peer never asked this one to wait.
+   */
+  readonly wake?: (signal: AbortSignal) => Promise<void>;
 }
 
 const contractRule = (error: unknown): RetryVerdict => isRetryable(error) ? "retry" : "fail";
@@ -181,9 +194,31 @@ export async function retrying<T>(
       if (verdict === "fail") throw error;
       if (verdict === "again") continue;
       failures++;
-      await sleep(clock, retryDelay(error, policy, failures, random), signal);
+      const delay = retryDelay(error, policy, failures, random);
+      if (options.wake) await wakeableSleep(clock, delay, options.wake, signal);
+      else await sleep(clock, delay, signal);
     }
   }
+}
+
+/** Sleeps `ms`, or less when `wake` settles first; rejects when `signal` aborts. */
+async function wakeableSleep(
+  clock: Clock,
+  ms: number,
+  wake: (signal: AbortSignal) => Promise<void>,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const over = new AbortController();
+  const abort = () => over.abort(signal!.reason);
+  signal?.addEventListener("abort", abort, { once: true });
+  try {
+    // The sleep ends early (rejecting) when the wait is over either way: that is no failure.
+    await Promise.race([sleep(clock, ms, over.signal).catch(() => {}), wake(over.signal)]);
+  } finally {
+    signal?.removeEventListener("abort", abort);
+    over.abort();
+  }
+  if (signal?.aborted) throw signal.reason;
 }
 
 /** Gives access to the registered connection (the executor's link to its harness). */
@@ -195,6 +230,11 @@ export interface ConnectionLink {
   whenConnected(signal?: AbortSignal): Promise<Peer>;
   /** The registered connection if there is one now (saves a promise on the common path). */
   connected?(): Peer | undefined;
+  /**
+   * Resolves when a new connection registers (never, once `signal` aborts): a wait the previous
+   * harness asked for (`retry_after_ms`) ends with it.
+   */
+  nextConnection?(signal: AbortSignal): Promise<void>;
 }
 
 /** How {@linkcode deliver} retries. */
@@ -240,5 +280,6 @@ export function deliver<M extends ExecutorRequestMethod>(
     random: options.random,
     signal: options.signal,
     classify: retryVerdict,
+    ...(link.nextConnection ? { wake: (over) => link.nextConnection!(over) } : {}),
   });
 }

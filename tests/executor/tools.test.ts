@@ -296,6 +296,30 @@ describe("ExecutorClient: tool calls", { timeout: 30_000 }, () => {
     assert.deepEqual(lost, []);
   });
 
+  it("a retry_after_ms of a harness that then went away does not hold the result back from the next connection", async () => {
+    const { harness, peer } = await scriptedSession((c) => c.tools.bash.handle(() => "ok"));
+    let attempts = 0;
+    harness.on("tool.result", () => {
+      attempts++;
+      // The harness asks for a minute (or for ever), then restarts: its hint was its own.
+      if (attempts === 1) {
+        throw new UnavailableError("later", {
+          reason: "backend_unavailable",
+          retry_after_ms: 1e308,
+        });
+      }
+      return { ok: true };
+    });
+    await peer.call("tool.call", { ...BASH, tool_call_id: "c_hint" });
+    await harness.waitForRequests("tool.result", 1);
+    harness.last.peer.close(1001, "restarting");
+    await harness.waitForConnections(2);
+    await harness.waitForRequests("tool.result", 2);
+    const [first, second] = harness.requests("tool.result");
+    assert.equal(second.connection, first.connection + 1, "sent again on the new connection");
+    assert.deepEqual(second.params, first.params);
+  });
+
   it("hands a result refused for good to onToolResultLost", async () => {
     const lost: [ToolResultParams, unknown][] = [];
     const { harness, peer, client } = await scriptedSession((c) => c.tools.bash.handle(() => "ok"));

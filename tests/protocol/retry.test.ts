@@ -21,7 +21,7 @@ import {
   serveAgent,
   UnavailableError,
 } from "../../mod.ts";
-import { retrying, retryVerdict } from "../../protocol/retry.ts";
+import { MAX_RETRY_AFTER_MS, retrying, retryVerdict } from "../../protocol/retry.ts";
 
 /** No jitter: the backoff is exact (10 ms, 20 ms, 40 ms, ...). */
 const POLICY = { initialDelayMs: 10, maxDelayMs: 1_000, jitter: 0 };
@@ -63,6 +63,35 @@ describe("retrying: deliver until accepted, on the injected clock", () => {
     await clock.advance(1);
     assert.equal(await done, "accepted");
     assert.deepEqual(attempts.map((at) => at - attempts[0]), [0, 5_000]);
+  });
+
+  it("waits at most a minute for a retry_after_ms, and no longer than a wake says", async () => {
+    const clock = new ManualClock();
+    const attempts: number[] = [];
+    const done = retrying((n) => {
+      attempts.push(clock.now());
+      if (n <= 2) throw new UnavailableError("later", { retry_after_ms: 1e308 });
+      return "accepted";
+    }, { clock, policy: POLICY, classify: retryVerdict });
+    await turns();
+    await clock.advance(MAX_RETRY_AFTER_MS);
+    await turns();
+    assert.equal(attempts.length, 2, "a hint beyond a minute counts as a minute");
+    let wake!: () => void;
+    const woken = retrying((n) => {
+      if (n === 1) throw new UnavailableError("later", { retry_after_ms: 30_000 });
+      return "again";
+    }, {
+      clock,
+      policy: POLICY,
+      classify: retryVerdict,
+      wake: () => new Promise<void>((resolve) => (wake = resolve)),
+    });
+    await turns();
+    wake();
+    assert.equal(await woken, "again", "a wake ends the wait (a new connection)");
+    await clock.advance(MAX_RETRY_AFTER_MS);
+    assert.equal(await done, "accepted");
   });
 
   it("backs off when the peer gives no hint, growing with each retryable failure", async () => {
