@@ -297,6 +297,10 @@ export async function serveWebSocket(
   if (server.requestTimeout === 0 || server.requestTimeout >= handshakeMs) {
     server.headersTimeout = handshakeMs;
   }
+  // A client that sends its whole request and then ends its side (`nc -N`, HTTP/1.0 tools, some
+  // proxies) still gets its answer: Node's server otherwise drops a request still being answered
+  // when the client's FIN arrives, while the work it asked for may go on.
+  (server as { httpAllowHalfOpen?: boolean }).httpAllowHalfOpen = true;
   server.on("connection", (socket: Duplex) => awaitHandshake(socket, handshakeMs));
   server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     // A listener of its own, not a closure: one here would keep this scope (the request, its

@@ -152,6 +152,26 @@ describe("the harness's own server: request and response bodies", { timeout: 90_
       headers.length ? "\r\n" : ""
     }\r\n`;
 
+  it("answers a client that ended its side after a whole request: the token endpoint, the brain API", async () => {
+    const token = `{}`;
+    const requests = [
+      head("GET", "/v1/harness/executors", [`authorization: Bearer ${BRAIN_TOKEN}`]),
+      head("POST", "/v1/environments/env_1/token", [
+        `authorization: Bearer ${ENV_KEY}`,
+        "content-type: application/json",
+        `content-length: ${token.length}`,
+      ]) + token,
+    ];
+    for (const request of requests) {
+      const sent = exchange(port, request);
+      // Its whole request written, the client half-closes (as `nc -N` does) and reads on.
+      sent.socket.end();
+      const answer = await within(sent.answer, `an answer to ${request.split("\r\n")[0]}`);
+      assert.equal(answer.status, 200, `${request.split("\r\n")[0]}: ${answer.body}`);
+      await within(sent.closed, "the connection closed after the answer");
+    }
+  });
+
   it("answers an unauthenticated 20 MB body 401 without reading it, then closes", async () => {
     const total = 20 * 1000 * 1000;
     const sent = MiB;
