@@ -103,6 +103,9 @@ const SENDABLE_STANDARD_CODES: ReadonlySet<number> = new Set([
   1009,
   1010,
   1011,
+  1012,
+  1013,
+  1014,
 ]);
 
 /**

@@ -211,6 +211,8 @@ export const CloseCode: {
   readonly POLICY_VIOLATION: 1008;
   readonly MESSAGE_TOO_BIG: 1009;
   readonly INTERNAL_ERROR: 1011;
+  readonly SERVICE_RESTART: 1012;
+  readonly TRY_AGAIN_LATER: 1013;
   readonly TOKEN_EXPIRED: 4001;
   readonly UNAUTHORIZED: 4002;
   readonly PROTOCOL_MISMATCH: 4003;
@@ -222,6 +224,8 @@ export const CloseCode: {
   POLICY_VIOLATION: 1008,
   MESSAGE_TOO_BIG: 1009,
   INTERNAL_ERROR: 1011,
+  SERVICE_RESTART: 1012,
+  TRY_AGAIN_LATER: 1013,
   TOKEN_EXPIRED: 4001,
   UNAUTHORIZED: 4002,
   PROTOCOL_MISMATCH: 4003,
@@ -277,6 +281,20 @@ export const CLOSE_CODES: ReadonlyMap<number, CloseCodeSpec> = new Map<number, C
     reconnect: true,
     description:
       "The peer hit an unexpected condition. Our choice: reconnect with backoff and resume (server faults are transient).",
+  }],
+  [1012, {
+    code: 1012,
+    name: "service_restart",
+    reconnect: true,
+    description:
+      "The peer is restarting (RFC 6455's registry; proxies and platforms send it on a deploy). Our choice: reconnect with backoff and resume, as after 1001.",
+  }],
+  [1013, {
+    code: 1013,
+    name: "try_again_later",
+    reconnect: true,
+    description:
+      "The peer is overloaded for now (RFC 6455's registry). Our choice: reconnect with backoff and resume, as after 1011.",
   }],
   [4001, {
     code: 4001,

@@ -312,7 +312,7 @@ describe("ExecutorClient: tool calls", { timeout: 30_000 }, () => {
     });
     await peer.call("tool.call", { ...BASH, tool_call_id: "c_hint" });
     await harness.waitForRequests("tool.result", 1);
-    harness.last.peer.close(1001, "restarting");
+    harness.last.peer.close(1012, "service restart");
     await harness.waitForConnections(2);
     await harness.waitForRequests("tool.result", 2);
     const [first, second] = harness.requests("tool.result");

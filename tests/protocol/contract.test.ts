@@ -106,7 +106,7 @@ describe("contract", () => {
       assert.ok(codes.includes(code), `error ${code}`);
     }
     const closes = Object.values(contract["x-close-codes"]).map((c: any) => c.code);
-    for (const code of [1000, 1001, 1008, 4001, 4002, 4003, 4004, 4005]) {
+    for (const code of [1000, 1001, 1008, 1012, 1013, 4001, 4002, 4003, 4004, 4005]) {
       assert.ok(closes.includes(code), `close ${code}`);
     }
   });
