@@ -301,6 +301,9 @@ export async function serveWebSocket(
   // proxies) still gets its answer: Node's server otherwise drops a request still being answered
   // when the client's FIN arrives, while the work it asked for may go on.
   (server as { httpAllowHalfOpen?: boolean }).httpAllowHalfOpen = true;
+  // Every header counts, however many (Node keeps the first 1,000 and drops the rest without a
+  // word, an `authorization` among them): their size is bounded (16 KiB, else 431).
+  server.maxHeadersCount = 0;
   server.on("connection", (socket: Duplex) => awaitHandshake(socket, handshakeMs));
   server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     // A listener of its own, not a closure: one here would keep this scope (the request, its

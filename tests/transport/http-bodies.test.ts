@@ -172,6 +172,17 @@ describe("the harness's own server: request and response bodies", { timeout: 90_
     }
   });
 
+  it("reads every header of a request, past the thousandth: none is dropped in silence", async () => {
+    const filler = Array.from({ length: 1_000 }, (_, i) => `x-${i}: 1`);
+    const sent = exchange(
+      port,
+      head("GET", "/v1/harness/executors", [...filler, `authorization: Bearer ${BRAIN_TOKEN}`]),
+    );
+    const answer = await within(sent.answer, "an answer");
+    assert.equal(answer.status, 200, answer.body);
+    sent.socket.destroy();
+  });
+
   it("answers an unauthenticated 20 MB body 401 without reading it, then closes", async () => {
     const total = 20 * 1000 * 1000;
     const sent = MiB;
