@@ -179,7 +179,9 @@ describe("the harness's own server: request and response bodies", { timeout: 90_
       head("GET", "/v1/harness/executors", [...filler, `authorization: Bearer ${BRAIN_TOKEN}`]),
     );
     const answer = await within(sent.answer, "an answer");
-    assert.equal(answer.status, 200, answer.body);
+    // Read whole (Node, Deno), or refused as too many (Bun: 431): never a 401 for a credential
+    // that was sent.
+    assert.ok(answer.status === 200 || answer.status === 431, `${answer.status} ${answer.body}`);
     sent.socket.destroy();
   });
 
