@@ -194,6 +194,9 @@ export async function serveMain(argv: readonly string[], io: ServeIo): Promise<n
       standby: config.standby,
       takeover: config.takeover,
       ...(config.storeRenewMs !== undefined ? { storeRenewMs: config.storeRenewMs } : {}),
+      ...(config.maxStoredArtifactBytes !== undefined
+        ? { maxStoredArtifactBytes: config.maxStoredArtifactBytes }
+        : {}),
       // The page starts agent turns and answers their approvals.
       ...(config.ui ? { agent: new AgentPlatform() } : {}),
     });

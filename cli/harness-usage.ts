@@ -113,6 +113,10 @@ Options:
   --store-table <name>       BMA_HARNESS_STORE_TABLE: the PostgreSQL table (one per partition)
   --store-renew-ms <n>       BMA_HARNESS_STORE_RENEW_MS: how often the holder renews its claim
                              (default 5000; a holder silent for 3 times that is gone)
+  --max-stored-artifact-bytes <n>
+                             BMA_HARNESS_MAX_STORED_ARTIFACT_BYTES: most bytes the artifacts
+                             results point at hold at once (default 1 GiB); in a store the
+                             oldest are deleted to make room
   --standby                  BMA_HARNESS_STANDBY: while another harness holds the store, wait
                              (/readyz 503), then take it over once that one is gone
   --takeover                 claim the store even from a live holder (that one is fenced)

@@ -49,6 +49,8 @@ export interface ServeConfig {
   readonly shutdownGraceMs: number;
   /** How often the holder renews its claim on the store (the lease is three times that). */
   readonly storeRenewMs: number | undefined;
+  /** Most bytes the artifacts hold at once (in the store: the oldest make room). */
+  readonly maxStoredArtifactBytes: number | undefined;
   readonly ui: boolean;
   readonly uiPort: number;
   /**
@@ -75,6 +77,7 @@ export const SERVE_FLAGS = argOptions({
     "store",
     "store-table",
     "store-renew-ms",
+    "max-stored-artifact-bytes",
     "log-format",
     "shutdown-grace",
     "jwt-secret-file",
@@ -133,6 +136,7 @@ const SERVE_VARIABLES: Partial<Record<Flag, string>> = {
   store: "BMA_HARNESS_STORE",
   "store-table": "BMA_HARNESS_STORE_TABLE",
   "store-renew-ms": "BMA_HARNESS_STORE_RENEW_MS",
+  "max-stored-artifact-bytes": "BMA_HARNESS_MAX_STORED_ARTIFACT_BYTES",
   standby: "BMA_HARNESS_STANDBY",
   takeover: "BMA_HARNESS_TAKEOVER",
   "log-format": "BMA_LOG_FORMAT",
@@ -235,6 +239,7 @@ export function readServeConfig(
     );
   }
   const renew = str("store-renew-ms");
+  const artifactBytes = str("max-stored-artifact-bytes");
   const outEnv: Record<string, string> = {};
   for (const { flag, variable } of SETTINGS) {
     const value = str(flag);
@@ -288,12 +293,24 @@ export function readServeConfig(
     storeRenewMs: renew === undefined
       ? undefined
       : integer(origin("store-renew-ms"), renew, 1, 3_600_000),
+    maxStoredArtifactBytes: artifactBytes === undefined
+      ? undefined
+      : positiveInteger(artifactBytes) ?? refuse(
+        `${origin("max-stored-artifact-bytes")} takes a positive integer (bytes), not ${
+          shownValue(artifactBytes)
+        }`,
+      ),
     ui: bool("ui") || uiPortText !== undefined,
     uiPort,
     env: outEnv,
     insecureNoAuth,
     secretSources,
   };
+}
+
+/** Throws the refusal `message`. */
+function refuse(message: string): never {
+  throw new ServeConfigError(message);
 }
 
 /** Whether `value` is a URL with a password in it. */

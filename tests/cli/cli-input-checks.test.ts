@@ -73,6 +73,11 @@ describe("bma-harness serve: refused at start", { timeout: 240_000 }, () => {
       [["--token-ttl-seconds", "0"], {}, /--token-ttl-seconds takes a positive integer, not "0"/],
       [["--request-timeout-ms", "1e3"], {}, /--request-timeout-ms takes a positive integer/],
       [
+        [],
+        { BMA_HARNESS_MAX_STORED_ARTIFACT_BYTES: "0" },
+        /BMA_HARNESS_MAX_STORED_ARTIFACT_BYTES takes a positive integer \(bytes\), not "0"/,
+      ],
+      [
         ["--connect-url", "notaurl"],
         {},
         /--connect-url takes a ws:\/\/ or wss:\/\/ URL, not "notaurl"/,
