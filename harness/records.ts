@@ -11,7 +11,7 @@
  * | `ev/<session_id>/<index>`         | {@linkcode StoredEventRow} | before the event's ack (with the events of its turn, from `index` on) |
  * | `c/<tool_call_id>`                | {@linkcode CallRecord}     | before `tool.call` is sent, and with its result before the `tool.result`'s ack |
  * | `a/…`                             | the agent capability's    | (see `agent/harness/platform.ts`)         |
- * | `art/<artifact_id>/…`, `art/o/<n>`, `art/total` | an artifact's description and chunks, its place in the order of uploads, what all hold | before the upload is answered (`harness/store/store-artifacts.ts`) |
+ * | `art/<artifact_id>/…`, `art/o/<n>` | an artifact's description and chunks, and its place in the order of uploads (id, size, whole) | before the upload is answered (`harness/store/store-artifacts.ts`) |
  *
  * Numbers in keys are zero-padded to a fixed width, so key order is numeric order.
  */
@@ -209,8 +209,6 @@ export const keys = {
   /** An artifact's place in the order of uploads. */
   artifactOrder: (seq: number): string => `art/o/${padded(seq)}`,
   artifactOrders: "art/o/",
-  /** What the artifacts hold. */
-  artifactTotal: "art/total",
   /** The store's holder record (`harness/store/claim.ts`). */
   holder: "w/holder",
   /** The fencing epoch every batch of the holder checks. */

@@ -3,9 +3,12 @@
  * what a result points at survives a restart and a failover with the rest of what the harness
  * acknowledged. Keys (`keys.artifact…` in `harness/records.ts`): an artifact's description
  * (`art/<id>/m`), its bytes in base64 chunks (`art/<id>/c/<n>`, at most
- * {@linkcode ARTIFACT_CHUNK_BYTES} bytes each), its place in the order of uploads (`art/o/<n>`),
- * and the bytes all of them hold (`art/total`). Chunks are written in batches of a few, the
- * description last: a reader finds a whole artifact or none. Portable: no runtime APIs.
+ * {@linkcode ARTIFACT_CHUNK_BYTES} bytes each), and its place in the order of uploads
+ * (`art/o/<n>`: its id and size, and whether it is whole). The place is written first, the chunks
+ * in batches of a few, the description last with the place marked whole: a reader finds a whole
+ * artifact or none, and an upload a crash or a drain cut short is found (and deleted) by the next
+ * harness on the store, from its place. What they hold is counted from the places, read once:
+ * no total is kept that two uploads at once could both write. Portable: no runtime APIs.
  */
 import type { Artifact } from "../../protocol/generated/contract.ts";
 import { fromBase64, toBase64 } from "../../protocol/base64.ts";
@@ -24,6 +27,8 @@ import type { HarnessStore, StoreOp } from "./store.ts";
 export const ARTIFACT_CHUNK_BYTES = 512 * 1024;
 /** Chunks written (or read) in one batch: a transaction of a few MiB, whatever the artifact. */
 const CHUNKS_PER_BATCH = 8;
+/** Places read at once (their values are small). */
+const PLACES_PER_READ = 256;
 /** The ids this store gives (`randomId("art_")`): no other names an artifact. */
 const ARTIFACT_ID = /^art_[0-9a-f]{24}$/;
 
@@ -38,9 +43,17 @@ interface ArtifactRecord {
   seq: number;
 }
 
-/** What the artifacts hold (`art/total`): bytes described, and the last upload's `seq`. */
-interface ArtifactTotal {
+/** An upload's place in the order (`art/o/<seq>`): which, how large, and whether it is whole. */
+interface ArtifactPlace {
+  id: string;
+  size: number;
+  whole: boolean;
+}
+
+/** What this store counts: bytes of whole artifacts, uploads under way, the last `seq` used. */
+interface ArtifactCount {
   bytes: number;
+  reserved: number;
   seq: number;
 }
 
@@ -57,13 +70,12 @@ export interface StoreArtifactStoreOptions {
 /**
  * Keeps artifacts in a {@linkcode HarnessStore}: the default of a harness given a store that it
  * claims (a Durable Object's storage, whose values are small, keeps them in memory). Written by
- * the store's one writer: the count of what they hold is this object's, read once.
+ * the store's one writer: what they hold is this object's count, read from the places once.
  */
 export class StoreArtifactStore implements ArtifactStore {
   readonly #store: HarnessStore;
   readonly #maxBytes: number;
-  /** What is described (read from the store at the first use), and uploads under way. */
-  #state: Promise<ArtifactTotal & { reserved: number }> | undefined;
+  #count: Promise<ArtifactCount> | undefined;
   /** Artifacts being deleted: a second delete meanwhile frees nothing twice. */
   readonly #deleting = new Set<string>();
 
@@ -73,36 +85,61 @@ export class StoreArtifactStore implements ArtifactStore {
     this.#maxBytes = options.maxBytes ?? DEFAULT_MAX_STORED_ARTIFACT_BYTES;
   }
 
-  #count(): Promise<ArtifactTotal & { reserved: number }> {
-    this.#state ??= Promise.resolve(this.#store.get<ArtifactTotal>(keys.artifactTotal)).then(
-      (total) => ({ bytes: total?.bytes ?? 0, seq: total?.seq ?? 0, reserved: 0 }),
-      (error) => {
-        this.#state = undefined; // Read again next time.
-        throw error;
-      },
-    );
-    return this.#state;
+  /**
+   * The count, read at the first use: the places of whole artifacts summed, and the uploads an
+   * earlier harness left unfinished (a crash, a drain, a fence) deleted with what they wrote.
+   */
+  #counted(): Promise<ArtifactCount> {
+    this.#count ??= this.#read().catch((error) => {
+      this.#count = undefined; // Read again next time.
+      throw error;
+    });
+    return this.#count;
+  }
+
+  async #read(): Promise<ArtifactCount> {
+    const count: ArtifactCount = { bytes: 0, reserved: 0, seq: 0 };
+    let after: string | undefined;
+    for (;;) {
+      const page = await this.#store.list<ArtifactPlace>(keys.artifactOrders, {
+        limit: PLACES_PER_READ,
+        ...(after !== undefined ? { after } : {}),
+      });
+      const unfinished: StoreOp[] = [];
+      for (const [key, place] of page) {
+        after = key;
+        count.seq = Math.max(count.seq, Number(key.slice(keys.artifactOrders.length)));
+        if (place.whole) count.bytes += place.size;
+        else unfinished.push({ deletePrefix: keys.artifact(place.id) }, { delete: key });
+      }
+      if (unfinished.length) await this.#store.write(unfinished);
+      if (page.length < PLACES_PER_READ) return count;
+    }
   }
 
   async put(upload: ArtifactUpload): Promise<Artifact> {
     const size = upload.bytes.byteLength;
     if (size > this.#maxBytes) throw new ArtifactStoreFullError();
-    const state = await this.#count();
-    while (state.bytes + state.reserved + size > this.#maxBytes) {
+    const count = await this.#counted();
+    while (count.bytes + count.reserved + size > this.#maxBytes) {
       if (!(await this.#deleteOldest())) throw new ArtifactStoreFullError();
     }
-    state.reserved += size;
+    count.reserved += size;
     const id = randomId("art_");
-    const seq = ++state.seq;
+    const seq = ++count.seq;
     try {
-      await this.#write(id, seq, upload, state);
+      await this.#write(id, seq, upload);
+      count.bytes += size;
     } catch (error) {
-      // What it wrote is no artifact (no description): it goes, as far as the store lets it.
-      await Promise.resolve(this.#store.write([{ deletePrefix: keys.artifact(id) }]))
-        .catch(() => {});
+      // What it wrote is no artifact: it goes, as far as the store lets it (else the next
+      // harness on the store finds its place unfinished, and deletes it).
+      await Promise.resolve(this.#store.write([
+        { deletePrefix: keys.artifact(id) },
+        { delete: keys.artifactOrder(seq) },
+      ])).catch(() => {});
       throw error;
     } finally {
-      state.reserved -= size;
+      count.reserved -= size;
     }
     return {
       artifact_id: id,
@@ -112,15 +149,19 @@ export class StoreArtifactStore implements ArtifactStore {
     };
   }
 
-  async #write(id: string, seq: number, upload: ArtifactUpload, state: ArtifactTotal) {
+  async #write(id: string, seq: number, upload: ArtifactUpload): Promise<void> {
     const bytes = upload.bytes;
-    const chunks = Math.ceil(bytes.byteLength / ARTIFACT_CHUNK_BYTES);
-    let batch: StoreOp[] = [];
+    const size = bytes.byteLength;
+    const chunks = Math.ceil(size / ARTIFACT_CHUNK_BYTES);
+    // Its place first: a harness that stops before the description is written leaves it
+    // unfinished, for the next to find.
+    const place = keys.artifactOrder(seq);
+    let batch: StoreOp[] = [{ put: place, value: { id, size, whole: false } }];
     for (let n = 0; n < chunks; n++) {
       const from = n * ARTIFACT_CHUNK_BYTES;
-      const piece = bytes.subarray(from, Math.min(from + ARTIFACT_CHUNK_BYTES, bytes.byteLength));
+      const piece = bytes.subarray(from, Math.min(from + ARTIFACT_CHUNK_BYTES, size));
       batch.push({ put: `${keys.artifact(id)}c/${padded(n)}`, value: toBase64(piece) });
-      if (batch.length === CHUNKS_PER_BATCH) {
+      if (batch.length >= CHUNKS_PER_BATCH) {
         await this.#store.write(batch);
         batch = [];
       }
@@ -128,35 +169,31 @@ export class StoreArtifactStore implements ArtifactStore {
     const record: ArtifactRecord = {
       ...(upload.name !== undefined ? { name: upload.name } : {}),
       ...(upload.mimeType !== undefined ? { mime_type: upload.mimeType } : {}),
-      size: bytes.byteLength,
+      size,
       ...(upload.environmentId !== undefined ? { environment_id: upload.environmentId } : {}),
       chunks,
       seq,
     };
-    // The description last: until it is written, no reader finds the artifact. The total counts
-    // what is described once this batch is (uploads still under way are not).
-    const total: ArtifactTotal = { bytes: state.bytes + bytes.byteLength, seq: state.seq };
+    // The description last: until it is written, no reader finds the artifact.
     batch.push(
       { put: `${keys.artifact(id)}m`, value: record },
-      { put: keys.artifactOrder(seq), value: id },
-      { put: keys.artifactTotal, value: total },
+      { put: place, value: { id, size, whole: true } },
     );
     await this.#store.write(batch);
-    state.bytes += bytes.byteLength;
   }
 
-  /** Deletes the oldest artifact; false when there is none. */
+  /** Deletes the oldest whole artifact; false when there is none. */
   async #deleteOldest(): Promise<boolean> {
-    const [oldest] = await this.#store.list<string>(keys.artifactOrders, { limit: 1 });
-    if (!oldest) return false;
-    if (await this.delete(oldest[1])) return true;
-    // Its description is gone (or being deleted meanwhile): its place in the order goes too.
-    await this.#store.write([{ delete: oldest[0] }]);
-    return true;
+    const places = await this.#store.list<ArtifactPlace>(keys.artifactOrders, {
+      limit: PLACES_PER_READ,
+    });
+    for (const [, place] of places) {
+      if (place.whole && !this.#deleting.has(place.id) && await this.delete(place.id)) return true;
+    }
+    return false;
   }
 
-  async get(artifactId: string): Promise<StoredArtifact | undefined> {
-    // An id this store never gave names no artifact (and is no reason to read the store).
+  async get(artifactId: string): Promise<StoredArtifact | undefined> { // An id this store never gave names no artifact (and is no reason to read the store).
     if (!ARTIFACT_ID.test(artifactId)) return undefined;
     const prefix = keys.artifact(artifactId);
     const record = await this.#store.get<ArtifactRecord>(`${prefix}m`);
@@ -198,17 +235,15 @@ export class StoreArtifactStore implements ArtifactStore {
     if (!ARTIFACT_ID.test(artifactId) || this.#deleting.has(artifactId)) return false;
     this.#deleting.add(artifactId);
     try {
-      const state = await this.#count();
+      const count = await this.#counted();
       const prefix = keys.artifact(artifactId);
       const record = await this.#store.get<ArtifactRecord>(`${prefix}m`);
       if (!record) return false;
-      const total: ArtifactTotal = { bytes: state.bytes - record.size, seq: state.seq };
       await this.#store.write([
         { deletePrefix: prefix },
         { delete: keys.artifactOrder(record.seq) },
-        { put: keys.artifactTotal, value: total },
       ]);
-      state.bytes -= record.size;
+      count.bytes -= record.size;
       return true;
     } finally {
       this.#deleting.delete(artifactId);

@@ -368,6 +368,50 @@ describe("Harness restart on the same store", { timeout: 30_000 }, () => {
     assert.equal((await artifacts.get(next.artifact_id))?.size, 8 * 1024 * 1024);
   });
 
+  it("an upload a harness left unfinished (it stopped midway) is deleted by the next on the store, and counted by none", async () => {
+    const store = new HeldStore();
+    const first = new StoreArtifactStore(store, { maxBytes: 8 * 1024 * 1024 });
+    store.holding = ["art/"];
+    void first.put({ bytes: new Uint8Array(5 * 1024 * 1024).fill(1) }).catch(() => {});
+    const [written] = await store.heldWrites(1);
+    written.commit();
+    await store.heldWrites(2);
+    // The process is gone: its second batch never lands, and nothing cleans up after it.
+    store.holding = [];
+    assert.ok((await store.list("art/")).length > 1, "its place and first chunks are stored");
+    const next = new StoreArtifactStore(store, { maxBytes: 8 * 1024 * 1024 });
+    const kept = await next.put({ bytes: new Uint8Array(8 * 1024 * 1024).fill(2) });
+    const left = (await store.list("art/")).map(([key]) => key);
+    assert.ok(
+      left.every((key) => key.startsWith(`art/${kept.artifact_id}/`) || key.startsWith("art/o/")),
+    );
+    assert.equal(
+      left.filter((key) => key.startsWith("art/o/")).length,
+      1,
+      "one place: the new one",
+    );
+  });
+
+  it("counts uploads made at once by what each holds: the bound holds for the next harness too (SQLite)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "bma-artifacts-"));
+    closing.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
+    const store = await openSqliteStore(join(dir, "a.db"));
+    closing.push(async () => await store.close?.());
+    const bound = 16 * 1024 * 1024;
+    const first = new StoreArtifactStore(store, { maxBytes: bound });
+    const sizes = [3_000_000, 5_000_000, 100, 4_000_000, 200_000];
+    await Promise.all(sizes.map((n) => first.put({ bytes: new Uint8Array(n).fill(7) })));
+    // A harness started again on the store fills it to its bound: the oldest make room.
+    const next = new StoreArtifactStore(store, { maxBytes: bound });
+    for (let i = 0; i < 3; i++) await next.put({ bytes: new Uint8Array(5_000_000) });
+    let held = 0;
+    for (const [key, value] of await store.list<{ size: number }>("art/")) {
+      if (key.endsWith("/m")) held += value.size;
+    }
+    assert.ok(held <= bound, `${held} bytes held, over the bound of ${bound}`);
+    assert.ok(held >= 15_000_000, `the three new ones are all there (${held} bytes)`);
+  });
+
   it("ends the sessions of an executor that does not come back within the fresh lease", async () => {
     const store = new MemoryHarnessStore({ values: "json" });
     const first = await serve(store, 0, new ManualClock());
