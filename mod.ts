@@ -240,6 +240,7 @@ export {
   ToolResult,
   ToolTimeoutError,
   UnknownSessionError,
+  UPLOAD_ATTEMPTS,
 } from "./executor/mod.ts";
 export type {
   ArtifactByteStream,

@@ -7,7 +7,7 @@ import type { TokenCache } from "./credentials.ts";
 import { ArtifactUploadError, ExecutorConfigError } from "./errors.ts";
 import type { FetchFunction } from "./options.ts";
 import type { Clock } from "../protocol/clock.ts";
-import { backoffDelay, type BackoffPolicy, sleep } from "../protocol/retry.ts";
+import { backoffDelay, type BackoffPolicy, sleep, wakeableSleep } from "../protocol/retry.ts";
 import type { SecretScrubber } from "./secrets.ts";
 
 /**
@@ -32,9 +32,11 @@ export interface ArtifactUpload {
 /**
  * Attempts of one upload: a failure that may pass (no answer, HTTP 408, 429 or 5xx but 501 and
  * 507: a harness restarting, a standby answering 503 while the holder takes over) is tried again
- * after the client's backoff, twice at most, before the result goes without its artifact.
+ * after the client's backoff (with the default, about 45 s of attempts: a restart or a failover
+ * takes seconds), at once when the client has registered again meanwhile, before the result goes
+ * without its artifact.
  */
-const UPLOAD_ATTEMPTS = 3;
+export const UPLOAD_ATTEMPTS = 10;
 
 /** Whether an upload that failed with `error` may succeed when sent again. */
 function mayPass(error: unknown): boolean {
@@ -44,6 +46,15 @@ function mayPass(error: unknown): boolean {
   return status === 408 || status === 429 || (status >= 500 && status !== 501 && status !== 507);
 }
 
+/** How an upload that may pass is waited out. */
+interface UploadRetry {
+  clock: Clock;
+  random: () => number;
+  policy: BackoffPolicy;
+  /** Ends a wait when it settles: the client registered again (the harness is back). */
+  wake?: (signal: AbortSignal) => Promise<void>;
+}
+
 /** Uploads artifacts for one client. */
 export class ArtifactUploader {
   readonly #baseUrl: string | undefined;
@@ -51,7 +62,7 @@ export class ArtifactUploader {
   readonly #fetch: FetchFunction | undefined;
   readonly #tokens: Pick<TokenCache, "current">;
   readonly #scrubber: SecretScrubber;
-  readonly #retry: { clock: Clock; random: () => number; policy: BackoffPolicy } | undefined;
+  readonly #retry: UploadRetry | undefined;
   #legacyOnly = false;
 
   constructor(deps: {
@@ -61,7 +72,7 @@ export class ArtifactUploader {
     tokens: Pick<TokenCache, "current">;
     scrubber: SecretScrubber;
     /** How a failure that may pass is waited out; without it, an upload is tried once. */
-    retry?: { clock: Clock; random: () => number; policy: BackoffPolicy };
+    retry?: UploadRetry;
   }) {
     this.#baseUrl = deps.baseUrl;
     this.#environmentId = deps.environmentId;
@@ -87,7 +98,9 @@ export class ArtifactUploader {
       } catch (error) {
         const retry = this.#retry;
         if (!retry || attempt >= UPLOAD_ATTEMPTS || !mayPass(error)) throw error;
-        await sleep(retry.clock, backoffDelay(retry.policy, attempt, retry.random), upload.signal);
+        const delay = backoffDelay(retry.policy, attempt, retry.random);
+        if (retry.wake) await wakeableSleep(retry.clock, delay, retry.wake, upload.signal);
+        else await sleep(retry.clock, delay, upload.signal);
       }
     }
   }

@@ -189,7 +189,7 @@ export class ExecutorCore {
       fetch: credentials.fetch ?? options.fetch,
       tokens: this.tokens,
       scrubber,
-      retry: { clock, random, policy: retry },
+      retry: { clock, random, policy: retry, wake: (over) => link.nextConnection(over) },
     });
     this.events = new EventOutbox({
       clock,

@@ -175,7 +175,7 @@ export {
   TokenExchangeError,
   UnknownSessionError,
 } from "./errors.ts";
-export type { ArtifactByteStream, ArtifactUpload } from "./artifacts.ts";
+export { type ArtifactByteStream, type ArtifactUpload, UPLOAD_ATTEMPTS } from "./artifacts.ts";
 export type { ExecutorListener } from "./listener.ts";
 export type { ExecutorExtensionHost } from "./extension.ts";
 export type { ToolResultLostHandler } from "./options.ts";

@@ -202,7 +202,7 @@ export async function retrying<T>(
 }
 
 /** Sleeps `ms`, or less when `wake` settles first; rejects when `signal` aborts. */
-async function wakeableSleep(
+export async function wakeableSleep(
   clock: Clock,
   ms: number,
   wake: (signal: AbortSignal) => Promise<void>,

@@ -19,6 +19,7 @@ import {
 import {
   ArtifactUploadError,
   type ExecutorClient as NodeExecutorClient,
+  UPLOAD_ATTEMPTS,
 } from "../../executor/node.ts";
 import { localHarnessOrigin } from "../../executor/credentials.ts";
 import { EXECUTOR_CLI, printed, spawnTs } from "../helpers/runtime-command.ts";
@@ -97,9 +98,9 @@ describe("an upload answered 503 (a harness restarting, a standby)", { timeout: 
       harnessUrl: server.url,
       executor: INFO,
       retry: { initialDelayMs: 5, maxDelayMs: 10 },
-      // The first two uploads meet a harness that cannot take them yet.
+      // The first six uploads meet a harness that cannot take them yet (a restart's seconds).
       fetch: (input, init) => {
-        if (String(input).endsWith("/artifacts") && answered503 < 2) {
+        if (String(input).endsWith("/artifacts") && answered503 < 6) {
           answered503++;
           return Promise.resolve(Response.json({ error: "standby" }, { status: 503 }));
         }
@@ -111,7 +112,7 @@ describe("an upload answered 503 (a harness restarting, a standby)", { timeout: 
     await client.start();
     const session = await (await harness.waitExecutor()).assignSession({ session_id: "ses_503" });
     const result = await session.tools.bash.call({ command: "make big" });
-    assert.equal(answered503, 2);
+    assert.equal(answered503, 6);
     const [block] = artifactBlocks(result.content);
     // Before, the first 503 left the result with its preview only ("full output not uploaded").
     assert.ok(block, JSON.stringify(result.content));
@@ -147,9 +148,9 @@ describe("an upload answered 503 (a harness restarting, a standby)", { timeout: 
     }).then(() => undefined, (e: unknown) => e);
     assert.ok(error instanceof ArtifactUploadError, String(error));
     assert.equal(error.status, 503);
-    assert.equal(opened, 3, "three attempts, each with a stream of its own");
+    assert.equal(opened, UPLOAD_ATTEMPTS, "each attempt with a stream of its own");
     // Before, every stream stayed open, held by the fetch that never read it.
-    assert.equal(cancelled, 3);
+    assert.equal(cancelled, UPLOAD_ATTEMPTS);
   });
 });
 
