@@ -57,6 +57,15 @@ export interface HarnessAppDeps {
 
 type Env = { Bindings: FetchOptions };
 
+/** How many uploads of the largest size a harness holds at once (more wait: 503). */
+const UPLOADS_AT_ONCE = 4;
+
+/** What an upload counts against the bound: the length it declares, else the largest. */
+function uploadCost(request: Request, maxBytes: number): number {
+  const declared = Number(request.headers.get("content-length") ?? Number.NaN);
+  return Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, maxBytes) : maxBytes;
+}
+
 /** Largest token-exchange body read: `{}`, or the legacy alias's `{"environment_id": "..."}`. */
 const MAX_TOKEN_BODY_BYTES = 4 * 1024;
 
@@ -198,6 +207,28 @@ export function createHarnessApp(deps: HarnessAppDeps): Hono<Env> {
     ) {
       return json(403, { error: "forbidden" });
     }
+    // Each upload is held whole while it is stored: what they hold at once is bounded, and one
+    // past the bound is sent on (503, retry-after: 1; the executor tries again after its backoff).
+    const cost = uploadCost(request, deps.maxArtifactBytes);
+    if (uploading > 0 && uploading + cost > UPLOADS_AT_ONCE * deps.maxArtifactBytes) {
+      return json(503, { error: "busy" }, { "retry-after": "1" });
+    }
+    uploading += cost;
+    try {
+      return await store(request, environmentId, principal);
+    } finally {
+      uploading -= cost;
+    }
+  };
+
+  /** The bytes uploads are reading or storing now (each counted as it declared, else the bound). */
+  let uploading = 0;
+
+  const store = async (
+    request: Request,
+    environmentId: string | undefined,
+    principal: Principal,
+  ) => {
     let bytes: Uint8Array<ArrayBuffer>;
     try {
       // Sent or chunked alike, reading stops at the bound.

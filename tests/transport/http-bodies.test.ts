@@ -366,6 +366,44 @@ describe("the harness's own server: request and response bodies", { timeout: 90_
     await refused.text();
   });
 
+  it("holds at most four of the largest uploads at once: the next is sent on (503, retry-after)", async () => {
+    const issued = await fetch(`${base}/v1/environments/env_1/token`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ENV_KEY}` },
+    });
+    const { token } = await issued.json();
+    const upload = (length: number, sent: number) =>
+      exchange(
+        port,
+        head("POST", "/v1/environments/env_1/artifacts", [
+          `Authorization: Bearer ${token}`,
+          "Content-Type: application/octet-stream",
+          `Content-Length: ${length}`,
+        ]),
+        sent,
+      );
+    // Four of the largest (256 KiB each, this harness's maxArtifactBytes), their bodies on the way.
+    const held = Array.from({ length: 4 }, () => upload(256 * 1024, 1024));
+    // Once the four are being read (each reaches the handler after its token's check), another
+    // is refused: asked until it is (an upload taken before that is a small one, stored).
+    let refused = await within(upload(10, 10).answer, "an answer to the fifth");
+    for (let i = 0; i < 100 && refused.status === 201; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      refused = await within(upload(10, 10).answer, "an answer to the fifth");
+    }
+    assert.equal(refused.status, 503);
+    assert.match(refused.headers, /^retry-after: 1$/m);
+    // Once they are gone, an upload is taken again.
+    for (const one of held) one.socket.destroy();
+    await Promise.all(held.map((one) => within(one.closed, "a held upload's end")));
+    let status = 0;
+    for (let i = 0; i < 50 && status !== 201; i++) {
+      status = (await within(upload(10, 10).answer, "an upload's answer")).status;
+      if (status !== 201) await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    assert.equal(status, 201);
+  });
+
   it("stops reading a chunked artifact upload at maxArtifactBytes: 413 while it is still sent", async () => {
     const issued = await fetch(`${base}/v1/environments/env_1/token`, {
       method: "POST",
