@@ -517,8 +517,9 @@ export function brainApi(harness: Harness, options: BrainApiOptions): Hono {
     }
     if (waited.error instanceof ToolOutcomeUnknownError) {
       // This harness is going away (a drain, or fenced): the call is in its store, and the
-      // harness that holds the store next answers it. Not final: the brain repeats the request.
-      if (waited.error.reason === "harness_closed") throw new HarnessClosedError();
+      // harness that holds the store next answers it. Not final: the brain repeats the request
+      // (errorAnswer's 503 harness_closed).
+      if (waited.error.reason === "harness_closed") throw waited.error;
       return json(200, { ...view, state: "settled", error: errorAnswer(waited.error).error });
     }
     if (waited.error !== undefined) throw waited.error;

@@ -17,6 +17,7 @@ import { join } from "node:path";
 import {
   ExecutorClient,
   Harness,
+  type HarnessStore,
   InvalidCallOptionError,
   InvalidOutgoingParamsError,
   openSqliteStore,
@@ -143,21 +144,30 @@ describe("ids the store remembers", { timeout: 60_000 }, () => {
   });
 });
 
+/**
+ * A harness on 127.0.0.1 (on `store`, if given) with an executor whose bash handler counts its
+ * runs and echoes the command, and a ready session `sessionId`.
+ */
+async function countingSession(sessionId: string, store?: HarnessStore) {
+  const harness = new Harness({ insecureNoAuth: true, ...(store ? { store } : {}) });
+  const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
+  const client = new ExecutorClient({ harnessUrl: server.url, executor: INFO });
+  let count = 0;
+  client.tools.bash.handle(({ command }) => {
+    count++;
+    return { stdout: command, stderr: "", exit_code: 0 };
+  });
+  await client.start();
+  const executor = await harness.waitExecutor();
+  const session = await executor.assignSession({ session_id: sessionId });
+  await session.ready();
+  return { harness, server, client, session, runs: () => count };
+}
+
 describe("options spelled the wire's way (0.1.0's names)", { timeout: 30_000 }, () => {
   it("are refused before anything is sent, naming the spelling to use: a repeat never runs twice; an id reused for another tool is refused", async () => {
-    const harness = new Harness({ insecureNoAuth: true });
-    const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
-    const client = new ExecutorClient({ harnessUrl: server.url, executor: INFO });
-    let runs = 0;
-    client.tools.bash.handle(({ command }) => {
-      runs++;
-      return { stdout: command, stderr: "", exit_code: 0 };
-    });
+    const { harness, server, client, session, runs } = await countingSession("ses_spelling");
     try {
-      await client.start();
-      const executor = await harness.waitExecutor();
-      const session = await executor.assignSession({ session_id: "ses_spelling" });
-      await session.ready();
       const refusal = (error: unknown, option: string, spelled: string) => {
         assert.ok(error instanceof InvalidCallOptionError, String(error));
         assert.equal(error.option, option);
@@ -185,12 +195,12 @@ describe("options spelled the wire's way (0.1.0's names)", { timeout: 30_000 }, 
             /belongs in the request \(tool_call_id\)/.test(error.message),
         );
       }
-      assert.equal(runs, 0, "nothing ran");
+      assert.equal(runs(), 0, "nothing ran");
       assert.equal(session.state, "ready", "the session was not stopped");
       // The names of today: the repeat answers the first call's result.
       await session.tools.bash.call({ command: "once" }, { toolCallId: "call_2" });
       await session.tools.bash.call({ command: "once" }, { toolCallId: "call_2" });
-      assert.equal(runs, 1);
+      assert.equal(runs(), 1);
       // The id of a bash call reused for another tool is refused, not answered bash's result.
       await assert.rejects(
         session.callTool({ tool: "read", input: { path: "x" }, tool_call_id: "call_2" }),
@@ -209,19 +219,8 @@ describe("options spelled the wire's way (0.1.0's names)", { timeout: 30_000 }, 
 describe("a tool_call_id on its way to the store", { timeout: 30_000 }, () => {
   it("a repeat made while the store still writes the first call under its id waits for it: one call, both answered", async () => {
     const store = new HeldStore();
-    const harness = new Harness({ insecureNoAuth: true, store });
-    const server = await harness.serve({ hostname: "127.0.0.1", port: 0 });
-    const client = new ExecutorClient({ harnessUrl: server.url, executor: INFO });
-    let runs = 0;
-    client.tools.bash.handle(({ command }) => {
-      runs++;
-      return { stdout: command, stderr: "", exit_code: 0 };
-    });
+    const { harness, server, client, session, runs } = await countingSession("ses_repeat", store);
     try {
-      await client.start();
-      const executor = await harness.waitExecutor();
-      const session = await executor.assignSession({ session_id: "ses_repeat" });
-      await session.ready();
       store.holding = ["c/call_twice"];
       const first = session.tools.bash.call({ command: "once" }, { toolCallId: "call_twice" });
       const [write] = await store.heldWrites(1);
@@ -233,7 +232,7 @@ describe("a tool_call_id on its way to the store", { timeout: 30_000 }, () => {
       const [a, b] = await Promise.all([first, repeat]);
       assert.equal(a.structured_content?.stdout, "once");
       assert.deepEqual(b, a);
-      assert.equal(runs, 1);
+      assert.equal(runs(), 1);
       assert.equal(store.held.length, 1, "one call written, not a second under the same id");
     } finally {
       await client.stop();
